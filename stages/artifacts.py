@@ -1,0 +1,106 @@
+"""Artifacts: schema-validated JSON files written atomically, each with a fingerprint of its inputs."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+
+from stages.paths import SCHEMAS_DIR
+
+SCHEMA_VERSION = 1
+
+ArtifactKind = Literal["manifest", "selection", "config", "generation", "details", "summary"]
+
+
+class ArtifactError(ValueError):
+    """An artifact failed validation against its schema."""
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def fingerprint(value: Any) -> str:
+    """sha256 of the canonical JSON of `value`."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(chunk_size), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _validator(kind: str) -> jsonschema.protocols.Validator:
+    schema_path = SCHEMAS_DIR / f"{kind}.schema.json"
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator_cls.check_schema(schema)
+    return validator_cls(schema)
+
+
+def validate(kind: str, record: dict[str, Any]) -> None:
+    errors = sorted(_validator(kind).iter_errors(record), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "(root)"
+        raise ArtifactError(f"{kind} artifact invalid at {where}: {first.message}")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temp file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_artifact(path: Path, kind: str, record: dict[str, Any]) -> dict[str, Any]:
+    """Validate `record` against `schemas/<kind>.schema.json` and write it atomically. Returns the record."""
+    record = {"schema_version": SCHEMA_VERSION, **record}
+    validate(kind, record)
+    atomic_write_text(path, json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    return record
+
+
+def read_artifact(path: Path, kind: str) -> dict[str, Any] | None:
+    """The artifact at `path` if it exists, parses and validates; None otherwise."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("schema_version") != SCHEMA_VERSION:
+        return None
+    try:
+        validate(kind, record)
+    except ArtifactError:
+        return None
+    return record
+
+
+def is_current(path: Path, kind: str, expected_fingerprint: str, *, require_status: tuple[str, ...] = ()) -> bool:
+    """True when the artifact exists, validates and carries the expected fingerprint (and status, if asked)."""
+    record = read_artifact(path, kind)
+    if record is None or record.get("fingerprint") != expected_fingerprint:
+        return False
+    return not require_status or record.get("status") in require_status

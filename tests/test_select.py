@@ -1,0 +1,84 @@
+"""Selection semantics: splits, categories, sample ids, errors, and the run's config.json."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stages.artifacts import read_artifact
+from stages.config import ConfigError, load_settings
+from stages.select import run_select, select_problems, selected_problem_ids
+
+DEV_ORDER = ["10", "1", "3", "4", "6", "7", "19", "78", "29", "38", "44", "47", "49", "51", "70"]
+
+
+def _settings(tmp_path: Path, data_dir: Path, **values: str):
+    return load_settings({"data_dir": str(data_dir), "results_dir": str(tmp_path / "results"), **values}, cwd=tmp_path)
+
+
+def test_validation_split_in_file_order(tmp_path: Path, staged_data_dir: Path) -> None:
+    problems = select_problems(_settings(tmp_path, staged_data_dir))
+    assert [p.problem_id for p in problems] == DEV_ORDER
+    assert sum(len(p.scored_steps) for p in problems) == 50
+
+
+def test_test_and_all_splits(tmp_path: Path, staged_data_dir: Path) -> None:
+    test = select_problems(_settings(tmp_path, staged_data_dir, model="m", split="test"))
+    assert len(test) == 65 and test[0].problem_id == "77"
+    assert sum(len(p.steps) for p in test) == 291
+    assert sum(len(p.scored_steps) for p in test) == 288
+    every = select_problems(_settings(tmp_path, staged_data_dir, model="m"))
+    assert [p.problem_id for p in every][:15] == DEV_ORDER and len(every) == 80
+    assert sum(len(p.scored_steps) for p in every) == 338
+
+
+def test_sample_ids_keep_official_order(tmp_path: Path, staged_data_dir: Path) -> None:
+    chosen = select_problems(_settings(tmp_path, staged_data_dir, model="m", sample_ids="2,10,77"))
+    assert [p.problem_id for p in chosen] == ["10", "77", "2"]
+    as_json = select_problems(_settings(tmp_path, staged_data_dir, model="m", sample_ids='["13"]'))
+    assert [p.problem_id for p in as_json] == ["13"]
+
+
+def test_categories(tmp_path: Path, staged_data_dir: Path) -> None:
+    assert len(select_problems(_settings(tmp_path, staged_data_dir, category="unclassified"))) == 15
+    assert len(select_problems(_settings(tmp_path, staged_data_dir, category="all"))) == 15
+    with pytest.raises(ConfigError, match=r"invalid category=physics: expected all, or one or more of unclassified"):
+        select_problems(_settings(tmp_path, staged_data_dir, category="physics"))
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"sample_ids": "999"}, "invalid sample_ids: problem id 999 is not in split=validation"),
+        ({"sample_ids": "77"}, "invalid sample_ids: problem id 77 is not in split=validation"),
+    ],
+)
+def test_selection_errors(tmp_path: Path, staged_data_dir: Path, values: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        select_problems(_settings(tmp_path, staged_data_dir, **values))
+    assert message in str(raised.value)
+
+
+def test_run_select_writes_selection_and_redacted_config(
+    tmp_path: Path, staged_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    settings = _settings(tmp_path, staged_data_dir, sample_ids="1,3")
+    record = run_select(settings)
+    assert [p["problem_id"] for p in record["problems"]] == ["1", "3"]
+    assert all(p["category"] == "unclassified" and len(p["fingerprint"]) == 64 for p in record["problems"])
+    assert read_artifact(settings.run_paths.selection, "selection") == record
+    config_text = settings.run_paths.config.read_text(encoding="utf-8")
+    assert "sk-must-not-leak" not in config_text
+    config = json.loads(config_text)
+    assert config["settings"]["sample_ids"] == ["1", "3"] and config["settings"]["api_key_present"] is True
+    assert selected_problem_ids(settings) == ["1", "3"]
+    changed = _settings(tmp_path, staged_data_dir, sample_ids="1")
+    assert selected_problem_ids(changed) is None  # stale selection is not used
+
+
+def test_missing_problem_files_are_reported(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, tmp_path / "nowhere")
+    with pytest.raises(Exception, match=r"missing .*problems_dev.jsonl: run `doit download` first"):
+        select_problems(settings)

@@ -1,0 +1,778 @@
+"""summarize stage: `<run>/summary.md`, `<run>/summary.json` and `<run>/plots/*.png` from the details files.
+
+Every selected problem counts in every denominator. A problem whose generation failed, or that has no
+(valid) details file, is an Error and none of its steps passed; the number of scored steps of each
+problem comes from selection.json (prefilled steps are not scored), never from a constant.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from stages.artifacts import atomic_write_text, fingerprint, read_artifact, sha256_file, write_artifact
+from stages.config import Settings
+from stages.paths import RunPaths
+from stages.problems import ProblemDataError, load_problems, prefilled_reason
+
+StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
+CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"]
+ProblemState = Literal["complete", "generation_error", "missing_generation", "missing_details", "invalid_details"]
+TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
+
+STEP_STATUSES: tuple[StepStatus, ...] = ("pass", "fail", "timeout", "parse_error", "eval_error", "skipped")
+CELL_STATUSES: tuple[CellStatus, ...] = (*STEP_STATUSES, "no_verdict")
+GENERATION_FAILED: frozenset[str] = frozenset({"generation_error", "missing_generation", "missing_details", "invalid_details"})
+SCORED_ATTEMPT = 0
+NO_DETAILS_REASON = "no details file"
+
+
+class SummarizeError(ValueError):
+    """The run cannot be summarized (no selection), stated in one line."""
+
+
+# ---------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepRow:
+    step_id: str
+    status: CellStatus
+    reason: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    calls: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "total_tokens": self.total_tokens, "calls": self.calls}
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    """One selected problem as summarized: its step verdicts and why it failed, if it did."""
+
+    problem_id: str
+    split: str
+    category: str
+    state: ProblemState
+    steps: tuple[StepRow, ...]
+    scored_expected: int
+    usage: Usage | None
+    latency_s: float | None
+    error: str | None
+
+    @property
+    def scored_rows(self) -> tuple[StepRow, ...]:
+        return tuple(step for step in self.steps if step.status != "skipped")
+
+    @property
+    def steps_scored(self) -> int:
+        """The denominator of this problem: its scored steps according to the selection (the data)."""
+        return self.scored_expected
+
+    @property
+    def steps_passed(self) -> int:
+        return min(sum(step.status == "pass" for step in self.scored_rows), self.scored_expected)
+
+    @property
+    def steps_skipped(self) -> int:
+        return sum(step.status == "skipped" for step in self.steps)
+
+    @property
+    def is_error(self) -> bool:
+        """Error in the Total/Evaluated/Error sense: generation reported an error, or there is nothing scored."""
+        return self.state in GENERATION_FAILED
+
+    @property
+    def failed(self) -> bool:
+        """Generation or scoring failed for this problem (it is listed in `failed_problems`)."""
+        return self.is_error or self.error is not None
+
+    @property
+    def resolved(self) -> bool:
+        return not self.is_error and self.steps_passed == self.scored_expected and all(
+            step.status == "pass" for step in self.scored_rows
+        )
+
+    @property
+    def first_failure(self) -> StepRow | None:
+        return next((step for step in self.scored_rows if step.status != "pass"), None)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Counts of a group of problems, and the two rates, under the names of the results contract."""
+
+    total: int
+    errors: int
+    resolved: int
+    steps_passed: int
+    steps_scored: int
+    steps_skipped: int
+
+    @property
+    def evaluated(self) -> int:
+        return self.total  # every selected problem is evaluated: failures count as unresolved, never dropped
+
+    @property
+    def resolve_rate(self) -> float | None:
+        return self.resolved / self.evaluated if self.evaluated else None
+
+    @property
+    def step_rate(self) -> float | None:
+        return self.steps_passed / self.steps_scored if self.steps_scored else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "main_problem_resolve_rate": self.resolve_rate,
+            "subproblem": self.step_rate,
+            "Total": self.total,
+            "Evaluated": self.evaluated,
+            "Error": self.errors,
+            "main_problem_resolved": self.resolved,
+            "main_problem_total": self.evaluated,
+            "subproblem_correct": self.steps_passed,
+            "subproblem_total": self.steps_scored,
+            "skipped_steps": self.steps_skipped,
+        }
+
+
+@dataclass(frozen=True)
+class TargetsInfo:
+    kind: TargetsKind
+    note: str
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    """What `run_summarize` wrote and the headline numbers."""
+
+    summary_md: Path
+    summary_json: Path
+    plots: tuple[Path, ...]
+    total: int
+    evaluated: int
+    errors: int
+    resolved: int
+    subproblem_correct: int
+    subproblem_total: int
+    skipped_steps: int
+    targets_kind: str
+    failed_problems: tuple[str, ...]
+    one_line: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """A small JSON-native dict (what a doit python-action may return)."""
+        return {
+            "total": self.total, "evaluated": self.evaluated, "errors": self.errors, "resolved": self.resolved,
+            "subproblem_correct": self.subproblem_correct, "subproblem_total": self.subproblem_total,
+            "targets": self.targets_kind, "failed_problems": list(self.failed_problems),
+        }
+
+
+# ---------------------------------------------------------------------------
+# Inputs and their fingerprint
+# ---------------------------------------------------------------------------
+
+def _read_selection(paths: RunPaths) -> dict[str, Any]:
+    selection = read_artifact(paths.selection, "selection")
+    if selection is None:
+        raise SummarizeError(f"missing or invalid {paths.selection}: run `doit select` first")
+    return selection
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return sha256_file(path)
+    except FileNotFoundError:
+        return None
+
+
+def _config_identity(paths: RunPaths, settings: Settings) -> str:
+    config = read_artifact(paths.config, "config")
+    return config["fingerprint"] if config is not None else fingerprint(settings.redacted())
+
+
+def _inputs_fingerprint(settings: Settings, selection: Mapping[str, Any]) -> str:
+    paths = settings.run_paths
+    problem_ids = [entry["problem_id"] for entry in selection["problems"]]
+    return fingerprint({
+        "stage": "summarize",
+        "selection": selection["fingerprint"],
+        "config": _config_identity(paths, settings),
+        "details": {pid: _file_digest(paths.details(pid)) for pid in problem_ids},
+        "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
+    })
+
+
+def summary_fingerprint(settings: Settings) -> str:
+    """The fingerprint a current summary.json carries (for doit's up-to-date check): hashes of the inputs only."""
+    paths = settings.run_paths
+    selection = read_artifact(paths.selection, "selection")
+    if selection is None:
+        return fingerprint({"stage": "summarize", "selection": None})
+    return _inputs_fingerprint(settings, selection)
+
+
+def summary_is_current(settings: Settings) -> bool:
+    """summary.json carries the expected fingerprint and summary.md and every plot it lists exist."""
+    paths = settings.run_paths
+    record = read_artifact(paths.summary_json, "summary")
+    if record is None or record["fingerprint"] != summary_fingerprint(settings):
+        return False
+    return paths.summary_md.is_file() and all((paths.run_dir / plot).is_file() for plot in record["plots"])
+
+
+# ---------------------------------------------------------------------------
+# Problem rows
+# ---------------------------------------------------------------------------
+
+def _step_layout(settings: Settings) -> dict[str, tuple[tuple[str, bool], ...]]:
+    """problem id -> ((step id, prefilled), ...) from the staged problem files; empty when they are absent."""
+    try:
+        problems = load_problems(settings.data_paths, "all")
+    except ProblemDataError:
+        return {}
+    return {problem.problem_id: tuple((step.step_id, step.prefilled) for step in problem.steps) for problem in problems}
+
+
+def _fallback_layout(problem_id: str, steps: int, scored: int) -> tuple[tuple[str, bool], ...]:
+    """Step ids by position when the problem files are not available; the unscored ones last."""
+    return tuple((f"{problem_id}.{index + 1}", index >= scored) for index in range(steps))
+
+
+def _usage_from(record: Mapping[str, Any] | None) -> Usage | None:
+    if not isinstance(record, Mapping):
+        return None
+    try:
+        return Usage(int(record["input_tokens"]), int(record["output_tokens"]), int(record["total_tokens"]),
+                     int(record.get("calls", 0)))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _generation_usage(paths: RunPaths, problem_id: str) -> tuple[Usage | None, float | None]:
+    generation = read_artifact(paths.generation(problem_id), "generation")
+    if generation is None:
+        return None, None
+    usage = _usage_from(generation.get("usage"))
+    if usage is not None and not usage.calls:
+        calls = sum(len(step["trajectory"].get("calls", ())) for step in generation["steps"])
+        usage = Usage(usage.input_tokens, usage.output_tokens, usage.total_tokens, calls)
+    latency = generation.get("latency_s")
+    if latency is None and generation["steps"]:
+        latency = sum(float(step.get("latency_s", 0.0)) for step in generation["steps"])
+    return usage, latency
+
+
+def _rows_without_details(layout: Sequence[tuple[str, bool]], reason: str) -> tuple[StepRow, ...]:
+    skipped = prefilled_reason()
+    return tuple(StepRow(sid, "skipped", skipped) if prefilled else StepRow(sid, "no_verdict", reason)
+                 for sid, prefilled in layout)
+
+
+def _merge_steps(layout: Sequence[tuple[str, bool]], verdicts: Sequence[Mapping[str, Any]]) -> tuple[StepRow, ...]:
+    """Verdicts of the details file in data order; steps it lacks become `no_verdict`, extra ones are kept last."""
+    by_id = {str(step["step_id"]): step for step in verdicts}
+    rows = []
+    for step_id, prefilled in layout:
+        step = by_id.pop(step_id, None)
+        if step is not None:
+            rows.append(StepRow(step_id, step["status"], str(step.get("reason", ""))))
+        elif prefilled:
+            rows.append(StepRow(step_id, "skipped", prefilled_reason()))
+        else:
+            rows.append(StepRow(step_id, "no_verdict", "step missing from the details file"))
+    rows.extend(StepRow(sid, step["status"], str(step.get("reason", ""))) for sid, step in by_id.items())
+    return tuple(rows)
+
+
+def _scoring_error(rows: Sequence[StepRow], scored_expected: int, evaluation: Mapping[str, Any]) -> str | None:
+    """Why scoring failed for a problem whose generation succeeded; None when it did not."""
+    if evaluation.get("error"):
+        return str(evaluation["error"])
+    scored = [row for row in rows if row.status != "skipped"]
+    if len(scored) != scored_expected:
+        return f"details hold {len(scored)} scored steps, the selection expects {scored_expected}"
+    broken = next((row for row in scored if row.status in ("eval_error", "no_verdict")), None)
+    if broken is not None:
+        return f"step {broken.step_id}: {broken.status}" + (f" ({broken.reason})" if broken.reason else "")
+    return None
+
+
+def problem_row(settings: Settings, entry: Mapping[str, Any], layout: Sequence[tuple[str, bool]] | None) -> ProblemRow:
+    """The summarized record of one selected problem (selection entry + its details file, if any)."""
+    paths = settings.run_paths
+    problem_id = entry["problem_id"]
+    layout = layout or _fallback_layout(problem_id, entry["steps"], entry["scored_steps"])
+    common = {"problem_id": problem_id, "split": entry["split"], "category": entry["category"],
+              "scored_expected": entry["scored_steps"]}
+    details_path = paths.details(problem_id)
+    details = read_artifact(details_path, "details")
+    if details is None:
+        state: ProblemState = "invalid_details" if details_path.exists() else "missing_details"
+        reason = NO_DETAILS_REASON if state == "missing_details" else "details file does not validate"
+        usage, latency = _generation_usage(paths, problem_id)
+        return ProblemRow(state=state, steps=_rows_without_details(layout, reason), usage=usage, latency_s=latency,
+                          error=f"{reason}: {details_path.name}", **common)
+    if details["task_id"] != problem_id:
+        return ProblemRow(state="invalid_details", steps=_rows_without_details(layout, "details of another problem"),
+                          usage=None, latency_s=None,
+                          error=f"{details_path.name} holds task_id {details['task_id']}", **common)
+
+    attempt = details["attempts"][SCORED_ATTEMPT]
+    evaluation = attempt["meta"]["evaluation"]
+    rows = _merge_steps(layout, evaluation["steps"])
+    usage, latency = _usage_from(attempt["meta"].get("usage")), attempt["meta"].get("latency_s")
+    if usage is None or latency is None:
+        gen_usage, gen_latency = _generation_usage(paths, problem_id)
+        usage, latency = usage or gen_usage, latency if latency is not None else gen_latency
+    state = details["status"]
+    if state in GENERATION_FAILED:
+        error = str(evaluation.get("error") or state.replace("_", " "))
+    else:
+        error = _scoring_error(rows, entry["scored_steps"], evaluation)
+    return ProblemRow(state=state, steps=rows, usage=usage, latency_s=latency, error=error, **common)
+
+
+def collect_rows(settings: Settings, selection: Mapping[str, Any]) -> tuple[ProblemRow, ...]:
+    layouts = _step_layout(settings)
+    return tuple(problem_row(settings, entry, layouts.get(entry["problem_id"])) for entry in selection["problems"])
+
+
+# ---------------------------------------------------------------------------
+# Aggregation
+# ---------------------------------------------------------------------------
+
+def metrics_of(rows: Iterable[ProblemRow]) -> Metrics:
+    rows = tuple(rows)
+    return Metrics(
+        total=len(rows),
+        errors=sum(row.is_error for row in rows),
+        resolved=sum(row.resolved for row in rows),
+        steps_passed=sum(row.steps_passed for row in rows),
+        steps_scored=sum(row.steps_scored for row in rows),
+        steps_skipped=sum(row.steps_skipped for row in rows),
+    )
+
+
+def grouped_metrics(rows: Sequence[ProblemRow], key: str) -> dict[str, Metrics]:
+    """Metrics per value of `key` (category or split), groups in order of first appearance."""
+    groups: dict[str, list[ProblemRow]] = {}
+    for row in rows:
+        groups.setdefault(getattr(row, key), []).append(row)
+    return {name: metrics_of(members) for name, members in groups.items()}
+
+
+def status_counts(rows: Iterable[ProblemRow]) -> dict[str, int]:
+    counts = Counter(step.status for row in rows for step in row.steps)
+    return {status: counts.get(status, 0) for status in CELL_STATUSES}
+
+
+def total_usage(rows: Sequence[ProblemRow]) -> dict[str, int]:
+    reporting = [row.usage for row in rows if row.usage is not None]
+    return {
+        "input_tokens": sum(u.input_tokens for u in reporting),
+        "output_tokens": sum(u.output_tokens for u in reporting),
+        "total_tokens": sum(u.total_tokens for u in reporting),
+        "calls": sum(u.calls for u in reporting),
+        "problems_reporting": len(reporting),
+    }
+
+
+def total_latency(rows: Sequence[ProblemRow]) -> float:
+    return round(sum(row.latency_s for row in rows if row.latency_s is not None), 3)
+
+
+# ---------------------------------------------------------------------------
+# Targets and dates
+# ---------------------------------------------------------------------------
+
+def resolve_targets_info(settings: Settings) -> TargetsInfo:
+    """Which targets the steps were scored against (official, explicit file, derived, missing)."""
+    try:
+        from stages.targets import resolve_targets
+    except ImportError as error:
+        return TargetsInfo("unknown", f"targets could not be resolved: {error}")
+    try:
+        resolved = resolve_targets(settings)
+    except Exception as error:  # a summary is still written; the reason is shown in its first lines
+        return TargetsInfo("unknown", f"targets could not be resolved: {type(error).__name__}: {error}")
+    return TargetsInfo(resolved.kind, str(resolved.note or ""))
+
+
+def _utc(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_started(paths: RunPaths, problem_ids: Sequence[str]) -> str | None:
+    """Earliest generation or details file time of the run; else config.json's time; None when neither exists."""
+    times = []
+    for problem_id in problem_ids:
+        for path in (paths.generation(problem_id), paths.details(problem_id)):
+            try:
+                times.append(path.stat().st_mtime)
+            except FileNotFoundError:
+                continue
+    if not times:
+        try:
+            times.append(paths.config.stat().st_mtime)
+        except FileNotFoundError:
+            return None
+    return _utc(min(times))
+
+
+# ---------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------
+
+def ratio(part: int, whole: int) -> str:
+    """`50/50 (100.0%)`: every rate printed with its denominator."""
+    return f"{part}/{whole} ({100.0 * part / whole:.1f}%)" if whole else f"{part}/{whole} (n/a)"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> list[str]:
+    """A pipe table padded so it also reads as plain text; `right` marks right-aligned columns."""
+    cells = [[str(value) for value in row] for row in rows]
+    widths = [max([len(header[col])] + [len(row[col]) for row in cells] + [3]) for col in range(len(header))]
+
+    def line(values: Sequence[str]) -> str:
+        padded = [value.rjust(widths[col]) if right[col] else value.ljust(widths[col]) for col, value in enumerate(values)]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join(("-" * (widths[col] + 1) + ":") if right[col] else ("-" * (widths[col] + 2))
+                          for col in range(len(header))) + "|"
+    return [line(header), rule, *(line(row) for row in cells)]
+
+
+def _targets_lines(targets: TargetsInfo) -> list[str]:
+    note = f" ({targets.note})" if targets.note else ""
+    if targets.kind == "derived":
+        return [f"**Note: targets derived from reference code, not the official test_data.h5.**{note}", ""]
+    if targets.kind == "missing":
+        return [f"**Note: no targets file: steps that need targets are eval_error, not scored against official "
+                f"targets.**{note}", ""]
+    if targets.kind == "unknown":
+        return [f"**Note: the targets used for scoring could not be determined.**{note}", ""]
+    return []
+
+
+def _targets_text(targets: TargetsInfo) -> str:
+    names = {"official": "official test_data.h5", "explicit": "targets file given by h5py_file",
+             "derived": "derived from reference code (not the official test_data.h5)", "missing": "missing",
+             "unknown": "unknown"}
+    return names[targets.kind] + (f" ({targets.note})" if targets.note else "")
+
+
+RECORDED_SETTINGS: tuple[str, ...] = (
+    "api_protocol", "model_params", "code_timeout_seconds", "step_timeout_seconds", "step_memory_mb", "executor",
+)
+
+
+def _recorded_settings_text(recorded: Mapping[str, Any]) -> str:
+    """The settings from config.json that shape the scores but are not in the lines above."""
+    parts = []
+    for name in RECORDED_SETTINGS:
+        if name in recorded and recorded[name] not in ("", {}, None):
+            value = recorded[name]
+            parts.append(f"{name}={json.dumps(value, sort_keys=True) if isinstance(value, dict) else value}")
+    return ", ".join(parts)
+
+
+def _header_lines(settings: Settings, targets: TargetsInfo, config: Mapping[str, Any] | None,
+                  started: str | None, summarized_at: str) -> list[str]:
+    recorded = (config or {}).get("settings", {})
+    categories = ", ".join(settings.category)
+    samples = ", ".join(settings.sample_ids) or "(all)"
+    lines = [f"# SciCode results: {settings.model} / {settings.run_name}", ""]
+    lines += _targets_lines(targets)
+    lines += [
+        f"- model: `{settings.model}`" + (f" at {recorded['base_url']}" if recorded.get("base_url") else ""),
+        f"- run: `{settings.run_name}` ({settings.run_paths.run_dir})",
+        f"- split: {settings.split}; category: {categories}; sample_ids: {samples}",
+        f"- mode: {settings.mode}" + (f" (tools: {', '.join(settings.tool_names)}, at most "
+                                      f"{settings.tool_use_max_loops} model calls per step)" if settings.mode == "tool_use" else ""),
+        f"- background: {'with step background' if settings.with_background else 'without step background'}",
+        f"- targets: {_targets_text(targets)}",
+        f"- run started: {started or 'unknown'}; summarized at: {summarized_at} (UTC)",
+    ]
+    shown = _recorded_settings_text(recorded)
+    if shown:
+        lines.append(f"- settings: {shown}")
+    if settings.attempts > 1:
+        lines.append(f"- attempts: {settings.attempts}; this summary scores attempt {SCORED_ATTEMPT + 1} of each problem")
+    return lines + [""]
+
+
+def _headline_lines(metrics: Metrics) -> list[str]:
+    rows = [
+        ("main_problem_resolve_rate", ratio(metrics.resolved, metrics.evaluated)),
+        ("subproblem", ratio(metrics.steps_passed, metrics.steps_scored)),
+        ("Total / Evaluated / Error", f"{metrics.total} / {metrics.evaluated} / {metrics.errors}"),
+    ]
+    raw = [
+        ("main_problem_resolved", metrics.resolved),
+        ("main_problem_total", metrics.evaluated),
+        ("subproblem_correct", metrics.steps_passed),
+        ("subproblem_total", metrics.steps_scored),
+        ("skipped steps (prefilled, not scored)", metrics.steps_skipped),
+    ]
+    return (["## Scores [^defs]", ""] + markdown_table(("metric", "value"), rows, (False, True))
+            + ["", "Raw counts:", ""] + markdown_table(("count", "value"), raw, (False, True)) + [""])
+
+
+def _group_lines(title: str, label: str, groups: Mapping[str, Metrics]) -> list[str]:
+    rows = [(name, ratio(m.resolved, m.evaluated), ratio(m.steps_passed, m.steps_scored), m.total, m.evaluated,
+             m.errors, m.steps_skipped) for name, m in groups.items()]
+    header = (label, "main_problem_resolve_rate", "subproblem", "Total", "Evaluated", "Error", "skipped")
+    return [f"## {title}", ""] + markdown_table(header, rows, (False, True, True, True, True, True, True)) + [""]
+
+
+def _status_lines(counts: Mapping[str, int]) -> list[str]:
+    shown = [status for status in CELL_STATUSES if status != "no_verdict" or counts["no_verdict"]]
+    total = sum(counts[status] for status in shown)
+    rows = [(status, counts[status], f"{100.0 * counts[status] / total:.1f}%" if total else "n/a") for status in shown]
+    rows.append(("all steps", total, "100.0%" if total else "n/a"))
+    lines = ["## Step statuses", ""] + markdown_table(("status", "steps", "share"), rows, (False, True, True))
+    if counts["no_verdict"]:
+        lines += ["", "`no_verdict`: scored steps without a verdict (no details file, or a step missing from it); "
+                      "they count as not passed."]
+    return lines + [""]
+
+
+def _problem_lines(rows: Sequence[ProblemRow]) -> list[str]:
+    table = []
+    for row in rows:
+        failure = row.first_failure
+        first = f"{failure.step_id} ({failure.status})" if failure else "-"
+        tokens = f"{row.usage.total_tokens}" if row.usage else "-"
+        latency = f"{row.latency_s:.1f}" if row.latency_s is not None else "-"
+        table.append((row.problem_id, row.split, row.category, f"{row.steps_passed}/{row.steps_scored}",
+                      "yes" if row.resolved else "no", first, row.state, tokens, latency))
+    header = ("problem", "split", "category", "steps passed", "resolved", "first failing step", "details",
+              "tokens", "latency s")
+    right = (False, False, False, True, False, False, False, True, True)
+    return ["## Problems", ""] + markdown_table(header, table, right) + [""]
+
+
+def _failed_lines(rows: Sequence[ProblemRow]) -> list[str]:
+    failed = [row for row in rows if row.failed]
+    lines = ["## Problems whose generation or scoring failed", ""]
+    if not failed:
+        return lines + ["None.", ""]
+    lines.append(f"{len(failed)} problem(s); each stays in every denominator with its unpassed steps.")
+    lines.append("")
+    lines += [f"- {row.problem_id} ({row.state}): {_one_line(row.error or row.state)}" for row in failed]
+    return lines + [""]
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _usage_lines(usage: Mapping[str, int], latency: float, total_problems: int) -> list[str]:
+    rows = [
+        ("input tokens", usage["input_tokens"]),
+        ("output tokens", usage["output_tokens"]),
+        ("total tokens", usage["total_tokens"]),
+        ("model calls", usage["calls"]),
+        ("model latency (s, summed over calls)", f"{latency:.1f}"),
+        ("problems reporting usage", f"{usage['problems_reporting']}/{total_problems}"),
+    ]
+    return ["## Token usage and model latency", ""] + markdown_table(("quantity", "total"), rows, (False, True)) + [""]
+
+
+def _plot_lines(plot_names: Sequence[str]) -> list[str]:
+    captions = {
+        "step_status_grid.png": "Step status per problem",
+        "status_counts.png": "Step verdicts",
+        "pass_rate_by_category.png": "Pass rate by category",
+    }
+    lines = ["## Plots", ""]
+    for name in plot_names:
+        caption = captions.get(Path(name).name, Path(name).stem)
+        lines += [f"![{caption}]({name})", ""]
+    return lines
+
+
+def _definitions_lines() -> list[str]:
+    return [
+        "[^defs]: Definitions. Total: problems selected for the run. Error: problems whose generation reported "
+        "an error (details status generation_error or missing_generation) or that have no valid details file. "
+        "Evaluated: equal to Total; every selected problem is in every denominator: an Error problem counts as "
+        "unresolved, all its scored steps stay in the step denominator, and only steps with a pass verdict count "
+        "as passed (none when there is no details file). main_problem_resolved: problems whose every scored step "
+        "passed and whose generation had no error. subproblem: passed steps / scored steps over all selected "
+        "problems (micro-average). Scored steps exclude the official prefilled steps (status skipped), as given "
+        "by the problem data.",
+        "",
+    ]
+
+
+def render_markdown(
+    settings: Settings,
+    rows: Sequence[ProblemRow],
+    *,
+    targets: TargetsInfo,
+    config: Mapping[str, Any] | None,
+    started: str | None,
+    summarized_at: str,
+    plot_names: Sequence[str],
+) -> str:
+    metrics = metrics_of(rows)
+    lines = _header_lines(settings, targets, config, started, summarized_at)
+    lines += _headline_lines(metrics)
+    lines += _group_lines("By category", "category", grouped_metrics(rows, "category"))
+    splits = grouped_metrics(rows, "split")
+    if len(splits) > 1:
+        lines += _group_lines("By split", "split", splits)
+    lines += _status_lines(status_counts(rows))
+    lines += _failed_lines(rows)
+    lines += _problem_lines(rows)
+    lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows))
+    lines += _plot_lines(plot_names)
+    lines += _definitions_lines()
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------
+
+def _problem_record(row: ProblemRow) -> dict[str, Any]:
+    failure = row.first_failure
+    return {
+        "problem_id": row.problem_id,
+        "split": row.split,
+        "category": row.category,
+        "state": row.state,
+        "resolved": row.resolved,
+        "steps_passed": row.steps_passed,
+        "steps_scored": row.steps_scored,
+        "steps_skipped": row.steps_skipped,
+        "first_failure": None if failure is None else {"step_id": failure.step_id, "status": failure.status,
+                                                       "reason": _one_line(failure.reason)},
+        "steps": [{"step_id": step.step_id, "status": step.status} for step in row.steps],
+        "usage": row.usage.as_dict() if row.usage else None,
+        "latency_s": row.latency_s,
+        "error": _one_line(row.error) if row.error else None,
+    }
+
+
+def summary_record(
+    settings: Settings,
+    rows: Sequence[ProblemRow],
+    *,
+    inputs_fingerprint: str,
+    targets: TargetsInfo,
+    started: str | None,
+    summarized_at: str,
+    plot_names: Sequence[str],
+) -> dict[str, Any]:
+    complete = all(row.state not in ("missing_details", "invalid_details") for row in rows)
+    return {
+        "fingerprint": inputs_fingerprint,
+        "status": "complete" if complete else "partial",
+        "model": settings.model,
+        "run": settings.run_name,
+        "split": settings.split,
+        "category": list(settings.category),
+        "sample_ids": list(settings.sample_ids),
+        "mode": settings.mode,
+        "with_background": settings.with_background,
+        "run_started": started,
+        "summarized_at": summarized_at,
+        "targets": {"kind": targets.kind, "note": targets.note},
+        "attempt_scored": SCORED_ATTEMPT,
+        **metrics_of(rows).as_dict(),
+        "by_category": {name: m.as_dict() for name, m in grouped_metrics(rows, "category").items()},
+        "by_split": {name: m.as_dict() for name, m in grouped_metrics(rows, "split").items()},
+        "status_counts": status_counts(rows),
+        "problems": [_problem_record(row) for row in rows],
+        "failed_problems": [{"problem_id": row.problem_id, "reason": _one_line(row.error or row.state)}
+                            for row in rows if row.failed],
+        "usage": total_usage(rows),
+        "latency_s": total_latency(rows),
+        "plots": list(plot_names),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Plots
+# ---------------------------------------------------------------------------
+
+def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, ...]:
+    from stages.plots import CategoryBar, GridRow, write_plots
+
+    grid = [GridRow(row.problem_id, tuple(step.status for step in row.steps), row.steps_passed, row.steps_scored,
+                    row.failed, group=row.split) for row in rows]
+    categories = [CategoryBar(name, m.steps_passed, m.steps_scored, m.resolved, m.evaluated)
+                  for name, m in grouped_metrics(rows, "category").items()]
+    return write_plots(settings.run_paths.plots_dir, grid_rows=grid, status_counts=status_counts(rows),
+                       categories=categories, run_label=f"{settings.model} / {settings.run_name}")
+
+
+# ---------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------
+
+def one_line_summary(settings: Settings, metrics: Metrics, targets: TargetsInfo, failed: int) -> str:
+    note = " [targets derived from reference code]" if targets.kind == "derived" else (
+        f" [targets {targets.kind}]" if targets.kind in ("missing", "unknown") else "")
+    return (f"{settings.model} / {settings.run_name}: resolved {ratio(metrics.resolved, metrics.evaluated)}, "
+            f"steps {ratio(metrics.steps_passed, metrics.steps_scored)}, {metrics.errors} error(s), "
+            f"{failed} failed problem(s){note}")
+
+
+def run_summarize(
+    settings: Settings,
+    *,
+    targets: TargetsInfo | None = None,
+    now: datetime | None = None,
+) -> SummaryOutcome:
+    """Write summary.md, summary.json and plots/*.png for the run of `settings`; return what was written."""
+    paths = settings.run_paths
+    selection = _read_selection(paths)
+    inputs_fingerprint = _inputs_fingerprint(settings, selection)
+    rows = collect_rows(settings, selection)
+    targets = targets or resolve_targets_info(settings)
+    started = run_started(paths, [row.problem_id for row in rows])
+    summarized_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    plots = _write_plots(settings, rows)
+    plot_names = [path.relative_to(paths.run_dir).as_posix() for path in plots]
+    config = read_artifact(paths.config, "config")
+    markdown = render_markdown(settings, rows, targets=targets, config=config, started=started,
+                               summarized_at=summarized_at, plot_names=plot_names)
+    atomic_write_text(paths.summary_md, markdown)
+    record = summary_record(settings, rows, inputs_fingerprint=inputs_fingerprint, targets=targets, started=started,
+                            summarized_at=summarized_at, plot_names=plot_names)
+    write_artifact(paths.summary_json, "summary", record)
+
+    metrics = metrics_of(rows)
+    failed = tuple(row.problem_id for row in rows if row.failed)
+    return SummaryOutcome(
+        summary_md=paths.summary_md, summary_json=paths.summary_json, plots=plots,
+        total=metrics.total, evaluated=metrics.evaluated, errors=metrics.errors, resolved=metrics.resolved,
+        subproblem_correct=metrics.steps_passed, subproblem_total=metrics.steps_scored,
+        skipped_steps=metrics.steps_skipped, targets_kind=targets.kind, failed_problems=failed,
+        one_line=one_line_summary(settings, metrics, targets, len(failed)),
+    )
+
+
+def run_summarize_task(settings: Settings) -> None:
+    """doit action: summarize and print the one-line result (python-actions return None)."""
+    outcome = run_summarize(settings)
+    print(outcome.one_line)
+    print(f"summary: {outcome.summary_md}")

@@ -1,0 +1,302 @@
+"""The summarize stage against schema-valid details files written here, and against the real problem files."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+from stages.artifacts import fingerprint, read_artifact, write_artifact
+from stages.config import Settings, load_settings
+from stages.paths import DataPaths
+from stages.problems import Problem, load_problems
+from stages.summarize import (
+    SummarizeError,
+    TargetsInfo,
+    ratio,
+    run_summarize,
+    summary_fingerprint,
+    summary_is_current,
+)
+
+FIXED_NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+OFFICIAL = TargetsInfo("official", "data/scicode/test_data.h5")
+DERIVED = TargetsInfo("derived", "data/scicode/derived_targets.h5")
+ZERO_SHA = "0" * 64
+
+
+# ---------------------------------------------------------------------------
+# Builders of schema-valid run artifacts
+# ---------------------------------------------------------------------------
+
+def make_settings(tmp_path: Path, data_dir: Path | None = None, **overrides: str) -> Settings:
+    words = {"model": "test-model", "split": "test", "results_dir": str(tmp_path / "results"),
+             "data_dir": str(data_dir or tmp_path / "no-data"), **overrides}
+    return load_settings(words, cwd=tmp_path)
+
+
+def selection_entry(problem_id: str, category: str, steps: int, scored: int, split: str = "test") -> dict[str, Any]:
+    return {"problem_id": problem_id, "category": category, "fingerprint": fingerprint(problem_id), "split": split,
+            "steps": steps, "scored_steps": scored}
+
+
+def write_selection(settings: Settings, entries: Sequence[dict[str, Any]]) -> None:
+    write_artifact(settings.run_paths.selection, "selection", {
+        "fingerprint": fingerprint([e["problem_id"] for e in entries]), "status": "complete",
+        "split": settings.split, "category": list(settings.category), "sample_ids": list(settings.sample_ids),
+        "problems": list(entries),
+    })
+
+
+def step_verdict(step_id: str, status: str) -> dict[str, Any]:
+    passed = status == "pass"
+    return {"step_id": step_id, "status": status, "correct": passed, "tests": {"total": 2, "passed": 2 if passed else 0},
+            "returncode": {"pass": 0, "fail": 1, "skipped": None}.get(status, None), "stdout": "", "stderr": "",
+            "duration_s": 0.25, "reason": "official prefilled step" if status == "skipped" else f"{status} reason"}
+
+
+def write_details(settings: Settings, problem_id: str, category: str, steps: Sequence[tuple[str, str]], *,
+                  status: str = "complete", error: str | None = None, meta: dict[str, Any] | None = None) -> Path:
+    verdicts = [step_verdict(step_id, verdict) for step_id, verdict in steps]
+    scored = [v for v in verdicts if v["status"] != "skipped"]
+    correct = status == "complete" and all(v["correct"] for v in scored)
+    evaluation = {"problem_id": problem_id, "problem_correct": correct,
+                  "total_correct": sum(v["correct"] for v in scored), "total_steps": len(scored),
+                  "subproblem_correctness": [v["correct"] for v in scored], "steps": verdicts, "error": error}
+    attempt = {"final_answer": {"step_codes": {}}, "artifacts": {"step_codes": {}}, "trajectory": [],
+               "correct": correct, "score": 1.0 if correct else 0.0, "meta": {"evaluation": evaluation, **(meta or {})}}
+    path = settings.run_paths.details(problem_id)
+    write_artifact(path, "details", {"fingerprint": ZERO_SHA, "status": status, "task_id": problem_id,
+                                     "category": category, "attempts": [attempt]})
+    return path
+
+
+def write_generation(settings: Settings, problem_id: str, usage: dict[str, int], latency_s: float) -> None:
+    write_artifact(settings.run_paths.generation(problem_id), "generation", {
+        "fingerprint": ZERO_SHA, "status": "complete", "problem_id": problem_id, "attempt": 0,
+        "model": settings.model, "mode": "naive", "error": None, "usage": usage, "latency_s": latency_s,
+        "steps": [],
+    })
+
+
+# ---------------------------------------------------------------------------
+# A mixed run, counted by hand
+# ---------------------------------------------------------------------------
+# P1 physics    3 steps: pass pass pass                       -> resolved, 3/3
+# P2 physics    4 steps (last unscored): pass fail timeout skipped -> 1/3
+# P3 chemistry  2 steps: parse_error eval_error               -> 0/2, scoring failed (eval_error)
+# P4 chemistry  3 steps, generation_error: pass pass (step 3 absent) -> Error, 2/3, one no_verdict
+# P5 physics    2 steps, no details file                      -> Error, 0/2, two no_verdict
+# Total 5, Evaluated 5, Error 2, resolved 1; steps 6/13, skipped 1.
+
+@pytest.fixture
+def mixed_run(tmp_path: Path) -> Settings:
+    settings = make_settings(tmp_path)
+    write_selection(settings, [
+        selection_entry("P1", "physics", 3, 3),
+        selection_entry("P2", "physics", 4, 3),
+        selection_entry("P3", "chemistry", 2, 2),
+        selection_entry("P4", "chemistry", 3, 3),
+        selection_entry("P5", "physics", 2, 2),
+    ])
+    write_details(settings, "P1", "physics", [("P1.1", "pass"), ("P1.2", "pass"), ("P1.3", "pass")],
+                  meta={"usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150, "calls": 3},
+                        "latency_s": 2.5})
+    write_details(settings, "P2", "physics", [("P2.1", "pass"), ("P2.2", "fail"), ("P2.3", "timeout"), ("P2.4", "skipped")])
+    write_generation(settings, "P2", {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15, "calls": 2}, 1.0)
+    write_details(settings, "P3", "chemistry", [("P3.1", "parse_error"), ("P3.2", "eval_error")])
+    write_details(settings, "P4", "chemistry", [("P4.1", "pass"), ("P4.2", "pass")], status="generation_error",
+                  error="APIConnectionError at step P4.3 after 6 retries")
+    return settings
+
+
+def test_mixed_run_counts_match_hand_computed(mixed_run: Settings) -> None:
+    outcome = run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    record = read_artifact(mixed_run.run_paths.summary_json, "summary")
+    assert record is not None, "summary.json must validate against its schema"
+
+    assert (outcome.total, outcome.evaluated, outcome.errors, outcome.resolved) == (5, 5, 2, 1)
+    assert (outcome.subproblem_correct, outcome.subproblem_total, outcome.skipped_steps) == (6, 13, 1)
+    assert outcome.failed_problems == ("P3", "P4", "P5")
+    assert record["Total"] == 5 and record["Evaluated"] == 5 and record["Error"] == 2
+    assert record["main_problem_resolved"] == 1 and record["main_problem_total"] == 5
+    assert record["subproblem_correct"] == 6 and record["subproblem_total"] == 13
+    assert record["main_problem_resolve_rate"] == pytest.approx(1 / 5)
+    assert record["subproblem"] == pytest.approx(6 / 13)
+    assert record["status_counts"] == {"pass": 6, "fail": 1, "timeout": 1, "parse_error": 1, "eval_error": 1,
+                                       "skipped": 1, "no_verdict": 3}
+    assert record["by_category"]["physics"] | {} == {
+        "main_problem_resolve_rate": pytest.approx(1 / 3), "subproblem": pytest.approx(4 / 8), "Total": 3,
+        "Evaluated": 3, "Error": 1, "main_problem_resolved": 1, "main_problem_total": 3, "subproblem_correct": 4,
+        "subproblem_total": 8, "skipped_steps": 1}
+    chemistry = record["by_category"]["chemistry"]
+    assert (chemistry["Total"], chemistry["Error"], chemistry["main_problem_resolved"]) == (2, 1, 0)
+    assert (chemistry["subproblem_correct"], chemistry["subproblem_total"]) == (2, 5)
+    assert list(record["by_category"]) == ["physics", "chemistry"]
+    assert [f["problem_id"] for f in record["failed_problems"]] == ["P3", "P4", "P5"]
+    assert record["status"] == "partial"
+    assert record["targets"] == {"kind": "official", "note": "data/scicode/test_data.h5"}
+
+
+def test_mixed_run_problem_rows(mixed_run: Settings) -> None:
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    problems = {p["problem_id"]: p for p in read_artifact(mixed_run.run_paths.summary_json, "summary")["problems"]}
+    assert [p for p in problems] == ["P1", "P2", "P3", "P4", "P5"]
+    assert problems["P1"]["resolved"] and problems["P1"]["first_failure"] is None
+    assert problems["P2"]["first_failure"]["step_id"] == "P2.2" and problems["P2"]["first_failure"]["status"] == "fail"
+    assert (problems["P2"]["steps_passed"], problems["P2"]["steps_scored"], problems["P2"]["steps_skipped"]) == (1, 3, 1)
+    assert problems["P3"]["error"].startswith("step P3.2: eval_error")
+    assert problems["P4"]["state"] == "generation_error" and not problems["P4"]["resolved"]
+    assert problems["P4"]["first_failure"]["status"] == "no_verdict"
+    assert problems["P4"]["error"] == "APIConnectionError at step P4.3 after 6 retries"
+    assert problems["P5"]["state"] == "missing_details"
+    assert [s["status"] for s in problems["P5"]["steps"]] == ["no_verdict", "no_verdict"]
+
+
+def test_usage_and_latency_from_details_then_generation(mixed_run: Settings) -> None:
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    record = read_artifact(mixed_run.run_paths.summary_json, "summary")
+    assert record["usage"] == {"input_tokens": 110, "output_tokens": 55, "total_tokens": 165, "calls": 5,
+                               "problems_reporting": 2}
+    assert record["latency_s"] == pytest.approx(3.5)
+
+
+def test_markdown_shows_denominators_failures_and_definitions(mixed_run: Settings) -> None:
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    text = mixed_run.run_paths.summary_md.read_text(encoding="utf-8")
+    assert "| main_problem_resolve_rate |  1/5 (20.0%) |" in text
+    assert "6/13 (46.2%)" in text
+    assert "5 / 5 / 2" in text  # Total / Evaluated / Error
+    for raw in ("main_problem_resolved", "main_problem_total", "subproblem_correct", "subproblem_total"):
+        assert raw in text
+    failed_section = text.split("## Problems whose generation or scoring failed", 1)[1].split("##", 1)[0]
+    assert "- P3 (complete): step P3.2: eval_error" in failed_section
+    assert "- P4 (generation_error): APIConnectionError" in failed_section
+    assert "- P5 (missing_details): no details file" in failed_section
+    assert "[^defs]: Definitions." in text and "Evaluated: equal to Total" in text
+    assert "| P2      | test  | physics   |          1/3 | no       | P2.2 (fail)" in text
+    assert "summarized at: 2025-01-02T03:04:05Z" in text
+    assert "official test_data.h5" in text
+    for plot in ("plots/step_status_grid.png", "plots/status_counts.png", "plots/pass_rate_by_category.png"):
+        assert f"]({plot})" in text
+    assert "targets derived" not in text
+
+
+def test_derived_targets_stated_in_the_first_lines(mixed_run: Settings) -> None:
+    outcome = run_summarize(mixed_run, targets=DERIVED, now=FIXED_NOW)
+    first_lines = "\n".join(mixed_run.run_paths.summary_md.read_text(encoding="utf-8").splitlines()[:4])
+    assert "targets derived from reference code, not the official test_data.h5" in first_lines
+    assert "targets derived from reference code" in outcome.one_line
+    assert read_artifact(mixed_run.run_paths.summary_json, "summary")["targets"]["kind"] == "derived"
+
+
+def test_run_started_is_the_earliest_details_or_generation_time(mixed_run: Settings) -> None:
+    paths = mixed_run.run_paths
+    import os
+
+    os.utime(paths.details("P3"), (1_600_000_000, 1_600_000_000))
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    assert read_artifact(paths.summary_json, "summary")["run_started"] == "2020-09-13T12:26:40Z"
+
+
+def test_fingerprint_tracks_details_files(mixed_run: Settings) -> None:
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    assert read_artifact(mixed_run.run_paths.summary_json, "summary")["fingerprint"] == summary_fingerprint(mixed_run)
+    assert summary_is_current(mixed_run)
+    write_details(mixed_run, "P5", "physics", [("P5.1", "pass"), ("P5.2", "pass")])
+    assert not summary_is_current(mixed_run)
+    outcome = run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    assert summary_is_current(mixed_run)
+    assert (outcome.errors, outcome.resolved, outcome.subproblem_correct) == (1, 2, 8)
+    (mixed_run.run_paths.plots_dir / "status_counts.png").unlink()
+    assert not summary_is_current(mixed_run)
+
+
+def test_invalid_details_file_is_an_error_never_dropped(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    write_selection(settings, [selection_entry("A", "x", 2, 2), selection_entry("B", "x", 1, 1)])
+    write_details(settings, "A", "x", [("A.1", "pass"), ("A.2", "pass")])
+    settings.run_paths.details("B").write_text("{not json", encoding="utf-8")
+    outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    assert (outcome.total, outcome.errors, outcome.resolved) == (2, 1, 1)
+    assert (outcome.subproblem_correct, outcome.subproblem_total) == (2, 3)
+    assert outcome.failed_problems == ("B",)
+    row = read_artifact(settings.run_paths.summary_json, "summary")["problems"][1]
+    assert row["state"] == "invalid_details" and "does not validate" in row["error"]
+
+
+def test_details_of_another_problem_are_invalid(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    write_selection(settings, [selection_entry("A", "x", 1, 1)])
+    path = write_details(settings, "Z", "x", [("Z.1", "pass")])
+    path.rename(settings.run_paths.details("A"))
+    outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    assert (outcome.errors, outcome.resolved, outcome.subproblem_correct) == (1, 0, 0)
+
+
+def test_missing_selection_is_one_clear_error(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    with pytest.raises(SummarizeError, match=r"selection\.json.*doit select"):
+        run_summarize(settings, targets=OFFICIAL)
+
+
+def test_ratio_prints_the_denominator() -> None:
+    assert ratio(50, 50) == "50/50 (100.0%)"
+    assert ratio(1, 3) == "1/3 (33.3%)"
+    assert ratio(0, 0) == "0/0 (n/a)"
+
+
+# ---------------------------------------------------------------------------
+# Denominators from the real problem files
+# ---------------------------------------------------------------------------
+
+def real_entries(problems: Sequence[Problem]) -> list[dict[str, Any]]:
+    return [selection_entry(p.problem_id, p.category, len(p.steps), len(p.scored_steps), p.split) for p in problems]
+
+
+def write_all_pass(settings: Settings, problems: Sequence[Problem]) -> None:
+    for problem in problems:
+        write_details(settings, problem.problem_id, problem.category,
+                      [(s.step_id, "skipped" if s.prefilled else "pass") for s in problem.steps])
+
+
+@pytest.mark.parametrize(
+    ("split", "problems", "scored", "skipped"),
+    [("all", 80, 338, 3), ("test", 65, 288, 3), ("validation", 15, 50, 0)],
+)
+def test_denominators_come_from_the_problem_data(tmp_path: Path, shared_scicode: Path, split: str, problems: int,
+                                                 scored: int, skipped: int) -> None:
+    data_dir = shared_scicode.parent
+    settings = make_settings(tmp_path, data_dir, split=split)
+    chosen = load_problems(DataPaths(data_dir), split)
+    write_selection(settings, real_entries(chosen))
+    write_all_pass(settings, chosen)
+    outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    record = read_artifact(settings.run_paths.summary_json, "summary")
+    assert (outcome.total, outcome.resolved, outcome.errors) == (problems, problems, 0)
+    assert (outcome.subproblem_correct, outcome.subproblem_total, outcome.skipped_steps) == (scored, scored, skipped)
+    assert record["status_counts"]["skipped"] == skipped and record["status_counts"]["pass"] == scored
+    assert f"| subproblem                | {scored}/{scored} (100.0%) |" in settings.run_paths.summary_md.read_text()
+    assert record["failed_problems"] == [] and record["status"] == "complete"
+
+
+def test_missing_details_keep_prefilled_steps_skipped(tmp_path: Path, shared_scicode: Path) -> None:
+    """Problem 13 (with prefilled step 13.6) never scored: still 338 scored and 3 skipped in the denominators."""
+    data_dir = shared_scicode.parent
+    settings = make_settings(tmp_path, data_dir, split="all")
+    chosen = load_problems(DataPaths(data_dir), "all")
+    write_selection(settings, real_entries(chosen))
+    write_all_pass(settings, [p for p in chosen if p.problem_id != "13"])
+    outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    record = read_artifact(settings.run_paths.summary_json, "summary")
+    assert (outcome.subproblem_total, outcome.skipped_steps) == (338, 3)
+    assert outcome.subproblem_correct == 338 - 14 and record["status_counts"]["no_verdict"] == 14
+    assert (outcome.total, outcome.errors, outcome.resolved) == (80, 1, 79)
+    row = next(p for p in record["problems"] if p["problem_id"] == "13")
+    assert [s["step_id"] for s in row["steps"] if s["status"] == "skipped"] == ["13.6"]
+    assert record["by_split"]["test"]["subproblem_total"] == 288
+    assert record["by_split"]["validation"]["subproblem_correct"] == 50
+    assert outcome.failed_problems == ("13",)
+    assert json.loads(settings.run_paths.summary_json.read_text())["Error"] == 1

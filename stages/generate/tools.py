@@ -1,0 +1,375 @@
+"""The `code_interpreter` tool offered to models in tool_use mode.
+
+One call runs one snippet (`execution_preamble` + code) and returns its stdout then stderr, truncated
+to OUTPUT_LIMIT characters with a marker saying so. Two back ends:
+
+- local (default): a fresh interpreter (`python_binary`) in its own temp dir under `code_workdir`
+  (removed afterwards), own process group killed as a whole at `code_timeout_seconds` (output so far
+  kept), memory ceiling `sandbox_memory_limit_mb`, scrubbed environment (no API keys). The snippet
+  runs under a guard (a `sys.addaudithook` prologue) that refuses to open, list, link or rename
+  anything under the benchmark data folder, any HDF5 file, or the configured targets file; refuses
+  to import HDF5 readers (h5py, tables, netCDF4: they open files in C, out of the hook's sight); and
+  refuses to start other programs (a new program would run without the guard). A refusal is
+  printed into the output so the model knows. The guard stops a model from reading the answers by
+  accident or by casual means; it is not a security boundary against hostile native code — use a
+  SandboxFusion service (`sandbox_url`) for that, where the data is not present at all.
+- SandboxFusion-compatible service (`sandbox_url` set): POST `<sandbox_url>/run_code`, with retries
+  on 5xx, connection errors and sandbox-side failures; a service that keeps failing gives
+  status `sandbox_error` (the model sees the message and the step goes on).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
+
+CODE_INTERPRETER = "code_interpreter"
+OUTPUT_LIMIT = 20_000  # characters of output returned to the model
+OUTPUT_TAIL = 2_000  # of which the last characters are kept, so a final traceback stays visible
+CAPTURE_BYTES = OUTPUT_LIMIT * 4  # bytes kept per stream by the process runner (UTF-8 worst case)
+SNIPPET_FILE = "snippet.py"
+GUARD_FILE = "_guard.py"
+PREAMBLE_FILE = "_preamble.py"
+HDF5_SUFFIXES: tuple[str, ...] = (".h5", ".hdf5", ".he5")
+HDF5_MODULES: tuple[str, ...] = ("h5py", "tables", "netCDF4", "h5netcdf", "pytables")
+SINGLE_THREAD_DEFAULTS: dict[str, str] = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+ToolStatus = Literal["ok", "error", "timeout", "sandbox_error"]
+
+TOOL_DESCRIPTION = (
+    "Run a Python 3 snippet in a fresh interpreter and return its stdout and stderr "
+    f"(at most {OUTPUT_LIMIT} characters). Each call starts from scratch: define everything the snippet "
+    "uses. numpy, scipy and sympy are available; print what you want to see. No network, no "
+    "subprocesses, and the benchmark's data files are not accessible."
+)
+CODE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"code": {"type": "string", "description": "Python source code to execute."}},
+    "required": ["code"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    output: str
+    status: ToolStatus
+    duration_s: float
+    truncated: bool
+
+
+# ---------------------------------------------------------------------------
+# Schemas
+# ---------------------------------------------------------------------------
+
+TOOL_SPECS: dict[str, tuple[str, dict[str, Any]]] = {CODE_INTERPRETER: (TOOL_DESCRIPTION, CODE_PARAMETERS)}
+
+
+def tool_schemas(tool_names: Any, protocol: str) -> list[dict]:
+    """The `tools` request parameter for `protocol` (openai-chat or openai-responses)."""
+    schemas = []
+    for name in tool_names:
+        if name not in TOOL_SPECS:
+            raise ValueError(f"unknown tool {name!r}: available tools are {', '.join(TOOL_SPECS)}")
+        description, parameters = TOOL_SPECS[name]
+        spec = {"name": name, "description": description, "parameters": parameters}
+        if protocol == "openai-chat":
+            schemas.append({"type": "function", "function": spec})
+        elif protocol == "openai-responses":
+            schemas.append({"type": "function", **spec})
+        else:
+            raise ValueError(f"unknown api protocol {protocol!r}: expected openai-chat or openai-responses")
+    return schemas
+
+
+# ---------------------------------------------------------------------------
+# Output shaping
+# ---------------------------------------------------------------------------
+
+def join_streams(stdout: str, stderr: str) -> str:
+    if stdout and stderr and not stdout.endswith("\n"):
+        return stdout + "\n" + stderr
+    return stdout + stderr
+
+
+def truncate_output(text: str, total_bytes: int | None = None) -> tuple[str, bool]:
+    """Keep the head and the last OUTPUT_TAIL characters of `text`, with a marker in between."""
+    captured_all = total_bytes is None or total_bytes <= len(text.encode("utf-8", errors="replace"))
+    if len(text) <= OUTPUT_LIMIT and captured_all:
+        return text, False
+    size = f"{total_bytes} bytes" if total_bytes is not None else f"{len(text)} characters"
+    if len(text) <= OUTPUT_LIMIT:
+        return text + f"\n[... output truncated: the snippet wrote {size} in all ...]\n", True
+    head = text[: OUTPUT_LIMIT - OUTPUT_TAIL]
+    tail = text[-OUTPUT_TAIL:]
+    marker = (
+        f"\n[... output truncated: the snippet wrote {size}; showing the first {len(head)} "
+        f"and the last {len(tail)} characters ...]\n"
+    )
+    return head + marker + tail, True
+
+
+def with_note(output: str, note: str) -> str:
+    separator = "" if not output or output.endswith("\n") else "\n"
+    return f"{output}{separator}[code_interpreter: {note}]"
+
+
+# ---------------------------------------------------------------------------
+# Local execution under the guard
+# ---------------------------------------------------------------------------
+
+GUARD_TEMPLATE = '''\
+import builtins, os, sys, traceback
+
+_GUARD_FILE = os.path.abspath(__file__)
+_DATA_REASON = "the benchmark's data files are not available to tool snippets"
+_PROGRAM_REASON = "tool snippets cannot start other programs"
+
+def _refuse(what, reason=_DATA_REASON):
+    message = "code_interpreter: " + what + " is blocked (" + reason + ")"
+    os.write(2, ("[" + message + "]\\n").encode("utf-8", "replace"))
+    raise PermissionError(message)
+
+def _is_protected(target):
+    if target is None or isinstance(target, int):
+        return False
+    try:
+        path = os.path.realpath(os.fsdecode(target))
+    except (TypeError, ValueError):
+        return False
+    if path.lower().endswith(__HDF5_SUFFIXES__):
+        return True
+    for root in __PROTECTED_DIRS__:
+        if path == root or path.startswith(root + os.sep):
+            return True
+    return path in __PROTECTED_FILES__
+
+def _scicode_guard(event, args):
+    if event == "open":
+        if _is_protected(args[0]):
+            _refuse("opening " + os.fsdecode(args[0]))
+    elif event in ("os.listdir", "os.scandir", "os.chdir", "os.rename", "os.link", "os.symlink",
+                   "os.truncate", "os.remove", "os.rmdir", "shutil.copyfile", "shutil.move", "shutil.rmtree",
+                   "shutil.copytree", "shutil.make_archive"):
+        if args and _is_protected(args[0]):
+            _refuse(event + " on " + os.fsdecode(args[0]))
+    elif event == "import":
+        if str(args[0]).split(".")[0] in __HDF5_MODULES__:
+            _refuse("importing " + str(args[0]))
+    elif event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "pty.spawn"):
+        _refuse("starting another program", _PROGRAM_REASON)
+    elif event == "object.__setattr__":
+        if any(args[0] is guarded for guarded in (_scicode_guard, _is_protected, _refuse)):
+            _refuse("changing the guard", "the guard is fixed")
+
+def _print_error(error):
+    """The traceback without this guard's own frames."""
+    lines = traceback.format_exception(type(error), error, error.__traceback__)
+    sys.stderr.write("".join(line for line in lines if not line.startswith('  File "' + _GUARD_FILE + '"')))
+    sys.stderr.flush()
+
+with open(__PREAMBLE__, encoding="utf-8") as _handle:
+    _preamble = _handle.read()
+with open(__SNIPPET__, encoding="utf-8") as _handle:
+    _snippet = _handle.read()
+sys.argv = [__SNIPPET__]
+sys.addaudithook(_scicode_guard)
+_namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": __SNIPPET__}
+try:
+    exec(compile(_preamble, "<execution_preamble>", "exec"), _namespace)
+    exec(compile(_snippet, __SNIPPET__, "exec"), _namespace)
+except SystemExit:
+    raise
+except BaseException as _error:
+    _print_error(_error)
+    sys.exit(1)
+'''
+
+
+def protected_locations(settings: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(folders, files) a snippet must not touch: the benchmark data folder and the targets file."""
+    folders = (os.path.realpath(settings.data_paths.scicode_dir),)
+    explicit = settings.explicit_targets_file()
+    files = (os.path.realpath(explicit),) if explicit is not None else ()
+    return folders, files
+
+
+def guard_source(settings: Any) -> str:
+    folders, files = protected_locations(settings)
+    replacements = {
+        "__HDF5_SUFFIXES__": repr(HDF5_SUFFIXES),
+        "__HDF5_MODULES__": repr(frozenset(HDF5_MODULES)),
+        "__PROTECTED_DIRS__": repr(folders),
+        "__PROTECTED_FILES__": repr(frozenset(files)),
+        "__PREAMBLE__": repr(PREAMBLE_FILE),
+        "__SNIPPET__": repr(SNIPPET_FILE),
+    }
+    source = GUARD_TEMPLATE
+    for placeholder, value in replacements.items():
+        source = source.replace(placeholder, value)
+    return source
+
+
+def snippet_environment(folder: Path, settings: Any) -> dict[str, str]:
+    extra = {name: value for name, value in SINGLE_THREAD_DEFAULTS.items() if name not in os.environ}
+    extra["MPLCONFIGDIR"] = str(Path(settings.code_workdir).resolve() / ".matplotlib")  # font cache reused across snippets
+    return scrubbed_environment(extra, home=folder)
+
+
+def outcome_from_process(result: ProcessResult, timeout_seconds: float) -> ToolOutcome:
+    output, truncated = truncate_output(join_streams(result.stdout, result.stderr), result.stdout_bytes + result.stderr_bytes)
+    if result.timed_out:
+        note = f"execution timed out after {timeout_seconds:g} s and was stopped; the output so far is shown"
+        return ToolOutcome(with_note(output, note), "timeout", result.duration_s, truncated)
+    if result.returncode == 0:
+        return ToolOutcome(output or with_note("", "finished with no output"), "ok", result.duration_s, truncated)
+    signal_number = result.killed_by_signal
+    note = f"killed by signal {signal_number}" if signal_number else f"exited with status {result.returncode}"
+    return ToolOutcome(with_note(output, note), "error", result.duration_s, truncated)
+
+
+def run_local(code: str, settings: Any) -> ToolOutcome:
+    limits = Limits(
+        timeout_seconds=settings.code_timeout_seconds,
+        memory_mb=settings.sandbox_memory_limit_mb,
+        output_limit_bytes=CAPTURE_BYTES,
+    )
+    with ScratchDir(Path(settings.code_workdir), prefix="snippet-") as folder:
+        (folder / SNIPPET_FILE).write_text(code, encoding="utf-8")
+        (folder / PREAMBLE_FILE).write_text(settings.execution_preamble, encoding="utf-8")
+        (folder / GUARD_FILE).write_text(guard_source(settings), encoding="utf-8")
+        argv = [settings.python_binary, "-u", GUARD_FILE]
+        try:
+            result = run_isolated(argv, cwd=folder, env=snippet_environment(folder, settings), limits=limits)
+        except OSError as error:
+            return ToolOutcome(with_note("", f"could not start {settings.python_binary}: {error}"), "error", 0.0, False)
+    return outcome_from_process(result, settings.code_timeout_seconds)
+
+
+# ---------------------------------------------------------------------------
+# SandboxFusion-compatible service
+# ---------------------------------------------------------------------------
+
+class SandboxUnavailable(Exception):
+    """The sandbox service failed in a way worth retrying (5xx, connection error, sandbox-side error)."""
+
+
+class SandboxRefused(Exception):
+    """The sandbox service rejected the request (4xx, unreadable reply): retrying will not help."""
+
+
+def sandbox_opener(settings: Any) -> urllib.request.OpenerDirector:
+    handlers = [urllib.request.ProxyHandler({})] if settings.sandbox_no_proxy else []
+    return urllib.request.build_opener(*handlers)
+
+
+def sandbox_payload(code: str, settings: Any) -> dict[str, Any]:
+    source = f"{settings.execution_preamble}\n{code}" if settings.execution_preamble else code
+    return {
+        "code": source,
+        "language": "python",
+        "run_timeout": settings.code_timeout_seconds,
+        "memory_limit_MB": settings.sandbox_memory_limit_mb,
+    }
+
+
+def post_run_code(code: str, settings: Any) -> dict[str, Any]:
+    """One POST to `<sandbox_url>/run_code`; the reply JSON, or SandboxUnavailable / SandboxRefused."""
+    url = settings.sandbox_url.rstrip("/") + "/run_code"
+    body = json.dumps(sandbox_payload(code, settings)).encode("utf-8")
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}, method="POST")
+    # The HTTP call waits for the run itself, plus the API allowance.
+    timeout = settings.code_timeout_seconds + settings.sandbox_api_timeout_seconds
+    try:
+        with sandbox_opener(settings).open(request, timeout=timeout) as response:
+            raw = response.read()
+    except urllib.error.HTTPError as error:
+        detail = error.read()[:300].decode("utf-8", errors="replace")
+        if error.code >= 500:
+            raise SandboxUnavailable(f"HTTP {error.code} from {url}: {detail}") from None
+        raise SandboxRefused(f"HTTP {error.code} from {url}: {detail}") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise SandboxUnavailable(f"cannot reach {url}: {reason}") from None
+    try:
+        reply = json.loads(raw)
+    except ValueError:
+        raise SandboxRefused(f"unreadable reply from {url}: {raw[:200].decode('utf-8', errors='replace')}") from None
+    if not isinstance(reply, dict):
+        raise SandboxRefused(f"unreadable reply from {url}: not a JSON object")
+    if reply.get("status") == "SandboxError" or not isinstance(reply.get("run_result"), dict):
+        raise SandboxUnavailable(f"sandbox error from {url}: {reply.get('message') or reply.get('status') or 'no run result'}")
+    return reply
+
+
+def outcome_from_sandbox(reply: dict[str, Any], duration_s: float, timeout_seconds: float) -> ToolOutcome:
+    run = reply["run_result"]
+    stdout, stderr = str(run.get("stdout") or ""), str(run.get("stderr") or "")
+    output, truncated = truncate_output(join_streams(stdout, stderr))
+    run_status = run.get("status")
+    if run_status == "TimeLimitExceeded":
+        note = f"execution timed out after {timeout_seconds:g} s and was stopped; the output so far is shown"
+        return ToolOutcome(with_note(output, note), "timeout", duration_s, truncated)
+    if run_status == "Finished" and run.get("return_code") == 0:
+        return ToolOutcome(output or with_note("", "finished with no output"), "ok", duration_s, truncated)
+    if run_status == "Finished":
+        return ToolOutcome(with_note(output, f"exited with status {run.get('return_code')}"), "error", duration_s, truncated)
+    detail = reply.get("message") or run_status
+    return ToolOutcome(with_note(output, f"run ended with {detail}"), "error", duration_s, truncated)
+
+
+def run_in_sandbox(code: str, settings: Any) -> ToolOutcome:
+    started = time.monotonic()
+    attempts = settings.sandbox_max_retries + 1
+    last_problem = ""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(settings.sandbox_retry_delay_seconds)
+        try:
+            reply = post_run_code(code, settings)
+        except SandboxUnavailable as problem:
+            last_problem = str(problem)
+            continue
+        except SandboxRefused as problem:
+            last_problem = str(problem)
+            break
+        return outcome_from_sandbox(reply, time.monotonic() - started, settings.code_timeout_seconds)
+    else:
+        last_problem = f"{last_problem} (gave up after {attempts} attempts)"
+    note = f"the code sandbox failed, the snippet was not run: {last_problem}"
+    return ToolOutcome(with_note("", note), "sandbox_error", time.monotonic() - started, False)
+
+
+# ---------------------------------------------------------------------------
+# Dispatch
+# ---------------------------------------------------------------------------
+
+def parse_code_argument(arguments: str) -> str:
+    """The `code` argument of a code_interpreter call; ValueError with a message for the model."""
+    try:
+        parsed = json.loads(arguments) if arguments and arguments.strip() else None
+    except ValueError as error:
+        raise ValueError(f"the arguments are not valid JSON ({error}); send {{\"code\": \"...\"}}") from None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("code"), str):
+        raise ValueError('the arguments must be a JSON object with a string field "code"')
+    return parsed["code"]
+
+
+def run_tool(name: str, arguments: str, settings: Any) -> ToolOutcome:
+    """Run one tool call; every failure is an outcome the model can read, never an exception."""
+    if name != CODE_INTERPRETER or name not in settings.tool_names:
+        available = ", ".join(settings.tool_names) or "none"
+        return ToolOutcome(with_note("", f"unknown tool {name!r}; available tools: {available}"), "error", 0.0, False)
+    try:
+        code = parse_code_argument(arguments)
+    except ValueError as error:
+        return ToolOutcome(with_note("", str(error)), "error", 0.0, False)
+    if settings.sandbox_url:
+        return run_in_sandbox(code, settings)
+    return run_local(code, settings)

@@ -1,0 +1,408 @@
+"""The code_interpreter tool: schemas, guarded local execution in real subprocesses, SandboxFusion client."""
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from stages.config import load_settings
+from stages.generate.tools import CODE_INTERPRETER, OUTPUT_LIMIT, run_tool, tool_schemas
+
+
+def call(code: str, settings):
+    return run_tool(CODE_INTERPRETER, json.dumps({"code": code}), settings)
+
+
+@pytest.fixture
+def settings_for(tmp_path: Path):
+    def make(**values: str):
+        data_dir = tmp_path / "data"
+        (data_dir / "scicode").mkdir(parents=True, exist_ok=True)
+        base = {"data_dir": str(data_dir), "code_workdir": str(tmp_path / "interpreter"), "model": "m", "split": "all"}
+        return load_settings({**base, **values}, cwd=tmp_path)
+
+    return make
+
+
+def leftover_snippet_dirs(settings) -> list[str]:
+    workdir = Path(settings.code_workdir)
+    return sorted(p.name for p in workdir.iterdir() if p.name.startswith("snippet-")) if workdir.exists() else []
+
+
+# ---------------------------------------------------------------------------
+# Schemas and arguments
+# ---------------------------------------------------------------------------
+
+def test_tool_schemas_for_both_protocols() -> None:
+    [chat] = tool_schemas(("code_interpreter",), "openai-chat")
+    assert chat["type"] == "function"
+    assert chat["function"]["name"] == "code_interpreter"
+    assert chat["function"]["parameters"]["required"] == ["code"]
+    assert chat["function"]["parameters"]["properties"]["code"]["type"] == "string"
+    [responses] = tool_schemas(["code_interpreter"], "openai-responses")
+    assert responses["type"] == "function" and responses["name"] == "code_interpreter"
+    assert responses["parameters"] == chat["function"]["parameters"]
+    assert str(OUTPUT_LIMIT) in responses["description"]
+    with pytest.raises(ValueError, match="unknown tool 'shell'"):
+        tool_schemas(("shell",), "openai-chat")
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "expected"),
+    [
+        ("code_interpreter", "print(1)", "not valid JSON"),
+        ("code_interpreter", "", 'string field "code"'),
+        ("code_interpreter", '{"cmd": "ls"}', 'string field "code"'),
+        ("code_interpreter", '{"code": 5}', 'string field "code"'),
+        ("web_search", '{"code": "1"}', "unknown tool 'web_search'"),
+    ],
+)
+def test_bad_calls_are_errors_the_model_can_read(settings_for, name: str, arguments: str, expected: str) -> None:
+    outcome = run_tool(name, arguments, settings_for())
+    assert outcome.status == "error"
+    assert expected in outcome.output
+    assert outcome.output.startswith("[code_interpreter:")
+
+
+# ---------------------------------------------------------------------------
+# Local execution
+# ---------------------------------------------------------------------------
+
+def test_local_snippet_runs_with_preamble_in_a_removed_temp_dir(settings_for) -> None:
+    settings = settings_for(execution_preamble="import math\nANSWER = 41")
+    outcome = call("import os\nprint(ANSWER + 1, math.floor(2.5))\nprint(os.path.basename(os.getcwd()))", settings)
+    assert outcome.status == "ok"
+    lines = outcome.output.splitlines()
+    assert lines[0] == "42 2"
+    assert lines[1].startswith("snippet-")
+    assert not outcome.truncated and outcome.duration_s > 0
+    assert leftover_snippet_dirs(settings) == []
+
+
+def test_local_snippet_without_output_says_so(settings_for) -> None:
+    outcome = call("x = 1", settings_for())
+    assert outcome.status == "ok"
+    assert outcome.output == "[code_interpreter: finished with no output]"
+
+
+def test_local_exception_reports_traceback_of_the_snippet_only(settings_for) -> None:
+    outcome = call("print('before')\n1 / 0", settings_for())
+    assert outcome.status == "error"
+    assert outcome.output.startswith("before\n")
+    assert 'File "snippet.py", line 2' in outcome.output
+    assert "ZeroDivisionError: division by zero" in outcome.output
+    assert "_guard.py" not in outcome.output
+    assert outcome.output.endswith("[code_interpreter: exited with status 1]")
+
+
+def test_local_syntax_error_and_system_exit(settings_for) -> None:
+    settings = settings_for()
+    syntax = call("def f(:\n    pass", settings)
+    assert syntax.status == "error" and "SyntaxError" in syntax.output
+    exited = call("import sys\nprint('bye')\nsys.exit(3)", settings)
+    assert exited.status == "error" and "bye" in exited.output and "exited with status 3" in exited.output
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.slow
+def test_local_timeout_kills_grandchild_and_keeps_partial_output(settings_for, tmp_path: Path) -> None:
+    settings = settings_for(code_timeout_seconds="1")
+    marker = tmp_path / "grandchild-survived"
+    pid_file = tmp_path / "grandchild.pid"
+    code = textwrap.dedent(f"""
+        import os, time
+        print("started", flush=True)
+        if os.fork() == 0:
+            with open({str(pid_file)!r}, "w") as handle:
+                handle.write(str(os.getpid()))
+            time.sleep(2.0)
+            open({str(marker)!r}, "w").close()
+            os._exit(0)
+        while True:
+            time.sleep(0.05)
+    """)
+    started = time.monotonic()
+    outcome = call(code, settings)
+    assert time.monotonic() - started < 5
+    assert outcome.status == "timeout"
+    assert outcome.output.startswith("started\n")
+    assert "timed out after 1 s" in outcome.output
+    grandchild = int(pid_file.read_text())
+    time.sleep(1.5)
+    assert not marker.exists()
+    assert not _process_alive(grandchild)
+    assert leftover_snippet_dirs(settings) == []
+
+
+def test_local_huge_output_is_truncated_with_marker_and_keeps_the_end(settings_for) -> None:
+    code = "import sys\nfor i in range(20000):\n    print('line', i, 'x' * 40)\nraise ValueError('the end')"
+    outcome = call(code, settings_for())
+    assert outcome.status == "error"
+    assert outcome.truncated
+    assert outcome.output.startswith("line 0 ")
+    assert "[... output truncated: the snippet wrote" in outcome.output
+    assert "ValueError: the end" in outcome.output
+    assert len(outcome.output) < OUTPUT_LIMIT + 300
+
+
+def test_local_memory_limit_applies(settings_for) -> None:
+    outcome = call("import numpy as np\nx = np.ones(400 * 1024 * 1024 // 8)\nprint('allocated')", settings_for(sandbox_memory_limit_mb="256"))
+    assert outcome.status == "error"
+    assert "MemoryError" in outcome.output
+    assert "allocated" not in outcome.output
+
+
+def test_local_environment_has_no_secrets(settings_for, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-snippets")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-test-not-for-snippets")
+    outcome = call("import os\nfor name, value in sorted(os.environ.items()):\n    print(name, '=', value)", settings_for())
+    assert outcome.status == "ok"
+    assert "PATH =" in outcome.output
+    for leaked in ("sk-test-not-for-snippets", "tok-test-not-for-snippets", "OPENAI_API_KEY", "MY_SERVICE_TOKEN"):
+        assert leaked not in outcome.output
+
+
+def test_missing_interpreter_is_an_error(settings_for, tmp_path: Path) -> None:
+    outcome = call("print(1)", settings_for(python_binary=str(tmp_path / "no-python")))
+    assert outcome.status == "error"
+    assert "could not start" in outcome.output
+
+
+# ---------------------------------------------------------------------------
+# Guard: no access to the benchmark data or the targets
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def guarded(settings_for, tmp_path: Path):
+    settings = settings_for()
+    scicode = Path(settings.data_dir) / "scicode"
+    (scicode / "test_data.h5").write_bytes(b"\x89HDF\r\n\x1a\n fake targets")
+    (scicode / "problems_dev.jsonl").write_text('{"problem_id": "1"}\n')
+    elsewhere = tmp_path / "copy" / "targets.hdf5"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(b"targets elsewhere")
+    return settings, scicode, elsewhere
+
+
+BLOCKED = "is blocked (the benchmark's data files are not available to tool snippets)"
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "open({targets!r}, 'rb').read()",
+        "open({problems!r}).read()",
+        "import os\nos.open({targets!r}, os.O_RDONLY)",
+        "import numpy\nnumpy.fromfile({targets!r}, dtype='uint8')",
+        "import os\nos.listdir({scicode!r})",
+        "import os\nos.symlink({targets!r}, 'innocent.bin')",
+        "import shutil\nshutil.copyfile({elsewhere!r}, 'copy.bin')",
+        "open({elsewhere!r}, 'rb')",
+        "import os\nopen(os.path.relpath({targets!r}), 'rb')",
+    ],
+)
+def test_guard_blocks_data_and_hdf5_files(guarded, snippet: str) -> None:
+    settings, scicode, elsewhere = guarded
+    code = snippet.format(
+        targets=str(scicode / "test_data.h5"), problems=str(scicode / "problems_dev.jsonl"),
+        scicode=str(scicode), elsewhere=str(elsewhere),
+    )
+    outcome = call(code, settings)
+    assert outcome.status == "error", outcome.output
+    assert BLOCKED in outcome.output
+    assert "PermissionError" in outcome.output
+    assert "HDF" not in outcome.output.replace(BLOCKED, "")
+
+
+def test_guard_notice_reaches_the_model_even_when_the_snippet_swallows_the_error(guarded) -> None:
+    settings, scicode, _ = guarded
+    outcome = call(f"try:\n    open({str(scicode / 'test_data.h5')!r})\nexcept Exception:\n    print('carry on')", settings)
+    assert outcome.status == "ok"
+    assert BLOCKED in outcome.output and "carry on" in outcome.output
+    listing = call(f"import glob\nprint(glob.glob({str(scicode)!r} + '/*'))", settings)  # glob swallows the error
+    assert listing.status == "ok"
+    assert BLOCKED in listing.output and listing.output.startswith("[]\n")  # stdout, then stderr
+
+
+def test_guard_blocks_hdf5_readers_programs_and_tampering(guarded) -> None:
+    settings, _, _ = guarded
+    h5 = call("import h5py", settings)
+    assert h5.status == "error" and "importing h5py is blocked" in h5.output
+    program = call("import subprocess\nsubprocess.run(['cat', '/etc/hostname'])", settings)
+    assert program.status == "error" and "tool snippets cannot start other programs" in program.output
+    system = call("import os\nos.system('true')", settings)
+    assert system.status == "error" and "starting another program is blocked" in system.output
+    tamper = call(
+        "import gc\nhook = [f for f in gc.get_objects() if getattr(f, '__name__', '') == '_scicode_guard'][0]\n"
+        "hook.__code__ = (lambda event, args: None).__code__",
+        settings,
+    )
+    assert tamper.status == "error" and "changing the guard is blocked" in tamper.output
+
+
+def test_guard_blocks_an_explicit_targets_file_outside_the_data_folder(settings_for, tmp_path: Path) -> None:
+    targets = tmp_path / "elsewhere" / "official_targets.bin"
+    targets.parent.mkdir()
+    targets.write_bytes(b"secret answers")
+    settings = settings_for(h5py_file=str(targets))
+    outcome = call(f"print(open({str(targets)!r}, 'rb').read())", settings)
+    assert outcome.status == "error" and BLOCKED in outcome.output
+    assert "secret answers" not in outcome.output
+
+
+def test_guard_leaves_ordinary_files_and_libraries_alone(guarded) -> None:
+    settings, _, _ = guarded
+    code = textwrap.dedent("""
+        import numpy as np, scipy.integrate, sympy
+        np.save("array.npy", np.arange(3))
+        with open("notes.txt", "w") as handle:
+            handle.write("hi")
+        print(np.load("array.npy").sum(), open("notes.txt").read(), sympy.Integer(2) ** 10)
+    """)
+    outcome = call(code, settings)
+    assert outcome.status == "ok", outcome.output
+    assert outcome.output == "3 hi 1024\n"
+
+
+# ---------------------------------------------------------------------------
+# SandboxFusion-compatible service
+# ---------------------------------------------------------------------------
+
+class FakeSandbox:
+    """A /run_code service answering from a script of (HTTP status, JSON body) pairs; the last one repeats."""
+
+    def __init__(self, script: list[tuple[int, dict]]) -> None:
+        self.script = script
+        self.received: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                return
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.received.append({"path": self.path, **body})
+                status, reply = fake.script[min(len(fake.received), len(fake.script)) - 1]
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> "FakeSandbox":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def run_result(status: str = "Finished", stdout: str = "", stderr: str = "", return_code: int = 0) -> dict:
+    return {
+        "status": "Success" if status == "Finished" and return_code == 0 else "Failed",
+        "message": "",
+        "compile_result": None,
+        "run_result": {"status": status, "execution_time": 0.01, "return_code": return_code, "stdout": stdout, "stderr": stderr},
+    }
+
+
+@pytest.fixture
+def sandbox_settings(settings_for):
+    def make(url: str, **values: str):
+        return settings_for(sandbox_url=url, sandbox_retry_delay_seconds="0.01", code_timeout_seconds="7", **values)
+
+    return make
+
+
+def test_sandbox_success_sends_the_documented_request(sandbox_settings) -> None:
+    with FakeSandbox([(200, run_result(stdout="42\n"))]) as sandbox:
+        settings = sandbox_settings(sandbox.url, execution_preamble="X = 41", sandbox_memory_limit_mb="512")
+        outcome = call("print(X + 1)", settings)
+    assert (outcome.status, outcome.output) == ("ok", "42\n")
+    [request] = sandbox.received
+    assert request == {
+        "path": "/run_code", "code": "X = 41\nprint(X + 1)", "language": "python", "run_timeout": 7.0, "memory_limit_MB": 512,
+    }
+    assert leftover_snippet_dirs(settings) == []
+
+
+def test_sandbox_time_limit_is_a_timeout_with_partial_output(sandbox_settings) -> None:
+    with FakeSandbox([(200, run_result("TimeLimitExceeded", stdout="started\n", return_code=-1))]) as sandbox:
+        outcome = call("while True: pass", sandbox_settings(sandbox.url))
+    assert outcome.status == "timeout"
+    assert outcome.output.startswith("started\n") and "timed out after 7 s" in outcome.output
+
+
+def test_sandbox_failed_run_is_an_error_with_stderr(sandbox_settings) -> None:
+    with FakeSandbox([(200, run_result(stderr="Traceback ...\nNameError: y\n", return_code=1))]) as sandbox:
+        outcome = call("print(y)", sandbox_settings(sandbox.url))
+    assert outcome.status == "error"
+    assert "NameError: y" in outcome.output and "exited with status 1" in outcome.output
+
+
+def test_sandbox_500_then_success_is_retried(sandbox_settings) -> None:
+    script = [(500, {"detail": "busy"}), (200, {"status": "SandboxError", "message": "worker died", "run_result": None}),
+              (200, run_result(stdout="ok\n"))]
+    with FakeSandbox(script) as sandbox:
+        outcome = call("print('ok')", sandbox_settings(sandbox.url))
+    assert (outcome.status, outcome.output) == ("ok", "ok\n")
+    assert len(sandbox.received) == 3
+
+
+def test_sandbox_always_500_is_a_sandbox_error_after_the_retries(sandbox_settings) -> None:
+    with FakeSandbox([(500, {"detail": "down"})]) as sandbox:
+        outcome = call("print(1)", sandbox_settings(sandbox.url, sandbox_max_retries="2"))
+    assert outcome.status == "sandbox_error"
+    assert len(sandbox.received) == 3
+    assert "HTTP 500" in outcome.output and "gave up after 3 attempts" in outcome.output
+    assert "the snippet was not run" in outcome.output
+
+
+def test_sandbox_client_error_is_not_retried(sandbox_settings) -> None:
+    with FakeSandbox([(400, {"detail": "bad language"})]) as sandbox:
+        outcome = call("print(1)", sandbox_settings(sandbox.url))
+    assert outcome.status == "sandbox_error"
+    assert len(sandbox.received) == 1 and "HTTP 400" in outcome.output
+
+
+def test_sandbox_unreachable_is_a_sandbox_error(sandbox_settings) -> None:
+    with FakeSandbox([(200, run_result())]) as sandbox:
+        url = sandbox.url
+    outcome = call("print(1)", sandbox_settings(url, sandbox_max_retries="1"))
+    assert outcome.status == "sandbox_error" and "cannot reach" in outcome.output
+
+
+def test_sandbox_no_proxy_bypasses_proxy_variables(sandbox_settings, monkeypatch) -> None:
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    with FakeSandbox([(200, run_result(stdout="direct\n"))]) as sandbox:
+        direct = call("print(1)", sandbox_settings(sandbox.url))
+        through_proxy = call("print(1)", sandbox_settings(sandbox.url, sandbox_no_proxy="false", sandbox_max_retries="0"))
+    assert (direct.status, direct.output) == ("ok", "direct\n")
+    assert through_proxy.status == "sandbox_error"
+    assert len(sandbox.received) == 1

@@ -1,7 +1,6 @@
 """ModelClient: the real `openai` client against the local scripted ModelServer."""
 from __future__ import annotations
 
-import json
 import threading
 import time
 from datetime import datetime, timedelta, timezone

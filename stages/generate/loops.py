@@ -1,0 +1,179 @@
+"""Answering one step: naive (one call) or tool_use (a loop with the code interpreter).
+
+Both return a `StepOutcome`: the final code (`protocol.answer_to_code` of the final answer), its
+status, the raw answer and the whole trajectory (messages with tool calls and results, one record
+per model call, one per tool run). A model call that fails for good ends the step with status
+"error" and the trajectory so far; it is never turned into an empty answer.
+
+tool_use: every tool call of a response is answered, in order; a final answer without a code
+fence gets one reminder; after `tool_use_max_loops` model calls, one last call without tools asks
+for the final code. A step that still has no code is "no_code" and the problem goes on.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stages.generate import tools
+from stages.generate.client import ModelCallError, ModelClient, ModelResponse, Usage
+from stages.protocol import answer_to_code
+
+StepStatus = Literal["ok", "truncated", "no_code", "error", "prefilled"]
+
+REMINDER = (
+    "Your answer has no code block. Reply with the complete implementation of the next step "
+    "in a single ```python``` block, following the function header."
+)
+FINAL_ANSWER_REQUEST = (
+    "You have used all the tool calls allowed for this step. Do not call tools any more: reply now with "
+    "the complete implementation of the next step in a single ```python``` block, without example usage or tests."
+)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    status: StepStatus
+    code: str | None
+    raw_answer: str | None
+    finish_reason: str | None
+    error: str | None
+    trajectory: dict[str, Any]
+    usage: Usage
+    calls: int
+    latency_s: float
+    failure: ModelCallError | None = None  # the exception behind status "error" (not serialized)
+
+
+def final_status(answer: str | None, finish_reason: str | None) -> tuple[StepStatus, str | None]:
+    """Status and code of a final answer: truncated when cut by the length limit (code kept if fenced)."""
+    code = answer_to_code(answer or "")
+    if finish_reason == "length":
+        return "truncated", code
+    return ("no_code" if code is None else "ok"), code
+
+
+@dataclass
+class Conversation:
+    """The messages of one step and the records of every model call and tool run in it."""
+
+    model: ModelClient
+    step_id: str
+    messages: list[dict[str, Any]]
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = Usage()
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def start(cls, model: ModelClient, step_id: str, prompt: str) -> "Conversation":
+        return cls(model=model, step_id=step_id, messages=[{"role": "user", "content": prompt}])
+
+    @property
+    def call_count(self) -> int:
+        return len(self.calls)
+
+    def ask(self, tool_schemas: list[dict[str, Any]] | None) -> ModelResponse:
+        try:
+            response = self.model.complete(self.messages, tools=tool_schemas, step_id=self.step_id)
+        except ModelCallError as error:
+            self.calls.append(_failed_call_record(error))
+            raise
+        self.calls.append(response.call.to_record())
+        self.usage = self.usage + response.call.usage
+        self.messages.append(response.assistant_message())
+        return response
+
+    def say(self, text: str) -> None:
+        self.messages.append({"role": "user", "content": text})
+
+    def answer_tool_calls(self, response: ModelResponse, settings: Any) -> None:
+        """Run every tool call of `response` in order and append each result as a tool message."""
+        for call in response.tool_calls:
+            outcome = tools.run_tool(call.name, call.arguments, settings)
+            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.output})
+            self.tool_results.append({
+                "call_id": call.id,
+                "name": call.name,
+                "status": outcome.status,
+                "duration_s": round(outcome.duration_s, 6),
+                "truncated": outcome.truncated,
+                "output": outcome.output,
+            })
+
+    def trajectory(self) -> dict[str, Any]:
+        return {"messages": self.messages, "calls": self.calls, "tool_results": self.tool_results}
+
+    def finish(self, final: ModelResponse) -> StepOutcome:
+        status, code = final_status(final.text, final.finish_reason)
+        return self._outcome(status, code, final.text, final.finish_reason, None, None)
+
+    def fail(self, error: ModelCallError) -> StepOutcome:
+        return self._outcome("error", None, None, None, str(error), error)
+
+    def _outcome(
+        self, status: StepStatus, code: str | None, answer: str | None, finish_reason: str | None,
+        error_text: str | None, failure: ModelCallError | None,
+    ) -> StepOutcome:
+        return StepOutcome(
+            status=status,
+            code=code,
+            raw_answer=answer,
+            finish_reason=finish_reason,
+            error=error_text,
+            trajectory=self.trajectory(),
+            usage=self.usage,
+            calls=self.call_count,
+            latency_s=time.monotonic() - self.started,
+            failure=failure,
+        )
+
+
+def _failed_call_record(error: ModelCallError) -> dict[str, Any]:
+    return {
+        "latency_s": 0.0,
+        "usage": Usage().to_record(),
+        "finish_reason": None,
+        "response_id": None,
+        "retries": len(error.retries),
+        "retry_log": [retry.to_record() for retry in error.retries],
+        "error": str(error),
+    }
+
+
+def run_naive(model: ModelClient, prompt: str, step_id: str) -> StepOutcome:
+    """One call, no tools."""
+    conversation = Conversation.start(model, step_id, prompt)
+    try:
+        return conversation.finish(conversation.ask(None))
+    except ModelCallError as error:
+        return conversation.fail(error)
+
+
+def run_tool_use(model: ModelClient, settings: Any, prompt: str, step_id: str) -> StepOutcome:
+    """The tool loop; see the module docstring."""
+    conversation = Conversation.start(model, step_id, prompt)
+    schemas = tools.tool_schemas(settings.tool_names, settings.api_protocol)
+    reminded = False
+    try:
+        while conversation.call_count < settings.tool_use_max_loops:
+            response = conversation.ask(schemas)
+            if response.tool_calls:
+                conversation.answer_tool_calls(response, settings)
+                continue
+            if answer_to_code(response.text or "") is not None or reminded:
+                return conversation.finish(response)
+            reminded = True
+            if conversation.call_count >= settings.tool_use_max_loops:
+                break  # the last call below asks for the code anyway
+            conversation.say(REMINDER)
+        conversation.say(FINAL_ANSWER_REQUEST)
+        return conversation.finish(conversation.ask(None))
+    except ModelCallError as error:
+        return conversation.fail(error)
+
+
+def run_step(model: ModelClient, settings: Any, prompt: str, step_id: str) -> StepOutcome:
+    if settings.mode == "naive":
+        return run_naive(model, prompt, step_id)
+    return run_tool_use(model, settings, prompt, step_id)

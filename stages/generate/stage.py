@@ -1,0 +1,287 @@
+"""The generate stage for one problem: `run_generate(settings, problem_id, attempt)`.
+
+Walks the problem's steps in order and writes `<run>/generations/<id>.json` after every step, so a
+crash or an API failure at step k resumes at step k: a step already generated with the same prompt
+fingerprint and a status other than "error" is never asked again (later prompts embed earlier
+codes, so they stay identical when nothing changed). Prefilled steps carry the official code.
+
+A model call that fails for good stops the problem: the step is recorded with status "error", the
+artifact gets status "error", one line goes to stderr, and the function returns normally so that
+scoring and the summary still count the problem. A wrong model name or key must not quietly score
+zero: once every problem attempted in this process failed with the same permanent model-level error
+(HTTP 401/403/404, or no API key), later problems raise `RunAborted` instead of calling the API.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tqdm import tqdm
+
+from stages.artifacts import fingerprint, is_current, read_artifact, write_artifact
+from stages.generate.client import ModelCallError, ModelClient, Usage
+from stages.generate.loops import StepOutcome, run_step
+from stages.generate.prompts import StepPrompt, build_step_prompt, code_carried_forward
+from stages.paths import DataPaths
+from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problems_by_id
+
+GenerationStatus = Literal["complete", "error"]
+ARTIFACT_KIND = "generation"
+ATTEMPT_SEPARATOR = "@"
+
+
+class RunAborted(RuntimeError):
+    """Every problem attempted so far failed with the same permanent model-level error."""
+
+
+# ---------------------------------------------------------------------------
+# Paths and fingerprints
+# ---------------------------------------------------------------------------
+
+def generation_path(settings: Any, problem_id: str, attempt: int = 0) -> Path:
+    """`generations/<id>.json` for attempt 0, `generations/<id>@<attempt>.json` for later attempts."""
+    first = settings.run_paths.generation(problem_id)
+    return first if attempt == 0 else first.with_name(f"{problem_id}{ATTEMPT_SEPARATOR}{attempt}.json")
+
+
+def load_problem(settings: Any, problem_id: str) -> Problem:
+    problems = problems_by_id(settings.data_paths)
+    if problem_id not in problems:
+        raise ProblemDataError(f"unknown problem id {problem_id!r}: not in the problem files under {settings.data_paths.scicode_dir}")
+    return problems[problem_id]
+
+
+def _fingerprint_of(settings: Any, problem: Problem, attempt: int) -> str:
+    return fingerprint({"generate": settings.fingerprint("generate"), "problem": problem.fingerprint, "attempt": attempt})
+
+
+def generation_fingerprint(settings: Any, problem_id: str, attempt: int = 0) -> str:
+    """sha256 of the generate settings, the problem record and the attempt number."""
+    return _fingerprint_of(settings, load_problem(settings, problem_id), attempt)
+
+
+def generation_current(settings: Any, problem_id: str, attempt: int = 0) -> bool:
+    """True when the artifact exists, validates, carries the expected fingerprint and is complete."""
+    try:
+        expected = generation_fingerprint(settings, problem_id, attempt)
+    except ProblemDataError:
+        return False
+    return is_current(generation_path(settings, problem_id, attempt), ARTIFACT_KIND, expected, require_status=("complete",))
+
+
+# ---------------------------------------------------------------------------
+# Run-level breaker
+# ---------------------------------------------------------------------------
+
+@dataclass
+class _BreakerState:
+    attempted: int = 0
+    failures: dict[Any, int] = field(default_factory=dict)
+    tripped: str | None = None
+
+
+class ModelBreaker:
+    """Stops a run whose every problem failed with the same permanent model-level error."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._states: dict[tuple[str, str, str], _BreakerState] = {}
+
+    @staticmethod
+    def key(settings: Any) -> tuple[str, str, str]:
+        return settings.model, settings.base_url, settings.api_protocol
+
+    def check(self, settings: Any) -> None:
+        with self._lock:
+            tripped = self._states.get(self.key(settings), _BreakerState()).tripped
+        if tripped is not None:
+            raise RunAborted(f"model call failed for every problem: {tripped}; check model= and base_url=")
+
+    def record(self, settings: Any, failure: ModelCallError | None) -> None:
+        """Count one problem that called the model; `failure` is what stopped it, if anything."""
+        with self._lock:
+            state = self._states.setdefault(self.key(settings), _BreakerState())
+            state.attempted += 1
+            if failure is None or not failure.model_level:
+                return
+            kind = failure.status if failure.status is not None else failure.message
+            state.failures[kind] = state.failures.get(kind, 0) + 1
+            if state.failures[kind] == state.attempted:
+                state.tripped = failure.message
+
+    def reset(self) -> None:
+        with self._lock:
+            self._states.clear()
+
+
+BREAKER = ModelBreaker()
+
+
+# ---------------------------------------------------------------------------
+# Step records
+# ---------------------------------------------------------------------------
+
+def _empty_trajectory() -> dict[str, Any]:
+    return {"messages": [], "calls": [], "tool_results": []}
+
+
+def prefilled_step_record(step: Step, data_paths: DataPaths) -> dict[str, Any]:
+    return {
+        "step_id": step.step_id,
+        "prefilled": True,
+        "status": "prefilled",
+        "prompt_fingerprint": None,
+        "code": prefilled_code(data_paths, step.step_id),
+        "raw_answer": None,
+        "error": None,
+        "finish_reason": None,
+        "trajectory": _empty_trajectory(),
+        "usage": Usage().to_record(calls=0),
+        "latency_s": 0.0,
+    }
+
+
+def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> dict[str, Any]:
+    return {
+        "step_id": prompt.step_id,
+        "prefilled": False,
+        "status": outcome.status,
+        "prompt_fingerprint": prompt.fingerprint,
+        "code": outcome.code,
+        "raw_answer": outcome.raw_answer,
+        "error": outcome.error,
+        "finish_reason": outcome.finish_reason,
+        "trajectory": outcome.trajectory,
+        "usage": outcome.usage.to_record(calls=outcome.calls),
+        "latency_s": round(outcome.latency_s, 6),
+    }
+
+
+def reusable(previous: dict[str, Any] | None, prompt: StepPrompt) -> bool:
+    return (
+        previous is not None
+        and previous.get("prompt_fingerprint") == prompt.fingerprint
+        and previous.get("status") not in ("error", "prefilled")
+    )
+
+
+def _previous_steps(path: Path) -> dict[str, dict[str, Any]]:
+    record = read_artifact(path, ARTIFACT_KIND)
+    return {step["step_id"]: step for step in record["steps"]} if record else {}
+
+
+# ---------------------------------------------------------------------------
+# The problem walk
+# ---------------------------------------------------------------------------
+
+@dataclass
+class ProblemRun:
+    """The state of one problem's generation: settings, steps so far, and the lazily opened client."""
+
+    settings: Any
+    problem: Problem
+    attempt: int
+    path: Path
+    fingerprint: str
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    carried: list[str] = field(default_factory=list)
+    model: ModelClient | None = None
+    called_model: bool = False
+    failure: ModelCallError | None = None
+
+    def step_record(self, index: int, previous: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        step = self.problem.steps[index]
+        if step.prefilled:
+            return prefilled_step_record(step, self.settings.data_paths)
+        prompt = build_step_prompt(
+            self.problem,
+            index,
+            self.carried,
+            data_paths=self.settings.data_paths,
+            with_background=self.settings.with_background,
+            generate_settings_fingerprint=self.settings.fingerprint("generate"),
+        )
+        earlier = previous.get(step.step_id)
+        if reusable(earlier, prompt):
+            return earlier  # type: ignore[return-value]
+        outcome = self.ask(prompt)
+        self.failure = outcome.failure
+        return generated_step_record(prompt, outcome)
+
+    def ask(self, prompt: StepPrompt) -> StepOutcome:
+        if self.model is None:
+            BREAKER.check(self.settings)
+            self.called_model = True
+            try:
+                self.model = ModelClient(self.settings)
+            except ModelCallError as error:
+                return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), Usage(), 0, 0.0, error)
+        return run_step(self.model, self.settings, prompt.text, prompt.step_id)
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.steps.append(record)
+        step = self.problem.steps[len(self.steps) - 1]
+        self.carried.append(code_carried_forward(step, record["code"], self.settings.data_paths))
+
+    def write(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
+        usage = Usage()
+        calls = 0
+        for step in self.steps:
+            usage = usage + Usage(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
+            calls += step["usage"].get("calls", 0)
+        return write_artifact(self.path, ARTIFACT_KIND, {
+            "fingerprint": self.fingerprint,
+            "status": status,
+            "problem_id": self.problem.problem_id,
+            "attempt": self.attempt,
+            "model": self.settings.model,
+            "mode": self.settings.mode,
+            "api_protocol": self.settings.api_protocol,
+            "with_background": self.settings.with_background,
+            "error": error,
+            "usage": usage.to_record(calls=calls),
+            "latency_s": round(sum(step["latency_s"] for step in self.steps), 6),
+            "steps": self.steps,
+        })
+
+    def close(self) -> None:
+        if self.model is not None:
+            self.model.close()
+        if self.called_model:
+            BREAKER.record(self.settings, self.failure)
+
+
+def _progress(problem: Problem) -> tqdm:
+    return tqdm(
+        total=len(problem.steps), desc=f"generate {problem.problem_id}", unit="step",
+        leave=False, file=sys.stderr, disable=None, dynamic_ncols=True,
+    )
+
+
+def run_generate(settings: Any, problem_id: str, attempt: int = 0) -> dict[str, Any]:
+    """Generate (or resume) every step of one problem; returns the written generation record."""
+    problem = load_problem(settings, problem_id)
+    path = generation_path(settings, problem_id, attempt)
+    expected = _fingerprint_of(settings, problem, attempt)
+    if is_current(path, ARTIFACT_KIND, expected, require_status=("complete",)):
+        return read_artifact(path, ARTIFACT_KIND)  # type: ignore[return-value]
+    run = ProblemRun(settings, problem, attempt, path, expected)
+    previous = _previous_steps(path)
+    try:
+        with _progress(problem) as bar:
+            for index, step in enumerate(problem.steps):
+                record = run.step_record(index, previous)
+                run.add(record)
+                if record["status"] == "error":
+                    message = f"step {step.step_id}: {record['error']}"
+                    tqdm.write(f"generate {problem_id}: failed at {message}", file=sys.stderr)
+                    return run.write("error", message)
+                if index + 1 < len(problem.steps):
+                    run.write("error", f"incomplete: stopped before step {problem.steps[index + 1].step_id}")
+                bar.update(1)
+            return run.write("complete", None)
+    finally:
+        run.close()

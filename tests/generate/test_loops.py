@@ -1,0 +1,181 @@
+"""Step loops: naive and tool_use, with the real client, the scripted server and the real code interpreter."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from stages.config import load_settings
+from stages.generate import client as client_module
+from stages.generate.client import ModelClient
+from stages.generate.loops import FINAL_ANSWER_REQUEST, REMINDER, final_status, run_step
+from stages.generate.server import ErrorReply, ModelReply, ModelServer, ToolCallSpec
+
+CODE_ANSWER = "Here:\n```python\nimport numpy as np\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n```"
+CODE = "\ndef f(x):\n    import math\n    return np.sqrt(x)\n"
+
+
+def interpreter_call(call_id: str, code: str) -> ToolCallSpec:
+    return ToolCallSpec(call_id, "code_interpreter", json.dumps({"code": code}))
+
+
+class Script:
+    def __init__(self, *replies):
+        self.replies = list(replies)
+        self.lock = threading.Lock()
+
+    def __call__(self, request):
+        with self.lock:
+            return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+
+
+@pytest.fixture(autouse=True)
+def instant_backoff(monkeypatch):
+    monkeypatch.setattr(client_module, "sleep", lambda seconds: None)
+
+
+def make_settings(tmp_path: Path, server: ModelServer, **overrides):
+    values = {
+        "model": "loop-model",
+        "base_url": server.base_url,
+        "mode": "tool_use",
+        "code_workdir": str(tmp_path / "interpreter"),
+        "code_timeout_seconds": "30",
+        "max_retries": "1",
+    }
+    values.update({name: str(value) for name, value in overrides.items()})
+    return load_settings(values, cwd=tmp_path)
+
+
+def run(tmp_path, server, prompt="solve 1.1", **overrides):
+    settings = make_settings(tmp_path, server, **overrides)
+    with ModelClient(settings) as model:
+        return run_step(model, settings, prompt, "1.1")
+
+
+def test_final_status_rules():
+    assert final_status(CODE_ANSWER, "stop") == ("ok", CODE)
+    assert final_status(CODE_ANSWER, "length") == ("truncated", CODE)
+    assert final_status("```python\ndef f(:", "length") == ("truncated", "def f(:")
+    assert final_status("def f(): pass", "stop") == ("no_code", None)
+    assert final_status(None, "stop") == ("no_code", None)
+
+
+def test_naive_is_one_call_without_tools(tmp_path):
+    with ModelServer(Script(ModelReply(text=CODE_ANSWER, prompt_tokens=10, completion_tokens=5))) as server:
+        outcome = run(tmp_path, server, mode="naive")
+    assert outcome.status == "ok" and outcome.code == CODE and outcome.raw_answer == CODE_ANSWER
+    assert outcome.calls == 1 and len(server.requests) == 1 and server.requests[0].tools == ()
+    assert [m["role"] for m in outcome.trajectory["messages"]] == ["user", "assistant"]
+    assert outcome.trajectory["messages"][0]["content"] == "solve 1.1"
+    assert outcome.usage.to_record() == {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+    assert outcome.trajectory["calls"][0]["finish_reason"] == "stop"
+
+
+@pytest.mark.parametrize("answer,code", [(CODE_ANSWER, CODE), ("I ran out of", None)])
+def test_naive_length_finish_is_truncated(tmp_path, answer, code):
+    with ModelServer(Script(ModelReply(text=answer, finish_reason="length"))) as server:
+        outcome = run(tmp_path, server, mode="naive")
+    assert outcome.status == "truncated" and outcome.code == code and outcome.finish_reason == "length"
+
+
+def test_naive_prose_is_no_code_without_reminder(tmp_path):
+    with ModelServer(Script(ModelReply(text="def f(x): return x"))) as server:
+        outcome = run(tmp_path, server, mode="naive")
+    assert outcome.status == "no_code" and outcome.code is None and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
+def test_every_tool_call_of_a_response_is_answered_in_order(tmp_path, protocol):
+    first = ModelReply(text=None, tool_calls=(interpreter_call("call_1", "print(6 * 7)"), interpreter_call("call_2", "print('second')")))
+    second = ModelReply(text=None, tool_calls=(interpreter_call("call_3", "raise ValueError('boom')"),))
+    final = ModelReply(text=CODE_ANSWER)
+    with ModelServer(Script(first, second, final)) as server:
+        outcome = run(tmp_path, server, api_protocol=protocol)
+    assert outcome.status == "ok" and outcome.code == CODE and outcome.calls == 3
+    assert all(request.tools == ("code_interpreter",) for request in server.requests)
+    tool_messages = [m for m in server.requests[2].messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_1", "call_2", "call_3"]
+    assert "42" in tool_messages[0]["content"] and "second" in tool_messages[1]["content"]
+    assert "boom" in tool_messages[2]["content"]
+    results = outcome.trajectory["tool_results"]
+    assert [(r["call_id"], r["status"]) for r in results] == [("call_1", "ok"), ("call_2", "ok"), ("call_3", "error")]
+    roles = [m["role"] for m in outcome.trajectory["messages"]]
+    assert roles == ["user", "assistant", "tool", "tool", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
+def test_answer_without_fence_gets_one_reminder(tmp_path, protocol):
+    with ModelServer(Script(ModelReply(text="def f(x): return x"), ModelReply(text=CODE_ANSWER))) as server:
+        outcome = run(tmp_path, server, api_protocol=protocol)
+    assert outcome.status == "ok" and outcome.calls == 2
+    assert server.requests[1].messages[-1] == {"role": "user", "content": REMINDER}
+    assert server.requests[1].tools == ("code_interpreter",)
+
+
+def test_only_one_reminder_then_no_code(tmp_path):
+    with ModelServer(Script(ModelReply(text="still prose"))) as server:
+        outcome = run(tmp_path, server)
+    assert outcome.status == "no_code" and outcome.code is None and outcome.raw_answer == "still prose"
+    assert len(server.requests) == 2
+    assert sum(m["content"] == REMINDER for m in outcome.trajectory["messages"]) == 1
+
+
+def tool_happy_responder(request):
+    """Calls the tool whenever tools are offered; answers with code only when they are not."""
+    if request.tools:
+        return ModelReply(text=None, tool_calls=(interpreter_call(f"call_{request.index}", "print(1)"),))
+    return ModelReply(text=CODE_ANSWER)
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
+def test_loop_cap_then_one_final_call_without_tools(tmp_path, protocol):
+    with ModelServer(tool_happy_responder) as server:
+        outcome = run(tmp_path, server, api_protocol=protocol, tool_use_max_loops=3)
+    assert outcome.status == "ok" and outcome.code == CODE
+    assert [request.tools for request in server.requests] == [("code_interpreter",)] * 3 + [()]
+    last = server.requests[-1].messages
+    assert last[-1] == {"role": "user", "content": FINAL_ANSWER_REQUEST}
+    assert [m["role"] for m in last[-3:]] == ["assistant", "tool", "user"]  # the 3rd call's tool call was answered
+    assert len(outcome.trajectory["tool_results"]) == 3
+
+
+def test_loop_cap_final_answer_without_code_is_no_code(tmp_path):
+    def responder(request):
+        if request.tools:
+            return ModelReply(text=None, tool_calls=(interpreter_call(f"c{request.index}", "print(1)"),))
+        return ModelReply(text="I could not finish.")
+
+    with ModelServer(responder) as server:
+        outcome = run(tmp_path, server, tool_use_max_loops=2)
+    assert outcome.status == "no_code" and len(server.requests) == 3
+
+
+def test_prose_at_the_cap_goes_straight_to_the_final_call(tmp_path):
+    with ModelServer(Script(ModelReply(text="prose"), ModelReply(text=CODE_ANSWER))) as server:
+        outcome = run(tmp_path, server, tool_use_max_loops=1)
+    assert outcome.status == "ok" and len(server.requests) == 2
+    assert server.requests[1].tools == ()
+    assert server.requests[1].messages[-1]["content"] == FINAL_ANSWER_REQUEST
+    assert all(m["content"] != REMINDER for m in server.requests[1].messages)
+
+
+def test_failed_call_mid_loop_is_an_error_with_the_trajectory_so_far(tmp_path):
+    first = ModelReply(text=None, tool_calls=(interpreter_call("call_1", "print(5)"),))
+    with ModelServer(Script(first, ErrorReply(400, "context too long"))) as server:
+        outcome = run(tmp_path, server)
+    assert outcome.status == "error" and outcome.code is None
+    assert "HTTP 400" in outcome.error and "context too long" in outcome.error
+    assert outcome.failure is not None and not outcome.failure.transient
+    assert [m["role"] for m in outcome.trajectory["messages"]] == ["user", "assistant", "tool"]
+    assert len(outcome.trajectory["calls"]) == 2 and "HTTP 400" in outcome.trajectory["calls"][1]["error"]
+
+
+def test_transient_failures_are_recorded_on_the_call(tmp_path):
+    with ModelServer(Script(ErrorReply(429, "busy", {"Retry-After": "0"}), ModelReply(text=CODE_ANSWER))) as server:
+        outcome = run(tmp_path, server, mode="naive")
+    assert outcome.status == "ok"
+    call = outcome.trajectory["calls"][0]
+    assert call["retries"] == 1 and "HTTP 429" in call["retry_log"][0]["error"]

@@ -1,0 +1,311 @@
+"""run_generate: artifacts after every step, resume by prompt fingerprint, errors kept per problem,
+the run-level breaker, and end-to-end runs of the built-in gold model."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from stages.artifacts import read_artifact
+from stages.config import load_settings
+from stages.generate import client as client_module
+from stages.generate.builtin import BuiltinModelService, responder_identity
+from stages.generate.server import ErrorReply, ModelReply, ModelServer, StallReply
+from stages.generate.stage import (
+    BREAKER,
+    RunAborted,
+    generation_current,
+    generation_fingerprint,
+    generation_path,
+    run_generate,
+)
+from stages.problems import load_problems, problems_by_id
+from stages.protocol import remove_top_level_imports
+
+NEXT_FUNCTION = re.compile(r"NEXT STEP.*?^(?:def|class) (\w+)", re.DOTALL | re.MULTILINE)
+
+
+def asked_function(request) -> str:
+    """The name the next step defines, read from the prompt (real models get no step header)."""
+    match = NEXT_FUNCTION.search(request.messages[0]["content"])
+    assert match, "the prompt names the next step's function"
+    return match.group(1)
+
+
+def answer_defining(name: str) -> ModelReply:
+    return ModelReply(text=f"```python\nimport numpy as np\n\ndef {name}(*args):\n    return '{name}'\n```", prompt_tokens=3, completion_tokens=2)
+
+
+class StepResponder:
+    """Answers each step with a small definition of its function; `failing` maps names to an error reply."""
+
+    def __init__(self, failing: dict | None = None):
+        self.failing = dict(failing or {})
+        self.asked: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request):
+        name = asked_function(request)
+        with self.lock:
+            self.asked.append(name)
+        return self.failing.get(name) or answer_defining(name)
+
+
+@pytest.fixture(autouse=True)
+def fresh_breaker_and_instant_backoff(monkeypatch):
+    BREAKER.reset()
+    monkeypatch.setattr(client_module, "sleep", lambda seconds: None)
+    yield
+    BREAKER.reset()
+
+
+@pytest.fixture()
+def make_settings(tmp_path: Path, staged_data_dir: Path):
+    def build(**values):
+        base = {
+            "data_dir": str(staged_data_dir),
+            "results_dir": str(tmp_path / "results"),
+            "code_workdir": str(tmp_path / "interpreter"),
+            "max_retries": "2",
+            "mode": "naive",
+        }
+        base.update({name: str(value) for name, value in values.items()})
+        return load_settings(base, cwd=tmp_path)
+
+    return build
+
+
+def test_complete_generation_is_schema_valid_and_current(make_settings):
+    responder = StepResponder()
+    with ModelServer(responder) as server:
+        settings = make_settings(model="m1", base_url=server.base_url)
+        assert not generation_current(settings, "29")
+        record = run_generate(settings, "29")
+    assert record["status"] == "complete" and record["error"] is None
+    assert [step["step_id"] for step in record["steps"]] == ["29.1", "29.2", "29.3"]
+    assert [step["status"] for step in record["steps"]] == ["ok", "ok", "ok"]
+    assert record["steps"][1]["code"] == "\ndef inner_product(*args):\n    return 'inner_product'\n"
+    assert record["usage"] == {"input_tokens": 9, "output_tokens": 6, "total_tokens": 15, "calls": 3}
+    assert read_artifact(generation_path(settings, "29"), "generation") == record
+    assert generation_current(settings, "29")
+    assert record["fingerprint"] == generation_fingerprint(settings, "29")
+    # the later prompt carries the earlier step's definition forward
+    assert "def normalize(*args):\n    return 'normalize'" in server.requests[2].messages[0]["content"]
+    # another generate setting, another fingerprint: no longer current
+    changed = make_settings(model="m1", base_url=settings.base_url, model_params='{"temperature": 0.5}')
+    assert generation_path(changed, "29") == generation_path(settings, "29")
+    assert not generation_current(changed, "29")
+    # base_url is where the model lives, not what it is
+    assert generation_current(make_settings(model="m1", base_url="http://127.0.0.1:9/v1"), "29")
+
+
+def test_exhausted_5xx_stops_the_problem_with_an_error_and_others_go_on(make_settings, capsys):
+    responder = StepResponder({"inner_product": ErrorReply(500, "backend exploded")})
+    with ModelServer(responder) as server:
+        settings = make_settings(model="m2", base_url=server.base_url)
+        record = run_generate(settings, "29")
+        assert record["status"] == "error"
+        assert record["error"].startswith("step 29.2: gave up after 3 attempts: HTTP 500")
+        assert [step["status"] for step in record["steps"]] == ["ok", "error"]
+        assert responder.asked == ["normalize"] + ["inner_product"] * 3
+        assert "generate 29: failed at step 29.2" in capsys.readouterr().err
+        assert not generation_current(settings, "29")
+        assert read_artifact(generation_path(settings, "29"), "generation")["status"] == "error"
+        other = run_generate(settings, "1")  # a transient failure never trips the breaker
+        assert other["status"] == "complete"
+
+
+def test_resume_after_a_failure_asks_only_the_missing_steps(make_settings):
+    failing = StepResponder({"inner_product": ErrorReply(503, "down")})
+    with ModelServer(failing) as server:
+        first = run_generate(make_settings(model="m3", base_url=server.base_url), "29")
+    assert first["status"] == "error"
+    step1 = first["steps"][0]
+
+    healthy = StepResponder()
+    with ModelServer(healthy) as server:
+        settings = make_settings(model="m3", base_url=server.base_url)
+        second = run_generate(settings, "29")
+        assert healthy.asked == ["inner_product", "orthogonalize"]
+        assert second["status"] == "complete"
+        assert second["steps"][0] == step1  # reused verbatim, same response id
+        assert run_generate(settings, "29") == second
+        assert healthy.asked == ["inner_product", "orthogonalize"]  # nothing asked again
+
+
+def test_resume_after_a_crash_between_steps(make_settings, monkeypatch):
+    """A crash (not an API error) after step 2 leaves an artifact that resumes at step 3."""
+    from stages.generate import stage as stage_module
+
+    responder = StepResponder()
+    real_write = stage_module.write_artifact
+    writes = {"count": 0}
+
+    def crash_on_third_write(path, kind, record):
+        writes["count"] += 1
+        if writes["count"] == 3:
+            raise KeyboardInterrupt("simulated crash")
+        return real_write(path, kind, record)
+
+    with ModelServer(responder) as server:
+        settings = make_settings(model="m4", base_url=server.base_url)
+        monkeypatch.setattr(stage_module, "write_artifact", crash_on_third_write)
+        with pytest.raises(KeyboardInterrupt):
+            run_generate(settings, "29")
+        interim = read_artifact(generation_path(settings, "29"), "generation")
+        assert interim["status"] == "error" and interim["error"] == "incomplete: stopped before step 29.3"
+        assert len(interim["steps"]) == 2
+        monkeypatch.setattr(stage_module, "write_artifact", real_write)
+        record = run_generate(settings, "29")
+    assert record["status"] == "complete"
+    assert responder.asked == ["normalize", "inner_product", "orthogonalize", "orthogonalize"]
+
+
+def test_changed_earlier_code_changes_later_prompts(make_settings):
+    """When step 1 is regenerated with different code, step 2's prompt differs and it is asked again."""
+    with ModelServer(StepResponder()) as server:
+        settings = make_settings(model="m5", base_url=server.base_url)
+        record = run_generate(settings, "19")
+    path = generation_path(settings, "19")
+    tampered = json.loads(path.read_text())
+    tampered["steps"][0]["status"] = "error"  # as if step 1 had failed: it must be asked again
+    tampered["status"], tampered["error"] = "error", "step 19.1: failed"
+    path.write_text(json.dumps(tampered))
+
+    def other_code(request):
+        name = asked_function(request)
+        return ModelReply(text=f"```python\ndef {name}(*args):\n    return 'v2'\n```")
+
+    with ModelServer(other_code) as server:
+        again = run_generate(make_settings(model="m5", base_url=server.base_url), "19")
+        assert len(server.requests) == 2
+    assert again["steps"][0]["prompt_fingerprint"] == record["steps"][0]["prompt_fingerprint"]
+    assert again["steps"][1]["prompt_fingerprint"] != record["steps"][1]["prompt_fingerprint"]
+
+
+def test_404_trips_the_breaker_for_the_rest_of_the_run(make_settings):
+    with ModelServer(lambda request: ErrorReply(404, "The model `nope` does not exist", code="model_not_found")) as server:
+        settings = make_settings(model="nope", base_url=server.base_url)
+        record = run_generate(settings, "1")
+        assert record["status"] == "error" and "HTTP 404" in record["error"]
+        assert len(server.requests) == 1  # permanent: not retried
+        with pytest.raises(RunAborted, match=r"model call failed for every problem: HTTP 404 .*does not exist; check model= and base_url="):
+            run_generate(settings, "3")
+        assert len(server.requests) == 1  # the API was not called again
+        assert not generation_path(settings, "3").exists()
+
+
+def test_breaker_does_not_trip_once_a_problem_succeeded(make_settings):
+    state = {"healthy": True}
+
+    def responder(request):
+        if state["healthy"]:
+            return answer_defining(asked_function(request))
+        return ErrorReply(401, "invalid key")
+
+    with ModelServer(responder) as server:
+        settings = make_settings(model="m6", base_url=server.base_url)
+        assert run_generate(settings, "1")["status"] == "complete"
+        state["healthy"] = False
+        assert run_generate(settings, "3")["status"] == "error"
+        assert run_generate(settings, "4")["status"] == "error"  # no RunAborted: problem 1 succeeded
+        assert len(server.requests) == 3
+
+
+def test_missing_api_key_trips_the_breaker(make_settings, monkeypatch):
+    monkeypatch.delenv("SCICODE_NO_SUCH_KEY", raising=False)
+    settings = make_settings(model="gpt-x", api_key_env="SCICODE_NO_SUCH_KEY")
+    record = run_generate(settings, "1")
+    assert record["status"] == "error" and "SCICODE_NO_SUCH_KEY" in record["error"]
+    with pytest.raises(RunAborted, match="SCICODE_NO_SUCH_KEY"):
+        run_generate(settings, "3")
+
+
+def test_client_timeouts_end_in_a_step_error(make_settings):
+    with ModelServer(lambda request: StallReply(1.0, answer_defining(asked_function(request)))) as server:
+        settings = make_settings(model="m7", base_url=server.base_url, request_timeout_seconds="0.2", max_retries="1")
+        record = run_generate(settings, "1")
+    assert record["status"] == "error"
+    assert "gave up after 2 attempts" in record["error"] and "timed out after 0.2 s" in record["error"]
+    assert record["steps"][0]["trajectory"]["calls"][0]["retries"] == 1
+
+
+def test_429_then_success_records_the_retry(make_settings, monkeypatch):
+    delays: list[float] = []
+    monkeypatch.setattr(client_module, "sleep", delays.append)
+    replies = [ErrorReply(429, "slow", {"Retry-After": "3"})]
+
+    def responder(request):
+        return replies.pop() if replies else answer_defining(asked_function(request))
+
+    with ModelServer(responder) as server:
+        record = run_generate(make_settings(model="m8", base_url=server.base_url), "1")
+    assert record["status"] == "complete" and delays == [3.0]
+    call = record["steps"][0]["trajectory"]["calls"][0]
+    assert call["retries"] == 1 and call["retry_log"][0]["delay_s"] == 3.0
+
+
+def test_prefilled_step_is_injected_and_never_asked(make_settings, staged_data_dir):
+    responder = StepResponder()
+    with ModelServer(responder) as server:
+        settings = make_settings(model="m9", base_url=server.base_url, split="test")
+        record = run_generate(settings, "13")
+    official = (staged_data_dir / "scicode" / "13.6.txt").read_text(encoding="utf-8")
+    step6 = record["steps"][5]
+    assert step6["step_id"] == "13.6" and step6["status"] == "prefilled" and step6["prefilled"] is True
+    assert step6["code"] == official and step6["prompt_fingerprint"] is None and step6["usage"]["calls"] == 0
+    assert len(server.requests) == 14
+    problem = problems_by_id(settings.data_paths)["13"]
+    assert "Maxwell" not in responder.asked
+    assert official in server.requests[5].messages[0]["content"]  # the 13.7 prompt carries the class whole
+    assert record["status"] == "complete" and len(record["steps"]) == len(problem.steps)
+
+
+def test_later_attempts_use_their_own_file(make_settings):
+    with ModelServer(StepResponder()) as server:
+        settings = make_settings(model="m10", base_url=server.base_url)
+        first = run_generate(settings, "1")
+        second = run_generate(settings, "1", attempt=1)
+        assert len(server.requests) == 2
+    assert generation_path(settings, "1", 1).name == "1@1.json"
+    assert second["attempt"] == 1 and first["fingerprint"] != second["fingerprint"]
+    assert generation_current(settings, "1", 1) and generation_current(settings, "1", 0)
+
+
+def test_unknown_problem_id_is_a_clear_error(make_settings):
+    settings = make_settings(model="m11", base_url="http://127.0.0.1:9/v1")
+    assert not generation_current(settings, "999")
+    with pytest.raises(ValueError, match="unknown problem id '999'"):
+        run_generate(settings, "999")
+
+
+def builtin_server(settings):
+    return BuiltinModelService._servers[responder_identity(settings)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode,protocol", [("tool_use", "openai-chat"), ("naive", "openai-responses")])
+def test_gold_end_to_end_writes_the_reference_codes_and_never_asks_twice(make_settings, mode, protocol):
+    settings = make_settings(model="gold", split="validation", mode=mode, api_protocol=protocol)
+    problems = load_problems(settings.data_paths, "validation")
+    assert len(problems) == 15
+    for problem in problems:
+        record = run_generate(settings, problem.problem_id)
+        assert record["status"] == "complete", record["error"]
+        assert read_artifact(generation_path(settings, problem.problem_id), "generation") == record
+        for step, generated in zip(problem.steps, record["steps"]):
+            assert generated["status"] == "ok"
+            assert generated["code"].strip() == remove_top_level_imports(step.ground_truth_code).strip()
+            if mode == "tool_use":
+                assert [r["status"] for r in generated["trajectory"]["tool_results"]] == ["ok"]
+    server = builtin_server(settings)
+    assert all(request.headers.get("x-scicode-step") for request in server.requests)
+    asked = len(server.requests)
+    assert asked == 50 * (2 if mode == "tool_use" else 1)
+    for problem in problems:
+        assert generation_current(settings, problem.problem_id)
+        run_generate(settings, problem.problem_id)
+    assert len(server.requests) == asked  # a second run makes zero model calls

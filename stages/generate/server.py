@@ -212,17 +212,21 @@ def normalize_request(protocol: Protocol, body: Any, headers: dict, index: int) 
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise RequestFormatError("'model' is required")
-    if protocol == "openai-chat":
-        messages = normalize_chat_messages(body.get("messages"))
-        structural = CHAT_STRUCTURAL_FIELDS
-    else:
-        messages = normalize_responses_input(body.get("instructions"), body.get("input"))
-        structural = RESPONSES_STRUCTURAL_FIELDS
+    try:
+        if protocol == "openai-chat":
+            messages = normalize_chat_messages(body.get("messages"))
+            structural = CHAT_STRUCTURAL_FIELDS
+        else:
+            messages = normalize_responses_input(body.get("instructions"), body.get("input"))
+            structural = RESPONSES_STRUCTURAL_FIELDS
+        tools = _tool_names(body.get("tools"), protocol)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise RequestFormatError(f"malformed {protocol} request: {type(error).__name__} {error}") from None
     return ModelRequest(
         protocol=protocol,
         model=model,
         messages=messages,
-        tools=_tool_names(body.get("tools"), protocol),
+        tools=tools,
         params={key: value for key, value in body.items() if key not in structural},
         headers=headers,
         index=index,

@@ -1,0 +1,372 @@
+"""A compact doit reporter: one progress line per stage instead of one line per task.
+
+A stage is the part of a task name before ':' (`generate:10` belongs to `generate`). For each stage the
+reporter counts tasks reached so far, executed (`done`), up to date and failed, and prints
+
+    generate   12/15 done, 3 up-to-date, 0 failed  [00:41]
+
+at most every `min_interval_s` per stage (and when another stage takes over while it is idle), each
+failure at once with a one-line reason, and at the end a final line per stage, the failures, and
+"nothing to do: everything up to date" when no task ran. The count after `/` is the number of the
+stage's tasks doit has reached so far (delayed sub-tasks appear as their creator runs).
+
+doit calls `execute_task` from its worker threads (`par_type: thread`) and the other methods from the
+main thread, so every method takes one lock. Lines are written whole through `tqdm.write`, which lifts
+any progress bar drawn on the same stream out of the way. The reporter never raises: a display problem
+must not change doit's exit code, which stays doit's own (the reporter only watches).
+
+Failures of the pipeline's own error classes (modules under `stages.`, see `stages.errors`) are shown as
+`ErrorClass: message`; an unexpected exception also gets its traceback at the end of the run.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, TextIO, TypeVar
+
+from doit.exceptions import BaseFail, UnmetDependency
+from doit.reporter import ConsoleReporter
+from tqdm import tqdm
+
+TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
+OWN_ERROR_MODULE_PREFIX = "stages."
+DETAIL_TAIL_LINES = 30
+MIN_STAGE_WIDTH = len("summarize")
+_EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$", re.DOTALL)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def stage_of(task_name: str) -> str:
+    """`generate:10` -> `generate`; a task without ':' is its own stage."""
+    return task_name.split(":", 1)[0]
+
+
+def format_elapsed(seconds: float) -> str:
+    """`00:41`, `12:05`, or `1:02:03` past an hour."""
+    whole = max(int(seconds), 0)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+# ---------------------------------------------------------------------------
+# Failure reasons
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FailureNote:
+    """One failed task: a one-line reason, and the traceback or stderr tail when it helps (else None)."""
+
+    task_name: str
+    reason: str
+    detail: str | None
+
+
+def _own_error_names() -> frozenset[str]:
+    try:
+        from stages.errors import PIPELINE_ERRORS
+    except Exception:  # the `stages.` module prefix still marks our own errors
+        return frozenset()
+    return frozenset(error.__name__ for error in PIPELINE_ERRORS)
+
+
+def _exception_only(traceback_lines: list[str]) -> str:
+    """The `module.Error: message` part that ends a formatted traceback (after the last frame)."""
+    tail: list[str] = []
+    for chunk in reversed(traceback_lines):
+        if chunk.startswith("  ") or chunk.startswith("Traceback (most recent call last)"):
+            break
+        tail.append(chunk)
+    return "".join(reversed(tail)).strip()
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _captured_stderr(task: Any) -> str:
+    return "".join(getattr(action, "err", None) or "" for action in getattr(task, "actions", ()))
+
+
+def _tail(text: str, lines: int = DETAIL_TAIL_LINES) -> str:
+    kept = text.rstrip().splitlines()[-lines:]
+    return "\n".join(kept)
+
+
+def describe_failure(task: Any, fail: BaseFail, own_error_names: frozenset[str] = frozenset()) -> FailureNote:
+    """A one-line reason for a doit failure; tracebacks only for errors that are not the pipeline's own."""
+    name = task.name
+    if isinstance(fail, UnmetDependency):
+        return FailureNote(name, f"not run: a task it depends on failed ({_first_line(fail.message)})", None)
+    traceback_lines = list(fail.traceback or [])
+    if traceback_lines:
+        exception_text = _exception_only(traceback_lines)
+        match = _EXCEPTION_LINE.match(exception_text)
+        qualified = match.group("name") if match else type(fail).__name__
+        message = _first_line(match.group("message") or "") if match else _first_line(exception_text)
+        short = qualified.rsplit(".", 1)[-1]
+        reason = f"{short}: {message}" if message else short
+        own = qualified.startswith(OWN_ERROR_MODULE_PREFIX) or short in own_error_names
+        return FailureNote(name, reason, None if own else "".join(traceback_lines).rstrip())
+    reason = _first_line(fail.message) or fail.get_name()
+    stderr = _captured_stderr(task)
+    return FailureNote(name, reason, _tail(stderr) if stderr.strip() else None)
+
+
+# ---------------------------------------------------------------------------
+# Per-stage tallies
+# ---------------------------------------------------------------------------
+
+@dataclass
+class StageTally:
+    name: str
+    started: float
+    seen: set[str] = field(default_factory=set)
+    running: set[str] = field(default_factory=set)
+    done: int = 0
+    up_to_date: int = 0
+    failed: int = 0
+    ignored: int = 0
+    last_event: float = 0.0
+    printed_state: tuple[int, ...] | None = None
+    printed_at: float = float("-inf")
+
+    @property
+    def state(self) -> tuple[int, ...]:
+        return (len(self.seen), self.done, self.up_to_date, self.failed, self.ignored)
+
+    @property
+    def finished(self) -> int:
+        return self.done + self.up_to_date + self.failed + self.ignored
+
+    @property
+    def changed(self) -> bool:
+        return self.state != self.printed_state
+
+    def line(self, width: int, now: float) -> str:
+        end = now if self.running else self.last_event
+        text = (f"{self.name:<{width}}  {self.done}/{len(self.seen)} done, {self.up_to_date} up-to-date, "
+                f"{self.failed} failed")
+        if self.ignored:
+            text += f", {self.ignored} ignored"
+        if self.running:
+            text += f", {len(self.running)} running"
+        return f"{text}  [{format_elapsed(end - self.started)}]"
+
+
+def _has_actions(task: Any) -> bool:
+    """Whether a doit task has actions, without building them (doit builds them lazily and may raise
+    InvalidTask while doing so; that error is doit's to report, at the time doit chooses)."""
+    declared = getattr(task, "_actions", None)
+    if declared is not None:
+        return bool(declared)
+    try:
+        return bool(task.actions)
+    except Exception:
+        return True
+
+
+def _never_raises(method: F) -> F:
+    """Reporter methods must not break the run: an internal error becomes one line on the stream."""
+
+    @functools.wraps(method)
+    def guarded(self: "ProgressReporter", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as error:  # display only; doit's result and exit code are unaffected
+            try:
+                self._emit(f"progress reporter: {type(error).__name__}: {error}")
+            except Exception:
+                pass
+            return None
+
+    return guarded  # type: ignore[return-value]
+
+
+class ProgressReporter(ConsoleReporter):
+    """doit reporter printing one compact progress line per stage; see the module docstring."""
+
+    desc = "one progress line per stage, failures with a one-line reason"
+    min_interval_s: float = 5.0
+
+    def __init__(self, outstream: TextIO, options: dict[str, Any], *, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(outstream, options)
+        self._stream = stream if stream is not None else sys.stderr
+        self._clock = clock
+        self._started = clock()
+        self._lock = threading.RLock()
+        self._stages: dict[str, StageTally] = {}
+        self._notes: list[FailureNote] = []
+        self._cleanup_errors: list[str] = []
+        self._own_errors = _own_error_names()
+
+    # ---- output ---------------------------------------------------------
+    def _emit(self, line: str) -> None:
+        """Write one whole line; a closed or failing stream loses the line, never the counts."""
+        with self._lock:
+            try:
+                tqdm.write(line, file=self._stream)
+                self._stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def _width(self) -> int:
+        return max([MIN_STAGE_WIDTH] + [len(name) for name in self._stages])
+
+    def _print_stage(self, tally: StageTally, now: float) -> None:
+        self._emit(tally.line(self._width(), now))
+        tally.printed_state, tally.printed_at = tally.state, now
+
+    def _report_progress(self, stage: str) -> None:
+        """After a finished task: the stage's line when due, and other idle stages' lines not yet shown."""
+        now = self._clock()
+        for other in self._stages.values():
+            if other.name != stage and other.changed and not other.running and other.finished:
+                self._print_stage(other, now)
+        tally = self._stages[stage]
+        if tally.changed and now - tally.printed_at >= self.min_interval_s:
+            self._print_stage(tally, now)
+
+    # ---- bookkeeping ----------------------------------------------------
+    @staticmethod
+    def _counted(task: Any) -> bool:
+        """A task with actions and a public name (group tasks and `_private` tasks are not counted)."""
+        return _has_actions(task) and not task.name.startswith("_")
+
+    def _tally(self, task: Any) -> StageTally:
+        stage = stage_of(task.name)
+        now = self._clock()
+        tally = self._stages.get(stage)
+        if tally is None:
+            tally = self._stages[stage] = StageTally(stage, started=now, last_event=now, printed_at=now)
+        tally.seen.add(task.name)
+        tally.last_event = now
+        return tally
+
+    def _finish(self, task: Any, outcome: TaskOutcome) -> None:
+        tally = self._tally(task)
+        tally.running.discard(task.name)
+        if outcome == "done":
+            tally.done += 1
+        elif outcome == "up-to-date":
+            tally.up_to_date += 1
+        elif outcome == "failed":
+            tally.failed += 1
+        else:
+            tally.ignored += 1
+        self._report_progress(tally.name)
+
+    # ---- doit reporter API ----------------------------------------------
+    @_never_raises
+    def initialize(self, tasks: Any, selected_tasks: Any) -> None:
+        return None
+
+    @_never_raises
+    def get_status(self, task: Any) -> None:
+        if self._counted(task):
+            with self._lock:
+                self._tally(task)
+
+    @_never_raises
+    def execute_task(self, task: Any) -> None:
+        if self._counted(task):
+            with self._lock:
+                self._tally(task).running.add(task.name)
+
+    @_never_raises
+    def add_success(self, task: Any) -> None:
+        if self._counted(task):
+            with self._lock:
+                self._finish(task, "done")
+
+    @_never_raises
+    def add_failure(self, task: Any, fail: BaseFail) -> None:
+        if isinstance(fail, UnmetDependency) and not _has_actions(task):
+            return  # a group task (e.g. `score`) whose sub-task failed: that failure is already reported
+        with self._lock:
+            note = describe_failure(task, fail, self._own_errors)
+            self._notes.append(note)
+            self.failures.append({"task": task, "exception": fail})
+            self._emit(f"FAILED {note.task_name}: {note.reason}")
+            if self._counted(task):
+                self._finish(task, "failed")
+
+    @_never_raises
+    def skip_uptodate(self, task: Any) -> None:
+        if self._counted(task):
+            with self._lock:
+                self._finish(task, "up-to-date")
+
+    @_never_raises
+    def skip_ignore(self, task: Any) -> None:
+        if self._counted(task):
+            with self._lock:
+                self._finish(task, "ignored")
+
+    @_never_raises
+    def cleanup_error(self, exception: BaseFail) -> None:
+        with self._lock:
+            line = _first_line(exception.message) or exception.get_name()
+            self._cleanup_errors.append(line)
+            self._emit(f"cleanup error: {line}")
+
+    @_never_raises
+    def runtime_error(self, msg: str) -> None:
+        with self._lock:
+            self.runtime_errors.append(msg)
+
+    @_never_raises
+    def teardown_task(self, task: Any) -> None:
+        return None
+
+    @_never_raises
+    def complete_run(self) -> None:
+        with self._lock:
+            now = self._clock()
+            self._emit(f"== run finished [{format_elapsed(now - self._started)}] ==")
+            for tally in self._stages.values():
+                self._emit(tally.line(self._width(), now))
+                tally.printed_state, tally.printed_at = tally.state, now
+            self._report_failures()
+            if self.runtime_errors:
+                self._emit("execution aborted: " + " | ".join(_first_line(m) for m in self.runtime_errors))
+            if self.nothing_ran:
+                self._emit("nothing to do: everything up to date")
+
+    @property
+    def nothing_ran(self) -> bool:
+        """No task executed or failed (everything reached was up to date or ignored), and no doit error."""
+        return (not self._notes and not self.runtime_errors
+                and all(t.done == 0 and t.failed == 0 and not t.running for t in self._stages.values()))
+
+    def _report_failures(self) -> None:
+        if not self._notes:
+            return
+        self._emit(f"{len(self._notes)} task(s) failed:")
+        for note in self._notes:
+            self._emit(f"  {note.task_name}: {note.reason}")
+        for note in self._notes:
+            if note.detail:
+                self._emit(f"---- {note.task_name} ----\n{note.detail}")
+
+    # ---- for tests and callers ------------------------------------------
+    def stage_counts(self) -> dict[str, dict[str, int]]:
+        """Per stage: reached, done, up_to_date, failed, ignored, running (a snapshot)."""
+        with self._lock:
+            return {
+                name: {"reached": len(t.seen), "done": t.done, "up_to_date": t.up_to_date, "failed": t.failed,
+                       "ignored": t.ignored, "running": len(t.running)}
+                for name, t in self._stages.items()
+            }
+
+    @property
+    def failure_notes(self) -> tuple[FailureNote, ...]:
+        with self._lock:
+            return tuple(self._notes)

@@ -1,0 +1,342 @@
+"""The progress reporter: unit tests over real doit Task objects and failures, and real `doit` runs."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from doit.exceptions import TaskError, TaskFailed, UnmetDependency
+from doit.task import Task
+from tqdm import tqdm
+
+from stages.config import ConfigError
+from stages.reporter import ProgressReporter, describe_failure, format_elapsed, stage_of
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+STAGE_LINE = re.compile(r"^(?P<stage>\S+) +(?P<done>\d+)/(?P<reached>\d+) done, (?P<up>\d+) up-to-date, "
+                        r"(?P<failed>\d+) failed(, \d+ ignored)?(, \d+ running)?  \[\d\d:\d\d\]$")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def noop() -> None:
+    return None
+
+
+def make_task(name: str) -> Task:
+    return Task(name, [noop])
+
+
+def error_from(exception: BaseException) -> TaskError:
+    """A TaskError as doit builds it for a python-action that raised `exception`."""
+    try:
+        raise exception
+    except BaseException as raised:  # noqa: BLE001 - re-wrapped exactly like doit's PythonAction
+        return TaskError("PythonAction Error", raised)
+
+
+def make_reporter(clock: FakeClock | None = None) -> tuple[ProgressReporter, io.StringIO]:
+    stream = io.StringIO()
+    reporter = ProgressReporter(io.StringIO(), {}, stream=stream, clock=clock or FakeClock())
+    return reporter, stream
+
+
+def run_ok(reporter: ProgressReporter, task: Task) -> None:
+    reporter.get_status(task)
+    reporter.execute_task(task)
+    reporter.add_success(task)
+
+
+def lines_of(stream: io.StringIO) -> list[str]:
+    return [line for line in stream.getvalue().splitlines() if line]
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+
+def test_stage_of_and_elapsed_format() -> None:
+    assert stage_of("generate:10") == "generate" and stage_of("summarize") == "summarize"
+    assert stage_of("score:13:x") == "score"
+    assert format_elapsed(41.9) == "00:41" and format_elapsed(725) == "12:05" and format_elapsed(3723) == "1:02:03"
+
+
+def test_own_errors_are_one_line_foreign_errors_keep_their_traceback() -> None:
+    own = describe_failure(make_task("select"), error_from(ConfigError("invalid split=foo: expected one of a, b")))
+    assert own.reason == "ConfigError: invalid split=foo: expected one of a, b" and own.detail is None
+
+    foreign = describe_failure(make_task("score:3"), error_from(KeyError("missing")))
+    assert foreign.reason == "KeyError: 'missing'"
+    assert foreign.detail is not None and foreign.detail.startswith("Traceback (most recent call last)")
+
+    guarded = describe_failure(make_task("download"), TaskFailed("DownloadError: checksum mismatch for x.zip"))
+    assert guarded.reason == "DownloadError: checksum mismatch for x.zip" and guarded.detail is None
+
+    unmet = describe_failure(make_task("summarize"), UnmetDependency("score"))
+    assert unmet.reason == "not run: a task it depends on failed (score)"
+
+
+def test_multiline_message_is_cut_to_its_first_line() -> None:
+    note = describe_failure(make_task("select"), error_from(ConfigError("first line\nsecond line")))
+    assert note.reason == "ConfigError: first line"
+
+
+# ---------------------------------------------------------------------------
+# A fake task sequence
+# ---------------------------------------------------------------------------
+
+def test_counts_lines_and_failures_of_a_task_sequence() -> None:
+    clock = FakeClock()
+    reporter, stream = make_reporter(clock)
+    download = make_task("download")
+    reporter.get_status(download)
+    reporter.skip_uptodate(download)
+    generate = [make_task(f"generate:{i}") for i in range(5)]
+    for task in generate[:2]:
+        reporter.get_status(task)
+        reporter.skip_uptodate(task)
+    for task in generate[2:4]:
+        clock.now += 3
+        run_ok(reporter, task)
+    reporter.get_status(generate[4])
+    reporter.execute_task(generate[4])
+    reporter.add_failure(generate[4], error_from(ConfigError("invalid model=x: expected a model id")))
+    group = Task("generate", None, task_dep=[t.name for t in generate])
+    reporter.add_failure(group, UnmetDependency("generate:4"))  # group tasks are not reported twice
+    clock.now += 10
+    summarize = make_task("summarize")
+    reporter.get_status(summarize)
+    reporter.add_failure(summarize, UnmetDependency("generate"))
+    reporter.complete_run()
+
+    assert reporter.stage_counts() == {
+        "download": {"reached": 1, "done": 0, "up_to_date": 1, "failed": 0, "ignored": 0, "running": 0},
+        "generate": {"reached": 5, "done": 2, "up_to_date": 2, "failed": 1, "ignored": 0, "running": 0},
+        "summarize": {"reached": 1, "done": 0, "up_to_date": 0, "failed": 1, "ignored": 0, "running": 0},
+    }
+    output = lines_of(stream)
+    assert "FAILED generate:4: ConfigError: invalid model=x: expected a model id" in output
+    assert "FAILED summarize: not run: a task it depends on failed (generate)" in output
+    assert not any(line.startswith("FAILED generate:") and "UnmetDependency" in line for line in output)
+    assert "Traceback" not in stream.getvalue()
+    final = output[output.index("== run finished [00:16] =="):]
+    assert final[1:4] == [
+        "download   0/1 done, 1 up-to-date, 0 failed  [00:00]",
+        "generate   2/5 done, 2 up-to-date, 1 failed  [00:06]",
+        "summarize  0/1 done, 0 up-to-date, 1 failed  [00:00]",
+    ]
+    assert "2 task(s) failed:" in final
+    assert "nothing to do: everything up to date" not in output
+    assert all(STAGE_LINE.match(line) for line in output if " done, " in line)
+
+
+def test_progress_lines_are_throttled_per_stage() -> None:
+    clock = FakeClock()
+    reporter, stream = make_reporter(clock)
+    tasks = [make_task(f"score:{i}") for i in range(6)]
+    for task in tasks[:3]:
+        clock.now += 1
+        run_ok(reporter, task)
+    assert lines_of(stream) == []  # 2 s since the stage started (first seen at +1 s): below the 5 s interval
+    clock.now += 3
+    run_ok(reporter, tasks[3])
+    assert lines_of(stream) == ["score      4/4 done, 0 up-to-date, 0 failed  [00:05]"]
+    clock.now += 1
+    run_ok(reporter, tasks[4])
+    assert len(lines_of(stream)) == 1
+    summarize = make_task("summarize")
+    run_ok(reporter, summarize)  # another stage takes over: the idle score stage shows its latest line
+    assert lines_of(stream)[1] == "score      5/5 done, 0 up-to-date, 0 failed  [00:06]"
+
+
+def test_running_tasks_are_shown_and_time_runs_to_now() -> None:
+    clock = FakeClock()
+    reporter, stream = make_reporter(clock)
+    first, second = make_task("generate:1"), make_task("generate:2")
+    for task in (first, second):
+        reporter.get_status(task)
+        reporter.execute_task(task)
+    clock.now += 65
+    reporter.add_success(first)
+    assert lines_of(stream) == ["generate   1/2 done, 0 up-to-date, 0 failed, 1 running  [01:05]"]
+
+
+def test_everything_up_to_date_says_nothing_to_do() -> None:
+    reporter, stream = make_reporter()
+    for name in ("download", "select", "generate:1", "generate:2", "score:1", "score:2", "summarize"):
+        task = make_task(name)
+        reporter.get_status(task)
+        reporter.skip_uptodate(task)
+    reporter.complete_run()
+    output = lines_of(stream)
+    assert output[-1] == "nothing to do: everything up to date"
+    assert "generate   0/2 done, 2 up-to-date, 0 failed  [00:00]" in output
+
+
+def test_ignored_tasks_and_runtime_errors() -> None:
+    reporter, stream = make_reporter()
+    task = make_task("generate:7")
+    reporter.get_status(task)
+    reporter.skip_ignore(task)
+    reporter.runtime_error("Task 'x' not found\nmore")
+    reporter.complete_run()
+    output = lines_of(stream)
+    assert "generate   0/1 done, 0 up-to-date, 0 failed, 1 ignored  [00:00]" in output
+    assert "execution aborted: Task 'x' not found" in output
+    assert "nothing to do: everything up to date" not in output
+
+
+def test_private_and_group_tasks_are_not_counted() -> None:
+    reporter, _ = make_reporter()
+    run_ok(reporter, make_task("_hidden"))
+    reporter.get_status(Task("score", None, task_dep=["score:1"]))
+    reporter.add_success(Task("score", None, task_dep=["score:1"]))
+    assert reporter.stage_counts() == {}
+
+
+def test_concurrent_threads_give_exact_counts_and_whole_lines() -> None:
+    reporter, stream = make_reporter(FakeClock())
+    reporter.min_interval_s = 0.0  # print on every event, to stress line integrity
+    tasks = [make_task(f"generate:{i}") for i in range(400)]
+    for task in tasks:
+        reporter.get_status(task)
+    barrier = threading.Barrier(8)
+
+    def work(chunk: list[Task]) -> None:
+        barrier.wait()
+        for task in chunk:
+            reporter.execute_task(task)
+            reporter.add_success(task)
+
+    threads = [threading.Thread(target=work, args=(tasks[i::8],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    reporter.complete_run()
+    assert reporter.stage_counts()["generate"] == {"reached": 400, "done": 400, "up_to_date": 0, "failed": 0,
+                                                   "ignored": 0, "running": 0}
+    lines = lines_of(stream)
+    assert len(lines) >= 400
+    assert all(STAGE_LINE.match(line) or line.startswith("== run finished") for line in lines), lines[:5]
+
+
+def test_lines_go_above_a_progress_bar_on_the_same_stream() -> None:
+    reporter, stream = make_reporter()
+    reporter.min_interval_s = 0.0
+    with tqdm(total=3, file=stream, desc="score", ascii=True) as bar:
+        bar.update(1)
+        run_ok(reporter, make_task("score:1"))
+        bar.update(1)
+    text = stream.getvalue()
+    line = "score      1/1 done, 0 up-to-date, 0 failed  [00:00]"
+    position = text.index(line)
+    assert text[position - 1] in "\r\n" and text[position + len(line)] == "\n"
+
+
+def test_a_broken_stream_never_breaks_the_run() -> None:
+    class Broken(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError("stream closed")
+
+    reporter = ProgressReporter(io.StringIO(), {}, stream=Broken(), clock=FakeClock())
+    task = make_task("select")
+    reporter.get_status(task)
+    reporter.add_failure(task, error_from(ConfigError("bad")))
+    reporter.complete_run()
+    assert reporter.stage_counts()["select"]["failed"] == 1
+
+
+# ---------------------------------------------------------------------------
+# Real doit runs
+# ---------------------------------------------------------------------------
+
+DODO = textwrap.dedent(
+    """
+    from stages.config import ConfigError
+    from stages.reporter import ProgressReporter
+
+    DOIT_CONFIG = {"reporter": ProgressReporter, "par_type": "thread", "num_process": 2, "continue": True,
+                   "backend": "sqlite3", "dep_file": "doit.sqlite3", "verbosity": 2}
+
+
+    def refuse():
+        raise ConfigError("invalid split=nope: expected one of validation, test, all")
+
+
+    def write_ok(targets):
+        with open(targets[0], "w") as handle:
+            handle.write("ok")
+
+
+    def task_good():
+        return {"actions": [write_ok], "targets": ["good.txt"], "uptodate": [True]}
+
+
+    def task_bad():
+        return {"actions": [refuse], "task_dep": ["good"]}
+
+
+    def task_work():
+        for index in range(3):
+            yield {"name": str(index), "actions": [write_ok], "targets": [f"work{index}.txt"], "uptodate": [True]}
+    """
+)
+
+
+def run_doit(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    return subprocess.run([sys.executable, "-m", "doit", *args], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_real_doit_run_with_a_failing_and_a_succeeding_task(tmp_path: Path) -> None:
+    (tmp_path / "dodo.py").write_text(DODO, encoding="utf-8")
+    first = run_doit(tmp_path, "good", "bad", "work")
+    assert first.returncode == 2, first.stderr  # doit's code for a task error, as with its own reporter
+    err = first.stderr
+    assert "FAILED bad: ConfigError: invalid split=nope: expected one of validation, test, all" in err
+    assert "Traceback" not in err and "Traceback" not in first.stdout
+    assert "good       1/1 done, 0 up-to-date, 0 failed" in err
+    assert "work       3/3 done, 0 up-to-date, 0 failed" in err
+    assert "bad        0/1 done, 0 up-to-date, 1 failed" in err
+    assert "1 task(s) failed:" in err
+    assert (tmp_path / "good.txt").read_text() == "ok"
+
+    console = run_doit(tmp_path, "--reporter", "console", "good", "bad")
+    assert console.returncode == first.returncode
+
+    again = run_doit(tmp_path, "good", "work")
+    assert again.returncode == 0, again.stderr
+    assert "good       0/1 done, 1 up-to-date, 0 failed" in again.stderr
+    assert "work       0/3 done, 3 up-to-date, 0 failed" in again.stderr
+    assert again.stderr.rstrip().endswith("nothing to do: everything up to date")
+
+
+@pytest.mark.slow
+def test_real_doit_run_failure_exit_code_for_a_failed_task(tmp_path: Path) -> None:
+    dodo = DODO + textwrap.dedent(
+        """
+
+        def task_falsy():
+            return {"actions": [lambda: False]}
+        """
+    )
+    (tmp_path / "dodo.py").write_text(dodo, encoding="utf-8")
+    ours = run_doit(tmp_path, "falsy")
+    console = run_doit(tmp_path, "--reporter", "console", "falsy")
+    assert ours.returncode == console.returncode == 1
+    assert "FAILED falsy: Python Task failed:" in ours.stderr

@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from tqdm import tqdm
 
-from stages.artifacts import fingerprint, is_current, read_artifact, write_artifact
+from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
+from stages.generate import builtin
 from stages.generate.client import ModelCallError, ModelClient, Usage
 from stages.generate.loops import StepOutcome, run_step
 from stages.generate.prompts import StepPrompt, build_step_prompt, code_carried_forward
@@ -54,8 +55,20 @@ def load_problem(settings: Any, problem_id: str) -> Problem:
     return problems[problem_id]
 
 
+def generate_settings_fingerprint(settings: Any) -> str:
+    """The generate settings' fingerprint; for `replay:<file>` also the file's content (the file is the model)."""
+    base = settings.fingerprint("generate")
+    if not settings.model.startswith(builtin.REPLAY_PREFIX):
+        return base
+    try:
+        content = sha256_file(builtin.replay_file(settings.model))
+    except OSError:
+        content = "missing"
+    return fingerprint({"generate": base, "replay_sha256": content})
+
+
 def _fingerprint_of(settings: Any, problem: Problem, attempt: int) -> str:
-    return fingerprint({"generate": settings.fingerprint("generate"), "problem": problem.fingerprint, "attempt": attempt})
+    return fingerprint({"generate": generate_settings_fingerprint(settings), "problem": problem.fingerprint, "attempt": attempt})
 
 
 def generation_fingerprint(settings: Any, problem_id: str, attempt: int = 0) -> str:
@@ -186,6 +199,7 @@ class ProblemRun:
     attempt: int
     path: Path
     fingerprint: str
+    generate_fingerprint: str
     steps: list[dict[str, Any]] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
     model: ModelClient | None = None
@@ -202,7 +216,7 @@ class ProblemRun:
             self.carried,
             data_paths=self.settings.data_paths,
             with_background=self.settings.with_background,
-            generate_settings_fingerprint=self.settings.fingerprint("generate"),
+            generate_settings_fingerprint=self.generate_fingerprint,
         )
         earlier = previous.get(step.step_id)
         if reusable(earlier, prompt):
@@ -268,7 +282,7 @@ def run_generate(settings: Any, problem_id: str, attempt: int = 0) -> dict[str, 
     expected = _fingerprint_of(settings, problem, attempt)
     if is_current(path, ARTIFACT_KIND, expected, require_status=("complete",)):
         return read_artifact(path, ARTIFACT_KIND)  # type: ignore[return-value]
-    run = ProblemRun(settings, problem, attempt, path, expected)
+    run = ProblemRun(settings, problem, attempt, path, expected, generate_settings_fingerprint(settings))
     previous = _previous_steps(path)
     try:
         with _progress(problem) as bar:

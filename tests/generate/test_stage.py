@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,44 @@ def test_gold_end_to_end_writes_the_reference_codes_and_never_asks_twice(make_se
         assert generation_current(settings, problem.problem_id)
         run_generate(settings, problem.problem_id)
     assert len(server.requests) == asked  # a second run makes zero model calls
+
+
+def test_replay_model_answers_and_a_changed_replay_file_regenerates(make_settings, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # replay:<file> is resolved against the working directory
+    replay = tmp_path / "answers.json"
+    replay.write_text(json.dumps({"19.1": "```python\ndef wigner_3j(*a):\n    return 1\n```"}))
+    settings = make_settings(model="replay:answers.json", split="validation")
+    record = run_generate(settings, "19")
+    assert [step["status"] for step in record["steps"]] == ["ok", "no_code"]
+    assert record["status"] == "complete" and generation_current(settings, "19")
+    assert record["steps"][1]["trajectory"]["calls"][0]["retries"] == 0
+
+    replay.write_text(json.dumps({"19.1": "```python\ndef wigner_3j(*a):\n    return 20\n```"}))
+    assert not generation_current(settings, "19")  # the replay file is the model
+    again = run_generate(settings, "19")
+    assert "return 20" in again["steps"][0]["code"]
+
+
+def test_problems_generated_in_threads_share_the_concurrency_limit(make_settings):
+    from concurrent.futures import ThreadPoolExecutor
+
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def responder(request):
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        time.sleep(0.05)
+        with lock:
+            state["now"] -= 1
+        return answer_defining(asked_function(request))
+
+    with ModelServer(responder) as server:
+        settings = make_settings(model="m12", base_url=server.base_url, concurrency="3")
+        ids = ["1", "3", "4", "6", "7", "19", "29", "38"]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            records = list(pool.map(lambda pid: run_generate(settings, pid), ids))
+    assert all(record["status"] == "complete" for record in records)
+    assert len(server.requests) == sum(len(record["steps"]) for record in records) == 13
+    assert state["peak"] == 3

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -17,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 DPI = 100
 FONT_SIZE = 9
@@ -111,6 +113,12 @@ def _set_margins(figure: Figure, *, left: float, right: float, top: float, botto
     )
 
 
+def _title_text(figure: Figure, title: str) -> str:
+    """The title wrapped to the figure width (long model names must not run off the image)."""
+    columns = max(int(figure.get_size_inches()[0] * 10), 30)
+    return "\n".join(textwrap.fill(part, columns) for part in title.split("\n"))
+
+
 def _percent(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100.0 * part / whole:.1f}%)" if whole else f"{part}/{whole} (n/a)"
 
@@ -149,7 +157,7 @@ def _mark_groups(axes: Any, rows: Sequence[GridRow]) -> bool:
 def plot_step_grid(rows: Sequence[GridRow], path: Path, *, title: str) -> Path:
     """Problems (top to bottom, selection order) x steps 1..n, each cell coloured by the step's status."""
     columns = max([len(row.statuses) for row in rows] + [1])
-    row_height, top, bottom = 0.24, 1.25, 0.75
+    row_height, top, bottom = 0.24, 1.55, 0.75
     width = max(6.5, 2.2 + 0.42 * columns)
     height = top + bottom + row_height * max(len(rows), 1)
     figure = _figure(width, height)
@@ -189,8 +197,8 @@ def plot_step_grid(rows: Sequence[GridRow], path: Path, *, title: str) -> Path:
     handles = [Patch(facecolor=STATE_COLORS[state], edgecolor="#808080", label=STATE_LABELS[state])
                for state in _grid_legend_states(rows)]
     figure.legend(handles=handles, loc="upper center", ncol=4, fontsize=FONT_SIZE - 1, frameon=False,
-                  bbox_to_anchor=(0.5, 1 - 0.42 / height))
-    figure.suptitle(title, fontsize=TITLE_SIZE, y=1 - 0.08 / height, va="top")
+                  bbox_to_anchor=(0.5, 1 - 0.62 / height))
+    figure.suptitle(_title_text(figure, title), fontsize=TITLE_SIZE, y=1 - 0.08 / height, va="top")
     return _save_png(figure, path)
 
 
@@ -203,7 +211,7 @@ def plot_status_counts(counts: Mapping[str, int], path: Path, *, title: str) -> 
     states = [state for state in GRID_STATES if state != "no_step" and (state != "no_verdict" or counts.get(state, 0))]
     values = [int(counts.get(state, 0)) for state in states]
     figure = _figure(7.5, 4.2)
-    _set_margins(figure, left=0.8, right=0.3, top=0.6, bottom=0.9)
+    _set_margins(figure, left=0.8, right=0.3, top=0.8, bottom=0.9)
     axes = figure.add_subplot(1, 1, 1)
     bars = axes.bar(range(len(states)), values, color=[STATE_COLORS[state] for state in states],
                     edgecolor="#505050", linewidth=0.6)
@@ -211,11 +219,12 @@ def plot_status_counts(counts: Mapping[str, int], path: Path, *, title: str) -> 
     axes.set_xticks(range(len(states)), [STATE_LABELS[state].replace(" (", "\n(") for state in states],
                     fontsize=FONT_SIZE - 1)
     axes.set_ylim(0, max(values + [1]) * 1.15)
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_ylabel("steps", fontsize=FONT_SIZE)
     axes.set_xlabel("step status", fontsize=FONT_SIZE)
     axes.tick_params(axis="y", labelsize=FONT_SIZE)
     axes.spines[["top", "right"]].set_visible(False)
-    axes.set_title(title, fontsize=TITLE_SIZE)
+    axes.set_title(_title_text(figure, title), fontsize=TITLE_SIZE)
     return _save_png(figure, path)
 
 
@@ -229,7 +238,7 @@ def plot_category_rates(bars: Sequence[CategoryBar], path: Path, *, title: str) 
     crowded = count > 4
     bottom = 1.6 if crowded else 0.8
     figure = _figure(max(6.5, 1.8 + 1.3 * count), 3.6 + bottom)
-    _set_margins(figure, left=0.8, right=0.3, top=0.55, bottom=bottom)
+    _set_margins(figure, left=0.8, right=0.3, top=0.8, bottom=bottom)
     axes = figure.add_subplot(1, 1, 1)
     width = 0.38
     positions = list(range(len(bars)))
@@ -254,7 +263,7 @@ def plot_category_rates(bars: Sequence[CategoryBar], path: Path, *, title: str) 
     axes.set_xlabel("category", fontsize=FONT_SIZE)
     axes.spines[["top", "right"]].set_visible(False)
     axes.legend(loc="upper center", ncol=2, fontsize=FONT_SIZE - 1, frameon=False)
-    axes.set_title(title, fontsize=TITLE_SIZE)
+    axes.set_title(_title_text(figure, title), fontsize=TITLE_SIZE)
     return _save_png(figure, path)
 
 
@@ -271,9 +280,9 @@ def write_plots(
     passed = sum(row.passed for row in grid_rows)
     return (
         plot_step_grid(grid_rows, Path(plots_dir) / STEP_GRID_FILE,
-                       title=f"{run_label}: step status per problem ({_percent(passed, scored)} steps passed)"),
+                       title=f"{run_label}\nstep status per problem: {_percent(passed, scored)} steps passed"),
         plot_status_counts(status_counts, Path(plots_dir) / STATUS_COUNTS_FILE,
-                           title=f"{run_label}: step verdicts ({scored} scored, {status_counts.get('skipped', 0)} skipped)"),
+                           title=f"{run_label}\nstep verdicts: {scored} scored, {status_counts.get('skipped', 0)} skipped"),
         plot_category_rates(categories, Path(plots_dir) / CATEGORY_RATES_FILE,
-                            title=f"{run_label}: pass rate by category"),
+                            title=f"{run_label}\npass rate by category"),
     )

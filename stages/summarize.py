@@ -394,6 +394,30 @@ def total_latency(rows: Sequence[ProblemRow]) -> float:
     return round(sum(row.latency_s for row in rows if row.latency_s is not None), 3)
 
 
+def attempt_metrics_of(settings: Settings, selection: Mapping[str, Any]) -> dict[str, Any] | None:
+    """With attempts > 1: per-attempt rates, pass@k and both attempt strategies (stages.passk); else None.
+
+    A problem without a valid details file counts as unresolved in every attempt. When the details files
+    disagree on the number of attempts, the reason is returned under `error` instead of numbers.
+    """
+    if settings.attempts <= 1:
+        return None
+    from stages.passk import PassKError, metrics_from_outcomes, problem_outcomes, unresolved_outcomes
+
+    outcomes = []
+    try:
+        for entry in selection["problems"]:
+            problem_id, scored = entry["problem_id"], entry["scored_steps"]
+            details = read_artifact(settings.run_paths.details(problem_id), "details")
+            if details is None or details["task_id"] != problem_id:
+                outcomes.append(unresolved_outcomes(problem_id, scored, settings.attempts))
+            else:
+                outcomes.append(problem_outcomes(details, scored_steps=scored))
+        return {"strategy": settings.attempt_strategy, **metrics_from_outcomes(outcomes)}
+    except PassKError as error:
+        return {"strategy": settings.attempt_strategy, "error": str(error)}
+
+
 # ---------------------------------------------------------------------------
 # Targets and dates
 # ---------------------------------------------------------------------------
@@ -510,7 +534,8 @@ def _header_lines(settings: Settings, targets: TargetsInfo, config: Mapping[str,
     if shown:
         lines.append(f"- settings: {shown}")
     if settings.attempts > 1:
-        lines.append(f"- attempts: {settings.attempts}; this summary scores attempt {SCORED_ATTEMPT + 1} of each problem")
+        lines.append(f"- attempts: {settings.attempts} per problem (strategy {settings.attempt_strategy}); the tables "
+                     f"score attempt {SCORED_ATTEMPT + 1}, the Attempts section covers all of them")
     return lines + [""]
 
 
@@ -593,6 +618,33 @@ def _usage_lines(usage: Mapping[str, int], latency: float, total_problems: int) 
     return ["## Token usage and model latency", ""] + markdown_table(("quantity", "total"), rows, (False, True)) + [""]
 
 
+def _rate_text(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{100.0 * rate:.1f}%"
+
+
+def _attempt_lines(metrics: Mapping[str, Any] | None) -> list[str]:
+    if metrics is None:
+        return []
+    lines = ["## Attempts", ""]
+    if "error" in metrics:
+        return lines + [f"Attempt metrics not computed: {metrics['error']}", ""]
+    rows = [(f"attempt {row['attempt'] + 1}", ratio(row["main_problem_resolved"], row["main_problem_total"]),
+             ratio(row["subproblem_correct"], row["subproblem_total"])) for row in metrics["per_attempt"]]
+    best = metrics["any_attempt"]
+    rows.append(("any attempt (strategy pass)", ratio(best["main_problem_resolved"], best["main_problem_total"]),
+                 ratio(best["subproblem_correct"], best["subproblem_total"])))
+    rows.append(("mean over attempts (strategy avg)", _rate_text(metrics["mean_main_problem_resolve_rate"]),
+                 _rate_text(metrics["mean_subproblem_rate"])))
+    lines += markdown_table(("attempts", "main_problem_resolve_rate", "subproblem"), rows, (False, True, True))
+    pass_at = ", ".join(f"pass@{k} = {_rate_text(value)}" for k, value in metrics["pass_at_k"].items())
+    chosen = metrics["strategies"][metrics["strategy"]]
+    lines += ["", f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics['problems']} problems).",
+              f"Configured attempt_strategy={metrics['strategy']}: main_problem_resolve_rate "
+              f"{_rate_text(chosen['main_problem_resolve_rate'])}, subproblem {_rate_text(chosen['subproblem'])}. "
+              f"The tables above score attempt {SCORED_ATTEMPT + 1}.", ""]
+    return lines
+
+
 def _plot_lines(plot_names: Sequence[str]) -> list[str]:
     captions = {
         "step_status_grid.png": "Step status per problem",
@@ -629,6 +681,7 @@ def render_markdown(
     started: str | None,
     summarized_at: str,
     plot_names: Sequence[str],
+    attempts: Mapping[str, Any] | None = None,
 ) -> str:
     metrics = metrics_of(rows)
     lines = _header_lines(settings, targets, config, started, summarized_at)
@@ -637,6 +690,7 @@ def render_markdown(
     splits = grouped_metrics(rows, "split")
     if len(splits) > 1:
         lines += _group_lines("By split", "split", splits)
+    lines += _attempt_lines(attempts)
     lines += _status_lines(status_counts(rows))
     lines += _failed_lines(rows)
     lines += _problem_lines(rows)
@@ -679,6 +733,7 @@ def summary_record(
     started: str | None,
     summarized_at: str,
     plot_names: Sequence[str],
+    attempts: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     complete = all(row.state not in ("missing_details", "invalid_details") for row in rows)
     return {
@@ -705,6 +760,7 @@ def summary_record(
         "usage": total_usage(rows),
         "latency_s": total_latency(rows),
         "plots": list(plot_names),
+        "attempts": dict(attempts) if attempts is not None else None,
     }
 
 
@@ -753,11 +809,12 @@ def run_summarize(
     plots = _write_plots(settings, rows)
     plot_names = [path.relative_to(paths.run_dir).as_posix() for path in plots]
     config = read_artifact(paths.config, "config")
+    attempts = attempt_metrics_of(settings, selection)
     markdown = render_markdown(settings, rows, targets=targets, config=config, started=started,
-                               summarized_at=summarized_at, plot_names=plot_names)
+                               summarized_at=summarized_at, plot_names=plot_names, attempts=attempts)
     atomic_write_text(paths.summary_md, markdown)
     record = summary_record(settings, rows, inputs_fingerprint=inputs_fingerprint, targets=targets, started=started,
-                            summarized_at=summarized_at, plot_names=plot_names)
+                            summarized_at=summarized_at, plot_names=plot_names, attempts=attempts)
     write_artifact(paths.summary_json, "summary", record)
 
     metrics = metrics_of(rows)

@@ -300,3 +300,73 @@ def test_missing_details_keep_prefilled_steps_skipped(tmp_path: Path, shared_sci
     assert record["by_split"]["validation"]["subproblem_correct"] == 50
     assert outcome.failed_problems == ("13",)
     assert json.loads(settings.run_paths.summary_json.read_text())["Error"] == 1
+
+
+# ---------------------------------------------------------------------------
+# Several attempts, real targets resolution, determinism, recorded settings
+# ---------------------------------------------------------------------------
+
+def write_attempts(settings: Settings, problem_id: str, attempts: Sequence[Sequence[tuple[str, str]]]) -> None:
+    write_details(settings, problem_id, "x", attempts[0])
+    record = json.loads(settings.run_paths.details(problem_id).read_text())
+    first = record["attempts"][0]
+    for steps in attempts[1:]:
+        verdicts = [step_verdict(step_id, status) for step_id, status in steps]
+        attempt = json.loads(json.dumps(first))
+        attempt["meta"]["evaluation"]["steps"] = verdicts
+        attempt["correct"] = all(v["correct"] for v in verdicts)
+        record["attempts"].append(attempt)
+    record.pop("schema_version")
+    write_artifact(settings.run_paths.details(problem_id), "details", record)
+
+
+def test_several_attempts_add_pass_at_k_and_both_strategies(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, attempts="2", attempt_strategy="pass")
+    write_selection(settings, [selection_entry("A", "x", 2, 2), selection_entry("B", "x", 1, 1),
+                               selection_entry("C", "x", 1, 1)])
+    write_attempts(settings, "A", [[("A.1", "pass"), ("A.2", "fail")], [("A.1", "pass"), ("A.2", "pass")]])
+    write_attempts(settings, "B", [[("B.1", "pass")], [("B.1", "fail")]])
+    outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    assert (outcome.resolved, outcome.subproblem_correct, outcome.subproblem_total) == (1, 2, 4)  # attempt 1
+    attempts = read_artifact(settings.run_paths.summary_json, "summary")["attempts"]
+    assert attempts["strategy"] == "pass" and attempts["attempts"] == 2
+    assert attempts["any_attempt"]["main_problem_resolved"] == 2  # A (2nd attempt), B (1st); C never
+    assert attempts["any_attempt"]["subproblem_correct"] == 3
+    assert attempts["pass_at_k"]["1"] == pytest.approx((0.5 + 0.5 + 0.0) / 3)
+    assert attempts["pass_at_k"]["2"] == pytest.approx(2 / 3)
+    text = settings.run_paths.summary_md.read_text()
+    assert "| any attempt (strategy pass)       |               2/3 (66.7%) | 3/4 (75.0%) |" in text
+    assert "Configured attempt_strategy=pass: main_problem_resolve_rate 66.7%" in text
+
+
+def test_single_attempt_has_no_attempts_section(mixed_run: Settings) -> None:
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    assert read_artifact(mixed_run.run_paths.summary_json, "summary")["attempts"] is None
+    assert "## Attempts" not in mixed_run.run_paths.summary_md.read_text()
+
+
+def test_targets_are_resolved_by_the_targets_stage_when_not_given(mixed_run: Settings) -> None:
+    pytest.importorskip("stages.targets")
+    outcome = run_summarize(mixed_run, now=FIXED_NOW)  # no download manifest, no derived targets: missing
+    assert outcome.targets_kind == "missing"
+    first_lines = mixed_run.run_paths.summary_md.read_text().splitlines()[:4]
+    assert any(line.startswith("**Note: no targets file") for line in first_lines)
+
+
+def test_summaries_of_the_same_inputs_are_identical(mixed_run: Settings, tmp_path: Path) -> None:
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    paths = mixed_run.run_paths
+    first = {p.name: p.read_bytes() for p in [paths.summary_md, paths.summary_json, *paths.plots_dir.glob("*.png")]}
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    second = {p.name: p.read_bytes() for p in [paths.summary_md, paths.summary_json, *paths.plots_dir.glob("*.png")]}
+    assert first == second and len(first) == 5
+
+
+def test_recorded_settings_come_from_config_json(mixed_run: Settings) -> None:
+    from stages.select import write_run_config
+
+    write_run_config(mixed_run)
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    text = mixed_run.run_paths.summary_md.read_text()
+    settings_line = next(line for line in text.splitlines() if line.startswith("- settings: "))
+    assert "api_protocol=openai-chat" in settings_line and "step_timeout_seconds=1800.0" in settings_line

@@ -1,0 +1,601 @@
+"""compare: a Markdown report of two runs side by side, with deltas and what flipped.
+
+Numbers come from the details files (summary.json may be stale), in the same sense as the summary:
+every selected problem counts; a problem without a (valid) details file, or whose generation failed,
+is unresolved and its scored steps did not pass; each problem's number of scored steps comes from
+selection.json. Verdicts, flips and status counts are those of the first attempt of each problem;
+when a run holds several attempts, the report adds the attempt metrics (averages and pass@k).
+Runs of different splits are refused unless `allow_split_mismatch` is set; then, as whenever the two
+selections differ, only the problems selected in both runs are compared and the report says so.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from stages.artifacts import atomic_write_text, read_artifact
+from stages.config import Settings
+from stages.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, problem_outcomes, unresolved_outcomes
+from stages.paths import RunPaths
+
+StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
+CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"]
+ProblemState = Literal["complete", "generation_error", "missing_generation", "missing_details", "invalid_details"]
+
+CELL_STATUSES: tuple[CellStatus, ...] = ("pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict")
+FAILED_STATES: frozenset[str] = frozenset({"generation_error", "missing_generation", "missing_details", "invalid_details"})
+NO_DETAILS_STATES: frozenset[str] = frozenset({"missing_details", "invalid_details"})
+COMPARED_ATTEMPT = 0
+COMPARE_DIR_NAME = "compare"
+UNKNOWN = "(unknown)"
+
+
+class CompareError(ValueError):
+    """Two runs cannot be compared (missing run, no selection, different splits), stated in one line."""
+
+
+# ---------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    calls: int
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
+                     self.total_tokens + other.total_tokens, self.calls + other.calls)
+
+
+NO_USAGE = Usage(0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Tokens and model latency of one problem, over the attempts that report them."""
+
+    usage: Usage
+    latency_s: float
+    attempts_reporting: int
+    attempts_total: int
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What identifies a run: its folder, names and settings, and its selection entries in order."""
+
+    run_dir: Path
+    model: str
+    run: str
+    split: str
+    mode: str
+    with_background: str
+    selection: tuple[Mapping[str, Any], ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.run}"
+
+    @property
+    def file_label(self) -> str:
+        """`<model folder>--<run folder>`: both already filesystem-safe."""
+        return f"{self.run_dir.parent.name}--{self.run_dir.name}"
+
+    @property
+    def entries(self) -> dict[str, Mapping[str, Any]]:
+        return {str(entry["problem_id"]): entry for entry in self.selection}
+
+
+@dataclass(frozen=True)
+class ProblemResult:
+    """One selected problem of one run: first-attempt verdicts, attempt outcomes and cost."""
+
+    problem_id: str
+    state: ProblemState
+    scored_steps: int
+    skipped_steps: int
+    verdicts: tuple[tuple[str, StepStatus], ...]
+    outcomes: ProblemOutcomes
+    cost: Cost
+
+    @property
+    def resolved(self) -> bool:
+        return self.outcomes.attempts[COMPARED_ATTEMPT].resolved
+
+    @property
+    def steps_passed(self) -> int:
+        return self.outcomes.passed_count(COMPARED_ATTEMPT)
+
+    @property
+    def is_error(self) -> bool:
+        return self.state in FAILED_STATES
+
+    def status_of(self, step_id: str) -> CellStatus:
+        return dict(self.verdicts).get(step_id, "no_verdict")
+
+    def status_counts(self) -> Counter[str]:
+        counts: Counter[str] = Counter(status for _, status in self.verdicts)
+        listed_scored = sum(status != "skipped" for _, status in self.verdicts)
+        counts["no_verdict"] += max(0, self.scored_steps - listed_scored)
+        if self.state in NO_DETAILS_STATES:
+            counts["skipped"] += self.skipped_steps
+        return counts
+
+    def first_failure(self) -> str:
+        failing = next(((sid, status) for sid, status in self.verdicts if status not in ("pass", "skipped")), None)
+        if failing is not None:
+            return f"{failing[0]} {failing[1]}"
+        return self.state.replace("_", " ") if self.is_error else "steps without a verdict"
+
+
+@dataclass(frozen=True)
+class RunTotals:
+    """Counts of one run over the compared problems."""
+
+    problems: int
+    resolved: int
+    steps_passed: int
+    steps_scored: int
+    errors: int
+    no_details: int
+    status_counts: Mapping[str, int]
+    cost: Cost
+
+
+@dataclass(frozen=True)
+class StepFlip:
+    problem_id: str
+    step_id: str
+    status_a: CellStatus
+    status_b: CellStatus
+
+
+# ---------------------------------------------------------------------------
+# Reading a run
+# ---------------------------------------------------------------------------
+
+def load_run(run_dir: Path) -> RunInfo:
+    """The run at `run_dir`; CompareError when the folder or a valid selection.json is missing."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CompareError(f"run directory not found: {run_dir}")
+    paths = RunPaths(run_dir)
+    selection = read_artifact(paths.selection, "selection")
+    if selection is None:
+        state = "invalid" if paths.selection.exists() else "missing"
+        raise CompareError(f"not a run directory: {paths.selection} is {state}")
+    config = read_artifact(paths.config, "config")
+    settings: Mapping[str, Any] = config["settings"] if config else {}
+    background = settings.get("with_background")
+    return RunInfo(
+        run_dir=run_dir,
+        model=str(settings.get("model") or run_dir.parent.name),
+        run=run_dir.name,
+        split=str(selection["split"]),
+        mode=str(settings.get("mode") or UNKNOWN),
+        with_background=UNKNOWN if background is None else str(bool(background)).lower(),
+        selection=tuple(selection["problems"]),
+    )
+
+
+def _usage_of(record: Any, trajectory_calls: int = 0) -> Usage | None:
+    if not isinstance(record, Mapping):
+        return None
+    try:
+        calls = int(record["calls"]) if "calls" in record else trajectory_calls
+        return Usage(int(record["input_tokens"]), int(record["output_tokens"]), int(record["total_tokens"]), calls)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _generation_cost(paths: RunPaths, problem_id: str, attempt: int) -> tuple[Usage, float] | None:
+    """Usage and latency summed over the steps of generations/<id>.json, when it holds `attempt`."""
+    generation = read_artifact(paths.generation(problem_id), "generation")
+    if generation is None or generation["attempt"] != attempt:
+        return None
+    usage, latency = NO_USAGE, 0.0
+    for step in generation["steps"]:
+        step_usage = _usage_of(step["usage"], len(step["trajectory"].get("calls", ())))
+        usage = usage + (step_usage or NO_USAGE)
+        latency += float(step["latency_s"])
+    return usage, latency
+
+
+def _attempt_cost(paths: RunPaths, problem_id: str, index: int, attempt: Mapping[str, Any] | None) -> tuple[Usage, float] | None:
+    meta = attempt["meta"] if attempt is not None else {}
+    usage, latency = _usage_of(meta.get("usage")), meta.get("latency_s")
+    if usage is not None and latency is not None:
+        return usage, float(latency)
+    fallback = _generation_cost(paths, problem_id, index)
+    if fallback is None:
+        return None
+    return usage or fallback[0], float(latency) if latency is not None else fallback[1]
+
+
+def problem_cost(paths: RunPaths, problem_id: str, details: Mapping[str, Any] | None) -> Cost:
+    """Tokens and latency of every attempt: details meta when present, else the generation file's steps."""
+    attempts: Sequence[Mapping[str, Any] | None] = details["attempts"] if details is not None else [None]
+    found = [_attempt_cost(paths, problem_id, index, attempt) for index, attempt in enumerate(attempts)]
+    reporting = [item for item in found if item is not None]
+    usage = sum((item[0] for item in reporting), NO_USAGE)
+    return Cost(usage=usage, latency_s=math.fsum(item[1] for item in reporting),
+                attempts_reporting=len(reporting), attempts_total=len(attempts))
+
+
+def _read_details(paths: RunPaths, problem_id: str) -> tuple[Mapping[str, Any] | None, ProblemState]:
+    path = paths.details(problem_id)
+    details = read_artifact(path, "details")
+    if details is None:
+        return None, "invalid_details" if path.exists() else "missing_details"
+    if str(details["task_id"]) != problem_id:
+        return None, "invalid_details"
+    return details, details["status"]
+
+
+def problem_result(run: RunInfo, entry: Mapping[str, Any], attempts_if_missing: int) -> ProblemResult:
+    """One selected problem of `run` from its details file (or its absence)."""
+    paths = RunPaths(run.run_dir)
+    problem_id = str(entry["problem_id"])
+    scored = int(entry["scored_steps"])
+    details, state = _read_details(paths, problem_id)
+    if details is None:
+        outcomes = unresolved_outcomes(problem_id, scored, attempts_if_missing)
+        verdicts: tuple[tuple[str, StepStatus], ...] = ()
+    else:
+        outcomes = problem_outcomes(details, scored_steps=scored)
+        steps = details["attempts"][COMPARED_ATTEMPT]["meta"]["evaluation"]["steps"]
+        verdicts = tuple((str(step["step_id"]), step["status"]) for step in steps)
+    return ProblemResult(
+        problem_id=problem_id, state=state, scored_steps=scored, skipped_steps=int(entry["steps"]) - scored,
+        verdicts=verdicts, outcomes=outcomes, cost=problem_cost(paths, problem_id, details),
+    )
+
+
+def _attempt_count(run: RunInfo, problem_ids: Sequence[str]) -> int:
+    """The largest number of attempts a details file of the run holds (1 when none is readable)."""
+    paths = RunPaths(run.run_dir)
+    counts = [len(details["attempts"]) for pid in problem_ids
+              if (details := _read_details(paths, pid)[0]) is not None]
+    return max(counts, default=1)
+
+
+def run_results(run: RunInfo, problem_ids: Sequence[str]) -> list[ProblemResult]:
+    entries = run.entries
+    attempts = _attempt_count(run, problem_ids)
+    return [problem_result(run, entries[pid], attempts) for pid in problem_ids]
+
+
+def run_totals(results: Sequence[ProblemResult]) -> RunTotals:
+    counts: Counter[str] = Counter()
+    for result in results:
+        counts.update(result.status_counts())
+    costs = [result.cost for result in results]
+    return RunTotals(
+        problems=len(results),
+        resolved=sum(result.resolved for result in results),
+        steps_passed=sum(result.steps_passed for result in results),
+        steps_scored=sum(result.scored_steps for result in results),
+        errors=sum(result.is_error for result in results),
+        no_details=sum(result.state in NO_DETAILS_STATES for result in results),
+        status_counts={status: counts.get(status, 0) for status in CELL_STATUSES},
+        cost=Cost(
+            usage=sum((cost.usage for cost in costs), NO_USAGE),
+            latency_s=math.fsum(cost.latency_s for cost in costs),
+            attempts_reporting=sum(cost.attempts_reporting for cost in costs),
+            attempts_total=sum(cost.attempts_total for cost in costs),
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Matching the two runs
+# ---------------------------------------------------------------------------
+
+def check_splits(run_a: RunInfo, run_b: RunInfo, allow_split_mismatch: bool) -> None:
+    if run_a.split != run_b.split and not allow_split_mismatch:
+        raise CompareError(
+            f"runs of different splits: {run_a.run_dir} is split={run_a.split}, {run_b.run_dir} is "
+            f"split={run_b.split} (set allow_split_mismatch=true to compare their common problems)"
+        )
+
+
+def common_problem_ids(run_a: RunInfo, run_b: RunInfo) -> list[str]:
+    """Problems selected in both runs, in run A's order; CompareError when there is none."""
+    in_b = run_b.entries
+    common = [pid for pid in run_a.entries if pid in in_b]
+    if not common:
+        raise CompareError(f"no problem is selected in both {run_a.run_dir} and {run_b.run_dir}")
+    return common
+
+
+def problem_flips(results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> tuple[list[str], list[str]]:
+    """(resolved in A but not in B, resolved in B but not in A), problem ids in order."""
+    pairs = list(zip(results_a, results_b))
+    lost = [a.problem_id for a, b in pairs if a.resolved and not b.resolved]
+    gained = [a.problem_id for a, b in pairs if b.resolved and not a.resolved]
+    return lost, gained
+
+
+def _step_ids(a: ProblemResult, b: ProblemResult) -> list[str]:
+    ordered = [sid for sid, _ in a.verdicts]
+    ordered += [sid for sid, _ in b.verdicts if sid not in dict(a.verdicts)]
+    return ordered
+
+
+def step_flips(results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> tuple[list[StepFlip], list[StepFlip]]:
+    """(steps passing in A but not in B, steps passing in B but not in A), with both statuses."""
+    lost: list[StepFlip] = []
+    gained: list[StepFlip] = []
+    for a, b in zip(results_a, results_b):
+        for step_id in _step_ids(a, b):
+            flip = StepFlip(a.problem_id, step_id, a.status_of(step_id), b.status_of(step_id))
+            if flip.status_a == "pass" and flip.status_b != "pass":
+                lost.append(flip)
+            elif flip.status_b == "pass" and flip.status_a != "pass":
+                gained.append(flip)
+    return lost, gained
+
+
+def _attempt_metrics(results: Sequence[ProblemResult]) -> dict[str, Any] | str:
+    """The run's attempt metrics, or why they cannot be computed."""
+    try:
+        return metrics_from_outcomes([result.outcomes for result in results])
+    except PassKError as error:
+        return str(error)
+
+
+# ---------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------
+
+def ratio(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({100.0 * part / whole:.1f}%)" if whole else f"{part}/{whole} (n/a)"
+
+
+def signed(value: int | float, digits: int = 0) -> str:
+    """`+1`, `-2`, `+0.5`: the sign always shown, and no `-0.0`."""
+    if digits == 0:
+        return f"{int(value):+d}"
+    rounded = round(float(value), digits)
+    return f"{rounded if rounded != 0 else 0.0:+.{digits}f}"
+
+
+def rate_delta(part_a: int, whole_a: int, part_b: int, whole_b: int) -> str:
+    """Percentage-point change of B against A, with the change of the numerator."""
+    if not whole_a or not whole_b:
+        return f"n/a ({signed(part_b - part_a)})"
+    points = 100.0 * (part_b / whole_b - part_a / whole_a)
+    return f"{signed(points, 1)} pp ({signed(part_b - part_a)})"
+
+
+def percent(value: float | None, denominator: str) -> str:
+    return f"n/a ({denominator})" if value is None else f"{100.0 * value:.1f}% ({denominator})"
+
+
+def points_delta(value_a: float | None, value_b: float | None) -> str:
+    return "n/a" if value_a is None or value_b is None else f"{signed(100.0 * (value_b - value_a), 1)} pp"
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _identity_lines(run_a: RunInfo, run_b: RunInfo) -> list[str]:
+    rows = [
+        ("run directory", f"`{run_a.run_dir}`", f"`{run_b.run_dir}`"),
+        ("model", run_a.model, run_b.model),
+        ("run", run_a.run, run_b.run),
+        ("split", run_a.split, run_b.split),
+        ("mode", run_a.mode, run_b.mode),
+        ("with_background", run_a.with_background, run_b.with_background),
+        ("problems selected", len(run_a.selection), len(run_b.selection)),
+    ]
+    return table(("", "A", "B"), rows) + [""]
+
+
+def _scope_lines(run_a: RunInfo, run_b: RunInfo, common: Sequence[str]) -> list[str]:
+    only_a = [pid for pid in run_a.entries if pid not in run_b.entries]
+    only_b = [pid for pid in run_b.entries if pid not in run_a.entries]
+    lines = []
+    if run_a.split != run_b.split:
+        lines.append(f"**Splits differ (A: {run_a.split}, B: {run_b.split}): only the {len(common)} problems "
+                     f"selected in both runs are compared.**")
+    elif only_a or only_b:
+        lines.append(f"**The selections differ: only the {len(common)} problems selected in both runs are compared.**")
+    else:
+        lines.append(f"Compared problems: all {len(common)} selected problems (the same in both runs).")
+    if only_a:
+        lines.append(f"- only in A ({len(only_a)}): {', '.join(only_a)}")
+    if only_b:
+        lines.append(f"- only in B ({len(only_b)}): {', '.join(only_b)}")
+    changed = [pid for pid in common if run_a.entries[pid]["fingerprint"] != run_b.entries[pid]["fingerprint"]]
+    if changed:
+        lines.append(f"- problem statement differs between the runs ({len(changed)}): {', '.join(changed)}")
+    lines.append(f"Verdicts, flips and status counts are those of attempt {COMPARED_ATTEMPT + 1} of each problem; "
+                 "deltas are B minus A.")
+    return lines + [""]
+
+
+def _metric_lines(a: RunTotals, b: RunTotals) -> list[str]:
+    rows = [
+        ("main_problem_resolve_rate", ratio(a.resolved, a.problems), ratio(b.resolved, b.problems),
+         rate_delta(a.resolved, a.problems, b.resolved, b.problems)),
+        ("subproblem", ratio(a.steps_passed, a.steps_scored), ratio(b.steps_passed, b.steps_scored),
+         rate_delta(a.steps_passed, a.steps_scored, b.steps_passed, b.steps_scored)),
+        ("main_problem_resolved", a.resolved, b.resolved, signed(b.resolved - a.resolved)),
+        ("main_problem_total", a.problems, b.problems, signed(b.problems - a.problems)),
+        ("subproblem_correct", a.steps_passed, b.steps_passed, signed(b.steps_passed - a.steps_passed)),
+        ("subproblem_total", a.steps_scored, b.steps_scored, signed(b.steps_scored - a.steps_scored)),
+        ("Error (generation failed or no details)", ratio(a.errors, a.problems), ratio(b.errors, b.problems),
+         signed(b.errors - a.errors)),
+        ("no valid details file", ratio(a.no_details, a.problems), ratio(b.no_details, b.problems),
+         signed(b.no_details - a.no_details)),
+    ]
+    return ["## Metrics", ""] + table(("metric", "A", "B", "delta"), rows) + [""]
+
+
+def _status_lines(a: RunTotals, b: RunTotals) -> list[str]:
+    total_a, total_b = sum(a.status_counts.values()), sum(b.status_counts.values())
+    rows = [(status, ratio(a.status_counts[status], total_a), ratio(b.status_counts[status], total_b),
+             signed(b.status_counts[status] - a.status_counts[status])) for status in CELL_STATUSES]
+    return (["## Step statuses", ""] + table(("status", "A", "B", "delta"), rows)
+            + ["", "`no_verdict`: a scored step without a verdict (no details file, or missing from it). "
+               "Percentages are of all steps, skipped ones included.", ""])
+
+
+def _pass_at_k_rows(metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    ks = sorted({int(k) for k in metrics_a["pass_at_k"]} | {int(k) for k in metrics_b["pass_at_k"]})
+    rows = []
+    for k in ks:
+        value_a, value_b = metrics_a["pass_at_k"].get(str(k)), metrics_b["pass_at_k"].get(str(k))
+        rows.append((f"pass@{k}", percent(value_a, f"mean over {metrics_a['problems']} problems"),
+                     percent(value_b, f"mean over {metrics_b['problems']} problems"), points_delta(value_a, value_b)))
+    return rows
+
+
+def _attempt_lines(metrics_a: dict[str, Any] | str, metrics_b: dict[str, Any] | str) -> list[str]:
+    lines = ["## Attempts", ""]
+    if isinstance(metrics_a, str) or isinstance(metrics_b, str):
+        reasons = [f"{name}: {value}" for name, value in (("A", metrics_a), ("B", metrics_b)) if isinstance(value, str)]
+        return lines + ["Attempt metrics unavailable: " + "; ".join(reasons), ""]
+    any_a, any_b = metrics_a["any_attempt"], metrics_b["any_attempt"]
+    rows = [
+        ("attempts per problem", metrics_a["attempts"], metrics_b["attempts"], signed(metrics_b["attempts"] - metrics_a["attempts"])),
+        ("mean main_problem_resolve_rate (avg)",
+         percent(metrics_a["mean_main_problem_resolve_rate"], f"{metrics_a['problems']} problems x {metrics_a['attempts']} attempts"),
+         percent(metrics_b["mean_main_problem_resolve_rate"], f"{metrics_b['problems']} problems x {metrics_b['attempts']} attempts"),
+         points_delta(metrics_a["mean_main_problem_resolve_rate"], metrics_b["mean_main_problem_resolve_rate"])),
+        ("mean subproblem (avg)",
+         percent(metrics_a["mean_subproblem_rate"], f"{any_a['subproblem_total']} steps x {metrics_a['attempts']} attempts"),
+         percent(metrics_b["mean_subproblem_rate"], f"{any_b['subproblem_total']} steps x {metrics_b['attempts']} attempts"),
+         points_delta(metrics_a["mean_subproblem_rate"], metrics_b["mean_subproblem_rate"])),
+        *_pass_at_k_rows(metrics_a, metrics_b),
+        ("resolved by any attempt (pass)", ratio(any_a["main_problem_resolved"], any_a["main_problem_total"]),
+         ratio(any_b["main_problem_resolved"], any_b["main_problem_total"]),
+         rate_delta(any_a["main_problem_resolved"], any_a["main_problem_total"],
+                    any_b["main_problem_resolved"], any_b["main_problem_total"])),
+        ("steps passed by any attempt (pass)", ratio(any_a["subproblem_correct"], any_a["subproblem_total"]),
+         ratio(any_b["subproblem_correct"], any_b["subproblem_total"]),
+         rate_delta(any_a["subproblem_correct"], any_a["subproblem_total"],
+                    any_b["subproblem_correct"], any_b["subproblem_total"])),
+    ]
+    return lines + table(("metric", "A", "B", "delta"), rows) + [""]
+
+
+def _problem_flip_lines(title: str, problem_ids: Sequence[str], by_a: Mapping[str, ProblemResult],
+                        by_b: Mapping[str, ProblemResult]) -> list[str]:
+    lines = [f"### {title} ({len(problem_ids)})", ""]
+    if not problem_ids:
+        return lines + ["(none)", ""]
+    rows = []
+    for pid in problem_ids:
+        a, b = by_a[pid], by_b[pid]
+        loser = b if a.resolved else a
+        rows.append((pid, ratio(a.steps_passed, a.scored_steps), ratio(b.steps_passed, b.scored_steps),
+                     loser.first_failure()))
+    return lines + table(("problem", "A steps", "B steps", "first failure where unresolved"), rows) + [""]
+
+
+def _step_flip_lines(title: str, flips: Sequence[StepFlip]) -> list[str]:
+    lines = [f"### {title} ({len(flips)})", ""]
+    if not flips:
+        return lines + ["(none)", ""]
+    return lines + table(("step", "A", "B"), [(f.step_id, f.status_a, f.status_b) for f in flips]) + [""]
+
+
+def _cost_lines(a: Cost, b: Cost) -> list[str]:
+    rows = [
+        ("input tokens", a.usage.input_tokens, b.usage.input_tokens, signed(b.usage.input_tokens - a.usage.input_tokens)),
+        ("output tokens", a.usage.output_tokens, b.usage.output_tokens, signed(b.usage.output_tokens - a.usage.output_tokens)),
+        ("total tokens", a.usage.total_tokens, b.usage.total_tokens, signed(b.usage.total_tokens - a.usage.total_tokens)),
+        ("model calls", a.usage.calls, b.usage.calls, signed(b.usage.calls - a.usage.calls)),
+        ("model latency (s, summed)", f"{a.latency_s:.1f}", f"{b.latency_s:.1f}", signed(b.latency_s - a.latency_s, 1)),
+        ("attempts reporting usage", f"{a.attempts_reporting}/{a.attempts_total}",
+         f"{b.attempts_reporting}/{b.attempts_total}", signed(b.attempts_reporting - a.attempts_reporting)),
+    ]
+    return (["## Tokens and latency", ""] + table(("quantity", "A", "B", "delta"), rows)
+            + ["", "From each attempt's details meta (usage, latency_s), else from the steps of generations/<id>.json.", ""])
+
+
+DEFINITIONS = (
+    "main_problem_resolve_rate: problems whose every scored step passed and whose generation had no error, "
+    "over the compared problems. subproblem: passed scored steps over scored steps (micro-averaged; prefilled "
+    "steps are not scored). A problem without a valid details file counts as unresolved with none of its steps "
+    "passed. pass@k: the unbiased estimator 1 - C(n-c, k)/C(n, k) over n attempts with c resolving ones, "
+    "averaged over problems."
+)
+
+
+def render_report(run_a: RunInfo, run_b: RunInfo, common: Sequence[str],
+                  results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> str:
+    totals_a, totals_b = run_totals(results_a), run_totals(results_b)
+    lost, gained = problem_flips(results_a, results_b)
+    steps_lost, steps_gained = step_flips(results_a, results_b)
+    by_a = {result.problem_id: result for result in results_a}
+    by_b = {result.problem_id: result for result in results_b}
+    lines = [f"# Comparison: {run_a.label} (A) vs {run_b.label} (B)", ""]
+    lines += _identity_lines(run_a, run_b)
+    lines += _scope_lines(run_a, run_b, common)
+    lines += _metric_lines(totals_a, totals_b)
+    lines += _status_lines(totals_a, totals_b)
+    if max(result.outcomes.n for result in (*results_a, *results_b)) > 1:
+        lines += _attempt_lines(_attempt_metrics(results_a), _attempt_metrics(results_b))
+    lines += ["## Problems that flipped", ""]
+    lines += _problem_flip_lines("resolved in A, unresolved in B", lost, by_a, by_b)
+    lines += _problem_flip_lines("unresolved in A, resolved in B", gained, by_a, by_b)
+    lines += ["## Steps that flipped", ""]
+    lines += _step_flip_lines("pass in A, not pass in B", steps_lost)
+    lines += _step_flip_lines("not pass in A, pass in B", steps_gained)
+    lines += _cost_lines(totals_a.cost, totals_b.cost)
+    lines += ["## Definitions", "", DEFINITIONS, ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------
+
+def _compare(run_a: Path, run_b: Path, allow_split_mismatch: bool) -> tuple[RunInfo, RunInfo, str]:
+    info_a, info_b = load_run(run_a), load_run(run_b)
+    check_splits(info_a, info_b, allow_split_mismatch)
+    common = common_problem_ids(info_a, info_b)
+    report = render_report(info_a, info_b, common, run_results(info_a, common), run_results(info_b, common))
+    return info_a, info_b, report
+
+
+def compare_runs(run_a: Path, run_b: Path, *, allow_split_mismatch: bool = False) -> str:
+    """The Markdown comparison of the runs in folders `run_a` and `run_b` (deltas are B minus A)."""
+    return _compare(Path(run_a), Path(run_b), allow_split_mismatch)[2]
+
+
+def resolve_run_dir(entry: str, results_dir: Path) -> Path:
+    """A run folder given as a path, or as `<model>/<run>` under `<results_dir>/scicode/`."""
+    given = Path(entry)
+    if given.is_dir():
+        return given
+    under_results = Path(results_dir) / "scicode" / entry
+    return under_results if under_results.is_dir() else given
+
+
+def comparison_path(results_dir: Path, run_a: RunInfo, run_b: RunInfo) -> Path:
+    return Path(results_dir) / "scicode" / COMPARE_DIR_NAME / f"{run_a.file_label}__vs__{run_b.file_label}.md"
+
+
+def write_comparison(settings: Settings) -> Path:
+    """Write the comparison of the two runs named by `runs=` and return its path (also printed)."""
+    if len(settings.runs) != 2:
+        raise CompareError(f"invalid runs={','.join(settings.runs)}: expected exactly two run folders, A,B")
+    run_a, run_b = (resolve_run_dir(entry, Path(settings.results_dir)) for entry in settings.runs)
+    info_a, info_b, report = _compare(run_a, run_b, settings.allow_split_mismatch)
+    path = comparison_path(Path(settings.results_dir), info_a, info_b)
+    atomic_write_text(path, report)
+    print(f"comparison written to {path}")
+    return path

@@ -1,0 +1,397 @@
+"""compare: two synthetic runs with known flips, split checks, missing runs, attempts, and the written file."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stages.artifacts import fingerprint, write_artifact
+from stages.compare import CompareError, compare_runs, write_comparison
+from stages.config import Settings
+from stages.paths import RunPaths
+
+# ---------------------------------------------------------------------------
+# Building runs
+# ---------------------------------------------------------------------------
+
+# problem id -> (step ids, prefilled step ids)
+PROBLEMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "1": (("1.1", "1.2"), ()),
+    "2": (("2.1", "2.2", "2.3"), ()),
+    "3": (("3.1", "3.2", "3.3"), ("3.2",)),
+    "4": (("4.1", "4.2"), ()),
+    "5": (("5.1",), ()),
+    "9": (("9.1",), ()),
+}
+SPLIT_OF = {"1": "validation", "2": "validation", "3": "validation", "4": "validation", "5": "validation", "9": "test"}
+
+
+def make_run(results: Path, model: str, split: str, problem_ids: list[str], *, mode: str = "tool_use") -> RunPaths:
+    settings = Settings(model=model, split=split, mode=mode, results_dir=str(results))
+    paths = settings.run_paths
+    write_artifact(paths.config, "config", {
+        "fingerprint": fingerprint(settings.redacted()), "status": "complete", "settings": settings.redacted(),
+    })
+    write_artifact(paths.selection, "selection", {
+        "fingerprint": fingerprint([split, problem_ids]), "status": "complete", "split": split,
+        "category": ["all"], "sample_ids": [],
+        "problems": [
+            {"problem_id": pid, "category": "unclassified", "fingerprint": fingerprint(pid), "split": SPLIT_OF[pid],
+             "steps": len(PROBLEMS[pid][0]), "scored_steps": len(PROBLEMS[pid][0]) - len(PROBLEMS[pid][1])}
+            for pid in problem_ids
+        ],
+    })
+    return paths
+
+
+def step_verdict(step_id: str, status: str) -> dict[str, Any]:
+    return {
+        "step_id": step_id, "status": status, "correct": status == "pass",
+        "tests": {"total": 2, "passed": 2 if status == "pass" else 0}, "returncode": 0 if status == "pass" else 1,
+        "stdout": "", "stderr": "", "duration_s": 0.2, "reason": "official prefilled step" if status == "skipped" else "",
+    }
+
+
+def attempt_record(pid: str, statuses: list[str], *, error: str | None = None,
+                   usage: dict[str, int] | None = None, latency_s: float | None = None) -> dict[str, Any]:
+    step_ids = PROBLEMS[pid][0]
+    steps = [step_verdict(sid, status) for sid, status in zip(step_ids, statuses)]
+    scored = [s for s in steps if s["status"] != "skipped"]
+    passed = sum(s["status"] == "pass" for s in scored)
+    correct = error is None and passed == len(PROBLEMS[pid][0]) - len(PROBLEMS[pid][1])
+    meta: dict[str, Any] = {"evaluation": {
+        "problem_id": pid, "problem_correct": correct, "total_correct": passed, "total_steps": len(scored),
+        "subproblem_correctness": [s["status"] == "pass" for s in scored], "steps": steps, "error": error,
+    }}
+    if usage is not None:
+        meta["usage"] = usage
+    if latency_s is not None:
+        meta["latency_s"] = latency_s
+    return {"final_answer": {"step_codes": {}}, "artifacts": {"step_codes": {}}, "trajectory": [],
+            "correct": correct, "score": passed / len(scored) if scored else 0.0, "meta": meta}
+
+
+def write_details(paths: RunPaths, pid: str, *attempts: dict[str, Any], status: str = "complete") -> None:
+    write_artifact(paths.details(pid), "details", {
+        "fingerprint": fingerprint([str(paths.run_dir), pid]), "status": status, "task_id": pid,
+        "category": "unclassified", "attempts": list(attempts),
+    })
+
+
+def usage(input_tokens: int, output_tokens: int, calls: int | None = None) -> dict[str, int]:
+    record = {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}
+    if calls is not None:
+        record["calls"] = calls
+    return record
+
+
+def generation_step(step_id: str, step_usage: dict[str, int], latency_s: float, calls: int) -> dict[str, Any]:
+    return {
+        "step_id": step_id, "prefilled": False, "status": "ok", "prompt_fingerprint": fingerprint(step_id),
+        "code": "def f():\n    return 1\n", "raw_answer": "```python\ndef f():\n    return 1\n```", "error": None,
+        "trajectory": {"messages": [], "calls": [{"latency_s": latency_s / calls, "usage": usage(1, 1)}] * calls},
+        "usage": step_usage, "latency_s": latency_s,
+    }
+
+
+def write_generation(paths: RunPaths, pid: str, steps: list[dict[str, Any]]) -> None:
+    write_artifact(paths.generation(pid), "generation", {
+        "fingerprint": fingerprint(["generation", pid]), "status": "complete", "problem_id": pid, "attempt": 0,
+        "model": "alpha", "mode": "tool_use", "steps": steps, "usage": usage(999, 999), "error": None,
+    })
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """Run A (alpha) and run B (beta) on the same five validation problems.
+
+    problem  A                              B
+    1        pass pass        resolved      pass fail          unresolved   (problem and step 1.2 lost)
+    2        fail pass pass   unresolved    pass pass pass     resolved     (problem and step 2.1 gained)
+    3        pass skip pass   resolved      pass skip pass     resolved
+    4        no details file  unresolved    timeout parse_error unresolved
+    5        pass             resolved      generation error, no verdict   (problem and step 5.1 lost)
+    """
+    results = tmp_path / "results"
+    pids = ["1", "2", "3", "4", "5"]
+    a = make_run(results, "alpha", "validation", pids)
+    write_details(a, "1", attempt_record("1", ["pass", "pass"], usage=usage(100, 50, 2), latency_s=1.5))
+    write_details(a, "2", attempt_record("2", ["fail", "pass", "pass"]))  # usage from the generation file
+    write_generation(a, "2", [generation_step("2.1", usage(10, 5), 0.5, 1), generation_step("2.2", usage(20, 10, 3), 0.25, 3)])
+    write_details(a, "3", attempt_record("3", ["pass", "skipped", "pass"]))  # no usage anywhere
+    write_details(a, "5", attempt_record("5", ["pass"], usage=usage(1, 1, 1), latency_s=0.5))
+
+    b = make_run(results, "beta", "validation", pids)
+    write_details(b, "1", attempt_record("1", ["pass", "fail"], usage=usage(200, 100, 1), latency_s=2.0))
+    write_details(b, "2", attempt_record("2", ["pass", "pass", "pass"], usage=usage(200, 100, 1), latency_s=2.0))
+    write_details(b, "3", attempt_record("3", ["pass", "skipped", "pass"], usage=usage(200, 100, 1), latency_s=2.0))
+    write_details(b, "4", attempt_record("4", ["timeout", "parse_error"], usage=usage(200, 100, 1), latency_s=2.0))
+    write_details(b, "5", attempt_record("5", [], error="HTTP 500 after 6 retries", usage=usage(10, 0, 1), latency_s=0.5),
+                  status="generation_error")
+    return a.run_dir, b.run_dir
+
+
+def row(report: str, first_cell: str) -> list[str]:
+    """The cells of the table row whose first cell is `first_cell` (the first such row)."""
+    for line in report.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_cell:
+            return cells
+    raise AssertionError(f"no table row {first_cell!r} in report:\n{report}")
+
+
+def section(report: str, heading: str) -> str:
+    """The text under `heading` up to the next heading of any level."""
+    lines = report.splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("#")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+# ---------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------
+
+def test_identity_side_by_side(two_runs: tuple[Path, Path]) -> None:
+    report = compare_runs(*two_runs)
+    assert report.startswith("# Comparison: alpha/validation-tool_use-bg (A) vs beta/validation-tool_use-bg (B)")
+    assert row(report, "model") == ["model", "alpha", "beta"]
+    assert row(report, "run") == ["run", "validation-tool_use-bg", "validation-tool_use-bg"]
+    assert row(report, "split") == ["split", "validation", "validation"]
+    assert row(report, "mode") == ["mode", "tool_use", "tool_use"]
+    assert row(report, "with_background") == ["with_background", "true", "true"]
+    assert "Compared problems: all 5 selected problems (the same in both runs)." in report
+
+
+def test_metrics_and_deltas_from_details(two_runs: tuple[Path, Path]) -> None:
+    run_a, run_b = two_runs
+    # a stale summary.json must not matter: numbers come from the details files
+    (run_a / "summary.json").write_text('{"main_problem_resolve_rate": 1.0}', encoding="utf-8")
+    report = compare_runs(run_a, run_b)
+    # A resolves 1, 3, 5; B resolves 2, 3. Scored steps 2+3+2+2+1 = 10; A passes 7, B passes 6.
+    assert row(report, "main_problem_resolve_rate") == [
+        "main_problem_resolve_rate", "3/5 (60.0%)", "2/5 (40.0%)", "-20.0 pp (-1)"]
+    assert row(report, "subproblem") == ["subproblem", "7/10 (70.0%)", "6/10 (60.0%)", "-10.0 pp (-1)"]
+    assert row(report, "main_problem_total") == ["main_problem_total", "5", "5", "+0"]
+    assert row(report, "subproblem_total") == ["subproblem_total", "10", "10", "+0"]
+    assert row(report, "Error (generation failed or no details)") == [
+        "Error (generation failed or no details)", "1/5 (20.0%)", "1/5 (20.0%)", "+0"]
+    assert row(report, "no valid details file") == ["no valid details file", "1/5 (20.0%)", "0/5 (0.0%)", "-1"]
+
+
+def test_status_counts(two_runs: tuple[Path, Path]) -> None:
+    report = compare_runs(*two_runs)
+    # 11 steps in all (10 scored + prefilled 3.2); A's problem 4 has no details: 2 steps without a verdict
+    expected = {
+        "pass": ("7/11 (63.6%)", "6/11 (54.5%)", "-1"),
+        "fail": ("1/11 (9.1%)", "1/11 (9.1%)", "+0"),
+        "timeout": ("0/11 (0.0%)", "1/11 (9.1%)", "+1"),
+        "parse_error": ("0/11 (0.0%)", "1/11 (9.1%)", "+1"),
+        "eval_error": ("0/11 (0.0%)", "0/11 (0.0%)", "+0"),
+        "skipped": ("1/11 (9.1%)", "1/11 (9.1%)", "+0"),
+        "no_verdict": ("2/11 (18.2%)", "1/11 (9.1%)", "-1"),
+    }
+    for status, cells in expected.items():
+        assert row(section(report, "## Step statuses"), status) == [status, *cells]
+
+
+def test_problem_flips(two_runs: tuple[Path, Path]) -> None:
+    report = compare_runs(*two_runs)
+    lost = section(report, "### resolved in A, unresolved in B (2)")
+    assert row(lost, "1") == ["1", "2/2 (100.0%)", "1/2 (50.0%)", "1.2 fail"]
+    assert row(lost, "5") == ["5", "1/1 (100.0%)", "0/1 (0.0%)", "generation error"]
+    gained = section(report, "### unresolved in A, resolved in B (1)")
+    assert row(gained, "2") == ["2", "2/3 (66.7%)", "3/3 (100.0%)", "2.1 fail"]
+    for unchanged in ("3", "4"):
+        with pytest.raises(AssertionError):
+            row(lost + gained, unchanged)
+
+
+def test_step_flips(two_runs: tuple[Path, Path]) -> None:
+    report = compare_runs(*two_runs)
+    lost = section(report, "### pass in A, not pass in B (2)")
+    assert row(lost, "1.2") == ["1.2", "pass", "fail"]
+    assert row(lost, "5.1") == ["5.1", "pass", "no_verdict"]
+    gained = section(report, "### not pass in A, pass in B (1)")
+    assert row(gained, "2.1") == ["2.1", "fail", "pass"]
+    assert "3.2" not in lost + gained and "4.1" not in lost + gained
+
+
+def test_flips_reverse_when_runs_swap(two_runs: tuple[Path, Path]) -> None:
+    run_a, run_b = two_runs
+    report = compare_runs(run_b, run_a)
+    assert row(report, "main_problem_resolve_rate")[3] == "+20.0 pp (+1)"
+    assert row(section(report, "### unresolved in A, resolved in B (2)"), "5")[0] == "5"
+    assert row(section(report, "### not pass in A, pass in B (2)"), "5.1") == ["5.1", "no_verdict", "pass"]
+
+
+def test_tokens_and_latency(two_runs: tuple[Path, Path]) -> None:
+    cost = section(compare_runs(*two_runs), "## Tokens and latency")
+    # A: problem 1 from details meta (100/50, 2 calls, 1.5 s), problem 2 from its generation's steps
+    # (10/5 + 20/10, 1 + 3 calls, 0.75 s), problem 5 from meta (1/1, 1 call, 0.5 s); 3 of 5 attempts report.
+    # B: four problems at 200/100, 1 call, 2.0 s, and problem 5 at 10/0, 1 call, 0.5 s.
+    assert row(cost, "input tokens") == ["input tokens", "131", "810", "+679"]
+    assert row(cost, "output tokens") == ["output tokens", "66", "400", "+334"]
+    assert row(cost, "total tokens") == ["total tokens", "197", "1210", "+1013"]
+    assert row(cost, "model calls") == ["model calls", "7", "5", "-2"]
+    assert row(cost, "model latency (s, summed)") == ["model latency (s, summed)", "2.8", "8.5", "+5.8"]
+    assert row(cost, "attempts reporting usage") == ["attempts reporting usage", "3/5", "5/5", "+2"]
+
+
+def test_single_attempt_runs_have_no_attempt_section(two_runs: tuple[Path, Path]) -> None:
+    assert "## Attempts" not in compare_runs(*two_runs)
+
+
+# ---------------------------------------------------------------------------
+# Splits, selections and missing runs
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def run_of_all_split(tmp_path: Path) -> Path:
+    c = make_run(tmp_path / "results", "gamma", "all", ["1", "2", "9"])
+    write_details(c, "1", attempt_record("1", ["fail", "fail"]))
+    write_details(c, "2", attempt_record("2", ["pass", "pass", "pass"]))
+    write_details(c, "9", attempt_record("9", ["pass"]))
+    return c.run_dir
+
+
+def test_split_mismatch_refused(two_runs: tuple[Path, Path], run_of_all_split: Path) -> None:
+    run_a, _ = two_runs
+    with pytest.raises(CompareError) as caught:
+        compare_runs(run_a, run_of_all_split)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"{run_a} is split=validation" in message and f"{run_of_all_split} is split=all" in message
+    assert "allow_split_mismatch" in message
+
+
+def test_split_mismatch_allowed_compares_common_problems(two_runs: tuple[Path, Path], run_of_all_split: Path) -> None:
+    run_a, _ = two_runs
+    report = compare_runs(run_a, run_of_all_split, allow_split_mismatch=True)
+    assert "**Splits differ (A: validation, B: all): only the 2 problems selected in both runs are compared.**" in report
+    assert "- only in A (3): 3, 4, 5" in report
+    assert "- only in B (1): 9" in report
+    # common problems 1 and 2: A resolves 1; C resolves 2. Steps: A 2+2 = 4 of 5, C 0+3 = 3 of 5.
+    assert row(report, "main_problem_resolve_rate") == [
+        "main_problem_resolve_rate", "1/2 (50.0%)", "1/2 (50.0%)", "+0.0 pp (+0)"]
+    assert row(report, "subproblem") == ["subproblem", "4/5 (80.0%)", "3/5 (60.0%)", "-20.0 pp (-1)"]
+    assert row(report, "problems selected") == ["problems selected", "5", "3"]
+    steps_lost = section(report, "### pass in A, not pass in B (2)")
+    assert row(steps_lost, "1.1") == ["1.1", "pass", "fail"] and row(steps_lost, "1.2") == ["1.2", "pass", "fail"]
+    assert "9.1" not in report
+
+
+def test_different_selections_of_one_split_compare_common_problems(tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
+    run_a, _ = two_runs
+    d = make_run(tmp_path / "other", "delta", "validation", ["2", "3"])
+    write_details(d, "2", attempt_record("2", ["fail", "pass", "pass"]))
+    write_details(d, "3", attempt_record("3", ["pass", "skipped", "pass"]))
+    report = compare_runs(run_a, d.run_dir)
+    assert "**The selections differ: only the 2 problems selected in both runs are compared.**" in report
+    assert row(report, "main_problem_resolve_rate")[1:] == ["1/2 (50.0%)", "1/2 (50.0%)", "+0.0 pp (+0)"]
+
+
+def test_missing_run_directory(tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
+    missing = tmp_path / "results" / "scicode" / "nobody" / "nothing"
+    with pytest.raises(CompareError, match=f"run directory not found: {missing}$"):
+        compare_runs(two_runs[0], missing)
+
+
+def test_run_directory_without_selection(tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
+    empty = tmp_path / "empty-run"
+    empty.mkdir()
+    with pytest.raises(CompareError, match=f"not a run directory: {empty / 'selection.json'} is missing"):
+        compare_runs(empty, two_runs[1])
+    (empty / "selection.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(CompareError, match="selection.json is invalid"):
+        compare_runs(empty, two_runs[1])
+
+
+def test_invalid_details_count_as_unresolved(two_runs: tuple[Path, Path]) -> None:
+    run_a, run_b = two_runs
+    (run_b / "details" / "2.json").write_text("{not json", encoding="utf-8")
+    report = compare_runs(run_a, run_b)
+    assert row(report, "main_problem_resolve_rate")[2] == "1/5 (20.0%)"
+    assert row(report, "subproblem")[2] == "3/10 (30.0%)"
+    assert row(report, "no valid details file")[2] == "1/5 (20.0%)"
+    assert row(section(report, "### pass in A, not pass in B (4)"), "2.2") == ["2.2", "pass", "no_verdict"]
+
+
+# ---------------------------------------------------------------------------
+# Several attempts
+# ---------------------------------------------------------------------------
+
+def test_attempt_metrics_section(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    d = make_run(results, "delta", "validation", ["1", "5"], mode="naive")
+    write_details(d, "1", attempt_record("1", ["pass", "pass"]), attempt_record("1", ["pass", "fail"]))
+    write_details(d, "5", attempt_record("5", ["fail"]), attempt_record("5", ["fail"]))
+    e = make_run(results, "epsilon", "validation", ["1", "5"], mode="naive")
+    write_details(e, "1", attempt_record("1", ["pass", "pass"]), attempt_record("1", ["pass", "pass"]))
+    write_details(e, "5", attempt_record("5", ["pass"]), attempt_record("5", ["fail"]))
+    report = compare_runs(d.run_dir, e.run_dir)
+    attempts = section(report, "## Attempts")
+    # D outcomes [T, F], [F, F]; E outcomes [T, T], [T, F]
+    assert row(attempts, "pass@1") == [
+        "pass@1", "25.0% (mean over 2 problems)", "75.0% (mean over 2 problems)", "+50.0 pp"]
+    assert row(attempts, "pass@2") == [
+        "pass@2", "50.0% (mean over 2 problems)", "100.0% (mean over 2 problems)", "+50.0 pp"]
+    assert row(attempts, "resolved by any attempt (pass)") == [
+        "resolved by any attempt (pass)", "1/2 (50.0%)", "2/2 (100.0%)", "+50.0 pp (+1)"]
+    # D steps per attempt: 2/3 then 1/3 -> mean 50%; E: 3/3 then 2/3 -> mean 83.3%
+    assert row(attempts, "mean subproblem (avg)") == [
+        "mean subproblem (avg)", "50.0% (3 steps x 2 attempts)", "83.3% (3 steps x 2 attempts)", "+33.3 pp"]
+    # the headline metrics are those of the first attempt
+    assert row(report, "main_problem_resolve_rate")[1:] == ["1/2 (50.0%)", "2/2 (100.0%)", "+50.0 pp (+1)"]
+
+
+def test_attempt_metrics_unavailable_when_attempt_counts_differ(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    d = make_run(results, "delta", "validation", ["1", "5"])
+    write_details(d, "1", attempt_record("1", ["pass", "pass"]), attempt_record("1", ["pass", "fail"]))
+    write_details(d, "5", attempt_record("5", ["fail"]))
+    e = make_run(results, "epsilon", "validation", ["1", "5"])
+    write_details(e, "1", attempt_record("1", ["pass", "pass"]))
+    write_details(e, "5", attempt_record("5", ["pass"]))
+    attempts = section(compare_runs(d.run_dir, e.run_dir), "## Attempts")
+    assert "Attempt metrics unavailable: A: attempt metrics need the same number of attempts" in attempts
+
+
+# ---------------------------------------------------------------------------
+# The written file
+# ---------------------------------------------------------------------------
+
+def test_write_comparison(two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_a, run_b = two_runs
+    results = tmp_path / "results"
+    settings = Settings(runs=(str(run_a), str(run_b)), results_dir=str(results))
+    path = write_comparison(settings)
+    assert path == (results / "scicode" / "compare"
+                    / "alpha--validation-tool_use-bg__vs__beta--validation-tool_use-bg.md")
+    assert path.read_text(encoding="utf-8") == compare_runs(run_a, run_b)
+    assert str(path) in capsys.readouterr().out
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
+
+
+def test_write_comparison_accepts_model_slash_run(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    settings = Settings(runs=("alpha/validation-tool_use-bg", "beta/validation-tool_use-bg"), results_dir=str(results))
+    assert write_comparison(settings).read_text(encoding="utf-8") == compare_runs(*two_runs)
+
+
+def test_write_comparison_needs_two_runs(tmp_path: Path, two_runs: tuple[Path, Path]) -> None:
+    with pytest.raises(CompareError, match="expected exactly two run folders"):
+        write_comparison(Settings(runs=(str(two_runs[0]),), results_dir=str(tmp_path)))
+    with pytest.raises(CompareError, match="run directory not found: nowhere/run"):
+        write_comparison(Settings(runs=(str(two_runs[0]), "nowhere/run"), results_dir=str(tmp_path / "results")))
+
+
+def test_run_without_config_uses_folder_names(two_runs: tuple[Path, Path]) -> None:
+    run_a, run_b = two_runs
+    (run_b / "config.json").unlink()
+    report = compare_runs(run_a, run_b)
+    assert row(report, "model") == ["model", "alpha", "beta"]
+    assert row(report, "mode") == ["mode", "tool_use", "(unknown)"]
+    assert row(report, "with_background") == ["with_background", "true", "(unknown)"]
+    assert row(report, "main_problem_resolve_rate")[2] == "2/5 (40.0%)"

@@ -141,3 +141,14 @@ def task_summarize():
         "uptodate": [lambda: is_current(paths.summary_json, "summary", summary_fingerprint(config))],
         "verbosity": 2,
     }
+
+
+def task_compare():
+    """`doit compare runs=DIR1,DIR2`: a Markdown report of two runs side by side (never a default task)."""
+    from stages.compare import write_comparison
+
+    return {
+        "actions": [wiring.guarded(write_comparison, settings())],
+        "uptodate": [False],
+        "verbosity": 2,
+    }

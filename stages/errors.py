@@ -13,6 +13,7 @@ _STAGE_ERRORS = (
     ("stages.targets", "TargetsError"),
     ("stages.generate.stage", "RunAborted"),
     ("stages.score.stage", "ScoringError"),
+    ("stages.compare", "CompareError"),
 )
 
 

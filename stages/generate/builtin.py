@@ -218,10 +218,21 @@ def builtin_responder(settings: Any) -> Responder:
     raise BuiltinModelError(f"invalid model={settings.model}: not a built-in model (gold or replay:<file.json>)")
 
 
+def replay_version(model: str) -> str:
+    """The resolved replay file and its size and mtime: an edited file gets a fresh responder."""
+    if not model.startswith(REPLAY_PREFIX):
+        return ""
+    path = replay_file(model).resolve()
+    try:
+        stat = path.stat()
+    except OSError:
+        return str(path)  # missing: builtin_responder reports it
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
 def responder_identity(settings: Any) -> tuple[str, str, str]:
-    """What determines a built-in responder: the model, its replay file, and the data folder."""
-    replay = str(replay_file(settings.model).resolve()) if settings.model.startswith(REPLAY_PREFIX) else ""
-    return settings.model, replay, str(Path(settings.data_dir).resolve())
+    """What determines a built-in responder: the model, its replay file version, and the data folder."""
+    return settings.model, replay_version(settings.model), str(Path(settings.data_dir).resolve())
 
 
 class BuiltinModelService:

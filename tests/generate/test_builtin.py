@@ -229,3 +229,15 @@ def test_service_starts_one_server_per_responder_identity(staged_data_dir: Path,
         ask_chat(urls[0], "10.1", [{"role": "user", "content": "x"}])
     restarted = service.base_url_for(settings)
     assert ask_chat(restarted, "10.1", [{"role": "user", "content": "x"}]).choices[0].message.content
+
+
+def test_edited_replay_file_gets_a_fresh_responder(staged_data_dir: Path, service) -> None:
+    path = write_replay(staged_data_dir.parent, {"10.1": "first"})
+    settings = load_settings({"data_dir": str(staged_data_dir), "model": f"replay:{path}", "split": "validation"})
+    first_url = service.base_url_for(settings)
+    assert service.base_url_for(settings) == first_url
+    write_replay(staged_data_dir.parent, {"10.1": "second, longer"})
+    second_url = service.base_url_for(settings)
+    assert second_url != first_url
+    reply = ask_chat(second_url, "10.1", [{"role": "user", "content": "x"}], model=f"replay:{path}")
+    assert reply.choices[0].message.content == "second, longer"

@@ -237,13 +237,19 @@ def summary_is_current(settings: Settings) -> bool:
 # Problem rows
 # ---------------------------------------------------------------------------
 
-def _step_layout(settings: Settings) -> dict[str, tuple[tuple[str, bool], ...]]:
-    """problem id -> ((step id, prefilled), ...) from the staged problem files; empty when they are absent."""
+def _step_layout(settings: Settings, selection: Mapping[str, Any]) -> dict[str, tuple[tuple[str, bool], ...]]:
+    """problem id -> ((step id, prefilled), ...) from the staged problem files, for the problems whose record
+    is the one selected (same fingerprint); empty when the files are absent."""
     try:
         problems = load_problems(settings.data_paths, "all")
     except ProblemDataError:
         return {}
-    return {problem.problem_id: tuple((step.step_id, step.prefilled) for step in problem.steps) for problem in problems}
+    selected = {entry["problem_id"]: entry["fingerprint"] for entry in selection["problems"]}
+    return {
+        problem.problem_id: tuple((step.step_id, step.prefilled) for step in problem.steps)
+        for problem in problems
+        if selected.get(problem.problem_id) == problem.fingerprint
+    }
 
 
 def _fallback_layout(problem_id: str, steps: int, scored: int) -> tuple[tuple[str, bool], ...]:
@@ -346,7 +352,7 @@ def problem_row(settings: Settings, entry: Mapping[str, Any], layout: Sequence[t
 
 
 def collect_rows(settings: Settings, selection: Mapping[str, Any]) -> tuple[ProblemRow, ...]:
-    layouts = _step_layout(settings)
+    layouts = _step_layout(settings, selection)
     return tuple(problem_row(settings, entry, layouts.get(entry["problem_id"])) for entry in selection["problems"])
 
 
@@ -527,7 +533,7 @@ def _header_lines(settings: Settings, targets: TargetsInfo, config: Mapping[str,
         f"- mode: {settings.mode}" + (f" (tools: {', '.join(settings.tool_names)}, at most "
                                       f"{settings.tool_use_max_loops} model calls per step)" if settings.mode == "tool_use" else ""),
         f"- background: {'with step background' if settings.with_background else 'without step background'}",
-        f"- targets: {_targets_text(targets)}",
+        f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
         f"- run started: {started or 'unknown'}; summarized at: {summarized_at} (UTC)",
     ]
     shown = _recorded_settings_text(recorded)

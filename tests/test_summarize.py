@@ -37,9 +37,10 @@ def make_settings(tmp_path: Path, data_dir: Path | None = None, **overrides: str
     return load_settings(words, cwd=tmp_path)
 
 
-def selection_entry(problem_id: str, category: str, steps: int, scored: int, split: str = "test") -> dict[str, Any]:
-    return {"problem_id": problem_id, "category": category, "fingerprint": fingerprint(problem_id), "split": split,
-            "steps": steps, "scored_steps": scored}
+def selection_entry(problem_id: str, category: str, steps: int, scored: int, split: str = "test",
+                    problem_fingerprint: str | None = None) -> dict[str, Any]:
+    return {"problem_id": problem_id, "category": category, "fingerprint": problem_fingerprint or fingerprint(problem_id),
+            "split": split, "steps": steps, "scored_steps": scored}
 
 
 def write_selection(settings: Settings, entries: Sequence[dict[str, Any]]) -> None:
@@ -253,7 +254,8 @@ def test_ratio_prints_the_denominator() -> None:
 # ---------------------------------------------------------------------------
 
 def real_entries(problems: Sequence[Problem]) -> list[dict[str, Any]]:
-    return [selection_entry(p.problem_id, p.category, len(p.steps), len(p.scored_steps), p.split) for p in problems]
+    return [selection_entry(p.problem_id, p.category, len(p.steps), len(p.scored_steps), p.split, p.fingerprint)
+            for p in problems]
 
 
 def write_all_pass(settings: Settings, problems: Sequence[Problem]) -> None:

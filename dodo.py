@@ -129,8 +129,7 @@ def task_score():
 
 def task_summarize():
     """Write summary.md, summary.json and plots/ for the run."""
-    from stages.artifacts import is_current
-    from stages.summarize import summary_fingerprint
+    from stages.summarize import summary_is_current
 
     config = settings()
     paths = config.run_paths
@@ -138,7 +137,7 @@ def task_summarize():
         "actions": [wiring.guarded(wiring.summarize_and_report, config)],
         "task_dep": ["score"],
         "targets": [paths.summary_md, paths.summary_json],
-        "uptodate": [lambda: is_current(paths.summary_json, "summary", summary_fingerprint(config))],
+        "uptodate": [lambda: summary_is_current(config)],
         "verbosity": 2,
     }
 

@@ -14,6 +14,7 @@ _STAGE_ERRORS = (
     ("stages.generate.stage", "RunAborted"),
     ("stages.score.stage", "ScoringError"),
     ("stages.compare", "CompareError"),
+    ("stages.summarize", "SummarizeError"),
 )
 
 

@@ -832,10 +832,3 @@ def run_summarize(
         skipped_steps=metrics.steps_skipped, targets_kind=targets.kind, failed_problems=failed,
         one_line=one_line_summary(settings, metrics, targets, len(failed)),
     )
-
-
-def run_summarize_task(settings: Settings) -> None:
-    """doit action: summarize and print the one-line result (python-actions return None)."""
-    outcome = run_summarize(settings)
-    print(outcome.one_line)
-    print(f"summary: {outcome.summary_md}")

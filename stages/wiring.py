@@ -118,7 +118,8 @@ def summarize_and_report(settings: Settings) -> TaskFailed | None:
     from stages.summarize import run_summarize
 
     outcome = run_summarize(settings)
-    print(outcome.one_line, file=sys.stderr)
+    print(outcome.one_line)
+    print(f"summary: {outcome.summary_md}")
     if outcome.failed_problems:
         failed = ", ".join(outcome.failed_problems)
         return TaskFailed(

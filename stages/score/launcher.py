@@ -1,0 +1,258 @@
+"""Starting test processes: forked from a warm zygote per interpreter, or fresh as a fallback.
+
+Both give a `Launched` handle: the child's pid (= its process group id: every child starts a new
+session), and `wait(timeout)` for its exit code. One zygote per `python_binary` is shared by every
+thread of the process (doit runs `score:<id>` tasks in threads); when it cannot start or dies, steps
+run as fresh `python harness.py` processes.
+"""
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal, Mapping
+
+from stages.isolation import scrubbed_environment
+
+HERE = Path(__file__).resolve().parent
+HARNESS = HERE / "harness.py"
+ZYGOTE = HERE / "zygote.py"
+READY_TIMEOUT_SECONDS = 120.0
+SPAWN_TIMEOUT_SECONDS = 60.0
+MAX_MESSAGE = 1 << 20
+
+LaunchMode = Literal["zygote", "fresh"]
+
+
+class LaunchError(RuntimeError):
+    """A test process could not be started."""
+
+
+@dataclass
+class Launched:
+    pid: int
+    mode: LaunchMode
+    wait: Callable[[float | None], int | None]
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the whole process group of `pid` (and `pid` itself, should it not lead one yet)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class ZygoteClient:
+    """The engine's side of one zygote."""
+
+    def __init__(self, python_binary: str) -> None:
+        self.python_binary = python_binary
+        self.alive = False
+        self.versions: dict[str, str] = {}
+        self._send_lock = threading.Lock()
+        self._state = threading.Condition()
+        self._spawned: dict[int, dict] = {}
+        self._exits: dict[int, int | None] = {}
+        self._ids = itertools.count(1)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+
+    def start(self) -> None:
+        engine_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._process = subprocess.Popen(
+                [self.python_binary, str(ZYGOTE), str(zygote_end.fileno())],
+                pass_fds=(zygote_end.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, env=scrubbed_environment(), start_new_session=True, close_fds=True,
+            )
+        except OSError as error:
+            engine_end.close()
+            raise LaunchError(f"cannot start the zygote with {self.python_binary}: {error}") from None
+        finally:
+            zygote_end.close()
+        self._control = engine_end
+        engine_end.settimeout(READY_TIMEOUT_SECONDS)
+        try:
+            ready = json.loads(engine_end.recv(MAX_MESSAGE).decode("utf-8"))
+        except (OSError, ValueError) as error:
+            self.stop()
+            raise LaunchError(f"the zygote did not start: {error}") from None
+        if ready.get("op") != "ready":
+            self.stop()
+            raise LaunchError("the zygote did not report ready")
+        engine_end.settimeout(None)
+        self.versions = dict(ready.get("versions") or {})
+        self.alive = True
+        threading.Thread(target=self._read_loop, name="zygote-reader", daemon=True).start()
+
+    def _read_loop(self) -> None:
+        assert self._control is not None
+        while True:
+            try:
+                message = self._control.recv(MAX_MESSAGE)
+            except OSError:
+                message = b""
+            if not message:
+                break
+            record = json.loads(message.decode("utf-8"))
+            with self._state:
+                if record.get("op") in ("spawned", "spawn_failed"):
+                    self._spawned[int(record["id"])] = record
+                elif record.get("op") == "exited":
+                    self._exits[int(record["pid"])] = int(record["returncode"])
+                self._state.notify_all()
+        with self._state:
+            self.alive = False
+            self._state.notify_all()
+
+    def launch(self, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path, env: Mapping[str, str],
+               memory_mb: int | None) -> Launched:
+        if not self.alive or self._control is None:
+            raise LaunchError("the zygote is not running")
+        request_id = next(self._ids)
+        request = {"op": "spawn", "id": request_id, "cwd": str(cwd), "env": dict(env), "memory_mb": memory_mb}
+        try:
+            with self._send_lock:
+                socket.send_fds(self._control, [json.dumps(request).encode("utf-8")], [stdout_fd, stderr_fd, channel_fd])
+        except OSError as error:
+            raise LaunchError(f"cannot reach the zygote: {error}") from None
+        deadline = time.monotonic() + SPAWN_TIMEOUT_SECONDS
+        with self._state:
+            while request_id not in self._spawned:
+                remaining = deadline - time.monotonic()
+                if not self.alive or remaining <= 0:
+                    raise LaunchError("the zygote stopped answering")
+                self._state.wait(remaining)
+            reply = self._spawned.pop(request_id)
+        if reply.get("op") != "spawned":
+            raise LaunchError(f"the zygote could not fork: {reply.get('error')}")
+        pid = int(reply["pid"])
+        return Launched(pid=pid, mode="zygote", wait=lambda timeout, pid=pid: self._wait(pid, timeout))
+
+    def _wait(self, pid: int, timeout: float | None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._state:
+            while pid not in self._exits:
+                if not self.alive:
+                    return None
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._state.wait(remaining)
+            return self._exits.pop(pid)
+
+    def stop(self) -> None:
+        self.alive = False
+        if self._control is not None:
+            try:
+                self._control.close()
+            except OSError:
+                pass
+        if self._process is not None:
+            kill_group(self._process.pid)
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def launch_fresh(python_binary: str, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path,
+                 env: Mapping[str, str], memory_mb: int | None) -> Launched:
+    """A fresh interpreter running the harness (no preexec_fn: the harness sets its own limits)."""
+    try:
+        process = subprocess.Popen(
+            [python_binary, str(HARNESS), "--channel-fd", str(channel_fd), "--memory-mb", str(memory_mb or 0)],
+            pass_fds=(channel_fd,), stdin=subprocess.DEVNULL, stdout=stdout_fd, stderr=stderr_fd, cwd=cwd,
+            env=dict(env), start_new_session=True, close_fds=True,
+        )
+    except OSError as error:
+        raise LaunchError(f"cannot start {python_binary}: {error}") from None
+
+    def wait(timeout: float | None) -> int | None:
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    return Launched(pid=process.pid, mode="fresh", wait=wait)
+
+
+_ZYGOTES: dict[str, ZygoteClient | None] = {}
+_ZYGOTES_LOCK = threading.Lock()
+
+
+def zygote_for(python_binary: str) -> ZygoteClient | None:
+    """The shared zygote of `python_binary`, started on first use; None when it cannot run."""
+    with _ZYGOTES_LOCK:
+        client = _ZYGOTES.get(python_binary)
+        if client is not None and client.alive:
+            return client
+        if python_binary in _ZYGOTES and client is None:
+            return None
+        if client is not None and not client.alive:
+            # It died: fall back to fresh processes for the rest of this process's life.
+            _ZYGOTES[python_binary] = None
+            return None
+        client = ZygoteClient(python_binary)
+        try:
+            client.start()
+        except LaunchError:
+            _ZYGOTES[python_binary] = None
+            return None
+        _ZYGOTES[python_binary] = client
+        return client
+
+
+def stop_zygotes() -> None:
+    with _ZYGOTES_LOCK:
+        for client in _ZYGOTES.values():
+            if client is not None:
+                client.stop()
+        _ZYGOTES.clear()
+
+
+atexit.register(stop_zygotes)
+
+
+def launch(python_binary: str, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path, env: Mapping[str, str],
+           memory_mb: int | None, *, use_zygote: bool = True) -> Launched:
+    """Fork from the zygote when possible, else start a fresh process."""
+    if use_zygote:
+        client = zygote_for(python_binary)
+        if client is not None:
+            try:
+                return client.launch(channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb)
+            except LaunchError:
+                pass
+    return launch_fresh(python_binary, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb)
+
+
+def environment_versions(python_binary: str) -> dict[str, str]:
+    """Interpreter and library versions of `python_binary` (from its zygote, else a one-off process)."""
+    client = zygote_for(python_binary)
+    if client is not None and client.versions:
+        return dict(client.versions)
+    return _versions_by_subprocess(python_binary)
+
+
+_VERSIONS: dict[str, dict[str, str]] = {}
+
+
+def _versions_by_subprocess(python_binary: str) -> dict[str, str]:
+    if python_binary not in _VERSIONS:
+        code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import json, harness; print(json.dumps(harness.environment_versions()))"
+        result = subprocess.run([python_binary, "-c", code], capture_output=True, env=scrubbed_environment(), timeout=300, check=False)
+        if result.returncode != 0:
+            raise LaunchError(f"cannot run {python_binary}: {result.stderr.decode('utf-8', 'replace').strip()[-200:]}")
+        _VERSIONS[python_binary] = json.loads(result.stdout.decode("utf-8"))
+    return dict(_VERSIONS[python_binary])

@@ -1,0 +1,1 @@
+"""Comparison helpers (`scicode.compare.cmp`)."""

@@ -1,0 +1,1 @@
+"""Target-reading helpers (`scicode.parse.parse`)."""

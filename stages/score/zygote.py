@@ -1,0 +1,137 @@
+"""The warm interpreter (zygote): imports numpy/scipy/sympy once and forks one child per step.
+
+Run by the engine as `python_binary zygote.py <control_fd>` with a scrubbed environment; it never
+sees targets or secrets. Control messages are JSON over an AF_UNIX SOCK_SEQPACKET socket:
+
+* engine -> zygote `{"op": "spawn", "id", "cwd", "env", "memory_mb"}` carrying three descriptors
+  (stdout, stderr, harness channel) as SCM_RIGHTS;
+* zygote -> engine `{"op": "ready", "versions"}`, `{"op": "spawned", "id", "pid"}`,
+  `{"op": "exited", "pid", "returncode"}`, `{"op": "spawn_failed", "id", "error"}`.
+
+A child starts a new session (its own process group, which the engine kills as a whole), sets its
+memory limit, moves to its scratch folder, takes its stdout/stderr/channel as fds 1/2/3, closes every
+other descriptor (including the control socket), replaces its environment and runs the harness; it
+always leaves with `os._exit`. When the engine goes away the zygote kills its children's groups and exits.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+
+CHANNEL_FD = 3
+MAX_MESSAGE = 1 << 20
+
+
+def _send(control: socket.socket, record: dict) -> None:
+    control.send(json.dumps(record).encode("utf-8"))
+
+
+def _child(request: dict, fds: list[int], harness) -> None:  # noqa: ANN001 - the harness module
+    code = 70
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        stdout_fd, stderr_fd, channel_fd = fds
+        harness.apply_memory_limit(request.get("memory_mb"))
+        os.chdir(request["cwd"])
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(stdout_fd, 1)
+        os.dup2(stderr_fd, 2)
+        os.dup2(channel_fd, CHANNEL_FD)
+        os.closerange(CHANNEL_FD + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        code = harness.main_from_zygote(CHANNEL_FD)
+    except BaseException:  # noqa: BLE001 - the child must never return into the zygote loop
+        try:
+            os.write(2, traceback.format_exc().encode("utf-8", "replace"))
+        except OSError:
+            pass
+    finally:
+        os._exit(code)
+
+
+def _reap(control: socket.socket, children: set[int]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+        _send(control, {"op": "exited", "pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+
+
+def _kill_children(children: set[int]) -> None:
+    for pid in children:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def serve(control_fd: int) -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import harness
+
+    harness.preload()
+    control = socket.socket(fileno=control_fd)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: set[int] = set()
+    _send(control, {"op": "ready", "versions": harness.environment_versions(), "pid": os.getpid()})
+    while True:
+        readable, _, _ = select.select([control, wake_read], [], [], 1.0)
+        if wake_read in readable:
+            try:
+                while os.read(wake_read, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        _reap(control, children)
+        if control not in readable:
+            continue
+        message, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 8)
+        if not message:
+            _kill_children(children)
+            return
+        request = json.loads(message.decode("utf-8"))
+        if request.get("op") != "spawn" or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            _send(control, {"op": "spawn_failed", "id": request.get("id"), "error": "malformed request"})
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as error:
+            for fd in fds:
+                os.close(fd)
+            _send(control, {"op": "spawn_failed", "id": request.get("id"), "error": str(error)})
+            continue
+        if pid == 0:
+            control.detach()
+            _child(request, fds, harness)
+        children.add(pid)
+        for fd in fds:
+            os.close(fd)
+        _send(control, {"op": "spawned", "id": request["id"], "pid": pid})
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

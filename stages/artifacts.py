@@ -15,7 +15,7 @@ from stages.paths import SCHEMAS_DIR
 
 SCHEMA_VERSION = 1
 
-ArtifactKind = Literal["manifest", "selection", "config", "generation", "details", "summary"]
+ArtifactKind = Literal["manifest", "targets", "selection", "config", "generation", "details", "summary"]
 
 
 class ArtifactError(ValueError):

@@ -74,14 +74,14 @@ HARNESS_FILENAME_PREFIX = "<scicode-"
 PROTOCOL_VERSION = 1
 HEADER_BYTES = 8
 MAX_FRAME_BYTES = 1 << 34
-TRUSTED_PACKAGES = ("numpy", "scipy", "sympy", "mpmath", "scicode", "_scicode_compat")
+TRUSTED_PACKAGES = ("numpy", "scipy", "sympy", "mpmath", "h5py", "scicode", "_scicode_compat")
 TRUSTED_MODULES = ("builtins", "math", "cmath", "operator", "_operator", "functools", "_functools", "itertools")
 PRELOADED = (
     "numpy", "numpy.linalg", "numpy.fft", "numpy.random", "scipy", "scipy.integrate", "scipy.optimize",
     "scipy.linalg", "scipy.sparse", "scipy.sparse.linalg", "scipy.special", "scipy.interpolate",
     "scipy.signal", "scipy.constants", "scipy.spatial", "scipy.spatial.distance", "scipy.fft", "scipy.stats",
     "sympy", "math", "cmath", "itertools", "functools", "copy", "random", "collections",
-    "scicode.parse.parse", "scicode.compare.cmp",
+    "scicode.parse.parse", "scicode.compare.cmp", "h5py",
 )
 BUILTIN_DATA_TYPES = (int, float, complex, bool, str, bytes, type(None), list, tuple, dict, set, frozenset,
                       range, slice, type(Ellipsis))
@@ -403,6 +403,9 @@ class AuditPolicy:
     def _decide(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
             self._check_open(args)
+        elif event == "scicode.hdf5.open":
+            name = os.fsdecode(args[0]) if args and isinstance(args[0], (str, bytes)) else repr(args[:1])
+            self.record(f"open {name!r} with h5py (an HDF5 file)")
         elif event in DENIED_EVENTS:
             self.record(f"{event} ({DENIED_EVENTS[event]})")
         elif event.startswith("ctypes."):
@@ -410,7 +413,8 @@ class AuditPolicy:
         elif event.startswith(("os.exec", "os.spawn", "os.posix_spawn")):
             self.record(f"{event} (starting a process)")
         elif event in WRITE_EVENTS:
-            for path in args[:2]:
+            written = args[1:2] if event in ("os.symlink", "shutil.copyfile", "shutil.copytree") else args[:2]
+            for path in written:
                 if isinstance(path, (str, bytes, os.PathLike)) and not self._in_scratch(path):
                     self.record(f"{event} {os.fsdecode(path)!r} (outside the scratch folder)")
         elif event in ("object.__setattr__", "object.__delattr__"):
@@ -465,6 +469,90 @@ def library_directories() -> tuple[str, ...]:
         if module is not None and getattr(module, "__file__", None):
             folders.add(os.path.dirname(os.path.dirname(module.__file__)))
     return tuple(sorted(folder + os.sep for folder in folders))
+
+
+# ---------------------------------------------------------------------------
+# Kernel-level protection of the targets file (Landlock) and an h5py tripwire
+# ---------------------------------------------------------------------------
+
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_ACCESS_FS_READ_FILE = 1 << 2
+LANDLOCK_RULE_PATH_BENEATH = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def forbid_reading(path: str | None) -> str:
+    """Make `path` unreadable for this thread and every thread it starts (Linux Landlock).
+
+    Landlock only grants, so every file and folder beside each component of the path is granted
+    read access and the path itself is not. Returns a short status ("landlock", or why not).
+    """
+    if not path or not os.path.exists(path):
+        return "no targets file"
+    try:
+        import ctypes
+    except ImportError:
+        return "unavailable: no ctypes"
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+    class PathBeneathAttr(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    attr = RulesetAttr(LANDLOCK_ACCESS_FS_READ_FILE)
+    ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return f"unavailable: {os.strerror(ctypes.get_errno())}"
+    try:
+        real = os.path.realpath(path)
+        parts = [part for part in real.split(os.sep) if part]
+        folder = os.sep
+        for part in parts:
+            for entry in os.listdir(folder):
+                if entry == part:
+                    continue
+                try:
+                    fd = os.open(os.path.join(folder, entry), os.O_PATH | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                try:
+                    rule = PathBeneathAttr(LANDLOCK_ACCESS_FS_READ_FILE, fd)
+                    libc.syscall(LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
+                                 ctypes.byref(rule), ctypes.c_uint32(0))
+                finally:
+                    os.close(fd)
+            folder = os.path.join(folder, part)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return f"unavailable: prctl {os.strerror(ctypes.get_errno())}"
+        if libc.syscall(LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            return f"unavailable: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(ruleset)
+    return "landlock"
+
+
+def install_hdf5_tripwire() -> None:
+    """Every h5py file open raises the audit event `scicode.hdf5.open`, which the sealed hook refuses.
+
+    h5py opens files inside the HDF5 C library, which Python's `open` audit event never sees."""
+    try:
+        import h5py.h5f as h5f
+    except ImportError:
+        return
+    if getattr(h5f.open, "__scicode_tripwire__", False):
+        return
+    original = h5f.open
+
+    def open_with_audit(name: Any, *args: Any, **kwargs: Any) -> Any:
+        sys.audit("scicode.hdf5.open", name)
+        return original(name, *args, **kwargs)
+
+    open_with_audit.__scicode_tripwire__ = True  # type: ignore[attr-defined]
+    h5f.open = open_with_audit
 
 
 # ---------------------------------------------------------------------------
@@ -676,6 +764,10 @@ def _run_step(harness: Harness, spec: dict[str, Any]) -> int:
         test_codes |= _code_objects(prefetch)
         tests.append((test, prefetch, residual))
 
+    install_hdf5_tripwire()
+    sandbox = forbid_reading(spec.get("targets_file"))
+    if sandbox != "landlock" and spec.get("targets_file"):
+        harness.write_stderr(f"[harness] kernel-level read protection of the targets file {sandbox}")
     snapshot = Snapshot(namespace, set())
     checker = ValueChecker(snapshot)
     rebuilder = TestFunctionRebuilder(checker, snapshot, test_codes)

@@ -1,0 +1,96 @@
+"""Real doit runs of the wiring in a temp folder: incrementality of download and select, config errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stages.wiring import requested_tasks, rescore_only
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download falls through
+
+
+def run_doit(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "doit", "-f", str(PROJECT_ROOT / "dodo.py"), "-d", str(workdir), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, staged_data_dir: Path) -> Path:
+    return tmp_path
+
+
+def _mtime(path: Path) -> int:
+    return path.stat().st_mtime_ns
+
+
+def test_download_select_incremental(workdir: Path, staged_data_dir: Path) -> None:
+    common = (f"data_dir={staged_data_dir}", f"dataset_zip_url={DEAD_URL}")
+    first = run_doit(workdir, "select", *common)
+    assert first.returncode == 0, first.stderr + first.stdout
+    manifest = staged_data_dir / "scicode" / "manifest.json"
+    selection = workdir / "results/scicode/gold/validation-tool_use-bg/selection.json"
+    assert json.loads(selection.read_text())["split"] == "validation"
+    stamps = (_mtime(manifest), _mtime(selection))
+
+    second = run_doit(workdir, "select", *common)
+    assert second.returncode == 0, second.stderr
+    assert (_mtime(manifest), _mtime(selection)) == stamps  # nothing executed
+
+    # Deleting doit's database changes nothing either: artifacts carry their own fingerprints.
+    (workdir / ".scicode" / "doit.sqlite3").unlink()
+    third = run_doit(workdir, "select", *common)
+    assert third.returncode == 0, third.stderr
+    assert (_mtime(manifest), _mtime(selection)) == stamps
+
+    other = run_doit(workdir, "select", *common, "model=m", "split=test")
+    assert other.returncode == 0, other.stderr
+    assert _mtime(manifest) == stamps[0]  # download not rerun
+    test_selection = workdir / "results/scicode/m/test-tool_use-bg/selection.json"
+    assert len(json.loads(test_selection.read_text())["problems"]) == 65
+    assert _mtime(selection) == stamps[1]  # the other run is untouched
+
+
+def test_config_error_stops_before_any_work(workdir: Path, staged_data_dir: Path) -> None:
+    result = run_doit(workdir, "select", f"data_dir={staged_data_dir}", "split=train", "model=m")
+    assert result.returncode != 0
+    assert "scicode: config error: invalid split=train: expected one of validation, test, all" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (staged_data_dir / "scicode" / "manifest.json").exists()
+    assert not (workdir / "results").exists()
+
+
+def test_unknown_sample_id_fails_with_one_line(workdir: Path, staged_data_dir: Path) -> None:
+    result = run_doit(workdir, "select", f"data_dir={staged_data_dir}", f"dataset_zip_url={DEAD_URL}", "sample_ids=999")
+    assert result.returncode != 0
+    assert "invalid sample_ids: problem id 999 is not in split=validation" in result.stderr + result.stdout
+    assert not (workdir / "results/scicode/gold/validation-tool_use-bg/selection.json").exists()
+
+
+def test_list_works_without_a_selection(workdir: Path) -> None:
+    result = run_doit(workdir, "list", "--all")
+    assert result.returncode == 0, result.stderr
+    for name in ("download", "select", "generate", "score", "summarize"):
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "tasks", "rescore"),
+    [
+        (["score", "model=x"], ["score"], True),
+        (["-n", "4", "score:10"], ["score:10"], True),
+        (["run", "score:1", "score:3"], ["score:1", "score:3"], True),
+        ([], [], False),
+        (["run"], [], False),
+        (["generate:10"], ["generate:10"], False),
+        (["score", "summarize"], ["score", "summarize"], False),
+        (["list", "--all"], ["list"], False),
+    ],
+)
+def test_requested_tasks(argv: list[str], tasks: list[str], rescore: bool) -> None:
+    assert requested_tasks(argv) == tasks
+    assert rescore_only(argv) is rescore

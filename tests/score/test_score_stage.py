@@ -1,0 +1,130 @@
+"""The score stage end to end: details files, verdict cache, generation errors, missing targets,
+prefilled steps, and (slow) all 50 validation reference steps through `run_score`."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from score_helpers import reference_codes, write_generation
+from stages.artifacts import is_current, read_artifact
+from stages.config import load_settings
+from stages.problems import load_split, problems_by_id
+from stages.score import stage
+from stages.score.stage import TargetsInfo, run_score, score_fingerprint
+
+
+@pytest.fixture
+def settings(staged_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    return load_settings({"data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results"),
+                          "score_workers": "2", "step_timeout_seconds": "120"}, cwd=tmp_path)
+
+
+@pytest.fixture
+def dev_targets(shared_scicode: Path) -> TargetsInfo:
+    return TargetsInfo("explicit", shared_scicode / "test_data_dev.h5", None, "validation targets")
+
+
+def executions() -> int:
+    return stage.EXECUTIONS["count"]
+
+
+def evaluation_of(settings, problem_id: str) -> dict:
+    details = read_artifact(settings.run_paths.details(problem_id), "details")
+    assert details is not None
+    return details["attempts"][0]["meta"]["evaluation"] | {"_details": details}
+
+
+def test_reference_problem_passes_and_cache_reruns_only_changed_scripts(settings, dev_targets) -> None:
+    prob = problems_by_id(settings.data_paths)["19"]
+    codes = reference_codes(prob)
+    write_generation(settings, prob, codes)
+    before = executions()
+    summary = run_score(settings, "19", dev_targets)
+    assert summary == {"problem_id": "19", "passed": 2, "scored": 2, "resolved": True}
+    assert executions() - before == 2
+    evaluation = evaluation_of(settings, "19")
+    details = evaluation["_details"]
+    assert details["status"] == "complete" and details["attempts"][0]["correct"] is True
+    assert [s["status"] for s in evaluation["steps"]] == ["pass", "pass"]
+    assert evaluation["subproblem_correctness"] == [True, True]
+    assert is_current(settings.run_paths.details("19"), "details", score_fingerprint(settings, "19", dev_targets))
+
+    before = executions()
+    run_score(settings, "19", dev_targets)
+    assert executions() == before, "rescoring unchanged generations must not start a test process"
+    assert all(s["cached"] for s in evaluation_of(settings, "19")["steps"])
+
+    write_generation(settings, prob, codes | {"19.2": codes["19.2"] + "\n# regenerated\n"})
+    fingerprint_before = score_fingerprint(settings, "19", dev_targets)
+    assert not is_current(settings.run_paths.details("19"), "details", fingerprint_before)
+    before = executions()
+    run_score(settings, "19", dev_targets)
+    assert executions() - before == 1, "only the regenerated step's script changed"
+
+    write_generation(settings, prob, codes | {"19.1": codes["19.1"].replace("return M", "return -M")})
+    before = executions()
+    summary = run_score(settings, "19", dev_targets)
+    assert executions() - before == 2
+    assert summary["resolved"] is False
+
+
+def test_generation_error_and_missing_steps(settings, dev_targets) -> None:
+    prob = problems_by_id(settings.data_paths)["19"]
+    write_generation(settings, prob, reference_codes(prob), status="error", error="API error 500 after retries",
+                     stop_after=1)
+    run_score(settings, "19", dev_targets)
+    evaluation = evaluation_of(settings, "19")
+    details = evaluation["_details"]
+    assert details["status"] == "generation_error" and details["attempts"][0]["correct"] is False
+    first, second = evaluation["steps"]
+    assert first["status"] == "pass"
+    assert second["status"] == "fail" and second["reason"] == "not generated: API error 500 after retries"
+    assert evaluation["error"] == "API error 500 after retries"
+
+
+def test_no_code_is_parse_error(settings, dev_targets) -> None:
+    prob = problems_by_id(settings.data_paths)["19"]
+    write_generation(settings, prob, reference_codes(prob) | {"19.2": None}, step_status={"19.2": "no_code"})
+    run_score(settings, "19", dev_targets)
+    statuses = [(s["status"], s["reason"]) for s in evaluation_of(settings, "19")["steps"]]
+    assert statuses[0][0] == "pass"
+    assert statuses[1][0] == "parse_error" and "no code" in statuses[1][1]
+
+
+def test_missing_targets_are_eval_errors(settings, dev_targets) -> None:
+    prob = problems_by_id(settings.data_paths)["19"]
+    write_generation(settings, prob, reference_codes(prob))
+    run_score(settings, "19", TargetsInfo("missing", None, None, "official targets not downloaded"))
+    steps = evaluation_of(settings, "19")["steps"]
+    assert [s["status"] for s in steps] == ["eval_error", "eval_error"]
+    assert "official targets not downloaded" in steps[0]["reason"]
+
+
+def test_prefilled_step_is_skipped_and_missing_groups_are_eval_errors(settings, dev_targets) -> None:
+    prob = problems_by_id(settings.data_paths)["13"]
+    codes = {step.step_id: "def placeholder():\n    return 0\n" for step in prob.steps if not step.prefilled}
+    write_generation(settings, prob, codes)
+    run_score(settings, "13", dev_targets)
+    evaluation = evaluation_of(settings, "13")
+    by_id = {s["step_id"]: s for s in evaluation["steps"]}
+    assert by_id["13.6"]["status"] == "skipped" and by_id["13.6"]["reason"] == "official prefilled step"
+    assert evaluation["total_steps"] == len(prob.steps) - 1
+    assert all(s["status"] == "eval_error" and "missing from" in s["reason"]
+               for sid, s in by_id.items() if sid != "13.6")
+
+
+@pytest.mark.slow
+def test_all_validation_reference_steps_pass_through_run_score(settings, dev_targets) -> None:
+    problems = load_split(settings.data_paths, "validation")
+    for prob in problems:
+        write_generation(settings, prob, reference_codes(prob))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        summaries = list(pool.map(lambda p: run_score(settings, p.problem_id, dev_targets), problems))
+    failures = [(s["step_id"], s["status"], s["reason"]) for p in problems
+                for s in evaluation_of(settings, p.problem_id)["steps"] if s["status"] != "pass"]
+    assert failures == []
+    assert sum(s["passed"] for s in summaries) == 50 and sum(s["scored"] for s in summaries) == 50
+    assert sum(s["resolved"] for s in summaries) == 15

@@ -1,0 +1,339 @@
+"""Whole-pipeline acceptance tests: real `doit` subprocesses in temp folders against local model servers.
+
+Every test runs the real dodo.py (download from staged files, select, generate through the `openai`
+client, isolated scoring, summary) in its own working folder, so doit's database, the verdict cache
+and the results are fresh. Most tests pass the official-layout validation targets explicitly
+(`h5py_file=`, a temp copy of ../shared/scicode/test_data_dev.h5); the embedded-default test is the
+one that derives the targets from the reference code, as a fresh clone does.
+
+A "real" model is a `ModelServer` in this process: it never gets the step header the built-in models
+get, so it recognizes the step it is asked from the prompt text (the next-step block ends with that
+step's function header and return line).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Mapping
+
+import h5py
+import pytest
+
+from stages.artifacts import validate
+from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, StallReply
+from stages.paths import DataPaths
+from stages.problems import Problem, Step, load_problems
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DODO = PROJECT_ROOT / "dodo.py"
+DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download uses staged files
+TEST_API_KEY = "sk-pipeline-test-6f1c0d9e2b"  # must reach the server and never land in a file
+NEXT_STEP_MARKER = "NEXT STEP - PROBLEM STEP AND FUNCTION HEADER:"
+DEPENDENCIES_MARKER = "\nDEPENDENCIES:"
+NOTHING_TO_DO = "nothing to do: everything up to date"
+NOOP_RERUN_LIMIT_SECONDS = 3.0
+
+
+# ---------------------------------------------------------------------------
+# Running doit
+# ---------------------------------------------------------------------------
+
+def doit_command(workdir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "doit", "-f", str(DODO), "-d", str(workdir), *args]
+
+
+def doit_environment(api_key: str | None = None) -> dict[str, str]:
+    """The caller's environment without any real key; `api_key` as OPENAI_API_KEY when given."""
+    env = {name: value for name, value in os.environ.items() if name != "OPENAI_API_KEY"}
+    if api_key is not None:
+        env["OPENAI_API_KEY"] = api_key
+    return env
+
+
+def run_doit(workdir: Path, *args: str, api_key: str | None = None, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(doit_command(workdir, *args), capture_output=True, text=True, timeout=timeout, cwd=workdir,
+                          env=doit_environment(api_key))
+
+
+def output_of(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout + result.stderr
+
+
+def assert_ok(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 0, output_of(result)
+
+
+# ---------------------------------------------------------------------------
+# Problems, prompts and answers
+# ---------------------------------------------------------------------------
+
+def steps_of(data_dir: Path, problem_ids: Iterable[str], split: str = "all") -> dict[str, Step]:
+    wanted = set(problem_ids)
+    return {step.step_id: step for problem in load_problems(DataPaths(data_dir), split)
+            if problem.problem_id in wanted for step in problem.steps}
+
+
+def next_step_block(request: ModelRequest) -> str:
+    """The next-step part of the step prompt (the last user message holding it)."""
+    for message in reversed(request.messages):
+        content = message.get("content") or ""
+        if message.get("role") == "user" and NEXT_STEP_MARKER in content:
+            return content.split(NEXT_STEP_MARKER, 1)[1].split(DEPENDENCIES_MARKER, 1)[0]
+    raise AssertionError("no step prompt in the request")
+
+
+def step_asked(request: ModelRequest, steps: Mapping[str, Step]) -> str:
+    """The id of the step whose header and return line end the prompt's next-step block (exactly one)."""
+    block = next_step_block(request).rstrip()
+    matches = [step_id for step_id, step in steps.items()
+               if block.endswith((step.function_header + "\n\n" + step.return_line).rstrip())]
+    assert len(matches) == 1, f"prompt matches steps {matches}"
+    return matches[0]
+
+
+def fenced(code: str) -> str:
+    return f"Here is the implementation.\n\n```python\n{code.rstrip()}\n```\n"
+
+
+def body_indent(header: str) -> str:
+    """The indentation of the header's last line (its docstring's end): where the body goes."""
+    last = [line for line in header.rstrip().splitlines() if line.strip()][-1]
+    return last[: len(last) - len(last.lstrip())] or "    "
+
+
+def reference_answer(step: Step) -> str:
+    assert step.ground_truth_code, f"step {step.step_id} has no reference code"
+    return fenced(step.ground_truth_code)
+
+
+def wrong_answer(step: Step) -> str:
+    """The step's header with a body returning None: valid code, wrong answer, fast to test."""
+    code = f"{step.function_header.rstrip()}\n{body_indent(step.function_header)}return None\n"
+    ast.parse(code)
+    return fenced(code)
+
+
+def looping_answer(step: Step) -> str:
+    indent = body_indent(step.function_header)
+    code = f"{step.function_header.rstrip()}\n{indent}while True:\n{indent}    pass\n"
+    ast.parse(code)
+    return fenced(code)
+
+
+PROSE_ANSWER = "I would solve this with a few numpy calls, iterating until the residual is small."
+
+
+def text_reply(text: str) -> ModelReply:
+    return ModelReply(text=text, prompt_tokens=100, completion_tokens=len(text) // 4)
+
+
+class ScriptedModel:
+    """A responder that answers each step from a table of step id -> reply (default: the reference code).
+
+    Records the step id of every request in `asked`; rejects requests without the expected bearer key.
+    """
+
+    def __init__(self, steps: Mapping[str, Step], replies: Mapping[str, Reply | str] | None = None, *,
+                 default: Callable[[Step], Reply | str] = reference_answer, api_key: str | None = TEST_API_KEY,
+                 stall_seconds: float = 0.0) -> None:
+        self.steps = dict(steps)
+        self.replies = dict(replies or {})
+        self.default = default
+        self.api_key = api_key
+        self.stall_seconds = stall_seconds
+        self.asked: list[str] = []
+        self.unauthorized = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request: ModelRequest) -> Reply:
+        if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
+            with self._lock:
+                self.unauthorized += 1
+            return ErrorReply(401, "invalid api key", code="invalid_api_key")
+        step_id = step_asked(request, self.steps)
+        with self._lock:
+            self.asked.append(step_id)
+        reply = self.replies.get(step_id) or self.default(self.steps[step_id])
+        if isinstance(reply, str):
+            reply = text_reply(reply)
+        return StallReply(self.stall_seconds, reply) if self.stall_seconds else reply
+
+    def counts(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self.asked)
+
+    def total(self) -> int:
+        with self._lock:
+            return len(self.asked)
+
+
+# ---------------------------------------------------------------------------
+# Fixtures
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def dev_targets(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> Path:
+    """A read-only temp copy of the official-layout validation targets (50 steps)."""
+    path = tmp_path_factory.mktemp("targets") / "test_data_dev.h5"
+    shutil.copyfile(shared_scicode / "test_data_dev.h5", path)
+    path.chmod(0o444)
+    return path
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, staged_data_dir: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def start_server() -> Iterator[Callable[[Callable[[ModelRequest], Reply]], ModelServer]]:
+    servers: list[ModelServer] = []
+
+    def start(responder: Callable[[ModelRequest], Reply]) -> ModelServer:
+        server = ModelServer(responder).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def data_args(data_dir: Path, targets: Path | None) -> tuple[str, ...]:
+    args = (f"data_dir={data_dir}", f"dataset_zip_url={DEAD_URL}")
+    return args + ((f"h5py_file={targets}",) if targets is not None else ())
+
+
+def model_args(server: ModelServer, name: str = "acme-coder-1", **extra: str) -> tuple[str, ...]:
+    return (f"model={name}", f"base_url={server.base_url}", *(f"{key}={value}" for key, value in extra.items()))
+
+
+def run_dir(workdir: Path, model: str, run: str) -> Path:
+    return workdir / "results" / "scicode" / model / run
+
+
+def load_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def step_statuses(details_dir: Path) -> dict[str, str]:
+    statuses: dict[str, str] = {}
+    for path in sorted(details_dir.glob("*.json")):
+        for step in load_json(path)["attempts"][0]["meta"]["evaluation"]["steps"]:
+            statuses[step["step_id"]] = step["status"]
+    return statuses
+
+
+def mtimes(paths: Iterable[Path]) -> dict[str, int]:
+    return {path.name: path.stat().st_mtime_ns for path in paths}
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    data = needle.encode()
+    return [path for path in root.rglob("*") if path.is_file() and data in path.read_bytes()]
+
+
+# ---------------------------------------------------------------------------
+# 2. A real model: every status, counted by hand
+# ---------------------------------------------------------------------------
+
+MIXED_PROBLEMS = ("1", "3", "4", "29", "38")
+MISSING_TARGETS_STEP = "29.2"
+
+
+@pytest.fixture
+def targets_without_one_step(tmp_path: Path, dev_targets: Path) -> Path:
+    """A copy of the validation targets whose group of MISSING_TARGETS_STEP is deleted."""
+    path = tmp_path / "targets_missing_one_step.h5"
+    shutil.copyfile(dev_targets, path)
+    path.chmod(0o644)
+    with h5py.File(path, "r+") as handle:
+        del handle[MISSING_TARGETS_STEP]
+    return path
+
+
+@pytest.mark.slow
+def test_real_model_run_counts_every_status(workdir: Path, staged_data_dir: Path, targets_without_one_step: Path,
+                                            start_server) -> None:
+    steps = steps_of(staged_data_dir, MIXED_PROBLEMS, "validation")
+    replies = {
+        "3.1": wrong_answer(steps["3.1"]),      # fail
+        "4.1": looping_answer(steps["4.1"]),    # timeout
+        "38.3": PROSE_ANSWER,                    # parse_error (tool_use: one reminder, answered in prose again)
+    }
+    model = ScriptedModel(steps, replies)
+    server = start_server(model)
+    result = run_doit(workdir, *data_args(staged_data_dir, targets_without_one_step), *model_args(server),
+                      "split=validation", f"sample_ids={','.join(MIXED_PROBLEMS)}", "step_timeout_seconds=3",
+                      api_key=TEST_API_KEY)
+    # A step without targets is reported, never silently ignored: the problem is listed and doit fails.
+    assert result.returncode == 1, output_of(result)
+    assert "FAILED summarize: 1 problem(s) failed in generation or scoring (29)" in result.stderr
+
+    run = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg")
+    summary = load_json(run / "summary.json")
+    # Hand count: 9 scored steps; pass 1.1, 29.1, 29.3 (carries the reference 29.2), 38.1, 38.2;
+    # only problem 1 has every step passing.
+    assert {name: summary[name] for name in ("main_problem_resolved", "main_problem_total", "subproblem_correct",
+                                             "subproblem_total", "Total", "Evaluated", "Error", "skipped_steps")} == {
+        "main_problem_resolved": 1, "main_problem_total": 5, "subproblem_correct": 5, "subproblem_total": 9,
+        "Total": 5, "Evaluated": 5, "Error": 0, "skipped_steps": 0,
+    }
+    assert summary["status_counts"] == {"pass": 5, "fail": 1, "timeout": 1, "parse_error": 1, "eval_error": 1,
+                                        "skipped": 0, "no_verdict": 0}
+    assert summary["targets"]["kind"] == "explicit"
+    assert [entry["problem_id"] for entry in summary["failed_problems"]] == ["29"]
+    assert "29.2: eval_error" in summary["failed_problems"][0]["reason"]
+    assert step_statuses(run / "details") == {
+        "1.1": "pass", "3.1": "fail", "4.1": "timeout", "29.1": "pass", "29.2": "eval_error", "29.3": "pass",
+        "38.1": "pass", "38.2": "pass", "38.3": "parse_error",
+    }
+    asked = model.counts()
+    assert asked.pop("38.3") == 2  # the prose answer got one reminder
+    assert set(asked.values()) == {1} and len(asked) == 8
+    assert model.unauthorized == 0
+    assert files_containing(workdir, TEST_API_KEY) == []
+    summary_md = (run / "summary.md").read_text(encoding="utf-8")
+    assert "1/5 (20.0%)" in summary_md
+    assert "5/9 (55.6%)" in summary_md
+
+
+# ---------------------------------------------------------------------------
+# 1. The embedded default: gold on the validation split, targets derived from reference code
+# ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_embedded_default_run_then_noop_rerun(workdir: Path, staged_data_dir: Path) -> None:
+    first = run_doit(workdir, *data_args(staged_data_dir, None), timeout=900)
+    assert_ok(first)
+    run = run_dir(workdir, "gold", "validation-tool_use-bg")
+    summary_md = (run / "summary.md").read_text(encoding="utf-8")
+    head = "\n".join(summary_md.splitlines()[:5])
+    assert "targets derived from reference code, not the official test_data.h5" in head
+    assert "15/15 (100.0%)" in summary_md and "50/50 (100.0%)" in summary_md
+    summary = load_json(run / "summary.json")
+    assert (summary["main_problem_resolved"], summary["main_problem_total"]) == (15, 15)
+    assert (summary["subproblem_correct"], summary["subproblem_total"]) == (50, 50)
+    assert summary["targets"]["kind"] == "derived" and summary["failed_problems"] == []
+    assert "[targets derived from reference code]" in first.stdout
+    for line in ("generate   15/15 done, 0 up-to-date, 0 failed", "score      15/15 done, 0 up-to-date, 0 failed",
+                 "targets    1/1 done", "summarize  1/1 done", "== run finished"):
+        assert line in first.stderr, first.stderr
+
+    started = time.monotonic()
+    second = run_doit(workdir, *data_args(staged_data_dir, None))
+    elapsed = time.monotonic() - started
+    assert_ok(second)
+    assert NOTHING_TO_DO in second.stderr
+    assert "generate   0/15 done, 15 up-to-date, 0 failed" in second.stderr
+    assert elapsed < NOOP_RERUN_LIMIT_SECONDS, f"no-op rerun took {elapsed:.2f} s"
+    print(f"no-op rerun of the embedded default: {elapsed:.2f} s")

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
@@ -115,18 +116,21 @@ def reference_answer(step: Step) -> str:
     return fenced(step.ground_truth_code)
 
 
+def checked_fence(code: str) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # official docstrings hold invalid escapes such as "\\p"
+        ast.parse(code)
+    return fenced(code)
+
+
 def wrong_answer(step: Step) -> str:
     """The step's header with a body returning None: valid code, wrong answer, fast to test."""
-    code = f"{step.function_header.rstrip()}\n{body_indent(step.function_header)}return None\n"
-    ast.parse(code)
-    return fenced(code)
+    return checked_fence(f"{step.function_header.rstrip()}\n{body_indent(step.function_header)}return None\n")
 
 
 def looping_answer(step: Step) -> str:
     indent = body_indent(step.function_header)
-    code = f"{step.function_header.rstrip()}\n{indent}while True:\n{indent}    pass\n"
-    ast.parse(code)
-    return fenced(code)
+    return checked_fence(f"{step.function_header.rstrip()}\n{indent}while True:\n{indent}    pass\n")
 
 
 PROSE_ANSWER = "I would solve this with a few numpy calls, iterating until the residual is small."
@@ -337,3 +341,116 @@ def test_embedded_default_run_then_noop_rerun(workdir: Path, staged_data_dir: Pa
     assert "generate   0/15 done, 15 up-to-date, 0 failed" in second.stderr
     assert elapsed < NOOP_RERUN_LIMIT_SECONDS, f"no-op rerun took {elapsed:.2f} s"
     print(f"no-op rerun of the embedded default: {elapsed:.2f} s")
+
+
+# ---------------------------------------------------------------------------
+# 3. split=all and split=test with a replay file: denominators 338 and 288
+# ---------------------------------------------------------------------------
+
+def write_wrong_replay(path: Path, data_dir: Path) -> Path:
+    """A replay file answering every non-prefilled step of both splits with a fast wrong function."""
+    answers = {step.step_id: wrong_answer(step) for problem in load_problems(DataPaths(data_dir), "all")
+               for step in problem.steps if not step.prefilled}
+    path.write_text(json.dumps(answers), encoding="utf-8")
+    return path
+
+
+def only_run_dir(workdir: Path, run: str) -> Path:
+    found = list((workdir / "results" / "scicode").glob(f"*/{run}"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.slow
+def test_all_and_test_splits_count_every_scored_step(workdir: Path, staged_data_dir: Path, dev_targets: Path) -> None:
+    replay = write_wrong_replay(workdir / "wrong_answers.json", staged_data_dir)
+    common = (*data_args(staged_data_dir, dev_targets), f"model=replay:{replay}")
+
+    started = time.monotonic()
+    everything = run_doit(workdir, *common, "split=all", timeout=900)
+    print(f"split=all with replay: {time.monotonic() - started:.1f} s")
+    # The test split has no targets here: its 288 steps are eval_error, reported as failed problems.
+    assert everything.returncode == 1, output_of(everything)
+    assert "FAILED summarize: 65 problem(s) failed in generation or scoring" in everything.stderr
+    summary = load_json(only_run_dir(workdir, "all-tool_use-bg") / "summary.json")
+    assert (summary["Total"], summary["subproblem_total"], summary["skipped_steps"]) == (80, 338, 3)
+    assert (summary["subproblem_correct"], summary["main_problem_resolved"]) == (0, 0)
+    assert summary["status_counts"]["skipped"] == 3
+    assert summary["status_counts"]["eval_error"] == 288
+    assert summary["status_counts"]["fail"] + summary["status_counts"]["timeout"] == 50
+    assert summary["by_split"]["validation"]["subproblem_total"] == 50
+    assert summary["by_split"]["test"]["subproblem_total"] == 288
+
+    started = time.monotonic()
+    test_only = run_doit(workdir, *common, "split=test", timeout=900)
+    print(f"split=test with replay: {time.monotonic() - started:.1f} s")
+    assert test_only.returncode == 1, output_of(test_only)
+    summary = load_json(only_run_dir(workdir, "test-tool_use-bg") / "summary.json")
+    assert (summary["Total"], summary["subproblem_total"], summary["skipped_steps"]) == (65, 288, 3)
+    assert summary["status_counts"]["eval_error"] == 288
+    assert summary["by_split"].keys() == {"test"}
+
+
+# ---------------------------------------------------------------------------
+# 4. Incrementality: reruns never re-bill a model call and redo only what changed
+# ---------------------------------------------------------------------------
+
+SMALL_PROBLEMS = ("1", "3", "19")  # 4 steps, all quick to score
+
+
+def tree_mtimes(root: Path) -> dict[str, int]:
+    return {str(path.relative_to(root)): path.stat().st_mtime_ns for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.slow
+def test_reruns_redo_only_what_changed(workdir: Path, staged_data_dir: Path, dev_targets: Path, start_server) -> None:
+    model = ScriptedModel(steps_of(staged_data_dir, SMALL_PROBLEMS, "validation"))
+    server = start_server(model)
+    common = (*data_args(staged_data_dir, dev_targets), *model_args(server), "split=validation",
+              f"sample_ids={','.join(SMALL_PROBLEMS)}")
+
+    def doit(*extra: str) -> subprocess.CompletedProcess[str]:
+        result = run_doit(workdir, *common, *extra, api_key=TEST_API_KEY)
+        assert_ok(result)
+        return result
+
+    doit()
+    assert model.total() == 4
+    run = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg")
+    assert load_json(run / "summary.json")["subproblem_correct"] == 4
+
+    # A no-op rerun, then one without doit's database: nothing executes, no model call.
+    before = tree_mtimes(run)
+    assert NOTHING_TO_DO in doit().stderr
+    (workdir / ".scicode" / "doit.sqlite3").unlink()
+    assert NOTHING_TO_DO in doit().stderr
+    assert model.total() == 4
+    assert tree_mtimes(run) == before
+
+    # A scoring setting: every problem is rescored, nothing is generated again.
+    rescored = doit("step_timeout_seconds=120")
+    assert "score      3/3 done" in rescored.stderr and "generate   0/3 done, 3 up-to-date" in rescored.stderr
+    assert model.total() == 4
+    after = tree_mtimes(run)
+    for name in ("1", "3", "19"):
+        assert after[f"generations/{name}.json"] == before[f"generations/{name}.json"]
+        assert after[f"details/{name}.json"] != before[f"details/{name}.json"]
+    assert load_json(run / "config.json")["settings"]["step_timeout_seconds"] == 120
+
+    # Another mode is another run: its own folder and model calls; the first run is left intact.
+    naive = doit("step_timeout_seconds=120", "mode=naive")
+    assert "generate   3/3 done" in naive.stderr
+    assert model.total() == 8
+    assert load_json(run_dir(workdir, "acme-coder-1", "validation-naive-bg") / "summary.json")["subproblem_correct"] == 4
+    assert tree_mtimes(run) == after
+
+    # One deleted details file: only that problem is scored again, without a model call.
+    (run / "details" / "3.json").unlink()
+    redone = doit("step_timeout_seconds=120")
+    assert "score      1/3 done, 2 up-to-date" in redone.stderr
+    assert model.total() == 8
+    final = tree_mtimes(run)
+    assert final["details/1.json"] == after["details/1.json"] and final["details/19.json"] == after["details/19.json"]
+    assert "details/3.json" in final
+    assert {key: value for key, value in final.items() if key.startswith("generations/")} == {
+        key: value for key, value in after.items() if key.startswith("generations/")}

@@ -21,7 +21,6 @@ import signal
 import socket
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from stages.isolation import DEFAULT_OUTPUT_LIMIT, ScratchDir, _BoundedReader, scrubbed_environment

@@ -62,7 +62,6 @@ import builtins
 import json
 import os
 import pickle
-import stat
 import sys
 import threading
 import time

@@ -2,7 +2,6 @@
 syntax errors, the zygote fallback, and prefilled classes usable by later steps."""
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path

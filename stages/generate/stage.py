@@ -8,8 +8,12 @@ codes, so they stay identical when nothing changed). Prefilled steps carry the o
 A model call that fails for good stops the problem: the step is recorded with status "error", the
 artifact gets status "error", one line goes to stderr, and the function returns normally so that
 scoring and the summary still count the problem. A wrong model name or key must not quietly score
-zero: once every problem attempted in this process failed with the same permanent model-level error
-(HTTP 401/403/404, or no API key), later problems raise `RunAborted` instead of calling the API.
+zero: while every problem attempted in this process failed with the same permanent model-level error
+(HTTP 401/403/404, or no API key), the failing problems raise `RunAborted` after writing their
+artifact (their doit tasks fail, so no summary claims 0/N) and later problems raise it at once,
+without calling the API. Problems run in threads, so with enough concurrency every problem has
+failed before any of them could see the others' failures: the check after the failure is what
+stops the run then.
 """
 from __future__ import annotations
 
@@ -111,7 +115,9 @@ class ModelBreaker:
         with self._lock:
             tripped = self._states.get(self.key(settings), _BreakerState()).tripped
         if tripped is not None:
-            raise RunAborted(f"model call failed for every problem: {tripped}; check model= and base_url=")
+            raise RunAborted(
+                f"model call failed for every problem (model={settings.model}): {tripped}; check model= and base_url="
+            )
 
     def record(self, settings: Any, failure: ModelCallError | None) -> None:
         """Count one problem that called the model; `failure` is what stopped it, if anything."""
@@ -119,6 +125,7 @@ class ModelBreaker:
             state = self._states.setdefault(self.key(settings), _BreakerState())
             state.attempted += 1
             if failure is None or not failure.model_level:
+                state.tripped = None  # the model answered (or failed for another reason): it exists
                 return
             kind = failure.status if failure.status is not None else failure.message
             state.failures[kind] = state.failures.get(kind, 0) + 1
@@ -262,10 +269,14 @@ class ProblemRun:
         })
 
     def close(self) -> None:
+        """Release the client and count this problem in the breaker; RunAborted if it is tripped by a
+        model-level failure of this problem (the artifact with the error is already written)."""
         if self.model is not None:
             self.model.close()
         if self.called_model:
             BREAKER.record(self.settings, self.failure)
+            if self.failure is not None and self.failure.model_level:
+                BREAKER.check(self.settings)
 
 
 def _progress(problem: Problem) -> tqdm:
@@ -275,27 +286,36 @@ def _progress(problem: Problem) -> tqdm:
     )
 
 
+def _walk_steps(run: ProblemRun, previous: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+    """Every step in order, the artifact written after each; the final record and the error that stopped it."""
+    steps = run.problem.steps
+    with _progress(run.problem) as bar:
+        for index, step in enumerate(steps):
+            record = run.step_record(index, previous)
+            run.add(record)
+            if record["status"] == "error":
+                message = f"step {step.step_id}: {record['error']}"
+                return run.write("error", message), message
+            if index + 1 < len(steps):
+                run.write("error", f"incomplete: stopped before step {steps[index + 1].step_id}")
+            bar.update(1)
+        return run.write("complete", None), None
+
+
 def run_generate(settings: Any, problem_id: str, attempt: int = 0) -> dict[str, Any]:
-    """Generate (or resume) every step of one problem; returns the written generation record."""
+    """Generate (or resume) every step of one problem; returns the written generation record.
+
+    RunAborted when the model failed with a permanent model-level error for every problem so far."""
     problem = load_problem(settings, problem_id)
     path = generation_path(settings, problem_id, attempt)
     expected = _fingerprint_of(settings, problem, attempt)
     if is_current(path, ARTIFACT_KIND, expected, require_status=("complete",)):
         return read_artifact(path, ARTIFACT_KIND)  # type: ignore[return-value]
     run = ProblemRun(settings, problem, attempt, path, expected, generate_settings_fingerprint(settings))
-    previous = _previous_steps(path)
     try:
-        with _progress(problem) as bar:
-            for index, step in enumerate(problem.steps):
-                record = run.step_record(index, previous)
-                run.add(record)
-                if record["status"] == "error":
-                    message = f"step {step.step_id}: {record['error']}"
-                    tqdm.write(f"generate {problem_id}: failed at {message}", file=sys.stderr)
-                    return run.write("error", message)
-                if index + 1 < len(problem.steps):
-                    run.write("error", f"incomplete: stopped before step {problem.steps[index + 1].step_id}")
-                bar.update(1)
-            return run.write("complete", None)
+        record, error = _walk_steps(run, _previous_steps(path))
     finally:
-        run.close()
+        run.close()  # raises RunAborted for a model-level failure while the breaker is tripped
+    if error is not None:
+        tqdm.write(f"generate {problem_id}: failed at {error}", file=sys.stderr)
+    return record

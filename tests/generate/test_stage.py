@@ -190,10 +190,13 @@ def test_changed_earlier_code_changes_later_prompts(make_settings):
 def test_404_trips_the_breaker_for_the_rest_of_the_run(make_settings):
     with ModelServer(lambda request: ErrorReply(404, "The model `nope` does not exist", code="model_not_found")) as server:
         settings = make_settings(model="nope", base_url=server.base_url)
-        record = run_generate(settings, "1")
+        # The first failure already aborts (its doit task fails: no summary claims 0/N), after writing the error.
+        with pytest.raises(RunAborted, match=r"model call failed for every problem \(model=nope\): HTTP 404 .*does not exist; check model= and base_url="):
+            run_generate(settings, "1")
+        record = read_artifact(generation_path(settings, "1"), "generation")
         assert record["status"] == "error" and "HTTP 404" in record["error"]
         assert len(server.requests) == 1  # permanent: not retried
-        with pytest.raises(RunAborted, match=r"model call failed for every problem: HTTP 404 .*does not exist; check model= and base_url="):
+        with pytest.raises(RunAborted, match=r"model call failed for every problem \(model=nope\): HTTP 404"):
             run_generate(settings, "3")
         assert len(server.requests) == 1  # the API was not called again
         assert not generation_path(settings, "3").exists()
@@ -219,10 +222,40 @@ def test_breaker_does_not_trip_once_a_problem_succeeded(make_settings):
 def test_missing_api_key_trips_the_breaker(make_settings, monkeypatch):
     monkeypatch.delenv("SCICODE_NO_SUCH_KEY", raising=False)
     settings = make_settings(model="gpt-x", api_key_env="SCICODE_NO_SUCH_KEY")
-    record = run_generate(settings, "1")
+    with pytest.raises(RunAborted, match="SCICODE_NO_SUCH_KEY"):
+        run_generate(settings, "1")
+    record = read_artifact(generation_path(settings, "1"), "generation")
     assert record["status"] == "error" and "SCICODE_NO_SUCH_KEY" in record["error"]
     with pytest.raises(RunAborted, match="SCICODE_NO_SUCH_KEY"):
         run_generate(settings, "3")
+
+
+def test_problems_failing_404_at_once_in_threads_all_abort(make_settings):
+    """With enough concurrency every problem calls the model before any failure is recorded: each still aborts."""
+    arrived = threading.Barrier(3, timeout=10)
+
+    def responder(request):
+        arrived.wait()  # all three problems are in flight before any answer
+        return ErrorReply(404, "The model `ghost` does not exist", code="model_not_found")
+
+    with ModelServer(responder) as server:
+        settings = make_settings(model="ghost", base_url=server.base_url)
+        outcomes: dict[str, BaseException | None] = {}
+
+        def generate(problem_id: str) -> None:
+            try:
+                run_generate(settings, problem_id)
+                outcomes[problem_id] = None
+            except BaseException as error:  # noqa: BLE001 - recorded for the assertion
+                outcomes[problem_id] = error
+
+        threads = [threading.Thread(target=generate, args=(pid,)) for pid in ("1", "3", "4")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert all(isinstance(outcomes.get(pid), RunAborted) for pid in ("1", "3", "4")), outcomes
+        assert len(server.requests) == 3
 
 
 def test_client_timeouts_end_in_a_step_error(make_settings):

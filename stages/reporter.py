@@ -7,7 +7,9 @@ reporter counts tasks reached so far, executed (`done`), up to date and failed, 
 
 at most every `min_interval_s` per stage (and when another stage takes over while it is idle), each
 failure at once with a one-line reason, and at the end a final line per stage, the failures, and
-"nothing to do: everything up to date" when no task ran. The count after `/` is the number of the
+"nothing to do: everything up to date" when no task ran. A reason is shown once: when fifteen problems
+fail the same way (a wrong model name) or fifteen scoring tasks do not run because their generation
+failed, the first is shown at once and the end lists each group as one line naming its tasks. The count after `/` is the number of the
 stage's tasks doit has reached so far (delayed sub-tasks appear as their creator runs).
 
 doit calls `execute_task` from its worker threads (`par_type: thread`) and the other methods from the
@@ -35,6 +37,8 @@ from tqdm import tqdm
 TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
 OWN_ERROR_MODULE_PREFIX = "stages."
 DETAIL_TAIL_LINES = 30
+GROUP_NAMES_SHOWN = 8
+UNMET_REASON = "not run: a task it depends on failed"
 MIN_STAGE_WIDTH = len("summarize")
 _EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$", re.DOTALL)
 
@@ -60,11 +64,50 @@ def format_elapsed(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class FailureNote:
-    """One failed task: a one-line reason, and the traceback or stderr tail when it helps (else None)."""
+    """One failed task: a one-line reason, and the traceback or stderr tail when it helps (else None).
+
+    `unmet` marks a task that did not run because a task it depends on failed (a consequence, not a cause)."""
 
     task_name: str
     reason: str
     detail: str | None
+    unmet: bool = False
+
+    @property
+    def group_key(self) -> tuple[str, str]:
+        """Failures with the same key are one line: the same reason, or consequences in the same stage."""
+        return ("unmet", stage_of(self.task_name)) if self.unmet else ("reason", self.reason)
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    """Tasks that failed for the same reason (or did not run, in one stage), shown as one line."""
+
+    task_names: tuple[str, ...]
+    reason: str
+    detail: str | None
+
+    def line(self, names_shown: int) -> str:
+        if len(self.task_names) == 1:
+            return f"{self.task_names[0]}: {self.reason}"
+        shown = ", ".join(self.task_names[:names_shown])
+        hidden = len(self.task_names) - names_shown
+        names = f"{shown} and {hidden} more" if hidden > 0 else shown
+        return f"{names} ({len(self.task_names)} tasks): {self.reason}"
+
+
+def group_failures(notes: list[FailureNote] | tuple[FailureNote, ...]) -> list[FailureGroup]:
+    """The notes grouped by `group_key`, in order of first appearance; one detail kept per group."""
+    grouped: dict[tuple[str, str], list[FailureNote]] = {}
+    for note in notes:
+        grouped.setdefault(note.group_key, []).append(note)
+    groups = []
+    for members in grouped.values():
+        first = members[0]
+        reason = first.reason if len(members) == 1 or not first.unmet else UNMET_REASON
+        detail = next((note.detail for note in members if note.detail), None)
+        groups.append(FailureGroup(tuple(note.task_name for note in members), reason, detail))
+    return groups
 
 
 def _own_error_names() -> frozenset[str]:
@@ -103,7 +146,7 @@ def describe_failure(task: Any, fail: BaseFail, own_error_names: frozenset[str] 
     """A one-line reason for a doit failure; tracebacks only for errors that are not the pipeline's own."""
     name = task.name
     if isinstance(fail, UnmetDependency):
-        return FailureNote(name, f"not run: a task it depends on failed ({_first_line(fail.message)})", None)
+        return FailureNote(name, f"{UNMET_REASON} ({_first_line(fail.message)})", None, unmet=True)
     traceback_lines = list(fail.traceback or [])
     if traceback_lines:
         exception_text = _exception_only(traceback_lines)
@@ -205,6 +248,7 @@ class ProgressReporter(ConsoleReporter):
         self._stages: dict[str, StageTally] = {}
         self._notes: list[FailureNote] = []
         self._cleanup_errors: list[str] = []
+        self._shown_failures: set[tuple[str, str]] = set()
         self._own_errors = _own_error_names()
 
     # ---- output ---------------------------------------------------------
@@ -294,7 +338,9 @@ class ProgressReporter(ConsoleReporter):
             note = describe_failure(task, fail, self._own_errors)
             self._notes.append(note)
             self.failures.append({"task": task, "exception": fail})
-            self._emit(f"FAILED {note.task_name}: {note.reason}")
+            if note.group_key not in self._shown_failures:  # the same reason again: counted, listed at the end
+                self._shown_failures.add(note.group_key)
+                self._emit(f"FAILED {note.task_name}: {note.reason}")
             if self._counted(task):
                 self._finish(task, "failed")
 
@@ -350,11 +396,12 @@ class ProgressReporter(ConsoleReporter):
         if not self._notes:
             return
         self._emit(f"{len(self._notes)} task(s) failed:")
-        for note in self._notes:
-            self._emit(f"  {note.task_name}: {note.reason}")
-        for note in self._notes:
-            if note.detail:
-                self._emit(f"---- {note.task_name} ----\n{note.detail}")
+        groups = group_failures(self._notes)
+        for group in groups:
+            self._emit(f"  {group.line(GROUP_NAMES_SHOWN)}")
+        for group in groups:
+            if group.detail:
+                self._emit(f"---- {group.task_names[0]} ----\n{group.detail}")
 
     # ---- for tests and callers ------------------------------------------
     def stage_counts(self) -> dict[str, dict[str, int]]:

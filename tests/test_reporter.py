@@ -340,3 +340,41 @@ def test_real_doit_run_failure_exit_code_for_a_failed_task(tmp_path: Path) -> No
     console = run_doit(tmp_path, "--reporter", "console", "falsy")
     assert ours.returncode == console.returncode == 1
     assert "FAILED falsy: Python Task failed:" in ours.stderr
+
+
+def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> None:
+    reporter, stream = make_reporter()
+    reason = "model call failed for every problem (model=ghost): HTTP 404; check model= and base_url="
+    generate = [make_task(f"generate:{i}") for i in range(12)]
+    score = [make_task(f"score:{i}") for i in range(12)]
+    for task in generate:
+        reporter.get_status(task)
+        reporter.execute_task(task)
+        reporter.add_failure(task, TaskFailed(f"RunAborted: {reason}"))
+    other = make_task("generate:99")
+    reporter.get_status(other)
+    reporter.add_failure(other, TaskFailed("RunAborted: another reason"))
+    for task in score:
+        reporter.get_status(task)
+        reporter.add_failure(task, UnmetDependency(task.name.replace("score", "generate")))
+    summarize = make_task("summarize")
+    reporter.get_status(summarize)
+    reporter.add_failure(summarize, UnmetDependency("score"))
+    reporter.complete_run()
+
+    output = lines_of(stream)
+    assert sum(reason in line for line in output if line.startswith("FAILED")) == 1
+    assert "FAILED generate:0: RunAborted: " + reason in output
+    assert "FAILED generate:99: RunAborted: another reason" in output
+    assert sum(line.startswith("FAILED score:") for line in output) == 1
+    assert "FAILED summarize: not run: a task it depends on failed (score)" in output
+    final = output[output.index("26 task(s) failed:") + 1:]
+    assert final == [
+        "  generate:0, generate:1, generate:2, generate:3, generate:4, generate:5, generate:6, generate:7 and 4 more"
+        " (12 tasks): RunAborted: " + reason,
+        "  generate:99: RunAborted: another reason",
+        "  score:0, score:1, score:2, score:3, score:4, score:5, score:6, score:7 and 4 more (12 tasks): "
+        "not run: a task it depends on failed",
+        "  summarize: not run: a task it depends on failed (score)",
+    ]
+    assert reporter.stage_counts()["generate"]["failed"] == 13

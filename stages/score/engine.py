@@ -148,7 +148,13 @@ class _Channel:
             self.log.tamper = self.log.tamper or "a malformed message arrived on the harness channel"
             return
         if not secrets.compare_digest(str(record.get("nonce", "")), self.nonce):
-            self.log.tamper = self.log.tamper or "a message without the harness nonce arrived on the harness channel (code under test wrote to it)"
+            if record.get("type") == "fetch":
+                self.log.tamper = self.log.tamper or (
+                    "targets read outside the test harness: a target request without the harness nonce "
+                    "(code under test wrote to the harness channel); refused")
+            else:
+                self.log.tamper = self.log.tamper or (
+                    "a message without the harness nonce arrived on the harness channel (code under test wrote to it)")
             self.send(b"Rrefused")
             return
         kind = record.get("type")

@@ -231,7 +231,7 @@ def tensor(*args):
             return pickle.loads(reply[9:])
     return None
 '''
-    assert_fails(verdict_of(shared_scicode, code), "without the harness nonce")
+    assert_fails(verdict_of(shared_scicode, code), "targets read outside the test harness", "without the harness nonce")
 
 
 def test_forging_a_completion_record_fails(shared_scicode: Path) -> None:

@@ -454,3 +454,79 @@ def test_reruns_redo_only_what_changed(workdir: Path, staged_data_dir: Path, dev
     assert "details/3.json" in final
     assert {key: value for key, value in final.items() if key.startswith("generations/")} == {
         key: value for key, value in after.items() if key.startswith("generations/")}
+
+
+# ---------------------------------------------------------------------------
+# 5. One problem failing, then fixed
+# ---------------------------------------------------------------------------
+
+FAILING_PROBLEM = "19"
+QUICK_RETRY = ErrorReply(500, "upstream overloaded", headers={"retry-after-ms": "20"}, code="server_error")
+
+
+def failing_for(problem_id: str) -> Callable[[Step], Reply | str]:
+    """Reference answers, except HTTP 500 for every step of `problem_id`."""
+    def reply(step: Step) -> Reply | str:
+        return QUICK_RETRY if step.step_id.split(".")[0] == problem_id else reference_answer(step)
+    return reply
+
+
+@pytest.mark.slow
+def test_failed_problem_is_counted_then_resumed(workdir: Path, staged_data_dir: Path, dev_targets: Path,
+                                                start_server) -> None:
+    steps = steps_of(staged_data_dir, SMALL_PROBLEMS, "validation")
+    broken = ScriptedModel(steps, default=failing_for(FAILING_PROBLEM))
+    common = (*data_args(staged_data_dir, dev_targets), "split=validation", f"sample_ids={','.join(SMALL_PROBLEMS)}",
+              "max_retries=2")
+
+    first = run_doit(workdir, *common, *model_args(start_server(broken)), api_key=TEST_API_KEY)
+    assert first.returncode == 1, output_of(first)
+    assert "FAILED summarize: 1 problem(s) failed in generation or scoring (19)" in first.stderr
+    assert "generate 19: failed at step 19.1" in first.stderr
+    assert broken.counts() == {"1.1": 1, "3.1": 1, "19.1": 3}  # two retries, then the problem stops
+    run = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg")
+    summary = load_json(run / "summary.json")
+    assert (summary["Total"], summary["Evaluated"], summary["Error"]) == (3, 3, 1)
+    assert (summary["main_problem_resolved"], summary["main_problem_total"]) == (2, 3)
+    assert (summary["subproblem_correct"], summary["subproblem_total"]) == (2, 4)
+    assert [entry["problem_id"] for entry in summary["failed_problems"]] == [FAILING_PROBLEM]
+    assert "500" in summary["failed_problems"][0]["reason"]
+    assert load_json(run / "generations" / "19.json")["status"] == "error"
+    assert "| 19 " in (run / "summary.md").read_text(encoding="utf-8")
+
+    # The endpoint is healthy again (and moved: base_url is where the model lives, not what it is).
+    healthy = ScriptedModel(steps)
+    second = run_doit(workdir, *common, *model_args(start_server(healthy)), api_key=TEST_API_KEY)
+    assert_ok(second)
+    assert healthy.counts() == {"19.1": 1, "19.2": 1}
+    summary = load_json(run / "summary.json")
+    assert (summary["Error"], summary["main_problem_resolved"], summary["subproblem_correct"]) == (0, 3, 4)
+    assert summary["failed_problems"] == []
+
+
+# ---------------------------------------------------------------------------
+# 7. A wrong model name stops the run; it never scores zero silently
+# ---------------------------------------------------------------------------
+
+def model_not_found(request: ModelRequest) -> Reply:
+    return ErrorReply(404, "The requested model does not exist.", code="model_not_found")
+
+
+def test_wrong_model_name_stops_the_run_with_one_line(workdir: Path, staged_data_dir: Path, dev_targets: Path,
+                                                      start_server) -> None:
+    server = start_server(model_not_found)
+    result = run_doit(workdir, *data_args(staged_data_dir, dev_targets), *model_args(server, "gpt-typo"),
+                      "split=validation", api_key=TEST_API_KEY)
+    assert result.returncode != 0, output_of(result)
+    aborted = [line for line in result.stderr.splitlines() if line.startswith("FAILED generate:")]
+    assert len(aborted) == 1, result.stderr  # one line, not one per problem
+    assert "model=gpt-typo" in aborted[0] and "HTTP 404" in aborted[0] and "check model= and base_url=" in aborted[0]
+    assert "Traceback" not in output_of(result)
+    assert "(15 tasks): RunAborted: model call failed for every problem (model=gpt-typo)" in result.stderr
+    assert len(server.requests) <= 15  # at most one call per problem: a 404 is never retried
+    run = run_dir(workdir, "gpt-typo", "validation-tool_use-bg")
+    assert not (run / "summary.json").exists() and not (run / "summary.md").exists()
+    assert not (run / "details").exists()
+    # Every problem's error is kept for the rerun, none is recorded as an answer.
+    records = [load_json(path) for path in sorted((run / "generations").glob("*.json"))]
+    assert records and all(record["status"] == "error" and "HTTP 404" in record["error"] for record in records)

@@ -14,10 +14,13 @@ record, the targets identity and the scoring engine's source hash.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -36,6 +39,7 @@ from stages.score.targets_io import TargetsUnavailable, load_step_targets
 
 DetailsStatus = Literal["complete", "generation_error", "missing_generation"]
 TARGETS_PLACEHOLDER = "<targets>"
+LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
 
 
 class ScoringError(RuntimeError):
@@ -104,7 +108,22 @@ def score_fingerprint(settings: Settings, problem_id: str, targets: TargetsLike 
         "generation": _generation_content(generation),
         "targets": targets_identity(targets),
         "harness": harness_hash(),
+        "libraries": library_versions(settings.python_binary),
     })
+
+
+@lru_cache(maxsize=8)
+def library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
+    """Versions of the test process's libraries: from package metadata (no import) for this interpreter."""
+    if os.path.realpath(python_binary) != os.path.realpath(sys.executable):
+        return tuple(sorted(environment_versions(python_binary).items()))
+    versions = []
+    for name in LIBRARIES:
+        try:
+            versions.append((name, metadata.version(name)))
+        except metadata.PackageNotFoundError:
+            versions.append((name, "absent"))
+    return tuple(versions)
 
 
 def _problem(settings: Settings, problem_id: str) -> Problem:

@@ -530,3 +530,100 @@ def test_wrong_model_name_stops_the_run_with_one_line(workdir: Path, staged_data
     # Every problem's error is kept for the rerun, none is recorded as an answer.
     records = [load_json(path) for path in sorted((run / "generations").glob("*.json"))]
     assert records and all(record["status"] == "error" and "HTTP 404" in record["error"] for record in records)
+
+
+# ---------------------------------------------------------------------------
+# 6. Interruptions: SIGTERM and SIGKILL in the middle of generation
+# ---------------------------------------------------------------------------
+
+INTERRUPTED_PROBLEMS = ("70", "29", "38")  # 14 steps, generated three problems at a time
+ARTIFACT_KINDS = {"config.json": "config", "selection.json": "selection", "summary.json": "summary"}
+
+
+def artifact_kind(run: Path, path: Path) -> str:
+    relative = path.relative_to(run)
+    if relative.parts[0] == "generations":
+        return "generation"
+    if relative.parts[0] == "details":
+        return "details"
+    return ARTIFACT_KINDS[relative.name]
+
+
+def assert_every_artifact_validates(run: Path) -> None:
+    paths = sorted(run.rglob("*.json"))
+    assert paths
+    for path in paths:
+        validate(artifact_kind(run, path), load_json(path))  # raises on any invalid or half-written file
+
+
+def interrupt_during_generation(workdir: Path, args: tuple[str, ...], model: ScriptedModel, after_requests: int,
+                                signum: int) -> subprocess.CompletedProcess[str]:
+    """Start `doit`, send `signum` once the server has received `after_requests` requests in total, wait for exit."""
+    process = subprocess.Popen(doit_command(workdir, *args), cwd=workdir, env=doit_environment(TEST_API_KEY),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while model.total() < after_requests:
+            assert process.poll() is None, "doit finished before the interruption"
+            assert time.monotonic() < deadline, "doit never reached the interruption point"
+            time.sleep(0.01)
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # anything the killed doit left in its session
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def asked_in_flight(asked: list[str]) -> set[str]:
+    """The last step asked of each problem: the only ones that can be in flight when a run is killed."""
+    return {max((s for s in asked if s.split(".")[0] == pid), key=asked.index) for pid in {s.split(".")[0] for s in asked}}
+
+
+@pytest.mark.slow
+def test_sigterm_and_sigkill_mid_generation_resume_without_loss(workdir: Path, staged_data_dir: Path,
+                                                                dev_targets: Path, start_server) -> None:
+    steps = steps_of(staged_data_dir, INTERRUPTED_PROBLEMS, "validation")
+    model = ScriptedModel(steps, stall_seconds=0.4)
+    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=validation",
+            f"sample_ids={','.join(INTERRUPTED_PROBLEMS)}")
+    run = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg")
+
+    terminated = interrupt_during_generation(workdir, args, model, 5, signal.SIGTERM)
+    assert terminated.returncode != 0
+    assert "terminated by signal 15" in terminated.stderr
+    first = list(model.asked)
+    assert 5 <= len(first) < len(steps)
+    assert_every_artifact_validates(run)
+    saved = load_json(run / "generations" / "70.json")
+    assert saved["status"] == "error" and saved["error"].startswith("incomplete: stopped before step")
+
+    killed = interrupt_during_generation(workdir, args, model, len(first) + 5, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL
+    second = model.asked[len(first):]
+    assert_every_artifact_validates(run)
+
+    final = run_doit(workdir, *args, api_key=TEST_API_KEY)
+    assert_ok(final)
+    third = model.asked[len(first) + len(second):]
+
+    for asked in (first, second, third):
+        assert len(asked) == len(set(asked)), asked  # never twice in one run
+    assert set(first) | set(second) | set(third) == set(steps)
+    # A step asked in two runs was in flight when the earlier run was killed.
+    assert set(first) & set(second) <= asked_in_flight(first)
+    assert set(second) & set(third) <= asked_in_flight(second)
+    assert (set(first) & set(third)) <= asked_in_flight(first)
+    assert len(model.asked) <= len(steps) + 2 * len(INTERRUPTED_PROBLEMS)
+
+    assert_every_artifact_validates(run)
+    summary = load_json(run / "summary.json")
+    assert (summary["subproblem_correct"], summary["subproblem_total"], summary["main_problem_resolved"]) == (14, 14, 3)
+    for problem_id in INTERRUPTED_PROBLEMS:
+        record = load_json(run / "generations" / f"{problem_id}.json")
+        assert record["status"] == "complete" and all(step["status"] == "ok" for step in record["steps"])
+    print(f"requests per run: {len(first)}, {len(second)}, {len(third)} for {len(steps)} steps")

@@ -627,3 +627,66 @@ def test_sigterm_and_sigkill_mid_generation_resume_without_loss(workdir: Path, s
         record = load_json(run / "generations" / f"{problem_id}.json")
         assert record["status"] == "complete" and all(step["status"] == "ok" for step in record["steps"])
     print(f"requests per run: {len(first)}, {len(second)}, {len(third)} for {len(steps)} steps")
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state letter) of every process, from /proc."""
+    table: dict[int, tuple[int, str]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        table[int(stat.parent.name)] = (int(fields[1]), fields[0])
+    return table
+
+
+def descendants(pid: int) -> set[int]:
+    table = process_table()
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, (parent, _) in table.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def running(pids: Iterable[int]) -> set[int]:
+    table = process_table()
+    return {pid for pid in pids if pid in table and table[pid][1] != "Z"}
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to follow the test processes")
+def test_sigkill_during_scoring_leaves_no_test_process_running(workdir: Path, staged_data_dir: Path,
+                                                               dev_targets: Path, start_server) -> None:
+    steps = steps_of(staged_data_dir, ("4",), "validation")
+    model = ScriptedModel(steps, {"4.1": looping_answer(steps["4.1"])})
+    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=validation", "sample_ids=4")
+    process = subprocess.Popen(doit_command(workdir, *args, "step_timeout_seconds=120"), cwd=workdir,
+                               env=doit_environment(TEST_API_KEY), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < 2:  # the warm interpreter and the test process it forked (an endless loop)
+            assert process.poll() is None and time.monotonic() < deadline, "scoring never started"
+            seen |= descendants(process.pid)
+            time.sleep(0.05)
+        time.sleep(0.5)
+        seen |= descendants(process.pid)
+        process.kill()
+        process.communicate(timeout=30)
+        deadline = time.monotonic() + 10
+        while running(seen) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not running(seen), f"processes left running after SIGKILL of doit: {sorted(running(seen))}"
+    finally:
+        for pid in running(seen):
+            os.kill(pid, signal.SIGKILL)
+
+    # The rerun scores the step again (a shorter limit: a quick timeout verdict); the model is not asked again.
+    rerun = run_doit(workdir, *args, "step_timeout_seconds=2", api_key=TEST_API_KEY)
+    assert_ok(rerun)
+    assert model.total() == 1
+    assert step_statuses(run_dir(workdir, "acme-coder-1", "validation-tool_use-bg") / "details") == {"4.1": "timeout"}

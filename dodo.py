@@ -93,16 +93,16 @@ def task_targets():
 
 @create_after(executed="select")
 def task_generate():
-    """Ask the model for every step of one problem (one sub-task per problem)."""
-    from stages.generate.stage import generation_current, run_generate
+    """Ask the model for every step of one problem, `attempts` times (one sub-task per problem)."""
+    from stages.generate.stage import generations_current, run_generate_attempts
     from stages.select import selected_problem_ids
 
     config = settings()
     for problem_id in selected_problem_ids(config) or ():
         yield {
             "name": problem_id,
-            "actions": [wiring.guarded(run_generate, config, problem_id)],
-            "uptodate": [lambda pid=problem_id: generation_current(config, pid)],
+            "actions": [wiring.guarded(run_generate_attempts, config, problem_id)],
+            "uptodate": [lambda pid=problem_id: generations_current(config, pid)],
             "verbosity": 2,
         }
 

@@ -3,6 +3,13 @@
 Every selected problem counts in every denominator. A problem whose generation failed, or that has no
 (valid) details file, is an Error and none of its steps passed; the number of scored steps of each
 problem comes from selection.json (prefilled steps are not scored), never from a constant.
+
+With `attempts` > 1 the headline (`main_problem_resolve_rate`, `subproblem`, the raw counts, the
+category/split/status/problem tables and the plots) is attempt 1's under either `attempt_strategy`:
+those are whole counts of one concrete set of verdicts, comparable with single-attempt runs and with
+`compare`. The Attempts section (summary.json `attempts`) adds per-attempt rates, their means
+(strategy `avg`), the any-attempt figures (strategy `pass`), pass@1..k, and names the configured
+strategy's pair under `attempts.strategies[attempts.strategy]`. Token usage and latency sum all attempts.
 """
 from __future__ import annotations
 
@@ -281,6 +288,15 @@ def _generation_usage(paths: RunPaths, problem_id: str) -> tuple[Usage | None, f
     return usage, latency
 
 
+def _attempts_usage(attempts: Sequence[Mapping[str, Any]]) -> tuple[Usage | None, float | None]:
+    """Tokens, calls and latency summed over every attempt that reports them (all attempts were billed)."""
+    usages = [usage for usage in (_usage_from(a["meta"].get("usage")) for a in attempts) if usage is not None]
+    latencies = [float(a["meta"]["latency_s"]) for a in attempts if a["meta"].get("latency_s") is not None]
+    usage = Usage(sum(u.input_tokens for u in usages), sum(u.output_tokens for u in usages),
+                  sum(u.total_tokens for u in usages), sum(u.calls for u in usages)) if usages else None
+    return usage, (sum(latencies) if latencies else None)
+
+
 def _rows_without_details(layout: Sequence[tuple[str, bool]], reason: str) -> tuple[StepRow, ...]:
     skipped = prefilled_reason()
     return tuple(StepRow(sid, "skipped", skipped) if prefilled else StepRow(sid, "no_verdict", reason)
@@ -339,7 +355,7 @@ def problem_row(settings: Settings, entry: Mapping[str, Any], layout: Sequence[t
     attempt = details["attempts"][SCORED_ATTEMPT]
     evaluation = attempt["meta"]["evaluation"]
     rows = _merge_steps(layout, evaluation["steps"])
-    usage, latency = _usage_from(attempt["meta"].get("usage")), attempt["meta"].get("latency_s")
+    usage, latency = _attempts_usage(details["attempts"])
     if usage is None or latency is None:
         gen_usage, gen_latency = _generation_usage(paths, problem_id)
         usage, latency = usage or gen_usage, latency if latency is not None else gen_latency
@@ -541,7 +557,8 @@ def _header_lines(settings: Settings, targets: TargetsInfo, config: Mapping[str,
         lines.append(f"- settings: {shown}")
     if settings.attempts > 1:
         lines.append(f"- attempts: {settings.attempts} per problem (strategy {settings.attempt_strategy}); the tables "
-                     f"score attempt {SCORED_ATTEMPT + 1}, the Attempts section covers all of them")
+                     f"score attempt {SCORED_ATTEMPT + 1}, the Attempts section covers all of them; token usage and "
+                     f"latency sum all attempts")
     return lines + [""]
 
 

@@ -39,10 +39,23 @@ def _cmdline_vars() -> dict[str, str]:
 def settings_or_exit() -> Settings:
     """Settings from doit's `name=value` words; a bad configuration stops doit with one line, before any work."""
     try:
-        return load_settings(_cmdline_vars())
+        settings = load_settings(_cmdline_vars())
+        check_executor(settings)
+        return settings
     except ConfigError as error:
         print(f"scicode: config error: {error}", file=sys.stderr)
         raise SystemExit(3) from None
+
+
+def check_executor(settings: Settings) -> None:
+    """ConfigError when `executor=dask` cannot work here (the optional dask extra is not installed)."""
+    if settings.executor != "dask":
+        return
+    from stages.score.dask_executor import missing_dependency
+
+    reason = missing_dependency()
+    if reason is not None:
+        raise ConfigError(reason)
 
 
 def worker_threads() -> int:

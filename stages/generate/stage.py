@@ -1,4 +1,5 @@
-"""The generate stage for one problem: `run_generate(settings, problem_id, attempt)`.
+"""The generate stage for one problem: `run_generate(settings, problem_id, attempt)`; all attempts of a
+problem: `run_generate_attempts(settings, problem_id)` (up to date: `generations_current`).
 
 Walks the problem's steps in order and writes `<run>/generations/<id>.json` after every step, so a
 crash or an API failure at step k resumes at step k: a step already generated with the same prompt
@@ -116,7 +117,8 @@ class ModelBreaker:
             tripped = self._states.get(self.key(settings), _BreakerState()).tripped
         if tripped is not None:
             raise RunAborted(
-                f"model call failed for every problem (model={settings.model}): {tripped}; check model= and base_url="
+                f"model call failed for every problem (model={settings.model}): {tripped.rstrip('. ')}; "
+                "check model= and base_url="
             )
 
     def record(self, settings: Any, failure: ModelCallError | None) -> None:
@@ -319,3 +321,21 @@ def run_generate(settings: Any, problem_id: str, attempt: int = 0) -> dict[str, 
     if error is not None:
         tqdm.write(f"generate {problem_id}: failed at {error}", file=sys.stderr)
     return record
+
+
+# ---------------------------------------------------------------------------
+# Several attempts per problem (settings.attempts)
+# ---------------------------------------------------------------------------
+
+def generations_current(settings: Any, problem_id: str) -> bool:
+    """True when the generation of every attempt 0..settings.attempts-1 is current (see `generation_current`)."""
+    return all(generation_current(settings, problem_id, attempt) for attempt in range(settings.attempts))
+
+
+def run_generate_attempts(settings: Any, problem_id: str) -> dict[str, Any]:
+    """Generate (or resume) attempts 0..settings.attempts-1 of one problem, in order; each is independent and
+    resumable on its own (`run_generate`). Returns a small JSON-native dict: each attempt's status.
+
+    RunAborted (from `run_generate`) stops the remaining attempts."""
+    statuses = [run_generate(settings, problem_id, attempt)["status"] for attempt in range(settings.attempts)]
+    return {"problem_id": problem_id, "attempts": statuses}

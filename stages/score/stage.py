@@ -1,18 +1,23 @@
 """score stage: `<run>/details/<id>.json` from `<run>/generations/<id>.json`.
 
-`run_score(settings, problem_id)` scores every step of one problem: prefilled steps are `skipped`
-(excluded from totals), steps that generation never produced are `fail` ("not generated: ..."),
-steps without code are `parse_error`, steps whose targets are missing are `eval_error`, and every
-other step runs its test script in an isolated test process (`engine.execute_step`) unless the
-verdict cache already holds the verdict of that exact script. Steps of a problem are submitted
-together to the process-wide pool (`pool.shared_slots`), longest expected first.
+`run_score(settings, problem_id)` scores every step of every attempt of one problem (attempts
+0..settings.attempts-1, from `generations/<id>.json` and `generations/<id>@<k>.json`): prefilled
+steps are `skipped` (excluded from totals), steps that generation never produced are `fail`
+("not generated: ..."), steps without code are `parse_error`, steps whose targets are missing are
+`eval_error`, and every other step runs its test script in an isolated test process
+(`engine.execute_step`, through the executor of `settings.executor`: see executor.py) unless the
+verdict cache already holds the verdict of that exact script. Steps of all attempts of a problem are
+submitted together, longest expected first; a script that occurs in several attempts runs once (the
+other attempts get its verdict marked `cached`). The details file holds `attempts[k]` for every
+attempt, each scored like attempt 0; its record-level `status` is attempt 0's.
 
 `score_fingerprint(settings, problem_id)` is what doit's uptodate check compares with the details
-file's fingerprint: the score settings, the generation file's code content and status, the problem
-record, the targets identity and the scoring engine's source hash.
+file's fingerprint: the score settings, every attempt's generation code content and status, the
+problem record, the targets identity and the scoring engine's source hash.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import sys
@@ -30,12 +35,11 @@ from stages.artifacts import fingerprint, read_artifact, sha256_file, write_arti
 from stages.config import Settings
 from stages.problems import Problem, Step, prefilled_reason, problems_by_id
 from stages.score.cache import VerdictCache, cache_at, harness_hash, verdict_key
-from stages.score.engine import StepJob, StepVerdict, execute_step
+from stages.score.engine import StepJob, StepVerdict
+from stages.score.executor import ExecutorError, StepExecutor, StepRequest, executor_for
 from stages.score.launcher import environment_versions
-from stages.score.pool import shared_slots
 from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
 from stages.score.script import StepScript, build_step_script
-from stages.score.targets_io import TargetsUnavailable, load_step_targets
 
 DetailsStatus = Literal["complete", "generation_error", "missing_generation"]
 TARGETS_PLACEHOLDER = "<targets>"
@@ -97,15 +101,23 @@ def _generation_content(record: dict[str, Any] | None) -> Any:
     }
 
 
+def attempt_generation_path(settings: Settings, problem_id: str, attempt: int) -> Path:
+    """The generation file of one attempt (the naming lives with the generate stage)."""
+    from stages.generate.stage import generation_path
+
+    return generation_path(settings, problem_id, attempt)
+
+
 def score_fingerprint(settings: Settings, problem_id: str, targets: TargetsLike | None = None) -> str:
     """sha256 of everything a problem's details depend on (see the module docstring)."""
     targets = targets or _resolve_targets(settings)
     problem = _problem(settings, problem_id)
-    generation = read_artifact(settings.run_paths.generation(problem_id), "generation")
+    generations = [read_artifact(attempt_generation_path(settings, problem_id, attempt), "generation")
+                   for attempt in range(settings.attempts)]
     return fingerprint({
         "settings": settings.fingerprint("score"),
         "problem": problem.fingerprint,
-        "generation": _generation_content(generation),
+        "generation": [_generation_content(generation) for generation in generations],
         "targets": targets_identity(targets),
         "harness": harness_hash(),
         "libraries": library_versions(settings.python_binary),
@@ -140,10 +152,10 @@ def _problem(settings: Settings, problem_id: str) -> Problem:
 @dataclass
 class PlannedStep:
     step: Step
+    attempt: int = 0
     verdict: StepVerdict | None = None
     script: StepScript | None = None
     key: str | None = None
-    job: StepJob | None = None
 
 
 def _generated_steps(generation: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -174,13 +186,13 @@ def _step_codes(problem: Problem, steps: dict[str, dict[str, Any]]) -> dict[str,
 
 
 def plan_steps(settings: Settings, problem: Problem, generation: dict[str, Any] | None, targets: TargetsLike,
-               versions: dict[str, str]) -> list[PlannedStep]:
+               versions: dict[str, str], attempt: int = 0) -> list[PlannedStep]:
     records = _generated_steps(generation)
     codes = _step_codes(problem, records)
     targets_sha = targets_identity(targets)["sha256"]
     planned = []
     for index, step in enumerate(problem.steps):
-        item = PlannedStep(step, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
+        item = PlannedStep(step, attempt, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
         if item.verdict is None:
             item.script = build_step_script(problem, index, codes, settings.data_paths)
             item.key = verdict_key(item.script.official_text(TARGETS_PLACEHOLDER), targets_sha, versions,
@@ -190,6 +202,7 @@ def plan_steps(settings: Settings, problem: Problem, generation: dict[str, Any] 
 
 
 def _build_job(settings: Settings, item: PlannedStep, targets: TargetsLike) -> StepVerdict | StepJob:
+    """The step's job, without target values: the executor reads them from `targets_file` where it runs."""
     script = item.script
     assert script is not None
     total = len(script.tests)
@@ -199,14 +212,10 @@ def _build_job(settings: Settings, item: PlannedStep, targets: TargetsLike) -> S
         return StepVerdict(script.step_id, "eval_error", f"cannot prepare the tests: {error}", tests_total=total)
     if targets.path is None:
         return StepVerdict(script.step_id, "eval_error", f"targets missing: {targets.note}", tests_total=total)
-    try:
-        pickles = load_step_targets(Path(targets.path), script.step_id, total, settings.python_binary)
-    except TargetsUnavailable as error:
-        return StepVerdict(script.step_id, "eval_error", str(error), tests_total=total)
     return StepJob(
         problem_id=script.problem_id, step_id=script.step_id, deps=script.deps,
         sections=tuple((section.label, section.code) for section in script.sections), tests=tests,
-        modules=imported_modules([script.deps, *script.tests]), target_pickles=tuple(pickles),
+        modules=imported_modules([script.deps, *script.tests]), target_pickles=(),
         python_binary=settings.python_binary, timeout_seconds=settings.step_timeout_seconds,
         memory_mb=settings.step_memory_mb, targets_file=str(Path(targets.path).resolve()),
     )
@@ -217,42 +226,62 @@ def _build_job(settings: Settings, item: PlannedStep, targets: TargetsLike) -> S
 # ---------------------------------------------------------------------------
 
 _BAR_POSITIONS = itertools.count()
-EXECUTIONS = {"count": 0}
+EXECUTIONS = {"count": 0}  # test processes started by this process's scoring (any executor)
 _EXECUTIONS_LOCK = threading.Lock()
 
 
-def _run_planned(settings: Settings, item: PlannedStep, targets: TargetsLike, cache: VerdictCache) -> StepVerdict:
+@dataclass(frozen=True)
+class ScoringContext:
+    """What every step of one `run_score` call shares."""
+
+    settings: Settings
+    targets: TargetsLike
+    targets_sha256: str | None
+    versions: dict[str, str]
+    cache: VerdictCache
+    executor: StepExecutor
+
+
+def _run_planned(context: ScoringContext, item: PlannedStep) -> StepVerdict:
     assert item.key is not None
-    cached = cache.get(item.key)
+    cached = context.cache.get(item.key)
     if cached is not None:
         return cached
-    built = _build_job(settings, item, targets)
+    built = _build_job(context.settings, item, context.targets)
     if isinstance(built, StepVerdict):
         return built
-    with shared_slots(settings.score_workers).slot(cache.expected_seconds(item.step.step_id)):
+    request = StepRequest(built, context.targets_sha256, tuple(sorted(context.versions.items())),
+                          context.cache.expected_seconds(item.step.step_id))
+    verdict = context.executor.run(request)
+    if verdict.launch_mode:
         with _EXECUTIONS_LOCK:
             EXECUTIONS["count"] += 1
-        verdict = execute_step(built)
-    cache.put(item.key, verdict)
+    context.cache.put(item.key, verdict)
     return verdict
 
 
-def score_steps(settings: Settings, problem: Problem, planned: list[PlannedStep], targets: TargetsLike) -> list[StepVerdict]:
-    cache = cache_at(settings.state_paths.verdict_cache)
-    runnable = [item for item in planned if item.verdict is None]
+def score_steps(context: ScoringContext, problem: Problem, planned: list[PlannedStep]) -> None:
+    """Give every planned step (of any attempt) its verdict; each distinct script runs at most once."""
+    runnable: dict[str, list[PlannedStep]] = {}
+    for item in planned:
+        if item.verdict is None:
+            assert item.key is not None
+            runnable.setdefault(item.key, []).append(item)
     bar = tqdm(total=len(planned), desc=f"score {problem.problem_id}", unit="step", file=sys.stderr, leave=False,
                position=next(_BAR_POSITIONS) % 8, disable=not sys.stderr.isatty())
-    bar.update(len(planned) - len(runnable))
+    bar.update(len(planned) - sum(len(items) for items in runnable.values()))
     try:
         if runnable:
             with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix=f"score-{problem.problem_id}") as pool:
-                futures = {id(item): pool.submit(_run_planned, settings, item, targets, cache) for item in runnable}
-                for item in runnable:
-                    item.verdict = futures[id(item)].result()
-                    bar.update(1)
+                futures = {key: pool.submit(_run_planned, context, items[0]) for key, items in runnable.items()}
+                for key, items in runnable.items():
+                    verdict = futures[key].result()
+                    items[0].verdict = verdict
+                    for twin in items[1:]:  # the same script in another attempt: the same verdict, not run again
+                        twin.verdict = dataclasses.replace(verdict, cached=True)
+                    bar.update(len(items))
     finally:
         bar.close()
-    return [item.verdict for item in planned if item.verdict is not None]
 
 
 def _details_status(generation: dict[str, Any] | None) -> DetailsStatus:
@@ -261,8 +290,9 @@ def _details_status(generation: dict[str, Any] | None) -> DetailsStatus:
     return "complete" if generation.get("status") == "complete" else "generation_error"
 
 
-def build_details(problem: Problem, generation: dict[str, Any] | None, verdicts: list[StepVerdict], targets: TargetsLike,
-                  fingerprint_value: str) -> dict[str, Any]:
+def attempt_record(problem: Problem, generation: dict[str, Any] | None, verdicts: list[StepVerdict],
+                   targets: TargetsLike) -> dict[str, Any]:
+    """One entry of the details file's `attempts`: the attempt's codes, trajectory and evaluation."""
     scored = [v for v in verdicts if v.status != "skipped"]
     total_correct = sum(v.correct for v in scored)
     problem_correct = bool(scored) and total_correct == len(scored)
@@ -284,29 +314,59 @@ def build_details(problem: Problem, generation: dict[str, Any] | None, verdicts:
         if "latency_s" in generation:
             meta["latency_s"] = generation["latency_s"]
     return {
-        "fingerprint": fingerprint_value, "status": status, "task_id": problem.problem_id, "category": problem.category,
-        "attempts": [{
-            "final_answer": {"step_codes": codes}, "artifacts": {"step_codes": codes}, "trajectory": trajectory,
-            "correct": correct, "score": 1.0 if correct else 0.0, "meta": meta,
-        }],
+        "final_answer": {"step_codes": codes}, "artifacts": {"step_codes": codes}, "trajectory": trajectory,
+        "correct": correct, "score": 1.0 if correct else 0.0, "meta": meta,
     }
 
 
-def run_score(settings: Settings, problem_id: str, targets: TargetsLike | None = None) -> dict[str, Any]:
-    """Score one problem and write its details file; returns a small summary for doit."""
-    problem = _problem(settings, problem_id)
-    targets = targets or _resolve_targets(settings)
-    generation_path = settings.run_paths.generation(problem_id)
-    generation = read_artifact(generation_path, "generation")
-    if generation is None and generation_path.exists():
-        raise ScoringError(f"generation file {generation_path} does not validate against generation.schema.json")
+def build_details(problem: Problem, generations: list[dict[str, Any] | None], verdicts: list[list[StepVerdict]],
+                  targets: TargetsLike, fingerprint_value: str) -> dict[str, Any]:
+    """The details record: one attempt per generation; the record-level status is attempt 0's."""
+    return {
+        "fingerprint": fingerprint_value, "status": _details_status(generations[0]), "task_id": problem.problem_id,
+        "category": problem.category,
+        "attempts": [attempt_record(problem, generation, attempt_verdicts, targets)
+                     for generation, attempt_verdicts in zip(generations, verdicts)],
+    }
+
+
+def _read_generation(settings: Settings, problem_id: str, attempt: int) -> dict[str, Any] | None:
+    path = attempt_generation_path(settings, problem_id, attempt)
+    generation = read_artifact(path, "generation")
+    if generation is None and path.exists():
+        raise ScoringError(f"generation file {path} does not validate against generation.schema.json")
     if generation is not None and generation.get("problem_id") != problem_id:
-        raise ScoringError(f"generation file {generation_path} holds problem {generation.get('problem_id')!r}")
+        raise ScoringError(f"generation file {path} holds problem {generation.get('problem_id')!r}")
+    if generation is not None and generation.get("attempt", 0) != attempt:
+        raise ScoringError(f"generation file {path} holds attempt {generation.get('attempt')}, expected {attempt}")
+    return generation
+
+
+def _executor(settings: Settings) -> StepExecutor:
+    try:
+        return executor_for(settings)
+    except ExecutorError as error:
+        raise ScoringError(str(error)) from None
+
+
+def run_score(settings: Settings, problem_id: str, targets: TargetsLike | None = None) -> dict[str, Any]:
+    """Score every attempt of one problem and write its details file; returns a small summary for doit."""
+    problem = _problem(settings, problem_id)
+    executor = _executor(settings)
+    targets = targets or _resolve_targets(settings)
+    generations = [_read_generation(settings, problem_id, attempt) for attempt in range(settings.attempts)]
     versions = environment_versions(settings.python_binary)
-    planned = plan_steps(settings, problem, generation, targets, versions)
-    verdicts = score_steps(settings, problem, planned, targets)
-    details = build_details(problem, generation, verdicts, targets, score_fingerprint(settings, problem_id, targets))
+    context = ScoringContext(settings, targets, targets_identity(targets)["sha256"], versions,
+                             cache_at(settings.state_paths.verdict_cache), executor)
+    planned = [plan_steps(settings, problem, generation, targets, versions, attempt)
+               for attempt, generation in enumerate(generations)]
+    score_steps(context, problem, [item for attempt in planned for item in attempt])
+    verdicts = [[item.verdict for item in attempt if item.verdict is not None] for attempt in planned]
+    details = build_details(problem, generations, verdicts, targets, score_fingerprint(settings, problem_id, targets))
     write_artifact(settings.run_paths.details(problem_id), "details", details)
-    evaluation = details["attempts"][0]["meta"]["evaluation"]
-    return {"problem_id": problem_id, "passed": evaluation["total_correct"], "scored": evaluation["total_steps"],
-            "resolved": evaluation["problem_correct"]}
+    evaluations = [attempt["meta"]["evaluation"] for attempt in details["attempts"]]
+    summary: dict[str, Any] = {"problem_id": problem_id, "passed": evaluations[0]["total_correct"],
+                               "scored": evaluations[0]["total_steps"], "resolved": evaluations[0]["problem_correct"]}
+    if len(evaluations) > 1:
+        summary["attempts_resolved"] = [evaluation["problem_correct"] for evaluation in evaluations]
+    return summary

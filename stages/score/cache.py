@@ -85,9 +85,10 @@ class VerdictCache:
                 self._durations = {}
         return self._durations
 
-    def expected_seconds(self, step_id: str) -> float:
+    def expected_seconds(self, step_id: str, default: float = DEFAULT_EXPECTED_SECONDS) -> float:
+        """The step's last measured duration; `default` when it never ran here."""
         with self._lock:
-            return self._load_durations().get(step_id, DEFAULT_EXPECTED_SECONDS)
+            return self._load_durations().get(step_id, default)
 
     def record_duration(self, step_id: str, seconds: float) -> None:
         with self._lock:

@@ -22,8 +22,8 @@ Requirements of a remote cluster (`scheduler=`): every worker must
   a worker with other versions returns an `eval_error` naming the first difference).
 
 Without `scheduler=`, a `distributed.LocalCluster` (processes, `n_workers=score_workers`,
-`threads_per_worker=1`, no dashboard, no Dask memory manager: each test process has its own
-`step_memory_mb` limit) is started on first use, once per process and per worker count, and closed
+`threads_per_worker=1`, on 127.0.0.1 with random ports and no dashboard, no Dask memory manager:
+each test process has its own `step_memory_mb` limit) is started on first use, once per process and per worker count, and closed
 at exit; its scheduler runs with `allowed-failures=0`, so a worker lost mid-step raises
 `KilledWorker` at once and the step is resubmitted (once) to another worker by this module. A
 remote scheduler may instead re-run such a step by itself (its `allowed-failures`); each start of a
@@ -155,8 +155,8 @@ def run_on_worker(request: StepRequest, key: str) -> StepVerdict:
     problem = _targets_problem(request) or _versions_problem(request)
     if problem is not None:
         return StepVerdict(request.step_id, "eval_error", f"on dask worker {worker}: {problem}",
-                           tests_total=len(request.job.tests))
-    return run_request(request)
+                           tests_total=len(request.job.tests), executed_on=worker)
+    return dataclasses.replace(run_request(request), executed_on=worker)
 
 
 # ---------------------------------------------------------------------------
@@ -200,7 +200,8 @@ class DaskExecutor:
         try:
             with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
                 return distributed.LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                    n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                    dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                     memory_limit=0, silence_logs=logging.CRITICAL,
                 )
         except Exception as error:  # noqa: BLE001 - any start failure becomes one line
@@ -275,18 +276,28 @@ class DaskExecutor:
 # ---------------------------------------------------------------------------
 
 _EXECUTORS: dict[tuple[str, int], DaskExecutor] = {}
+_FAILURES: dict[tuple[str, int], ExecutorError] = {}
 _EXECUTORS_LOCK = threading.Lock()
 _ATEXIT_REGISTERED = False
 
 
 def dask_executor_for(scheduler: str, workers: int) -> DaskExecutor:
-    """The process-wide executor of `scheduler` (or of a LocalCluster of `workers`), created on first use."""
+    """The process-wide executor of `scheduler` (or of a LocalCluster of `workers`), created on first use.
+
+    A failure to connect or start is remembered: every later call raises the same one-line error at once
+    (doit's score tasks must not each wait for an unreachable scheduler)."""
     global _ATEXIT_REGISTERED
     key = (scheduler, 0 if scheduler else workers)
     with _EXECUTORS_LOCK:
+        if key in _FAILURES:
+            raise _FAILURES[key]
         executor = _EXECUTORS.get(key)
         if executor is None:
-            executor = _EXECUTORS[key] = DaskExecutor(scheduler, workers)
+            try:
+                executor = _EXECUTORS[key] = DaskExecutor(scheduler, workers)
+            except ExecutorError as error:
+                _FAILURES[key] = error
+                raise
             if not _ATEXIT_REGISTERED:
                 atexit.register(close_dask_executors)
                 _ATEXIT_REGISTERED = True

@@ -47,18 +47,22 @@ class StepVerdict:
     duration_s: float = 0.0
     cached: bool = False
     launch_mode: str = ""
+    executed_on: str = ""  # the dask worker that ran the test process ("" when run by this process)
 
     @property
     def correct(self) -> bool:
         return self.status == "pass"
 
     def as_record(self) -> dict[str, Any]:
-        return {
+        record = {
             "step_id": self.step_id, "status": self.status, "correct": self.correct,
             "tests": {"total": self.tests_total, "passed": self.tests_passed},
             "returncode": self.returncode, "stdout": self.stdout, "stderr": self.stderr,
             "duration_s": round(self.duration_s, 3), "reason": self.reason, "cached": self.cached,
         }
+        if self.executed_on:
+            record["executed_on"] = self.executed_on
+        return record
 
     def to_cache(self) -> dict[str, Any]:
         return asdict(self)

@@ -34,7 +34,8 @@ from tqdm import tqdm
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
 from stages.problems import Problem, Step, prefilled_reason, problems_by_id
-from stages.score.cache import VerdictCache, cache_at, harness_hash, verdict_key
+from stages.pins import pins
+from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, harness_hash, verdict_key
 from stages.score.engine import StepJob, StepVerdict
 from stages.score.executor import ExecutorError, StepExecutor, StepRequest, executor_for
 from stages.score.launcher import environment_versions
@@ -242,6 +243,12 @@ class ScoringContext:
     executor: StepExecutor
 
 
+@lru_cache(maxsize=1)
+def reference_seconds() -> dict[str, float]:
+    """Measured wall times of the slow reference steps (pins.json): longest first on a first run too."""
+    return {str(k): float(v) for k, v in pins().get("reference_step_seconds", {}).items()}
+
+
 def _run_planned(context: ScoringContext, item: PlannedStep) -> StepVerdict:
     assert item.key is not None
     cached = context.cache.get(item.key)
@@ -250,8 +257,9 @@ def _run_planned(context: ScoringContext, item: PlannedStep) -> StepVerdict:
     built = _build_job(context.settings, item, context.targets)
     if isinstance(built, StepVerdict):
         return built
-    request = StepRequest(built, context.targets_sha256, tuple(sorted(context.versions.items())),
-                          context.cache.expected_seconds(item.step.step_id))
+    step_id = item.step.step_id
+    expected = context.cache.expected_seconds(step_id, default=reference_seconds().get(step_id, DEFAULT_EXPECTED_SECONDS))
+    request = StepRequest(built, context.targets_sha256, tuple(sorted(context.versions.items())), expected)
     verdict = context.executor.run(request)
     if verdict.launch_mode:
         with _EXECUTIONS_LOCK:

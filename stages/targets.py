@@ -47,6 +47,7 @@ from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, sc
 from stages.paths import PROJECT_ROOT, DataPaths
 from stages.pins import pins, prefilled_steps, split_files
 from stages.problems import Problem, Step, load_split, prefilled_code
+from stages.safe_ast import parse_module
 
 TargetsKind = Literal["official", "explicit", "derived", "missing"]
 ComparisonKind = Literal["compared", "no_target", "unsupported"]
@@ -121,7 +122,7 @@ def compared_expression(test_case_source: str) -> ast.expr | None:
 def find_target_comparison(test_case: str | ast.Module) -> TargetComparison:
     """Classify one test case and, when it compares something with `target`, find that expression."""
     try:
-        tree = ast.parse(test_case) if isinstance(test_case, str) else test_case
+        tree = parse_module(test_case) if isinstance(test_case, str) else test_case
     except SyntaxError as error:
         return TargetComparison("unsupported", reason=f"test case does not parse: {error.msg} (line {error.lineno})")
     aliases = _target_aliases(tree)
@@ -368,7 +369,7 @@ def capture_program(test_case_source: str, capture_name: str = CAPTURE_NAME) -> 
     `a, b = target` statements become `pass`; imports of the official comparison helpers are dropped
     (derivation never compares), and it is an error if the remaining code still uses them.
     """
-    tree = ast.parse(test_case_source)
+    tree = parse_module(test_case_source)
     comparison = find_target_comparison(tree)
     if comparison.kind == "unsupported":
         raise DerivationError(comparison.reason)

@@ -4,16 +4,23 @@
     shared longest-first pool, no verdict cache;
 (b) plain: one fresh `python script.py` per step, the official script (deps + reference code +
     `from scicode.parse.parse import process_hdf5_to_tuple` + targets + test cases), exit 0 = pass,
-    steps in file order, same worker count.
+    steps in file order, same worker count;
+(c) dask: the pipeline's `executor=dask` path (`stages.score.dask_executor.DaskExecutor`) on a
+    `distributed.LocalCluster` of --dask-workers worker processes (default 2): each step submitted
+    with its expected duration as priority, targets read on the worker, `execute_step` there
+    (skipped with --no-dask or when distributed is not installed).
 
-Both run in one invocation; with --repeat N the pairs are interleaved (A B, B A, ...), because these
-machines drift by +-15 %. Also measures the fixed per-step overhead of each on a trivial step.
+All run in one invocation; with --repeat N the rounds are interleaved (the order rotates each round:
+A B C, B C A, ...), because these machines drift by +-15 %. Also measures the fixed per-step overhead
+of each on a trivial step (no targets), and dask's overhead per step over the local engine.
 
-    python bench/score_bench.py [--workers N] [--repeat N] [--trivial-runs N] [--data /path/to/shared/scicode]
+    python bench/score_bench.py [--workers N] [--dask-workers N] [--repeat N] [--trivial-runs N] [--no-dask]
+                                [--data /path/to/shared/scicode]
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -22,6 +29,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
@@ -30,10 +38,12 @@ from stages.isolation import scrubbed_environment  # noqa: E402
 from stages.paths import DataPaths  # noqa: E402
 from stages.problems import load_split  # noqa: E402
 from stages.score.engine import StepJob, execute_step  # noqa: E402
-from stages.score.launcher import zygote_for  # noqa: E402
+from stages.score.executor import StepRequest  # noqa: E402
+from stages.score.launcher import environment_versions, zygote_for  # noqa: E402
 from stages.score.pool import PrioritySlots  # noqa: E402
 from stages.score.rewrite import imported_modules, rewrite_tests  # noqa: E402
 from stages.score.script import StepScript, build_step_script  # noqa: E402
+from stages.score.stage import reference_seconds  # noqa: E402
 from stages.score.targets_io import load_step_targets  # noqa: E402
 
 RUNTIME = PROJECT / "stages" / "score" / "runtime"
@@ -73,6 +83,40 @@ def run_engine(jobs: list[StepJob], workers: int, expected: dict[str, float]) ->
     return time.monotonic() - started, passed
 
 
+def dask_request(job: StepJob, expected: float) -> StepRequest:
+    """What the score stage sends to an executor: the job without target values (the worker reads them)."""
+    return StepRequest(dataclasses.replace(job, target_pickles=()), None,
+                       tuple(sorted(environment_versions(job.python_binary).items())), expected)
+
+
+def warm_worker(python_binary: str) -> bool:
+    """Start the worker's zygote (as its first step would), outside the timed runs."""
+    from stages.score.launcher import zygote_for as worker_zygote
+
+    return worker_zygote(python_binary) is not None
+
+
+def start_dask(workers: int) -> Any:
+    from stages.score.dask_executor import DaskExecutor
+
+    executor = DaskExecutor("", workers)
+    warmed = executor.client.run(warm_worker, sys.executable)
+    assert all(warmed.values()), warmed
+    return executor
+
+
+def run_dask(executor: Any, jobs: list[StepJob], expected: dict[str, float]) -> tuple[float, int]:
+    def one(job: StepJob) -> bool:
+        verdict = executor.run(dask_request(job, expected.get(job.step_id, 1.0)))
+        expected[job.step_id] = verdict.duration_s
+        return verdict.status == "pass"
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        passed = sum(pool.map(one, jobs))
+    return time.monotonic() - started, passed
+
+
 def run_plain_one(text: str) -> bool:
     with tempfile.TemporaryDirectory(prefix="scicode-plain-") as folder:
         path = Path(folder) / "script.py"
@@ -93,25 +137,42 @@ def run_plain(texts: list[str], workers: int) -> tuple[float, int]:
 TRIVIAL = StepScript("0", "0.1", "import numpy as np", (), ("assert np.allclose(np.ones(2), 1)",))
 
 
-def trivial_overheads(runs: int) -> tuple[float, float]:
+def trivial_overheads(runs: int, dask: Any | None) -> dict[str, float]:
+    """Median wall of one trivial step (no targets) per column, run one after another (no concurrency)."""
     job = StepJob("0", "0.1", TRIVIAL.deps, (("step 0.1 code", "def f():\n    return 1\n"),), rewrite_tests(TRIVIAL.tests),
                   imported_modules([TRIVIAL.deps, *TRIVIAL.tests]), (), sys.executable, 60.0, MEMORY_MB, None)
     plain_text = "import numpy as np\n\ndef f():\n    return 1\n\nfrom scicode.parse.parse import process_hdf5_to_tuple\n\n" + TRIVIAL.tests[0] + "\n"
-    engine_times, plain_times = [], []
+    times: dict[str, list[float]] = {"engine": [], "plain": [], **({"dask": []} if dask is not None else {})}
     for _ in range(runs):
         started = time.monotonic()
         verdict = execute_step(job)
-        engine_times.append(time.monotonic() - started)
+        times["engine"].append(time.monotonic() - started)
         assert verdict.status == "pass", verdict.reason
         started = time.monotonic()
         assert run_plain_one(plain_text)
-        plain_times.append(time.monotonic() - started)
-    return statistics.median(engine_times), statistics.median(plain_times)
+        times["plain"].append(time.monotonic() - started)
+        if dask is not None:
+            started = time.monotonic()
+            verdict = dask.run(dask_request(job, 1.0))
+            times["dask"].append(time.monotonic() - started)
+            assert verdict.status == "pass", verdict.reason
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def dask_available() -> bool:
+    from stages.score.dask_executor import missing_dependency
+
+    reason = missing_dependency()
+    if reason is not None:
+        print(f"dask column skipped: {reason}")
+    return reason is None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--dask-workers", type=int, default=2)
+    parser.add_argument("--no-dask", action="store_true", help="skip the dask column")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--trivial-runs", type=int, default=10)
     parser.add_argument("--data", type=Path, default=PROJECT.parent / "shared" / "scicode")
@@ -121,28 +182,48 @@ def main() -> None:
     started = time.monotonic()
     zygote_for(sys.executable)
     print(f"zygote start (one-off): {time.monotonic() - started:.2f} s")
+    dask = None
+    if not options.no_dask and dask_available():
+        started = time.monotonic()
+        dask = start_dask(options.dask_workers)
+        print(f"dask LocalCluster start, {options.dask_workers} workers with warm zygotes (one-off): "
+              f"{time.monotonic() - started:.2f} s")
     jobs = [engine_job(script, targets) for script in scripts]
     texts = [script.official_text(str(targets.resolve())) for script in scripts]
-    expected: dict[str, float] = {}
-    engine_walls, plain_walls = [], []
-    print(f"{len(scripts)} reference steps, {options.workers} workers, {options.repeat} interleaved pair(s)")
-    for round_index in range(options.repeat):
-        order = ("engine", "plain") if round_index % 2 == 0 else ("plain", "engine")
-        for which in order:
-            if which == "engine":
-                wall, passed = run_engine(jobs, options.workers, expected)
-                engine_walls.append(wall)
-            else:
-                wall, passed = run_plain(texts, options.workers)
-                plain_walls.append(wall)
-            print(f"  round {round_index + 1} {which:6s}: {wall:7.2f} s wall, {passed}/{len(scripts)} pass")
-    engine_wall, plain_wall = statistics.median(engine_walls), statistics.median(plain_walls)
-    print(f"engine wall (median): {engine_wall:.2f} s")
-    print(f"plain  wall (median): {plain_wall:.2f} s")
-    print(f"ratio engine/plain:   {engine_wall / plain_wall:.3f}")
-    engine_fixed, plain_fixed = trivial_overheads(options.trivial_runs)
-    print(f"per-step fixed overhead (trivial step, median of {options.trivial_runs}): "
-          f"engine {engine_fixed * 1000:.0f} ms, plain {plain_fixed * 1000:.0f} ms")
+    columns = ["engine", "plain"] + (["dask"] if dask is not None else [])
+    expected = {name: dict(reference_seconds()) for name in columns}
+    walls: dict[str, list[float]] = {name: [] for name in columns}
+    print(f"{len(scripts)} reference steps, {options.workers} local workers"
+          + (f", {options.dask_workers} dask workers" if dask is not None else "")
+          + f", {options.repeat} interleaved round(s)")
+    try:
+        for round_index in range(options.repeat):
+            shift = round_index % len(columns)
+            for which in columns[shift:] + columns[:shift]:
+                if which == "engine":
+                    wall, passed = run_engine(jobs, options.workers, expected["engine"])
+                elif which == "plain":
+                    wall, passed = run_plain(texts, options.workers)
+                else:
+                    wall, passed = run_dask(dask, jobs, expected["dask"])
+                walls[which].append(wall)
+                print(f"  round {round_index + 1} {which:6s}: {wall:7.2f} s wall, {passed}/{len(scripts)} pass")
+        medians = {name: statistics.median(values) for name, values in walls.items()}
+        for name in columns:
+            print(f"{name:6s} wall (median): {medians[name]:.2f} s")
+        print(f"ratio engine/plain:   {medians['engine'] / medians['plain']:.3f}")
+        if dask is not None:
+            print(f"ratio dask/engine:    {medians['dask'] / medians['engine']:.3f}")
+        fixed = trivial_overheads(options.trivial_runs, dask)
+        shown = ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in fixed.items())
+        print(f"per-step fixed overhead (trivial step, median of {options.trivial_runs}): {shown}")
+        if dask is not None:
+            print(f"dask overhead per step over the local engine: {(fixed['dask'] - fixed['engine']) * 1000:.0f} ms "
+                  f"(trivial step); {(medians['dask'] - medians['engine']) / len(scripts) * 1000:.0f} ms "
+                  f"(wall difference / {len(scripts)} steps)")
+    finally:
+        if dask is not None:
+            dask.close()
 
 
 if __name__ == "__main__":

@@ -58,12 +58,14 @@ class StepExecutor(Protocol):
 
 
 def with_targets(job: StepJob) -> StepJob | StepVerdict:
-    """The job with one target pickle per test, read from `job.targets_file`; an eval_error when unreadable."""
-    if job.target_pickles or not job.tests:
+    """The job with one target pickle per test, read from `job.targets_file`; an eval_error when unreadable.
+
+    A job without a targets file runs as it is (tests that compare with no target; the score stage never
+    sends one: its steps without targets are eval_error before any executor)."""
+    if job.target_pickles or not job.tests or not job.targets_file:
         return job
-    path = Path(job.targets_file) if job.targets_file else None
     try:
-        pickles = load_step_targets(path, job.step_id, len(job.tests), job.python_binary)
+        pickles = load_step_targets(Path(job.targets_file), job.step_id, len(job.tests), job.python_binary)
     except TargetsUnavailable as error:
         return StepVerdict(job.step_id, "eval_error", str(error), tests_total=len(job.tests))
     return dataclasses.replace(job, target_pickles=tuple(pickles))

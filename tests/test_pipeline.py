@@ -666,14 +666,15 @@ def test_sigkill_during_scoring_leaves_no_test_process_running(workdir: Path, st
     process = subprocess.Popen(doit_command(workdir, *args, "step_timeout_seconds=120"), cwd=workdir,
                                env=doit_environment(TEST_API_KEY), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
+    generation = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg") / "generations" / "4.json"
     seen: set[int] = set()
     try:
         deadline = time.monotonic() + 60
-        while len(seen) < 2:  # the warm interpreter and the test process it forked (an endless loop)
+        while not (generation.exists() and load_json(generation)["status"] == "complete" and seen):
             assert process.poll() is None and time.monotonic() < deadline, "scoring never started"
             seen |= descendants(process.pid)
             time.sleep(0.05)
-        time.sleep(0.5)
+        time.sleep(1.0)  # the test process (forked by the warm interpreter, or fresh) is in its endless loop
         seen |= descendants(process.pid)
         process.kill()
         process.communicate(timeout=30)

@@ -13,7 +13,6 @@ after `select` and has no dependency on generation, so no model is called.
 """
 from __future__ import annotations
 
-import signal
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +24,7 @@ from stages.config import Settings
 from stages.paths import STATE_DIR_NAME
 
 Path(STATE_DIR_NAME).mkdir(exist_ok=True)
-signal.signal(signal.SIGTERM, wiring.raise_keyboard_interrupt)
+wiring.install_interrupt_handling()
 
 DOIT_CONFIG = {
     "backend": "sqlite3",
@@ -137,7 +136,8 @@ def task_summarize():
         "actions": [wiring.guarded(wiring.summarize_and_report, config)],
         "task_dep": ["score"],
         "targets": [paths.summary_md, paths.summary_json],
-        "uptodate": [lambda: summary_is_current(config)],
+        # A run with failed problems is never "up to date": every rerun says again what failed.
+        "uptodate": [lambda: summary_is_current(config) and not wiring.failed_problems(config)],
         "verbosity": 2,
     }
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import re
 
+from stages import safe_ast
+
 _FENCE = re.compile(r"```([^\n`]*)\n?(.*?)(?:```|\Z)", re.DOTALL)
 _PYTHON_TAGS = {"python", "py", "python3"}
 _DEFINITION = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)", re.MULTILINE)
@@ -35,7 +37,7 @@ def remove_top_level_imports(code: str) -> str:
     Code that does not parse is returned unchanged (it fails at scoring with its own error).
     """
     try:
-        tree = ast.parse(code)
+        tree = safe_ast.parse_module(code)
     except SyntaxError:
         return code
     imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
@@ -90,7 +92,7 @@ def carried_code(code: str, function_header: str) -> str:
     """
     name = defined_name(function_header)
     try:
-        tree = ast.parse(code)
+        tree = safe_ast.parse_module(code)
     except SyntaxError:
         return code
     if name is None:

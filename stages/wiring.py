@@ -4,6 +4,7 @@ Kept out of `dodo.py` so that file reads as the task graph alone.
 """
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any, Callable, Iterable, Sequence
 
@@ -28,6 +29,21 @@ class _Interrupted(KeyboardInterrupt):
 
 def raise_keyboard_interrupt(signum: int, frame: Any) -> None:
     raise _Interrupted(f"terminated by signal {signum}")
+
+
+def install_interrupt_handling() -> None:
+    """SIGTERM raises KeyboardInterrupt (doit then saves what finished); it ends with one line, no traceback."""
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    previous_hook = sys.excepthook
+
+    def hook(kind: type[BaseException], error: BaseException, traceback: Any) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            print(f"scicode: interrupted ({error or 'keyboard'}); finished work is saved: "
+                  "rerun the same command to resume", file=sys.stderr)
+            return
+        previous_hook(kind, error, traceback)
+
+    sys.excepthook = hook
 
 
 def _cmdline_vars() -> dict[str, str]:
@@ -127,16 +143,34 @@ def targets_needed(settings: Settings) -> bool:
 
 
 def summarize_and_report(settings: Settings) -> TaskFailed | None:
-    """Write the summary; fail the task (after writing it) when a problem's generation or scoring failed."""
+    """Write the summary, then fail the task when problems failed (the summary still counts them)."""
     from stages.summarize import run_summarize
 
     outcome = run_summarize(settings)
     print(outcome.one_line)
     print(f"summary: {outcome.summary_md}")
-    if outcome.failed_problems:
-        failed = ", ".join(outcome.failed_problems)
-        return TaskFailed(
-            f"{len(outcome.failed_problems)} problem(s) failed in generation or scoring ({failed}); "
-            "they count as unresolved in the summary; rerun `doit run` to retry them"
-        )
-    return None
+    return run_failure(settings)
+
+
+def failed_problems(settings: Settings) -> list[dict[str, str]]:
+    from stages.artifacts import read_artifact
+
+    record = read_artifact(settings.run_paths.summary_json, "summary")
+    return list(record["failed_problems"]) if record else []
+
+
+def run_failure(settings: Settings) -> TaskFailed | None:
+    """One line saying which problems failed and what would fix them; None for a clean run."""
+    failed = failed_problems(settings)
+    if not failed:
+        return None
+    without_targets = [entry["problem_id"] for entry in failed if "eval_error" in entry["reason"]]
+    others = [entry["problem_id"] for entry in failed if entry["problem_id"] not in without_targets]
+    parts = []
+    if others:
+        parts.append(f"{len(others)} problem(s) failed in generation or scoring ({', '.join(others)}): "
+                     "rerun `doit run` to retry them")
+    if without_targets:
+        parts.append(f"{len(without_targets)} problem(s) have steps without targets ({', '.join(without_targets)}): "
+                     f"stage the official test_data.h5 in {settings.data_paths.scicode_dir} or set h5py_file=")
+    return TaskFailed("; ".join(parts) + "; the summary counts them as unresolved")

@@ -281,7 +281,7 @@ def test_real_model_run_counts_every_status(workdir: Path, staged_data_dir: Path
                       api_key=TEST_API_KEY)
     # A step without targets is reported, never silently ignored: the problem is listed and doit fails.
     assert result.returncode == 1, output_of(result)
-    assert "FAILED summarize: 1 problem(s) failed in generation or scoring (29)" in result.stderr
+    assert "FAILED summarize: 1 problem(s) have steps without targets (29): stage the official test_data.h5" in result.stderr
 
     run = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg")
     summary = load_json(run / "summary.json")
@@ -371,7 +371,7 @@ def test_all_and_test_splits_count_every_scored_step(workdir: Path, staged_data_
     print(f"split=all with replay: {time.monotonic() - started:.1f} s")
     # The test split has no targets here: its 288 steps are eval_error, reported as failed problems.
     assert everything.returncode == 1, output_of(everything)
-    assert "FAILED summarize: 65 problem(s) failed in generation or scoring" in everything.stderr
+    assert "FAILED summarize: 65 problem(s) have steps without targets (77, 11," in everything.stderr
     summary = load_json(only_run_dir(workdir, "all-tool_use-bg") / "summary.json")
     assert (summary["Total"], summary["subproblem_total"], summary["skipped_steps"]) == (80, 338, 3)
     assert (summary["subproblem_correct"], summary["main_problem_resolved"]) == (0, 0)
@@ -595,7 +595,8 @@ def test_sigterm_and_sigkill_mid_generation_resume_without_loss(workdir: Path, s
 
     terminated = interrupt_during_generation(workdir, args, model, 5, signal.SIGTERM)
     assert terminated.returncode != 0
-    assert "terminated by signal 15" in terminated.stderr
+    assert "scicode: interrupted (terminated by signal 15); finished work is saved" in terminated.stderr
+    assert "Traceback" not in terminated.stderr
     first = list(model.asked)
     assert 5 <= len(first) < len(steps)
     assert_every_artifact_validates(run)

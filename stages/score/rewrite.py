@@ -27,6 +27,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from stages import safe_ast
+
 TARGET_NAME = "target"
 TEMP_PREFIX = "__scicode_t"
 
@@ -132,7 +134,7 @@ class _Hoister:
 def rewrite_test(source: str, index: int) -> RewrittenTest:
     """Split test case `index` (0-based) into its prefetch and residual parts."""
     try:
-        tree = ast.parse(source)
+        tree = safe_ast.parse_module(source)
     except SyntaxError as error:
         raise RewriteError(f"test case {index + 1} does not parse: {error.msg} (line {error.lineno})") from None
     assigned = tuple(sorted(top_level_bindings(tree)))
@@ -196,7 +198,7 @@ def imported_modules(sources: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     found: dict[str, None] = {}
     for source in sources:
         try:
-            tree = ast.parse(source)
+            tree = safe_ast.parse_module(source)
         except SyntaxError:
             continue
         for node in ast.walk(tree):

@@ -22,6 +22,7 @@ from doit import create_after
 from stages import wiring
 from stages.config import Settings
 from stages.paths import STATE_DIR_NAME
+from stages.reporter import ProgressReporter
 
 Path(STATE_DIR_NAME).mkdir(exist_ok=True)
 wiring.install_interrupt_handling()
@@ -33,7 +34,7 @@ DOIT_CONFIG = {
     "num_process": wiring.worker_threads(),
     "continue": True,
     "default_tasks": ["summarize"],
-    "reporter": wiring.reporter_class(),
+    "reporter": ProgressReporter,
     "verbosity": 2,
 }
 RESCORE_ONLY = wiring.rescore_only(sys.argv[1:])
@@ -55,7 +56,6 @@ def task_download():
         "actions": [wiring.guarded(run_download, config)],
         "targets": [manifest],
         "uptodate": [lambda: is_current(manifest, "manifest", download_fingerprint(config))],
-        "verbosity": 2,
     }
 
 
@@ -86,7 +86,6 @@ def task_targets():
         "actions": [wiring.guarded(derive_targets, config)],
         "task_dep": ["select"],
         "uptodate": [lambda: not wiring.targets_needed(config)],
-        "verbosity": 2,
     }
 
 
@@ -102,8 +101,7 @@ def task_generate():
             "name": problem_id,
             "actions": [wiring.guarded(run_generate_attempts, config, problem_id)],
             "uptodate": [lambda pid=problem_id: generations_current(config, pid)],
-            "verbosity": 2,
-        }
+            }
 
 
 @create_after(executed="select" if RESCORE_ONLY else "generate")
@@ -122,8 +120,7 @@ def task_score():
             "task_dep": ["targets"] + ([] if RESCORE_ONLY else [f"generate:{problem_id}"]),
             "targets": [details],
             "uptodate": [lambda d=details, pid=problem_id: is_current(d, "details", score_fingerprint(config, pid))],
-            "verbosity": 2,
-        }
+            }
 
 
 def task_summarize():
@@ -138,7 +135,6 @@ def task_summarize():
         "targets": [paths.summary_md, paths.summary_json],
         # A run with failed problems is never "up to date": every rerun says again what failed.
         "uptodate": [lambda: summary_is_current(config) and not wiring.failed_problems(config)],
-        "verbosity": 2,
     }
 
 
@@ -149,5 +145,4 @@ def task_compare():
     return {
         "actions": [wiring.guarded(write_comparison, settings())],
         "uptodate": [False],
-        "verbosity": 2,
     }

@@ -14,9 +14,9 @@ from stages.config import ConfigError, Settings, load_settings
 
 # doit run options that take a value (so the word after them is not a task name).
 _OPTIONS_WITH_VALUE = frozenset(
-    {"-f", "--file", "-d", "--dir", "-k", "--seek-file", "-n", "--process", "-P", "--parallel-type",
+    {"-f", "--file", "-d", "--dir", "-n", "--process", "-P", "--parallel-type",
      "-r", "--reporter", "-o", "--output-file", "--db-file", "--backend", "--check_file_uptodate",
-     "-v", "--verbosity", "--codec-cls", "--pdb", "--single", "-s"}
+     "-v", "--verbosity", "--codec-cls"}
 )
 _DOIT_COMMANDS = frozenset({"run", "list", "info", "forget", "clean", "ignore", "help", "auto", "dumpdb",
                             "strace", "tabcompletion", "reset-dep"})
@@ -81,14 +81,6 @@ def worker_threads() -> int:
     except ConfigError:
         return 1  # the creators report the error
     return max(settings.concurrency, settings.score_workers, 1)
-
-
-def reporter_class() -> Any:
-    try:
-        from stages.reporter import ProgressReporter
-    except ImportError:  # pragma: no cover - during bootstrap only
-        return "default"
-    return ProgressReporter
 
 
 def requested_tasks(argv: Sequence[str]) -> list[str]:

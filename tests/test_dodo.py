@@ -83,6 +83,8 @@ def test_list_works_without_a_selection(workdir: Path) -> None:
     [
         (["score", "model=x"], ["score"], True),
         (["-n", "4", "score:10"], ["score:10"], True),
+        (["-s", "--pdb", "score:10"], ["score:10"], True),
+        (["-k", "generate"], ["generate"], False),
         (["run", "score:1", "score:3"], ["score:1", "score:3"], True),
         ([], [], False),
         (["run"], [], False),

@@ -20,6 +20,7 @@ from stages.artifacts import atomic_write_text, read_artifact
 from stages.config import Settings
 from stages.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, problem_outcomes, unresolved_outcomes
 from stages.paths import RunPaths
+from stages.usage import Usage, attempt_cost
 
 StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
 CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"]
@@ -41,19 +42,7 @@ class CompareError(ValueError):
 # Records
 # ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Usage:
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    calls: int
-
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
-                     self.total_tokens + other.total_tokens, self.calls + other.calls)
-
-
-NO_USAGE = Usage(0, 0, 0, 0)
+NO_USAGE = Usage()
 
 
 @dataclass(frozen=True)
@@ -184,45 +173,11 @@ def load_run(run_dir: Path) -> RunInfo:
     )
 
 
-def _usage_of(record: Any, trajectory_calls: int = 0) -> Usage | None:
-    if not isinstance(record, Mapping):
-        return None
-    try:
-        calls = int(record["calls"]) if "calls" in record else trajectory_calls
-        return Usage(int(record["input_tokens"]), int(record["output_tokens"]), int(record["total_tokens"]), calls)
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _generation_cost(paths: RunPaths, problem_id: str, attempt: int) -> tuple[Usage, float] | None:
-    """Usage and latency summed over the steps of generations/<id>.json, when it holds `attempt`."""
-    generation = read_artifact(paths.generation(problem_id), "generation")
-    if generation is None or generation["attempt"] != attempt:
-        return None
-    usage, latency = NO_USAGE, 0.0
-    for step in generation["steps"]:
-        step_usage = _usage_of(step["usage"], len(step["trajectory"].get("calls", ())))
-        usage = usage + (step_usage or NO_USAGE)
-        latency += float(step["latency_s"])
-    return usage, latency
-
-
-def _attempt_cost(paths: RunPaths, problem_id: str, index: int, attempt: Mapping[str, Any] | None) -> tuple[Usage, float] | None:
-    meta = attempt["meta"] if attempt is not None else {}
-    usage, latency = _usage_of(meta.get("usage")), meta.get("latency_s")
-    if usage is not None and latency is not None:
-        return usage, float(latency)
-    fallback = _generation_cost(paths, problem_id, index)
-    if fallback is None:
-        return None
-    return usage or fallback[0], float(latency) if latency is not None else fallback[1]
-
-
 def problem_cost(paths: RunPaths, problem_id: str, details: Mapping[str, Any] | None) -> Cost:
     """Tokens and latency of every attempt: details meta when present, else the generation file's steps."""
     attempts: Sequence[Mapping[str, Any] | None] = details["attempts"] if details is not None else [None]
-    found = [_attempt_cost(paths, problem_id, index, attempt) for index, attempt in enumerate(attempts)]
-    reporting = [item for item in found if item is not None]
+    found = [attempt_cost(paths, problem_id, index, attempt) for index, attempt in enumerate(attempts)]
+    reporting = [(item.usage, item.latency_s) for item in found if item.usage is not None and item.latency_s is not None]
     usage = sum((item[0] for item in reporting), NO_USAGE)
     return Cost(usage=usage, latency_s=math.fsum(item[1] for item in reporting),
                 attempts_reporting=len(reporting), attempts_total=len(attempts))

@@ -161,12 +161,10 @@ def _common_attempt_count(outcomes: Sequence[ProblemOutcomes]) -> int:
     return n
 
 
-def _attempt_row(outcomes: Sequence[ProblemOutcomes], attempt: int) -> dict[str, Any]:
-    resolved = sum(problem.attempts[attempt].resolved for problem in outcomes)
-    correct = sum(problem.passed_count(attempt) for problem in outcomes)
+def _counts_row(outcomes: Sequence[ProblemOutcomes], resolved: int, correct: int) -> dict[str, Any]:
+    """Resolved problems and passed steps over all of `outcomes`, with both rates."""
     total = sum(problem.scored_steps for problem in outcomes)
     return {
-        "attempt": attempt,
         "main_problem_resolved": resolved,
         "main_problem_total": len(outcomes),
         "main_problem_resolve_rate": _rate(resolved, len(outcomes)),
@@ -174,20 +172,18 @@ def _attempt_row(outcomes: Sequence[ProblemOutcomes], attempt: int) -> dict[str,
         "subproblem_total": total,
         "subproblem": _rate(correct, total),
     }
+
+
+def _attempt_row(outcomes: Sequence[ProblemOutcomes], attempt: int) -> dict[str, Any]:
+    resolved = sum(problem.attempts[attempt].resolved for problem in outcomes)
+    correct = sum(problem.passed_count(attempt) for problem in outcomes)
+    return {"attempt": attempt, **_counts_row(outcomes, resolved, correct)}
 
 
 def _any_attempt_row(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]:
     resolved = sum(problem.resolved_any for problem in outcomes)
     correct = sum(problem.passed_any_count for problem in outcomes)
-    total = sum(problem.scored_steps for problem in outcomes)
-    return {
-        "main_problem_resolved": resolved,
-        "main_problem_total": len(outcomes),
-        "main_problem_resolve_rate": _rate(resolved, len(outcomes)),
-        "subproblem_correct": correct,
-        "subproblem_total": total,
-        "subproblem": _rate(correct, total),
-    }
+    return _counts_row(outcomes, resolved, correct)
 
 
 def metrics_from_outcomes(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]:

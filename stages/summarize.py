@@ -24,6 +24,7 @@ from stages.artifacts import atomic_write_text, fingerprint, read_artifact, sha2
 from stages.config import Settings
 from stages.paths import RunPaths
 from stages.problems import ProblemDataError, load_problems, prefilled_reason
+from stages.usage import Usage, attempt_cost
 
 StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
 CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"]
@@ -50,18 +51,6 @@ class StepRow:
     step_id: str
     status: CellStatus
     reason: str
-
-
-@dataclass(frozen=True)
-class Usage:
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    calls: int
-
-    def as_dict(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "total_tokens": self.total_tokens, "calls": self.calls}
 
 
 @dataclass(frozen=True)
@@ -264,37 +253,12 @@ def _fallback_layout(problem_id: str, steps: int, scored: int) -> tuple[tuple[st
     return tuple((f"{problem_id}.{index + 1}", index >= scored) for index in range(steps))
 
 
-def _usage_from(record: Mapping[str, Any] | None) -> Usage | None:
-    if not isinstance(record, Mapping):
-        return None
-    try:
-        return Usage(int(record["input_tokens"]), int(record["output_tokens"]), int(record["total_tokens"]),
-                     int(record.get("calls", 0)))
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _generation_usage(paths: RunPaths, problem_id: str) -> tuple[Usage | None, float | None]:
-    generation = read_artifact(paths.generation(problem_id), "generation")
-    if generation is None:
-        return None, None
-    usage = _usage_from(generation.get("usage"))
-    if usage is not None and not usage.calls:
-        calls = sum(len(step["trajectory"].get("calls", ())) for step in generation["steps"])
-        usage = Usage(usage.input_tokens, usage.output_tokens, usage.total_tokens, calls)
-    latency = generation.get("latency_s")
-    if latency is None and generation["steps"]:
-        latency = sum(float(step.get("latency_s", 0.0)) for step in generation["steps"])
-    return usage, latency
-
-
-def _attempts_usage(attempts: Sequence[Mapping[str, Any]]) -> tuple[Usage | None, float | None]:
+def _attempts_cost(paths: RunPaths, problem_id: str, attempts: Sequence[Mapping[str, Any] | None]) -> tuple[Usage | None, float | None]:
     """Tokens, calls and latency summed over every attempt that reports them (all attempts were billed)."""
-    usages = [usage for usage in (_usage_from(a["meta"].get("usage")) for a in attempts) if usage is not None]
-    latencies = [float(a["meta"]["latency_s"]) for a in attempts if a["meta"].get("latency_s") is not None]
-    usage = Usage(sum(u.input_tokens for u in usages), sum(u.output_tokens for u in usages),
-                  sum(u.total_tokens for u in usages), sum(u.calls for u in usages)) if usages else None
-    return usage, (sum(latencies) if latencies else None)
+    costs = [attempt_cost(paths, problem_id, index, attempt) for index, attempt in enumerate(attempts)]
+    usages = [cost.usage for cost in costs if cost.usage is not None]
+    latencies = [cost.latency_s for cost in costs if cost.latency_s is not None]
+    return (sum(usages, Usage()) if usages else None), (sum(latencies) if latencies else None)
 
 
 def _rows_without_details(layout: Sequence[tuple[str, bool]], reason: str) -> tuple[StepRow, ...]:
@@ -344,7 +308,7 @@ def problem_row(settings: Settings, entry: Mapping[str, Any], layout: Sequence[t
     if details is None:
         state: ProblemState = "invalid_details" if details_path.exists() else "missing_details"
         reason = NO_DETAILS_REASON if state == "missing_details" else "details file does not validate"
-        usage, latency = _generation_usage(paths, problem_id)
+        usage, latency = _attempts_cost(paths, problem_id, [None])
         return ProblemRow(state=state, steps=_rows_without_details(layout, reason), usage=usage, latency_s=latency,
                           error=f"{reason}: {details_path.name}", **common)
     if details["task_id"] != problem_id:
@@ -355,10 +319,7 @@ def problem_row(settings: Settings, entry: Mapping[str, Any], layout: Sequence[t
     attempt = details["attempts"][SCORED_ATTEMPT]
     evaluation = attempt["meta"]["evaluation"]
     rows = _merge_steps(layout, evaluation["steps"])
-    usage, latency = _attempts_usage(details["attempts"])
-    if usage is None or latency is None:
-        gen_usage, gen_latency = _generation_usage(paths, problem_id)
-        usage, latency = usage or gen_usage, latency if latency is not None else gen_latency
+    usage, latency = _attempts_cost(paths, problem_id, details["attempts"])
     state = details["status"]
     if state in GENERATION_FAILED:
         error = str(evaluation.get("error") or state.replace("_", " "))
@@ -403,13 +364,7 @@ def status_counts(rows: Iterable[ProblemRow]) -> dict[str, int]:
 
 def total_usage(rows: Sequence[ProblemRow]) -> dict[str, int]:
     reporting = [row.usage for row in rows if row.usage is not None]
-    return {
-        "input_tokens": sum(u.input_tokens for u in reporting),
-        "output_tokens": sum(u.output_tokens for u in reporting),
-        "total_tokens": sum(u.total_tokens for u in reporting),
-        "calls": sum(u.calls for u in reporting),
-        "problems_reporting": len(reporting),
-    }
+    return {**sum(reporting, Usage()).to_record(), "problems_reporting": len(reporting)}
 
 
 def total_latency(rows: Sequence[ProblemRow]) -> float:
@@ -741,7 +696,7 @@ def _problem_record(row: ProblemRow) -> dict[str, Any]:
         "first_failure": None if failure is None else {"step_id": failure.step_id, "status": failure.status,
                                                        "reason": _one_line(failure.reason)},
         "steps": [{"step_id": step.step_id, "status": step.status} for step in row.steps],
-        "usage": row.usage.as_dict() if row.usage else None,
+        "usage": row.usage.to_record() if row.usage else None,
         "latency_s": row.latency_s,
         "error": _one_line(row.error) if row.error else None,
     }

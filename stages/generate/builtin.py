@@ -88,6 +88,15 @@ def _wrong_model_error(asked: str, served: str) -> ErrorReply:
     return ErrorReply(404, f"model {asked!r} is not served here (this endpoint serves {served!r})", code="model_not_found")
 
 
+def _requested_step(request: ModelRequest, served: str) -> str | ErrorReply:
+    """The step a request to built-in model `served` names, or the error reply when it asks another model
+    or lacks the step header."""
+    if request.model != served:
+        return _wrong_model_error(request.model, served)
+    step_id = step_of(request)
+    return _missing_header_error(served) if step_id is None else step_id
+
+
 # ---------------------------------------------------------------------------
 # gold
 # ---------------------------------------------------------------------------
@@ -116,11 +125,9 @@ class GoldResponder:
     steps: Mapping[str, tuple[Problem, Step]]
 
     def __call__(self, request: ModelRequest) -> ModelReply | ErrorReply:
-        if request.model != self.model:
-            return _wrong_model_error(request.model, self.model)
-        step_id = step_of(request)
-        if step_id is None:
-            return _missing_header_error(self.model)
+        step_id = _requested_step(request, self.model)
+        if isinstance(step_id, ErrorReply):
+            return step_id
         if step_id not in self.steps:
             return ErrorReply(400, f"model=gold: unknown step {step_id}", code="unknown_step")
         problem, step = self.steps[step_id]
@@ -196,11 +203,9 @@ class ReplayResponder:
     answers: Mapping[str, str]
 
     def __call__(self, request: ModelRequest) -> ModelReply | ErrorReply:
-        if request.model != self.model:
-            return _wrong_model_error(request.model, self.model)
-        step_id = step_of(request)
-        if step_id is None:
-            return _missing_header_error(self.model)
+        step_id = _requested_step(request, self.model)
+        if isinstance(step_id, ErrorReply):
+            return step_id
         answer = self.answers.get(step_id, no_recorded_answer(step_id))
         return ModelReply(text=answer, prompt_tokens=prompt_tokens(request), completion_tokens=approximate_tokens(answer))
 

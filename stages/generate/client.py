@@ -27,6 +27,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 from stages.generate import builtin
+from stages.usage import Usage as UsageRecord
 
 ApiProtocol = Literal["openai-chat", "openai-responses"]
 
@@ -50,6 +51,8 @@ jitter: Callable[[float, float], float] = random.uniform
 
 @dataclass(frozen=True)
 class Usage:
+    """The tokens of one call (or a sum of calls): the total is always input + output."""
+
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -61,10 +64,9 @@ class Usage:
         return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
 
     def to_record(self, calls: int | None = None) -> dict[str, int]:
-        record = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "total_tokens": self.total_tokens}
-        if calls is not None:
-            record["calls"] = calls
-        return record
+        """The JSON usage record (stages.usage.Usage's layout), with `calls` only when given."""
+        record = UsageRecord(self.input_tokens, self.output_tokens, self.total_tokens, calls or 0)
+        return record.to_record(include_calls=calls is not None)
 
 
 @dataclass(frozen=True)

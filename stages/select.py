@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import platform
-from importlib import metadata
 from typing import Any
 
 from stages.artifacts import fingerprint, read_artifact, write_artifact
 from stages.config import ConfigError, Settings
 from stages.problems import Problem, load_problems
+from stages.versions import package_versions
 
 VERSIONED_PACKAGES: tuple[str, ...] = ("doit", "openai", "numpy", "scipy", "sympy", "h5py")
 
@@ -74,13 +74,8 @@ def config_fingerprint(settings: Settings) -> str:
 
 
 def library_versions(settings: Settings) -> dict[str, str]:
-    versions = {"python": platform.python_version(), "python_binary": settings.python_binary}
-    for package in VERSIONED_PACKAGES:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "absent"
-    return versions
+    return {"python": platform.python_version(), "python_binary": settings.python_binary,
+            **package_versions(VERSIONED_PACKAGES)}
 
 
 def write_run_config(settings: Settings) -> dict[str, Any]:

@@ -37,7 +37,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
@@ -48,6 +47,7 @@ from stages.paths import PROJECT_ROOT, DataPaths
 from stages.pins import pins, prefilled_steps, split_files
 from stages.problems import Problem, Step, load_split, prefilled_code
 from stages.safe_ast import parse_module
+from stages.versions import package_versions
 
 TargetsKind = Literal["official", "explicit", "derived", "missing"]
 ComparisonKind = Literal["compared", "no_target", "unsupported"]
@@ -758,13 +758,7 @@ def _code_sha256() -> str:
 @lru_cache(maxsize=1)
 def environment_versions() -> dict[str, str]:
     """Interpreter and numeric library versions (from package metadata: no import)."""
-    versions = {"python": platform.python_version()}
-    for package in ENVIRONMENT_PACKAGES:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "absent"
-    return versions
+    return {"python": platform.python_version(), **package_versions(ENVIRONMENT_PACKAGES)}
 
 
 def derived_targets_current(settings: Settings) -> bool:

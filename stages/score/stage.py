@@ -25,7 +25,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -41,6 +40,7 @@ from stages.score.executor import ExecutorError, StepExecutor, StepRequest, exec
 from stages.score.launcher import environment_versions
 from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
 from stages.score.script import StepScript, build_step_script
+from stages.versions import package_versions
 
 DetailsStatus = Literal["complete", "generation_error", "missing_generation"]
 TARGETS_PLACEHOLDER = "<targets>"
@@ -130,13 +130,7 @@ def library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
     """Versions of the test process's libraries: from package metadata (no import) for this interpreter."""
     if os.path.realpath(python_binary) != os.path.realpath(sys.executable):
         return tuple(sorted(environment_versions(python_binary).items()))
-    versions = []
-    for name in LIBRARIES:
-        try:
-            versions.append((name, metadata.version(name)))
-        except metadata.PackageNotFoundError:
-            versions.append((name, "absent"))
-    return tuple(versions)
+    return tuple(package_versions(LIBRARIES).items())
 
 
 def _problem(settings: Settings, problem_id: str) -> Problem:

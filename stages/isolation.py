@@ -73,7 +73,7 @@ class ProcessResult:
         return -self.returncode if self.returncode is not None and self.returncode < 0 else None
 
 
-class _BoundedReader(threading.Thread):
+class BoundedReader(threading.Thread):
     """Drains a pipe, keeping the first `limit` bytes; counts the rest."""
 
     def __init__(self, stream: IO[bytes], limit: int) -> None:
@@ -135,7 +135,7 @@ def run_isolated(
         preexec_fn=lambda: _limit_resources(limits.memory_mb),
         close_fds=True,
     )
-    readers = [_BoundedReader(process.stdout, limits.output_limit_bytes), _BoundedReader(process.stderr, limits.output_limit_bytes)]
+    readers = [BoundedReader(process.stdout, limits.output_limit_bytes), BoundedReader(process.stderr, limits.output_limit_bytes)]
     for reader in readers:
         reader.start()
     if stdin_data is not None:

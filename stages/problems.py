@@ -117,6 +117,14 @@ def problems_by_id(data_paths: DataPaths) -> dict[str, Problem]:
     return {problem.problem_id: problem for problem in load_problems(data_paths, "all")}
 
 
+def problem_by_id(data_paths: DataPaths, problem_id: str) -> Problem:
+    """One problem of either split; ProblemDataError naming the id when it is not in the staged files."""
+    problems = problems_by_id(data_paths)
+    if problem_id not in problems:
+        raise ProblemDataError(f"unknown problem id {problem_id!r}: not in the problem files under {data_paths.scicode_dir}")
+    return problems[problem_id]
+
+
 def prefilled_code(data_paths: DataPaths, step_id: str) -> str | None:
     """The official code of a prefilled step, verbatim; None for ordinary steps."""
     file_name = prefilled_steps().get(step_id)

@@ -32,7 +32,7 @@ from stages.generate.client import ModelCallError, ModelClient, Usage
 from stages.generate.loops import StepOutcome, run_step
 from stages.generate.prompts import StepPrompt, build_step_prompt, code_carried_forward
 from stages.paths import DataPaths
-from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problems_by_id
+from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
 
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
@@ -53,13 +53,6 @@ def generation_path(settings: Any, problem_id: str, attempt: int = 0) -> Path:
     return first if attempt == 0 else first.with_name(f"{problem_id}{ATTEMPT_SEPARATOR}{attempt}.json")
 
 
-def load_problem(settings: Any, problem_id: str) -> Problem:
-    problems = problems_by_id(settings.data_paths)
-    if problem_id not in problems:
-        raise ProblemDataError(f"unknown problem id {problem_id!r}: not in the problem files under {settings.data_paths.scicode_dir}")
-    return problems[problem_id]
-
-
 def generate_settings_fingerprint(settings: Any) -> str:
     """The generate settings' fingerprint; for `replay:<file>` also the file's content (the file is the model)."""
     base = settings.fingerprint("generate")
@@ -78,7 +71,7 @@ def _fingerprint_of(settings: Any, problem: Problem, attempt: int) -> str:
 
 def generation_fingerprint(settings: Any, problem_id: str, attempt: int = 0) -> str:
     """sha256 of the generate settings, the problem record and the attempt number."""
-    return _fingerprint_of(settings, load_problem(settings, problem_id), attempt)
+    return _fingerprint_of(settings, problem_by_id(settings.data_paths, problem_id), attempt)
 
 
 def generation_current(settings: Any, problem_id: str, attempt: int = 0) -> bool:
@@ -308,7 +301,7 @@ def run_generate(settings: Any, problem_id: str, attempt: int = 0) -> dict[str, 
     """Generate (or resume) every step of one problem; returns the written generation record.
 
     RunAborted when the model failed with a permanent model-level error for every problem so far."""
-    problem = load_problem(settings, problem_id)
+    problem = problem_by_id(settings.data_paths, problem_id)
     path = generation_path(settings, problem_id, attempt)
     expected = _fingerprint_of(settings, problem, attempt)
     if is_current(path, ARTIFACT_KIND, expected, require_status=("complete",)):

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from stages.isolation import DEFAULT_OUTPUT_LIMIT, ScratchDir, _BoundedReader, scrubbed_environment
+from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
 from stages.score import harness as harness_module
 from stages.score.launcher import LaunchError, Launched, kill_group, launch
 from stages.score.rewrite import RewrittenTest
@@ -215,7 +215,7 @@ def execute_step(job: StepJob) -> StepVerdict:
     started = time.monotonic()
     launched: Launched | None = None
     returncode: int | None = None
-    readers: list[_BoundedReader] = []
+    readers: list[BoundedReader] = []
     try:
         with ScratchDir(None, SCRATCH_PREFIX) as scratch:
             env = scrubbed_environment(home=scratch)
@@ -229,8 +229,8 @@ def execute_step(job: StepJob) -> StepVerdict:
                 child_end.close()
                 os.close(out_write)
                 os.close(err_write)
-            readers = [_BoundedReader(os.fdopen(out_read, "rb", buffering=0), OUTPUT_LIMIT_BYTES),
-                       _BoundedReader(os.fdopen(err_read, "rb", buffering=0), OUTPUT_LIMIT_BYTES)]
+            readers = [BoundedReader(os.fdopen(out_read, "rb", buffering=0), OUTPUT_LIMIT_BYTES),
+                       BoundedReader(os.fdopen(err_read, "rb", buffering=0), OUTPUT_LIMIT_BYTES)]
             out_read = err_read = -1
             for reader in readers:
                 reader.start()

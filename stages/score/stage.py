@@ -26,13 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from tqdm import tqdm
 
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
-from stages.problems import Problem, Step, prefilled_reason, problems_by_id
+from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.pins import pins
 from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, harness_hash, verdict_key
 from stages.score.engine import StepJob, StepVerdict
@@ -40,6 +40,7 @@ from stages.score.executor import ExecutorError, StepExecutor, StepRequest, exec
 from stages.score.launcher import environment_versions
 from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
 from stages.score.script import StepScript, build_step_script
+from stages.targets import ResolvedTargets, resolve_targets
 from stages.versions import package_versions
 
 DetailsStatus = Literal["complete", "generation_error", "missing_generation"]
@@ -51,32 +52,11 @@ class ScoringError(RuntimeError):
     """A problem cannot be scored at all (unknown id, unreadable generation); one line."""
 
 
-class TargetsLike(Protocol):
-    kind: str
-    path: Path | None
-    sha256: str | None
-    note: str
-
-
-@dataclass(frozen=True)
-class TargetsInfo:
-    kind: str
-    path: Path | None
-    sha256: str | None
-    note: str
-
-
-def _resolve_targets(settings: Settings) -> TargetsLike:
-    from stages.targets import resolve_targets
-
-    return resolve_targets(settings)
-
-
 _SHA_CACHE: dict[tuple[str, int, int], str] = {}
 _SHA_LOCK = threading.Lock()
 
 
-def targets_identity(targets: TargetsLike) -> dict[str, Any]:
+def targets_identity(targets: ResolvedTargets) -> dict[str, Any]:
     """Kind, path and sha256 of the targets (hashing the file once per process when no sha256 is known)."""
     sha = targets.sha256
     if sha is None and targets.path is not None and Path(targets.path).is_file():
@@ -109,10 +89,10 @@ def attempt_generation_path(settings: Settings, problem_id: str, attempt: int) -
     return generation_path(settings, problem_id, attempt)
 
 
-def score_fingerprint(settings: Settings, problem_id: str, targets: TargetsLike | None = None) -> str:
+def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> str:
     """sha256 of everything a problem's details depend on (see the module docstring)."""
-    targets = targets or _resolve_targets(settings)
-    problem = _problem(settings, problem_id)
+    targets = targets or resolve_targets(settings)
+    problem = problem_by_id(settings.data_paths, problem_id)
     generations = [read_artifact(attempt_generation_path(settings, problem_id, attempt), "generation")
                    for attempt in range(settings.attempts)]
     return fingerprint({
@@ -131,13 +111,6 @@ def library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
     if os.path.realpath(python_binary) != os.path.realpath(sys.executable):
         return tuple(sorted(environment_versions(python_binary).items()))
     return tuple(package_versions(LIBRARIES).items())
-
-
-def _problem(settings: Settings, problem_id: str) -> Problem:
-    problems = problems_by_id(settings.data_paths)
-    if problem_id not in problems:
-        raise ScoringError(f"unknown problem id {problem_id!r}: not in the staged problem files")
-    return problems[problem_id]
 
 
 # ---------------------------------------------------------------------------
@@ -180,7 +153,7 @@ def _step_codes(problem: Problem, steps: dict[str, dict[str, Any]]) -> dict[str,
     return {step.step_id: (steps.get(step.step_id) or {}).get("code") for step in problem.steps}
 
 
-def plan_steps(settings: Settings, problem: Problem, generation: dict[str, Any] | None, targets: TargetsLike,
+def plan_steps(settings: Settings, problem: Problem, generation: dict[str, Any] | None, targets: ResolvedTargets,
                versions: dict[str, str], attempt: int = 0) -> list[PlannedStep]:
     records = _generated_steps(generation)
     codes = _step_codes(problem, records)
@@ -196,7 +169,7 @@ def plan_steps(settings: Settings, problem: Problem, generation: dict[str, Any] 
     return planned
 
 
-def _build_job(settings: Settings, item: PlannedStep, targets: TargetsLike) -> StepVerdict | StepJob:
+def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) -> StepVerdict | StepJob:
     """The step's job, without target values: the executor reads them from `targets_file` where it runs."""
     script = item.script
     assert script is not None
@@ -230,7 +203,7 @@ class ScoringContext:
     """What every step of one `run_score` call shares."""
 
     settings: Settings
-    targets: TargetsLike
+    targets: ResolvedTargets
     targets_sha256: str | None
     versions: dict[str, str]
     cache: VerdictCache
@@ -293,7 +266,7 @@ def _details_status(generation: dict[str, Any] | None) -> DetailsStatus:
 
 
 def attempt_record(problem: Problem, generation: dict[str, Any] | None, verdicts: list[StepVerdict],
-                   targets: TargetsLike) -> dict[str, Any]:
+                   targets: ResolvedTargets) -> dict[str, Any]:
     """One entry of the details file's `attempts`: the attempt's codes, trajectory and evaluation."""
     scored = [v for v in verdicts if v.status != "skipped"]
     total_correct = sum(v.correct for v in scored)
@@ -322,7 +295,7 @@ def attempt_record(problem: Problem, generation: dict[str, Any] | None, verdicts
 
 
 def build_details(problem: Problem, generations: list[dict[str, Any] | None], verdicts: list[list[StepVerdict]],
-                  targets: TargetsLike, fingerprint_value: str) -> dict[str, Any]:
+                  targets: ResolvedTargets, fingerprint_value: str) -> dict[str, Any]:
     """The details record: one attempt per generation; the record-level status is attempt 0's."""
     return {
         "fingerprint": fingerprint_value, "status": _details_status(generations[0]), "task_id": problem.problem_id,
@@ -351,11 +324,11 @@ def _executor(settings: Settings) -> StepExecutor:
         raise ScoringError(str(error)) from None
 
 
-def run_score(settings: Settings, problem_id: str, targets: TargetsLike | None = None) -> dict[str, Any]:
+def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> dict[str, Any]:
     """Score every attempt of one problem and write its details file; returns a small summary for doit."""
-    problem = _problem(settings, problem_id)
+    problem = problem_by_id(settings.data_paths, problem_id)
     executor = _executor(settings)
-    targets = targets or _resolve_targets(settings)
+    targets = targets or resolve_targets(settings)
     generations = [_read_generation(settings, problem_id, attempt) for attempt in range(settings.attempts)]
     versions = environment_versions(settings.python_binary)
     context = ScoringContext(settings, targets, targets_identity(targets)["sha256"], versions,

@@ -89,7 +89,7 @@ settings = load_settings({{"data_dir": {str(staged_data_dir)!r}, "results_dir": 
                          cwd=Path.cwd())
 prob = problems_by_id(settings.data_paths)["19"]
 write_generation(settings, prob, reference_codes(prob))
-targets = stage.TargetsInfo("explicit", Path({str(shared_scicode / "test_data_dev.h5")!r}), None, "dev")
+targets = stage.ResolvedTargets("explicit", Path({str(shared_scicode / "test_data_dev.h5")!r}), None, "dev")
 summary = stage.run_score(settings, "19", targets)
 print(json.dumps({{"summary": summary, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed"))}}))
 """

@@ -12,7 +12,8 @@ from stages.artifacts import is_current, read_artifact
 from stages.config import load_settings
 from stages.problems import load_split, problems_by_id
 from stages.score import stage
-from stages.score.stage import TargetsInfo, run_score, score_fingerprint
+from stages.score.stage import run_score, score_fingerprint
+from stages.targets import ResolvedTargets
 
 
 @pytest.fixture
@@ -23,8 +24,8 @@ def settings(staged_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.fixture
-def dev_targets(shared_scicode: Path) -> TargetsInfo:
-    return TargetsInfo("explicit", shared_scicode / "test_data_dev.h5", None, "validation targets")
+def dev_targets(shared_scicode: Path) -> ResolvedTargets:
+    return ResolvedTargets("explicit", shared_scicode / "test_data_dev.h5", None, "validation targets")
 
 
 def executions() -> int:
@@ -97,7 +98,7 @@ def test_no_code_is_parse_error(settings, dev_targets) -> None:
 def test_missing_targets_are_eval_errors(settings, dev_targets) -> None:
     prob = problems_by_id(settings.data_paths)["19"]
     write_generation(settings, prob, reference_codes(prob))
-    run_score(settings, "19", TargetsInfo("missing", None, None, "official targets not downloaded"))
+    run_score(settings, "19", ResolvedTargets("missing", None, None, "official targets not downloaded"))
     steps = evaluation_of(settings, "19")["steps"]
     assert [s["status"] for s in steps] == ["eval_error", "eval_error"]
     assert "official targets not downloaded" in steps[0]["reason"]

@@ -21,21 +21,11 @@ from stages.generate.client import (
 )
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, RawReply, StallReply, ToolCallSpec
 
+from scripted import InFlightCounter, Script
+
 TOOLS_CHAT = [{"type": "function", "function": {"name": "code_interpreter", "description": "run", "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}}}]
 TOOLS_RESPONSES = [{"type": "function", "name": "code_interpreter", "description": "run", "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}}]
 PROMPT = [{"role": "user", "content": "write f"}]
-
-
-class Script:
-    """A responder answering the scripted replies in order (the last one repeats)."""
-
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.lock = threading.Lock()
-
-    def __call__(self, request):
-        with self.lock:
-            return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
 
 
 @pytest.fixture()
@@ -204,18 +194,7 @@ def test_connection_refused_is_transient(tmp_path, sleeps):
 
 
 def test_at_most_concurrency_calls_in_flight(tmp_path):
-    state = {"now": 0, "peak": 0}
-    lock = threading.Lock()
-
-    def responder(request):
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(0.15)
-        with lock:
-            state["now"] -= 1
-        return ModelReply(text="ok")
-
+    responder = InFlightCounter(lambda request: ModelReply(text="ok"), hold_seconds=0.15)
     with ModelServer(responder) as server:
         settings = make_settings(tmp_path, server, concurrency=2)
         model = ModelClient(settings)
@@ -225,7 +204,7 @@ def test_at_most_concurrency_calls_in_flight(tmp_path):
         for thread in threads:
             thread.join()
     assert len(server.requests) == 6
-    assert state["peak"] == 2
+    assert responder.peak == 2
 
 
 def test_missing_api_key_for_the_default_endpoint_is_a_clear_error(tmp_path, monkeypatch):

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -13,22 +12,14 @@ from stages.generate.client import ModelClient
 from stages.generate.loops import FINAL_ANSWER_REQUEST, REMINDER, final_status, run_step
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, ToolCallSpec
 
+from scripted import Script
+
 CODE_ANSWER = "Here:\n```python\nimport numpy as np\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n```"
 CODE = "\ndef f(x):\n    import math\n    return np.sqrt(x)\n"
 
 
 def interpreter_call(call_id: str, code: str) -> ToolCallSpec:
     return ToolCallSpec(call_id, "code_interpreter", json.dumps({"code": code}))
-
-
-class Script:
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.lock = threading.Lock()
-
-    def __call__(self, request):
-        with self.lock:
-            return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
 
 
 @pytest.fixture(autouse=True)

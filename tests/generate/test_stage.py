@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,8 @@ from stages.generate.stage import (
 )
 from stages.problems import load_problems, problems_by_id
 from stages.protocol import remove_top_level_imports
+
+from scripted import InFlightCounter
 
 NEXT_FUNCTION = re.compile(r"NEXT STEP.*?^(?:def|class) (\w+)", re.DOTALL | re.MULTILINE)
 
@@ -364,18 +365,7 @@ def test_replay_model_answers_and_a_changed_replay_file_regenerates(make_setting
 def test_problems_generated_in_threads_share_the_concurrency_limit(make_settings):
     from concurrent.futures import ThreadPoolExecutor
 
-    state = {"now": 0, "peak": 0}
-    lock = threading.Lock()
-
-    def responder(request):
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(0.05)
-        with lock:
-            state["now"] -= 1
-        return answer_defining(asked_function(request))
-
+    responder = InFlightCounter(lambda request: answer_defining(asked_function(request)), hold_seconds=0.05)
     with ModelServer(responder) as server:
         settings = make_settings(model="m12", base_url=server.base_url, concurrency="3")
         ids = ["1", "3", "4", "6", "7", "19", "29", "38"]
@@ -383,4 +373,4 @@ def test_problems_generated_in_threads_share_the_concurrency_limit(make_settings
             records = list(pool.map(lambda pid: run_generate(settings, pid), ids))
     assert all(record["status"] == "complete" for record in records)
     assert len(server.requests) == sum(len(record["steps"]) for record in records) == 13
-    assert state["peak"] == 3
+    assert responder.peak == 3

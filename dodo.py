@@ -101,7 +101,7 @@ def task_generate():
             "name": problem_id,
             "actions": [wiring.guarded(run_generate_attempts, config, problem_id)],
             "uptodate": [lambda pid=problem_id: generations_current(config, pid)],
-            }
+        }
 
 
 @create_after(executed="select" if RESCORE_ONLY else "generate")
@@ -120,7 +120,7 @@ def task_score():
             "task_dep": ["targets"] + ([] if RESCORE_ONLY else [f"generate:{problem_id}"]),
             "targets": [details],
             "uptodate": [lambda d=details, pid=problem_id: is_current(d, "details", score_fingerprint(config, pid))],
-            }
+        }
 
 
 def task_summarize():

@@ -121,7 +121,6 @@ def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed
     return action
 
 
-
 def targets_needed(settings: Settings) -> bool:
     """True when the selection has validation problems and no usable targets exist yet."""
     from stages.select import selected_problem_ids

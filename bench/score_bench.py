@@ -29,7 +29,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
@@ -77,9 +77,14 @@ def run_engine(jobs: list[StepJob], workers: int, expected: dict[str, float]) ->
         expected[job.step_id] = verdict.duration_s
         return verdict.status == "pass"
 
+    return timed_passes(one, jobs, threads=len(jobs))
+
+
+def timed_passes(run_one: Callable[[Any], bool], items: list[Any], threads: int) -> tuple[float, int]:
+    """Wall time of running `run_one` over `items` on `threads` threads, and how many passed."""
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        passed = sum(pool.map(one, jobs))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        passed = sum(pool.map(run_one, items))
     return time.monotonic() - started, passed
 
 
@@ -111,10 +116,7 @@ def run_dask(executor: Any, jobs: list[StepJob], expected: dict[str, float]) -> 
         expected[job.step_id] = verdict.duration_s
         return verdict.status == "pass"
 
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        passed = sum(pool.map(one, jobs))
-    return time.monotonic() - started, passed
+    return timed_passes(one, jobs, threads=len(jobs))
 
 
 def run_plain_one(text: str) -> bool:
@@ -128,10 +130,7 @@ def run_plain_one(text: str) -> bool:
 
 
 def run_plain(texts: list[str], workers: int) -> tuple[float, int]:
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        passed = sum(pool.map(run_plain_one, texts))
-    return time.monotonic() - started, passed
+    return timed_passes(run_plain_one, texts, threads=workers)
 
 
 TRIVIAL = StepScript("0", "0.1", "import numpy as np", (), ("assert np.allclose(np.ones(2), 1)",))

@@ -1,0 +1,1 @@
+"""Kernel confinement of processes that run model-written code (see confine.py)."""

@@ -64,7 +64,7 @@ def reference_scripts(shared: Path) -> list[StepScript]:
 def engine_job(script: StepScript, targets: Path) -> StepJob:
     pickles = load_step_targets(targets, script.step_id, len(script.tests), sys.executable) if script.tests else []
     return StepJob(script.problem_id, script.step_id, script.deps, tuple((s.label, s.code) for s in script.sections),
-                   rewrite_tests(script.tests), imported_modules([script.deps, *script.tests]), tuple(pickles),
+                   rewrite_tests(script.tests, script.deps), imported_modules([script.deps, *script.tests]), tuple(pickles),
                    sys.executable, TIMEOUT, MEMORY_MB, str(targets.resolve()))
 
 
@@ -138,7 +138,7 @@ TRIVIAL = StepScript("0", "0.1", "import numpy as np", (), ("assert np.allclose(
 
 def trivial_overheads(runs: int, dask: Any | None) -> dict[str, float]:
     """Median wall of one trivial step (no targets) per column, run one after another (no concurrency)."""
-    job = StepJob("0", "0.1", TRIVIAL.deps, (("step 0.1 code", "def f():\n    return 1\n"),), rewrite_tests(TRIVIAL.tests),
+    job = StepJob("0", "0.1", TRIVIAL.deps, (("step 0.1 code", "def f():\n    return 1\n"),), rewrite_tests(TRIVIAL.tests, TRIVIAL.deps),
                   imported_modules([TRIVIAL.deps, *TRIVIAL.tests]), (), sys.executable, 60.0, MEMORY_MB, None)
     plain_text = "import numpy as np\n\ndef f():\n    return 1\n\nfrom scicode.parse.parse import process_hdf5_to_tuple\n\n" + TRIVIAL.tests[0] + "\n"
     times: dict[str, list[float]] = {"engine": [], "plain": [], **({"dask": []} if dask is not None else {})}

@@ -22,15 +22,18 @@ CACHE_FORMAT = 1
 CACHEABLE = ("pass", "fail", "timeout")
 DEFAULT_EXPECTED_SECONDS = 1.0
 SOURCE_DIR = Path(__file__).resolve().parent
+CONFINEMENT_DIR = SOURCE_DIR.parent / "confinement"
 
 
 @lru_cache(maxsize=1)
 def harness_hash() -> str:
-    """sha256 over the scoring engine's own sources (harness, rewrite, helpers, shims, engine)."""
+    """sha256 over the scoring engine's own sources (test process, checker, rewrite, helpers, shims,
+    engine) and the confinement code."""
     digest = hashlib.sha256()
-    for path in sorted(SOURCE_DIR.rglob("*.py")):
-        digest.update(str(path.relative_to(SOURCE_DIR)).encode("utf-8"))
-        digest.update(path.read_bytes())
+    for folder in (SOURCE_DIR, CONFINEMENT_DIR):
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(str(path.relative_to(folder.parent)).encode("utf-8"))
+            digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

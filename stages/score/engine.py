@@ -1,21 +1,23 @@
-"""Running one step's tests in an isolated test process and turning what happened into a verdict.
+"""Running one step: the untrusted test process, the trusted checker, and the verdict.
 
-`execute_step(job)` creates a scratch folder, a socket pair (the harness channel) and two output
-pipes, starts the harness (zygote fork or fresh process), sends the job, serves each test's target at
-most once and only to requests carrying the per-run nonce, enforces the timeout by killing the
-process group, collects bounded stdout/stderr, and returns a `StepVerdict`.
+`execute_step(job)` creates a scratch folder and starts two processes (zygote forks, or fresh ones):
 
-Verdict rules (`decide`): a message without the nonce or a malformed frame is tampering (`fail`); a
-second request for a target is a theft (`fail`, "targets read outside the test harness"); a timeout
-is `timeout`; a failure record from the harness gives its reason; `pass` needs the completion record,
-every test reported passed, and exit code 0; a process that ends without a completion record fails
-("exited early" / "killed by signal").
+* the **test process** (`harness.py`, confined: PID 1 of new namespaces, Landlock, no capabilities,
+  memory limit, scrubbed environment) runs the code and each test cell's model side, and sends the
+  values the tests compare (plain data, `wire.py`); it never receives a target;
+* the **checker** (`checker.py`, never runs model code) receives the step's targets and every test's
+  comparison statements, and judges each test from the values the engine forwards to it.
+
+The engine forwards values frame by frame without decoding them, stops at the first failed test,
+enforces the timeout by killing the test process's group (its namespace goes with it), collects bounded
+stdout/stderr, and returns a `StepVerdict` (`decide`): `pass` needs every test judged passed by the
+checker, the test process's completion record and exit code 0; a value that never arrives fails.
 """
 from __future__ import annotations
 
 import json
 import os
-import secrets
+import pickle
 import select
 import signal
 import socket
@@ -24,14 +26,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
-from stages.score import harness as harness_module
-from stages.score.launcher import LaunchError, Launched, kill_group, launch
+from stages.score import child_runtime
+from stages.score.launcher import LaunchError, Launched, Role, kill_group, launch
 from stages.score.rewrite import RewrittenTest
 
 StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
 OUTPUT_LIMIT_BYTES = DEFAULT_OUTPUT_LIMIT
+CHECKER_ERROR_LIMIT = 8 * 1024
+MAX_VALUES_FRAME_BYTES = 1 << 30
 EXIT_GRACE_SECONDS = 10.0
 SCRATCH_PREFIX = "scicode-step-"
+PROTOCOL_VERSION = 2
+PICKLE_PROTOCOL = 4
 
 
 @dataclass(frozen=True)
@@ -88,181 +94,261 @@ class StepJob:
     targets_file: str | None
     use_zygote: bool = True
 
-    def spec(self, nonce: str) -> dict[str, Any]:
+    def test_spec(self) -> dict[str, Any]:
+        """What the test process receives: code and each cell's model side; no target, no comparison."""
         return {
-            "protocol": harness_module.PROTOCOL_VERSION, "nonce": nonce, "step_id": self.step_id, "deps": self.deps,
+            "protocol": PROTOCOL_VERSION, "step_id": self.step_id, "deps": self.deps,
             "sections": [{"label": label, "code": code} for label, code in self.sections],
-            "tests": [
-                {"index": t.index, "prefetch": t.prefetch, "residual": t.residual, "temps": list(t.temps),
-                 "callee_temps": list(t.callee_temps), "assigned_names": list(t.assigned_names)}
-                for t in self.tests
-            ],
-            "modules": list(self.modules), "targets_file": self.targets_file,
+            "tests": [{"index": t.index, "prefetch": t.prefetch} for t in self.tests],
+            "modules": list(self.modules),
+        }
+
+    def checker_spec(self) -> dict[str, Any]:
+        """What the checker receives: the dependencies and each test's comparisons (targets follow)."""
+        return {
+            "protocol": PROTOCOL_VERSION, "step_id": self.step_id, "deps": self.deps,
+            "tests": [{"index": t.index, "check": t.check, "temps": list(t.temps)} for t in self.tests],
         }
 
 
 @dataclass
 class SessionLog:
-    """What the engine saw on the harness channel."""
+    """What the engine saw from the test process and the checker."""
 
-    passed: set[int] = field(default_factory=set)
-    served: set[int] = field(default_factory=set)
-    complete: bool = False
+    total: int
+    forwarded: list[int] = field(default_factory=list)
+    results: dict[int, tuple[bool, str]] = field(default_factory=dict)
     failure: dict[str, Any] | None = None
+    complete: bool = False
     tamper: str | None = None
-    theft: str | None = None
+    checker_error: str | None = None
     timed_out: bool = False
+    test_closed: bool = False
+    checker_closed: bool = False
+
+    @property
+    def passed(self) -> set[int]:
+        return {index for index, (passed, _) in self.results.items() if passed}
+
+    def first_failed_check(self) -> tuple[int, str] | None:
+        failed = sorted((index, reason) for index, (passed, reason) in self.results.items() if not passed)
+        return failed[0] if failed else None
+
+    def settled(self) -> bool:
+        """Nothing more can change the verdict."""
+        if self.timed_out or self.tamper or self.checker_error or self.first_failed_check():
+            return True
+        answered = all(index in self.results for index in self.forwarded) or self.checker_closed
+        return (self.test_closed or self.failure is not None or self.complete) and answered
 
 
-class _Channel:
-    def __init__(self, sock: socket.socket, nonce: str, pickles: tuple[bytes, ...], log: SessionLog) -> None:
+class _Peer:
+    """One socket of the engine: frames in (bounded), frames out."""
+
+    def __init__(self, sock: socket.socket, limit: int) -> None:
         self.sock = sock
-        self.nonce = nonce
-        self.pickles = pickles
-        self.log = log
+        self.limit = limit
         self.buffer = bytearray()
 
-    def send(self, payload: bytes) -> None:
+    def send(self, payload: bytes) -> bool:
         try:
-            self.sock.sendall(len(payload).to_bytes(harness_module.HEADER_BYTES, "big") + payload)
+            self.sock.sendall(len(payload).to_bytes(child_runtime.HEADER_BYTES, "big") + payload)
+            return True
         except OSError:
-            pass
+            return False
 
-    def frames(self) -> list[bytes]:
-        found = []
-        header = harness_module.HEADER_BYTES
-        while len(self.buffer) >= header:
-            size = int.from_bytes(self.buffer[:header], "big")
-            if size > harness_module.MAX_FRAME_BYTES:
-                self.log.tamper = self.log.tamper or "a malformed frame arrived on the harness channel"
-                self.buffer.clear()
-                break
-            if len(self.buffer) < header + size:
-                break
-            found.append(bytes(self.buffer[header:header + size]))
-            del self.buffer[:header + size]
-        return found
-
-    def handle(self, frame: bytes) -> None:
+    def receive(self) -> list[bytes] | None:
+        """Complete frames received so far; None at end of stream. ValueError for an oversized frame."""
         try:
-            record = json.loads(frame.decode("utf-8"))
-            if not isinstance(record, dict):
-                raise ValueError
-        except ValueError:
-            self.log.tamper = self.log.tamper or "a malformed message arrived on the harness channel"
-            return
-        if not secrets.compare_digest(str(record.get("nonce", "")), self.nonce):
-            if record.get("type") == "fetch":
-                self.log.tamper = self.log.tamper or (
-                    "targets read outside the test harness: a target request without the harness nonce "
-                    "(code under test wrote to the harness channel); refused")
-            else:
-                self.log.tamper = self.log.tamper or (
-                    "a message without the harness nonce arrived on the harness channel (code under test wrote to it)")
-            self.send(b"Rrefused")
-            return
-        kind = record.get("type")
-        test = record.get("test")
-        if kind == "fetch":
-            self._serve(test)
-        elif kind == "test_passed" and isinstance(test, int):
-            self.log.passed.add(test)
-        elif kind == "complete":
-            self.log.complete = True
-        elif self.log.failure is None:
-            self.log.failure = record
-
-    def _serve(self, test: Any) -> None:
-        if not isinstance(test, int) or not 0 <= test < len(self.pickles):
-            self.log.theft = self.log.theft or f"a target outside the step's tests was requested ({test!r})"
-            self.send(b"Rno such test")
-        elif test in self.log.served:
-            self.log.theft = self.log.theft or f"targets read outside the test harness (test {test + 1}'s target was requested twice)"
-            self.send(b"Rtargets read outside the test harness")
-        else:
-            self.log.served.add(test)
-            self.send(b"T" + self.pickles[test])
-
-
-def _converse(channel: _Channel, deadline: float) -> None:
-    sock = channel.sock
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            channel.log.timed_out = True
-            return
-        readable, _, _ = select.select([sock], [], [], min(remaining, 1.0))
-        if not readable:
-            continue
-        try:
-            chunk = sock.recv(1 << 20)
+            chunk = self.sock.recv(1 << 20)
         except OSError:
             chunk = b""
         if not chunk:
+            return None
+        self.buffer.extend(chunk)
+        frames = []
+        header = child_runtime.HEADER_BYTES
+        while len(self.buffer) >= header:
+            size = int.from_bytes(self.buffer[:header], "big")
+            if size > self.limit:
+                raise ValueError(f"a frame of {size} bytes (the limit is {self.limit})")
+            if len(self.buffer) < header + size:
+                break
+            frames.append(bytes(self.buffer[header:header + size]))
+            del self.buffer[:header + size]
+        return frames
+
+
+def _json_record(frame: bytes) -> dict[str, Any] | None:
+    if frame[:1] != b"J":
+        return None
+    try:
+        record = json.loads(frame[1:].decode("utf-8"))
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _on_test_frame(log: SessionLog, frame: bytes, checker: _Peer) -> None:
+    if frame[:1] == b"V":
+        index = len(log.forwarded)
+        try:
+            size = int.from_bytes(frame[1:5], "big")
+            announced = json.loads(frame[5:5 + size].decode("utf-8")).get("test")
+        except (ValueError, AttributeError):
+            announced = None
+        if announced != index or index >= log.total:
+            log.tamper = log.tamper or f"the test process sent values out of order (expected test {index + 1}, got {announced!r})"
             return
-        channel.buffer.extend(chunk)
-        for frame in channel.frames():
-            channel.handle(frame)
+        log.forwarded.append(index)
+        if not checker.send(frame):
+            log.checker_closed = True
+        return
+    record = _json_record(frame)
+    if record is None:
+        log.tamper = log.tamper or "a malformed message arrived from the test process"
+    elif record.get("type") == "done":
+        if len(log.forwarded) < log.total:
+            log.tamper = log.tamper or (f"the test process reported completion after {len(log.forwarded)} of "
+                                        f"{log.total} tests")
+        log.complete = True
+    elif log.failure is None:
+        log.failure = record
+
+
+def _on_checker_frame(log: SessionLog, frame: bytes) -> None:
+    record = _json_record(frame) or {"type": "checker_error", "reason": "a malformed message from the checker"}
+    test = record.get("test")
+    if record.get("type") == "checker_error":
+        log.checker_error = str(record.get("reason"))
+    elif type(test) is int:
+        log.results[test] = (bool(record.get("passed")), str(record.get("reason", "")))
+    else:
+        log.tamper = log.tamper or str(record.get("reason") or "the checker refused the values sent")
+
+
+def _converse(log: SessionLog, test: _Peer, checker: _Peer, deadline: float) -> None:
+    while not log.settled():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            log.timed_out = True
+            return
+        watched = [peer.sock for peer, closed in ((test, log.test_closed), (checker, log.checker_closed)) if not closed]
+        if not watched:
+            return
+        readable, _, _ = select.select(watched, [], [], min(remaining, 1.0))
+        for sock in readable:
+            peer = test if sock is test.sock else checker
+            try:
+                frames = peer.receive()
+            except ValueError as error:
+                if peer is test:
+                    log.tamper = log.tamper or f"the test process sent {error}"
+                else:
+                    log.checker_error = f"the checker sent {error}"
+                return
+            if frames is None:
+                if peer is test:
+                    log.test_closed = True
+                else:
+                    log.checker_closed = True
+                    if not log.settled():
+                        log.checker_error = log.checker_error or "the checker ended before judging every test"
+                continue
+            for frame in frames:
+                if peer is test:
+                    _on_test_frame(log, frame, checker)
+                else:
+                    _on_checker_frame(log, frame)
+
+
+@dataclass
+class _Process:
+    """One started process of a step: its handle and its bounded output readers."""
+
+    launched: Launched
+    readers: list[BoundedReader]
+
+    def stop(self) -> None:
+        kill_group(self.launched.pid)
+
+    def output(self) -> list[str]:
+        for reader in self.readers:
+            reader.join(timeout=2.0)
+        return [reader.text() for reader in self.readers]
+
+
+def _start(role: Role, job: StepJob, channel: socket.socket, scratch: Any, env: dict[str, str],
+           output_limit: int, streams: int) -> _Process:
+    """Launch `role` with `streams` output pipes (1: stdout and stderr together, 2: separate)."""
+    pipes = [os.pipe() for _ in range(streams)]
+    writers = [write for _, write in pipes] * (2 // streams)
+    try:
+        launched = launch(role, job.python_binary, channel.fileno(), writers[0], writers[1], scratch, env,
+                          job.memory_mb, use_zygote=job.use_zygote)
+    except LaunchError:
+        for read, write in pipes:
+            os.close(read)
+            os.close(write)
+        raise
+    finally:
+        channel.close()
+    for _, write in pipes:
+        os.close(write)
+    readers = [BoundedReader(os.fdopen(read, "rb", buffering=0), output_limit) for read, _ in pipes]
+    for reader in readers:
+        reader.start()
+    return _Process(launched, readers)
 
 
 def execute_step(job: StepJob) -> StepVerdict:
-    """Run `job` in a fresh isolated test process and judge it."""
-    nonce = secrets.token_hex(32)
-    log = SessionLog()
-    engine_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    out_read, out_write = os.pipe()
-    err_read, err_write = os.pipe()
+    """Run `job`'s test process and checker, and judge it."""
+    log = SessionLog(total=len(job.tests))
     started = time.monotonic()
-    launched: Launched | None = None
+    test_process = checker_process = None
     returncode: int | None = None
-    readers: list[BoundedReader] = []
-    try:
-        with ScratchDir(None, SCRATCH_PREFIX) as scratch:
-            env = scrubbed_environment(home=scratch)
+    with ScratchDir(None, SCRATCH_PREFIX) as scratch:
+        env = scrubbed_environment(home=scratch)
+        test_end, test_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        checker_end, checker_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
             try:
-                launched = launch(job.python_binary, child_end.fileno(), out_write, err_write, scratch, env,
-                                  job.memory_mb, use_zygote=job.use_zygote)
+                checker_process = _start("checker", job, checker_child, scratch, env, CHECKER_ERROR_LIMIT, 1)
+                test_process = _start("test", job, test_child, scratch, env, OUTPUT_LIMIT_BYTES, 2)
             except LaunchError as error:
                 return StepVerdict(job.step_id, "eval_error", f"could not start the test process: {error}",
                                    tests_total=len(job.tests))
-            finally:
-                child_end.close()
-                os.close(out_write)
-                os.close(err_write)
-            readers = [BoundedReader(os.fdopen(out_read, "rb", buffering=0), OUTPUT_LIMIT_BYTES),
-                       BoundedReader(os.fdopen(err_read, "rb", buffering=0), OUTPUT_LIMIT_BYTES)]
-            out_read = err_read = -1
-            for reader in readers:
-                reader.start()
-            channel = _Channel(engine_end, nonce, job.target_pickles, log)
-            channel.send(json.dumps(job.spec(nonce)).encode("utf-8"))
+            checker = _Peer(checker_end, MAX_VALUES_FRAME_BYTES)
+            test = _Peer(test_end, MAX_VALUES_FRAME_BYTES)
+            checker.send(json.dumps(job.checker_spec()).encode("utf-8"))
+            checker.send(pickle.dumps(list(job.target_pickles), protocol=PICKLE_PROTOCOL))
+            test.send(json.dumps(job.test_spec()).encode("utf-8"))
             deadline = started + job.timeout_seconds
-            _converse(channel, deadline)
-            if log.timed_out:
-                kill_group(launched.pid)
+            _converse(log, test, checker, deadline)
+            if log.timed_out or log.first_failed_check() or log.tamper or log.checker_error:
+                test_process.stop()
             remaining = max(deadline - time.monotonic(), 0.0)
-            returncode = launched.wait(min(remaining, EXIT_GRACE_SECONDS) if not log.timed_out else EXIT_GRACE_SECONDS)
-            if returncode is None and not log.timed_out and time.monotonic() >= deadline:
+            returncode = test_process.launched.wait(min(remaining, EXIT_GRACE_SECONDS))
+            if returncode is None and not log.timed_out and time.monotonic() >= deadline and not log.settled():
                 log.timed_out = True
-            kill_group(launched.pid)
+            test_process.stop()
             if returncode is None:
-                returncode = launched.wait(EXIT_GRACE_SECONDS)
-    finally:
-        engine_end.close()
-        for fd in (out_read, err_read):
-            if fd >= 0:
-                os.close(fd)
-        if launched is not None:
-            kill_group(launched.pid)
+                returncode = test_process.launched.wait(EXIT_GRACE_SECONDS)
+        finally:
+            test_end.close()
+            checker_end.close()
+            for process in (test_process, checker_process):
+                if process is not None:
+                    process.stop()
     duration = time.monotonic() - started
-    for reader in readers:
-        reader.join(timeout=2.0)
-    stdout, stderr = (readers[0].text(), readers[1].text()) if readers else ("", "")
-    status, reason = decide(log, returncode, len(job.tests), job.timeout_seconds)
+    stdout, stderr = test_process.output() if test_process else ("", "")
+    if log.checker_error and checker_process is not None:
+        stderr += "\n[checker] " + checker_process.output()[0]
+    status, reason = decide(log, returncode, job.timeout_seconds)
     return StepVerdict(
         step_id=job.step_id, status=status, reason=reason, tests_total=len(job.tests),
         tests_passed=len(log.passed), returncode=returncode, stdout=stdout, stderr=stderr,
-        duration_s=duration, launch_mode=launched.mode if launched else "",
+        duration_s=duration, launch_mode=test_process.launched.mode if test_process else "",
     )
 
 
@@ -273,32 +359,39 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def decide(log: SessionLog, returncode: int | None, total: int, timeout_seconds: float) -> tuple[StepStatus, str]:
-    """The verdict of one execution (see the module docstring)."""
-    if log.tamper:
-        return "fail", log.tamper
-    if log.theft:
-        return "fail", log.theft
-    if log.timed_out:
-        return "timeout", f"the tests did not finish within step_timeout_seconds={timeout_seconds:g} (process group killed)"
+def _first_failure(log: SessionLog) -> tuple[StepStatus, str] | None:
+    """The earliest failure in test order: a failure the test process reported, or a failed check."""
+    candidates: list[tuple[float, StepStatus, str]] = []
     if log.failure is not None:
         kind = str(log.failure.get("type"))
-        reason = str(log.failure.get("reason") or kind)
-        if kind == "refused":
-            return "fail", "targets read outside the test harness"
-        if kind in ("deps_error", "harness_error"):
-            return "eval_error", reason
-        return "fail", reason
-    if log.complete:
-        missing = [i + 1 for i in range(total) if i not in log.passed]
-        if missing:
-            return "fail", f"completion reported but tests {missing} never passed"
+        test = log.failure.get("test")
+        status: StepStatus = "eval_error" if kind in ("deps_error", "harness_error") else "fail"
+        candidates.append((test if type(test) is int else -1, status, str(log.failure.get("reason") or kind)))
+    failed = log.first_failed_check()
+    if failed is not None:
+        candidates.append((failed[0], "fail", failed[1]))
+    return min(candidates)[1:] if candidates else None
+
+
+def decide(log: SessionLog, returncode: int | None, timeout_seconds: float) -> tuple[StepStatus, str]:
+    """The verdict of one execution (see the module docstring)."""
+    total = log.total
+    if log.tamper:
+        return "fail", log.tamper
+    if log.timed_out:
+        return "timeout", f"the tests did not finish within step_timeout_seconds={timeout_seconds:g} (process group killed)"
+    failure = _first_failure(log)
+    if failure is not None:
+        return failure
+    if log.checker_error:
+        return "eval_error", f"the checker failed: {log.checker_error}"
+    done = f"after {len(log.passed)} of {total} tests"
+    if log.complete and len(log.passed) == total:
         if returncode != 0:
-            return "fail", f"all tests passed but the process ended with code {returncode}"
+            return "fail", f"all tests passed but the test process ended with code {returncode}"
         return "pass", f"all {total} tests passed"
     if returncode is None:
         return "eval_error", "the test process ended without an exit status (the zygote stopped)"
-    done = f"after {len(log.passed)} of {total} tests"
     if returncode < 0:
         return "fail", f"the test process was killed by {_signal_name(returncode)} {done} (no completion record)"
     if returncode == 0:

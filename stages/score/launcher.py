@@ -23,13 +23,14 @@ from typing import Callable, Literal, Mapping
 from stages.isolation import scrubbed_environment
 
 HERE = Path(__file__).resolve().parent
-HARNESS = HERE / "harness.py"
+PROGRAMS = {"test": HERE / "harness.py", "checker": HERE / "checker.py"}
 ZYGOTE = HERE / "zygote.py"
 READY_TIMEOUT_SECONDS = 120.0
 SPAWN_TIMEOUT_SECONDS = 60.0
 MAX_MESSAGE = 1 << 20
 
 LaunchMode = Literal["zygote", "fresh"]
+Role = Literal["test", "checker"]
 
 
 class LaunchError(RuntimeError):
@@ -59,6 +60,7 @@ class ZygoteClient:
         self.python_binary = python_binary
         self.alive = False
         self.versions: dict[str, str] = {}
+        self.confinement: dict = {}
         self._send_lock = threading.Lock()
         self._state = threading.Condition()
         self._spawned: dict[int, dict] = {}
@@ -92,6 +94,7 @@ class ZygoteClient:
             raise LaunchError("the zygote did not report ready")
         engine_end.settimeout(None)
         self.versions = dict(ready.get("versions") or {})
+        self.confinement = dict(ready.get("confinement") or {})
         self.alive = True
         threading.Thread(target=self._read_loop, name="zygote-reader", daemon=True).start()
 
@@ -115,12 +118,13 @@ class ZygoteClient:
             self.alive = False
             self._state.notify_all()
 
-    def launch(self, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path, env: Mapping[str, str],
+    def launch(self, role: Role, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path, env: Mapping[str, str],
                memory_mb: int | None) -> Launched:
         if not self.alive or self._control is None:
             raise LaunchError("the zygote is not running")
         request_id = next(self._ids)
-        request = {"op": "spawn", "id": request_id, "cwd": str(cwd), "env": dict(env), "memory_mb": memory_mb}
+        request = {"op": "spawn", "id": request_id, "role": role, "cwd": str(cwd), "env": dict(env),
+                   "memory_mb": memory_mb}
         try:
             with self._send_lock:
                 socket.send_fds(self._control, [json.dumps(request).encode("utf-8")], [stdout_fd, stderr_fd, channel_fd])
@@ -166,12 +170,12 @@ class ZygoteClient:
                 pass
 
 
-def launch_fresh(python_binary: str, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path,
+def launch_fresh(role: Role, python_binary: str, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path,
                  env: Mapping[str, str], memory_mb: int | None) -> Launched:
-    """A fresh interpreter running the harness (no preexec_fn: the harness sets its own limits)."""
+    """A fresh interpreter running the test process or the checker (each confines itself)."""
     try:
         process = subprocess.Popen(
-            [python_binary, str(HARNESS), "--channel-fd", str(channel_fd), "--memory-mb", str(memory_mb or 0)],
+            [python_binary, str(PROGRAMS[role]), "--channel-fd", str(channel_fd), "--memory-mb", str(memory_mb or 0)],
             pass_fds=(channel_fd,), stdin=subprocess.DEVNULL, stdout=stdout_fd, stderr=stderr_fd, cwd=cwd,
             env=dict(env), start_new_session=True, close_fds=True,
         )
@@ -224,17 +228,17 @@ def stop_zygotes() -> None:
 atexit.register(stop_zygotes)
 
 
-def launch(python_binary: str, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path, env: Mapping[str, str],
-           memory_mb: int | None, *, use_zygote: bool = True) -> Launched:
+def launch(role: Role, python_binary: str, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path,
+           env: Mapping[str, str], memory_mb: int | None, *, use_zygote: bool = True) -> Launched:
     """Fork from the zygote when possible, else start a fresh process."""
     if use_zygote:
         client = zygote_for(python_binary)
         if client is not None:
             try:
-                return client.launch(channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb)
+                return client.launch(role, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb)
             except LaunchError:
                 pass
-    return launch_fresh(python_binary, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb)
+    return launch_fresh(role, python_binary, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb)
 
 
 def environment_versions(python_binary: str) -> dict[str, str]:
@@ -250,7 +254,8 @@ _VERSIONS: dict[str, dict[str, str]] = {}
 
 def _versions_by_subprocess(python_binary: str) -> dict[str, str]:
     if python_binary not in _VERSIONS:
-        code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import json, harness; print(json.dumps(harness.environment_versions()))"
+        code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import json, child_runtime; "
+                "print(json.dumps(child_runtime.environment_versions()))")
         result = subprocess.run([python_binary, "-c", code], capture_output=True, env=scrubbed_environment(), timeout=300, check=False)
         if result.returncode != 0:
             raise LaunchError(f"cannot run {python_binary}: {result.stderr.decode('utf-8', 'replace').strip()[-200:]}")

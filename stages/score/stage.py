@@ -175,7 +175,7 @@ def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) 
     assert script is not None
     total = len(script.tests)
     try:
-        tests = rewrite_tests(script.tests)
+        tests = rewrite_tests(script.tests, script.deps)
     except RewriteError as error:
         return StepVerdict(script.step_id, "eval_error", f"cannot prepare the tests: {error}", tests_total=total)
     if targets.path is None:

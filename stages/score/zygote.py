@@ -3,15 +3,19 @@
 Run by the engine as `python_binary zygote.py <control_fd>` with a scrubbed environment; it never
 sees targets or secrets. Control messages are JSON over an AF_UNIX SOCK_SEQPACKET socket:
 
-* engine -> zygote `{"op": "spawn", "id", "cwd", "env", "memory_mb"}` carrying three descriptors
-  (stdout, stderr, harness channel) as SCM_RIGHTS;
+* engine -> zygote `{"op": "spawn", "id", "role", "cwd", "env", "memory_mb"}` carrying three descriptors
+  (stdout, stderr, channel) as SCM_RIGHTS; `role` is "test" (the untrusted test process, `harness.py`)
+  or "checker" (`checker.py`);
 * zygote -> engine `{"op": "ready", "versions"}`, `{"op": "spawned", "id", "pid"}`,
   `{"op": "exited", "pid", "returncode"}`, `{"op": "spawn_failed", "id", "error"}`.
 
-A child starts a new session (its own process group, which the engine kills as a whole), sets its
-memory limit, moves to its scratch folder, takes its stdout/stderr/channel as fds 1/2/3, closes every
-other descriptor (including the control socket), replaces its environment and runs the harness; it
-always leaves with `os._exit`. When the engine goes away the zygote kills its children's groups and exits.
+A child starts a new session (its own process group, which the engine kills as a whole), moves to its
+scratch folder, takes its stdout/stderr/channel as fds 1/2/3, closes every other descriptor (including
+the control socket) and replaces its environment. A test child then becomes the supervising parent of
+the confined test process (`confine.supervise`: PID 1 of new namespaces, Landlock, no capabilities,
+memory limit); a checker child confines itself and runs the checker. Children always leave with
+`os._exit`. The zygote is a child subreaper: an orphan of a step reparented to it is killed. When the
+engine goes away the zygote kills its children's groups and exits. It never runs model code.
 """
 from __future__ import annotations
 
@@ -31,14 +35,13 @@ def _send(control: socket.socket, record: dict) -> None:
     control.send(json.dumps(record).encode("utf-8"))
 
 
-def _child(request: dict, fds: list[int], harness) -> None:  # noqa: ANN001 - the harness module
+def _child(request: dict, fds: list[int], read_paths: list[str]) -> None:
     code = 70
     try:
         os.setsid()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         stdout_fd, stderr_fd, channel_fd = fds
-        harness.apply_memory_limit(request.get("memory_mb"))
         os.chdir(request["cwd"])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -48,7 +51,7 @@ def _child(request: dict, fds: list[int], harness) -> None:  # noqa: ANN001 - th
         os.closerange(CHANNEL_FD + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096)
         os.environ.clear()
         os.environ.update(request["env"])
-        code = harness.main_from_zygote(CHANNEL_FD)
+        code = _run_role(request, read_paths)
     except BaseException:  # noqa: BLE001 - the child must never return into the zygote loop
         try:
             os.write(2, traceback.format_exc().encode("utf-8", "replace"))
@@ -58,14 +61,44 @@ def _child(request: dict, fds: list[int], harness) -> None:  # noqa: ANN001 - th
         os._exit(code)
 
 
+def _run_role(request: dict, read_paths: list[str]) -> int:
+    import checker
+    import harness
+    from child_runtime import confine_module
+
+    memory_mb = request.get("memory_mb")
+    if request.get("role") == "checker":
+        return checker.serve_confined(CHANNEL_FD, memory_mb, read_paths)
+    confine = confine_module()
+    scratch = request["cwd"]
+    code = confine.supervise(lambda: harness.serve_confined(CHANNEL_FD, memory_mb, read_paths, scratch))
+    confine.exit_like(code)
+    return code
+
+
+def _kill_orphans(children: set[int]) -> None:
+    """Descendants of steps reparented to this subreaper (their supervising parent was killed)."""
+    from child_runtime import confine_module
+
+    for pid in confine_module()._children_of(os.getpid()):
+        if pid not in children:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
 def _reap(control: socket.socket, children: set[int]) -> None:
-    while children:
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        if pid not in children:
+            continue
         children.discard(pid)
         _send(control, {"op": "exited", "pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
 
@@ -83,9 +116,15 @@ def serve(control_fd: int) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
         sys.path.insert(0, here)
-    import harness
+    import child_runtime
 
-    harness.preload()
+    child_runtime.preload()
+    import checker  # noqa: F401 - imported once here, not in every child
+    import harness  # noqa: F401
+
+    confine = child_runtime.confine_module()
+    read_paths = child_runtime.sandbox_read_paths()
+    confine._libc().prctl(confine.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=control_fd)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
@@ -93,7 +132,8 @@ def serve(control_fd: int) -> None:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: set[int] = set()
-    _send(control, {"op": "ready", "versions": harness.environment_versions(), "pid": os.getpid()})
+    _send(control, {"op": "ready", "versions": child_runtime.environment_versions(), "pid": os.getpid(),
+                    "confinement": confine.probe().as_record()})
     while True:
         readable, _, _ = select.select([control, wake_read], [], [], 1.0)
         if wake_read in readable:
@@ -103,6 +143,7 @@ def serve(control_fd: int) -> None:
             except BlockingIOError:
                 pass
         _reap(control, children)
+        _kill_orphans(children)
         if control not in readable:
             continue
         message, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 8)
@@ -126,7 +167,7 @@ def serve(control_fd: int) -> None:
             continue
         if pid == 0:
             control.detach()
-            _child(request, fds, harness)
+            _child(request, fds, read_paths)
         children.add(pid)
         for fd in fds:
             os.close(fd)

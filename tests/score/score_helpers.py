@@ -41,7 +41,7 @@ def make_job(shared_scicode: Path, prob: Problem, step_id: str, codes: Mapping[s
     pickles = load_step_targets(targets, step_id, len(script.tests), sys.executable) if tests is None else ()
     return StepJob(
         problem_id=prob.problem_id, step_id=step_id, deps=script.deps if deps is None else deps,
-        sections=tuple((s.label, s.code) for s in script.sections), tests=rewrite_tests(test_sources),
+        sections=tuple((s.label, s.code) for s in script.sections), tests=rewrite_tests(test_sources, script.deps if deps is None else deps),
         modules=imported_modules([script.deps, *test_sources]), target_pickles=tuple(pickles),
         python_binary=sys.executable, timeout_seconds=timeout, memory_mb=memory_mb,
         targets_file=str(targets.resolve()), use_zygote=use_zygote,

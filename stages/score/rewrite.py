@@ -174,10 +174,15 @@ def inline_test_functions(tree: ast.Module) -> ast.Module:
     inlinable = {statement.name: statement for statement in tree.body if _inlinable(statement)}
     if not inlinable:
         return tree
+    other_uses = {node.id for statement in tree.body if not _called_without_arguments(statement, inlinable)
+                  for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
     body: list[ast.stmt] = []
     for statement in tree.body:
         name = _called_without_arguments(statement, inlinable)
-        body.extend(_inlined_body(inlinable[name]) if name else [statement])
+        if name:
+            body.extend(_inlined_body(inlinable[name]))
+        elif not (isinstance(statement, ast.FunctionDef) and statement.name in inlinable and statement.name not in other_uses):
+            body.append(statement)  # a definition used only by the inlined calls is dropped with its asserts
     return ast.Module(body=body, type_ignores=[])
 
 

@@ -1,17 +1,22 @@
-"""Every way code under test could pass without computing the answer must fail, naming what happened.
+"""Model code is hostile: every way it could pass without computing the answer, or harm the machine, fails.
 
-All runs are real test processes (zygote forks) against the real dev targets, on step 19.1 (`tensor`)
-and 19.2 (`n_tangle`, which calls `tensor`).
+All runs are real test processes (zygote forks, confined) judged by the real checker against the real
+dev targets, on step 19.1 (`tensor`) and 19.2 (`n_tangle`, which calls `tensor`). Each test asserts the
+verdict and its reason; the harm tests also assert that nothing outside the scratch folder changed,
+that no process survives and that a secret of another process appears nowhere in the verdict.
 """
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from score_helpers import problem, run_code
+from score_helpers import assert_no_process_with, make_job, problem, run_code, unique_sleep_seconds
 from stages.score.engine import execute_step
-from score_helpers import make_job
 
 TENSOR = '''
 def tensor(*args):
@@ -20,6 +25,8 @@ def tensor(*args):
         M = np.kron(M, a)
     return M
 '''
+RIGHT_ANSWER = "    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"
+SECRET = "sk-cheat-test-5b0c2e91d7a4"
 
 
 def verdict_of(shared_scicode: Path, code: str, step_id: str = "19.1", **options):
@@ -30,6 +37,11 @@ def assert_fails(verdict, *fragments: str) -> None:
     assert verdict.status == "fail", (verdict.status, verdict.reason, verdict.stderr[-2000:])
     for fragment in fragments:
         assert fragment in verdict.reason, (verdict.reason, verdict.stderr[-2000:])
+
+
+def assert_secret_absent(verdict) -> None:
+    for text in (verdict.reason, verdict.stdout, verdict.stderr):
+        assert SECRET not in text
 
 
 def test_honest_code_passes(shared_scicode: Path) -> None:
@@ -44,7 +56,216 @@ def test_wrong_answer_fails(shared_scicode: Path) -> None:
     assert verdict.tests_passed == 0
 
 
-# -- exiting early -----------------------------------------------------------------
+# -- 1, 2: the test process's own machinery is reachable, and decides nothing ---------------------------
+
+@pytest.mark.parametrize("code", [
+    # rebinding what the test process calls, or its channel, so that it reports constants
+    "import builtins\n_exec = builtins.exec\nbuiltins.exec = lambda *a, **k: None\ndef tensor(*args):\n    return 0\n",
+    "import sys\nsys.modules['harness'].Channel.values = lambda self, test, captured: self.report('done')\n"
+    "def tensor(*args):\n    return 0\n",
+    "import sys\n_h = sys.modules['harness']\n_h.run_step = lambda channel, spec: None\ndef tensor(*args):\n    return 0\n",
+    # the encoder of captured values replaced: every value becomes a constant
+    "import sys, numpy\n_w = sys.modules['wire']\n_enc = _w.encode\n_w.encode = lambda value: _enc(numpy.zeros(4))\n"
+    "def tensor(*args):\n    return 0\n",
+    # standard-library decoders replaced (they decode nothing here: targets never arrive)
+    "import json, pickle\njson.loads = lambda *a, **k: {}\npickle.loads = lambda *a, **k: 0\ndef tensor(*args):\n    return 0\n",
+    # the comparison functions replaced in this process: comparisons happen in the checker
+    "np.allclose = lambda *a, **k: True\nimport builtins\nbuiltins.all = lambda *a: True\ndef tensor(*args):\n    return 0\n",
+])
+def test_tampering_with_the_test_process_cannot_make_wrong_code_pass(shared_scicode: Path, code: str) -> None:
+    verdict = verdict_of(shared_scicode, code)
+    assert verdict.status == "fail", (verdict.reason, verdict.stderr[-1500:])
+    assert verdict.tests_passed == 0
+
+
+@pytest.mark.parametrize("code", [
+    "class AlwaysEqual:\n    def __eq__(self, other):\n        return True\n    def __array__(self, *a, **k):\n        return np.zeros(4)\n"
+    "def tensor(*args):\n    return AlwaysEqual()\n",
+    "class Sub(np.ndarray):\n    def __eq__(self, other):\n        return True\ndef tensor(*args):\n    return np.zeros(4).view(Sub)\n",
+    "def tensor(*args):\n    return np.array([object()], dtype=object)\n",
+])
+def test_objects_that_pretend_to_match_cannot_be_sent(shared_scicode: Path, code: str) -> None:
+    assert_fails(verdict_of(shared_scicode, code), "test 1 raised", "cannot be sent")
+
+
+CHANNEL_WRITER = '''
+def _frame(payload):
+    return len(payload).to_bytes(8, "big") + payload
+
+def _forge():
+    import json, os
+    header = json.dumps({"test": 0, "temps": []}).encode()
+    for index in range(3):
+        header = json.dumps({"test": index, "temps": []}).encode()
+        os.write(3, _frame(b"V" + len(header).to_bytes(4, "big") + header))
+    for index in range(3):
+        os.write(3, _frame(b"J" + json.dumps({"test": index, "passed": True, "reason": "ok"}).encode()))
+    os.write(3, _frame(b"J" + json.dumps({"type": "done"}).encode()))
+'''
+
+
+@pytest.mark.parametrize("ending", ["    os._exit(0)\n", "    return 0\n"])
+def test_forged_messages_on_the_channel_cannot_pass(shared_scicode: Path, ending: str) -> None:
+    code = CHANNEL_WRITER + "def tensor(*args):\n    import os\n    _forge()\n" + ending
+    verdict = verdict_of(shared_scicode, code)
+    assert verdict.status == "fail" and verdict.tests_passed == 0, (verdict.reason, verdict.stderr[-1500:])
+
+
+# -- 3: reading the memory of this or another process ---------------------------------------------------
+
+@pytest.mark.parametrize("body", [
+    "    return open('/proc/self/mem', 'rb').read(1)\n",
+    "    import os\n    fd = os.open('/proc', os.O_RDONLY)\n    return os.open('self/mem', os.O_RDONLY, dir_fd=fd)\n",
+    "    import os\n    fd = os.open('/proc', os.O_RDONLY)\n    return os.open(f'{os.getppid()}/mem', os.O_RDONLY, dir_fd=fd)\n",
+    "    import os\n    return os.listdir('/proc')\n",
+])
+def test_process_memory_and_proc_are_unreadable(shared_scicode: Path, body: str) -> None:
+    assert_fails(verdict_of(shared_scicode, "def tensor(*args):\n" + body), "test 1 raised PermissionError")
+
+
+# -- 4: shape honesty --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("empty", ["np.zeros((0, 1, 1))", "np.zeros((0,))", "[]"])
+def test_an_empty_value_never_matches_a_non_empty_target(shared_scicode: Path, empty: str) -> None:
+    verdict = verdict_of(shared_scicode, f"def tensor(*args):\n    return {empty}\n")
+    assert_fails(verdict, "test 1 failed", "an empty value")
+
+
+# -- 5, 6: files outside scratch and secrets of other processes -----------------------------------------
+
+def test_writes_deletes_and_renames_outside_scratch_are_refused(shared_scicode: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    attacks = [
+        f"open({str(victim)!r}, 'w').write('x')",
+        f"os.remove({str(victim)!r})",
+        f"os.rename({str(victim)!r}, {str(tmp_path / 'moved')!r})",
+        f"os.open('victim.txt', os.O_WRONLY | os.O_TRUNC, dir_fd=os.open({str(tmp_path)!r}, os.O_RDONLY))",
+        f"os.unlink('victim.txt', dir_fd=os.open({str(tmp_path)!r}, os.O_RDONLY))",
+        f"os.open('new.txt', os.O_WRONLY | os.O_CREAT, dir_fd=os.open({str(tmp_path)!r}, os.O_RDONLY))",
+    ]
+    for attack in attacks:
+        verdict = verdict_of(shared_scicode, f"def tensor(*args):\n    import os\n    {attack}\n" + RIGHT_ANSWER)
+        assert_fails(verdict, "test 1 raised PermissionError")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["victim.txt"]
+    assert victim.read_text() == "untouched"
+
+
+@pytest.fixture
+def process_with_secret():
+    """Another process of this user whose environment holds an API key."""
+    marker = unique_sleep_seconds()
+    process = subprocess.Popen(["sleep", marker], env={"OPENAI_API_KEY": SECRET, "PATH": os.defpath})
+    yield process
+    process.kill()
+    process.wait()
+
+
+@pytest.mark.parametrize("body", [
+    "    import os\n    for pid in os.listdir('/proc'):\n        try:\n            print(open(f'/proc/{pid}/environ').read())\n"
+    "        except Exception:\n            pass\n",
+    "    import os\n    fd = os.open('/proc', os.O_RDONLY)\n    print(open(os.open(f'{PID}/environ', os.O_RDONLY, dir_fd=fd)).read())\n",
+    "    import os\n    print(dict(os.environ))\n",
+])
+def test_secrets_of_other_processes_are_unreachable(shared_scicode: Path, process_with_secret, body: str) -> None:
+    code = "def tensor(*args):\n" + body.replace("{PID}", str(process_with_secret.pid)) + RIGHT_ANSWER
+    verdict = verdict_of(shared_scicode, code)
+    assert_secret_absent(verdict)
+    assert verdict.status in ("pass", "fail")
+    if "dir_fd" in body:
+        assert_fails(verdict, "PermissionError")
+
+
+# -- 7: processes that outlive their step ----------------------------------------------------------------
+
+@pytest.mark.parametrize("start", [
+    "subprocess.Popen(['sleep', MARK], start_new_session=True)",
+    "__import__('_posixsubprocess').fork_exec(['sleep', MARK], [b'/bin/sleep'], True, (), None, None, -1, -1, -1, -1, -1, -1,"
+    " *os.pipe(), False, False, -1, None, None, None, -1, None, False)",
+    "os.fork() == 0 and (os.setsid(), os.execv('/bin/sleep', ['sleep', MARK]))",
+])
+def test_no_process_outlives_its_step(shared_scicode: Path, start: str) -> None:
+    marker = unique_sleep_seconds()
+    code = ("import os, subprocess\n" + f"MARK = {marker!r}\n" + TENSOR.replace("return M", f"{start}\n    return M"))
+    verdict = verdict_of(shared_scicode, code)
+    assert verdict.status in ("pass", "fail"), (verdict.reason, verdict.stderr[-1500:])
+    assert_no_process_with(marker)
+
+
+# -- the network, signals, the targets file --------------------------------------------------------------
+
+def test_no_network_even_to_loopback(shared_scicode: Path) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        for attack in (f"socket.create_connection(('127.0.0.1', {port}), timeout=2)",
+                       f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {port}))"):
+            verdict = verdict_of(shared_scicode, f"def tensor(*args):\n    import socket\n    {attack}\n" + RIGHT_ANSWER)
+            assert_fails(verdict, "test 1 raised")
+            assert any(word in verdict.reason for word in ("Network is unreachable", "Permission denied"))
+        server.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            server.accept()
+    finally:
+        server.close()
+
+
+def test_signals_to_processes_outside_the_step_are_refused(shared_scicode: Path) -> None:
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        verdict = verdict_of(shared_scicode, f"def tensor(*args):\n    import os, signal\n    os.kill({victim.pid}, signal.SIGKILL)\n")
+        assert_fails(verdict, "test 1 raised")
+        time.sleep(0.2)
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
+def test_signals_to_self_fail(shared_scicode: Path, signal_name: str) -> None:
+    code = f"def tensor(*args):\n    import os, signal\n    os.kill(os.getpid(), signal.{signal_name})\n"
+    verdict = verdict_of(shared_scicode, code)
+    assert verdict.status == "fail" and verdict.tests_passed == 0, verdict.reason
+
+
+@pytest.mark.parametrize("opener", [
+    "import h5py\n    return h5py.File(PATH, 'r')['19.1/test1/var1'][()]",
+    "return open(PATH, 'rb').read(10)",
+    "import os\n    os.symlink(PATH, 'x.bin')\n    return open('x.bin', 'rb').read()",
+    "import os\n    os.link(PATH, 'x.bin')\n    return open('x.bin', 'rb').read()",
+])
+def test_the_targets_file_is_unreadable(shared_scicode: Path, opener: str) -> None:
+    path = str((shared_scicode / "test_data_dev.h5").resolve())
+    verdict = verdict_of(shared_scicode, "def tensor(*args):\n    PATH = " + repr(path) + "\n    " + opener + "\n")
+    assert_fails(verdict, "test 1 raised")
+    assert any(word in verdict.reason for word in ("Permission denied", "PermissionError", "unable to open", "cross-device link"))
+
+
+FRAME_WALK = '''
+def tensor(*args):
+    import gc, sys
+    frame = sys._getframe()
+    while frame is not None:
+        for scope in (frame.f_locals, frame.f_globals):
+            for name in ("target", "targets"):
+                if name in scope:
+                    return scope[name]
+        frame = frame.f_back
+    for item in gc.get_objects():
+        if isinstance(item, dict) and "target" in item:
+            return item["target"]
+    return None
+'''
+
+
+def test_no_target_exists_in_the_test_process(shared_scicode: Path) -> None:
+    assert_fails(verdict_of(shared_scicode, FRAME_WALK), "test 1")
+
+
+# -- exiting early -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("code, fragment", [
     ("def tensor(*args):\n    exit(0)\n", "SystemExit(0)"),
@@ -71,228 +292,28 @@ def test_os_exit_zero_fails(shared_scicode: Path, code: str) -> None:
     "import atexit\nfrom os import _exit\n" + TENSOR.replace("return M", "atexit.register(_exit, 0)\n    return -M"),
 ])
 def test_atexit_handlers_never_turn_a_failure_into_a_pass(shared_scicode: Path, code: str) -> None:
-    verdict = verdict_of(shared_scicode, code)
-    assert_fails(verdict, "test 1")
-    assert verdict.returncode != 0
+    assert_fails(verdict_of(shared_scicode, code), "test 1")
 
 
-@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
-def test_signals_to_self_fail(shared_scicode: Path, signal_name: str) -> None:
-    code = f"def tensor(*args):\n    import os, signal\n    os.kill(os.getpid(), signal.{signal_name})\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked os.kill")
+# -- cheats carried in an earlier step's code ---------------------------------------------------------
 
-
-def test_signal_through_pthread_kill_fails(shared_scicode: Path) -> None:
-    code = "def tensor(*args):\n    import signal, threading\n    signal.pthread_kill(threading.main_thread().ident, signal.SIGKILL)\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked signal.pthread_kill")
-
-
-# -- replacing what the tests compare with ----------------------------------------------
-
-@pytest.mark.parametrize("code, fragment", [
-    (TENSOR + "np.allclose = lambda *a, **k: True\n", "replaced numpy.allclose"),
-    (TENSOR + "import numpy._core.numeric as numeric\nnumeric.isclose = lambda *a, **k: np.array(True)\n",
-     "replaced numpy._core.numeric.isclose"),
-    (TENSOR.replace("return M", "import builtins\n    builtins.all = lambda *a: True\n    return M"), "replaced builtins.all"),
-    (TENSOR + "import sys\nsys.modules['scicode.compare.cmp'] = type(sys)('fake')\n", "module scicode.compare.cmp"),
+@pytest.mark.parametrize("earlier, fragment", [
+    (TENSOR + "raise SystemExit(0)\n", "exiting early is not a pass"),
+    (TENSOR + "import os\nos._exit(0)\n", "early exit is not a pass"),
 ])
-def test_replacing_library_functions_fails(shared_scicode: Path, code: str, fragment: str) -> None:
-    assert_fails(verdict_of(shared_scicode, code), fragment)
-
-
-def test_changing_library_function_defaults_fails(shared_scicode: Path) -> None:
-    code = TENSOR + "np.allclose._implementation.__defaults__ = (1e300, 1e300, False)\n"
-    assert_fails(verdict_of(shared_scicode, code), "__defaults__")
-
-
-@pytest.mark.parametrize("code", [
-    TENSOR + "class _Anything:\n    def allclose(self, *a, **k):\n        return True\nnp = _Anything()\n",
-    TENSOR.replace("return M", "globals()['np'] = __import__('types').SimpleNamespace(allclose=lambda *a, **k: True)\n    return M"),
-])
-def test_shadowing_np_in_the_shared_namespace_fails(shared_scicode: Path, code: str) -> None:
-    assert_fails(verdict_of(shared_scicode, code), "replaced `np` in the test namespace")
-
-
-@pytest.mark.parametrize("code, fragment", [
-    ("class AlwaysEqual:\n    def __eq__(self, other):\n        return True\n    def __array__(self, *a, **k):\n        return np.zeros(4)\n"
-     "def tensor(*args):\n    return AlwaysEqual()\n", "AlwaysEqual object defined after the harness started"),
-    ("class Dispatch:\n    def __array_function__(self, func, types, args, kwargs):\n        return True\n"
-     "def tensor(*args):\n    return [Dispatch()]\n", "Dispatch object defined after the harness started"),
-    ("class Sub(np.ndarray):\n    def __eq__(self, other):\n        return True\n"
-     "def tensor(*args):\n    return np.zeros(4).view(Sub)\n", "Sub object defined after the harness started"),
-])
-def test_objects_that_pretend_to_match_fail(shared_scicode: Path, code: str, fragment: str) -> None:
-    assert_fails(verdict_of(shared_scicode, code), fragment)
-
-
-# -- reading the targets -------------------------------------------------------------------
-
-FRAME_WALK = '''
-def tensor(*args):
-    import sys
-    frame = sys._getframe()
-    while frame is not None:
-        for scope in (frame.f_locals, frame.f_globals):
-            for name in ("target", "targets"):
-                if name in scope:
-                    value = scope[name]
-                    return value[0] if name == "targets" else value
-        frame = frame.f_back
-    return None
-'''
-
-INSPECT_WALK = '''
-def tensor(*args):
-    import inspect
-    for info in inspect.stack():
-        scope = info.frame.f_globals
-        if "target" in scope:
-            return scope["target"]
-    return None
-'''
-
-TRACEBACK_WALK = '''
-def tensor(*args):
-    try:
-        raise ValueError
-    except ValueError as error:
-        frame = error.__traceback__.tb_frame
-    while frame is not None:
-        if "target" in frame.f_globals:
-            return frame.f_globals["target"]
-        frame = frame.f_back
-    return None
-'''
-
-
-@pytest.mark.parametrize("code", [FRAME_WALK, INSPECT_WALK, TRACEBACK_WALK])
-def test_reading_target_from_caller_frames_finds_nothing_and_fails(shared_scicode: Path, code: str) -> None:
-    verdict = verdict_of(shared_scicode, code)
-    assert_fails(verdict, "test 1")
-
-
-def test_opening_the_targets_file_with_h5py_fails(shared_scicode: Path) -> None:
-    path = str((shared_scicode / "test_data_dev.h5").resolve())
-    code = f"def tensor(*args):\n    import h5py\n    with h5py.File({path!r}, 'r') as f:\n        return f['19.1/test1/var1'][()]\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked open", "test_data_dev.h5")
-
-
-def test_opening_the_targets_file_with_open_fails(shared_scicode: Path) -> None:
-    path = str((shared_scicode / "test_data_dev.h5").resolve())
-    code = f"def tensor(*args):\n    try:\n        open({path!r}, 'rb').read(10)\n    except Exception:\n        pass\n    return np.kron(*args)\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked open", "the targets file")
-
-
-def test_opening_a_copy_or_link_of_an_hdf5_file_fails(shared_scicode: Path) -> None:
-    path = str((shared_scicode / "test_data_dev.h5").resolve())
-    code = f"def tensor(*args):\n    import os\n    os.symlink({path!r}, 'x.bin')\n    return open('x.bin', 'rb').read()\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked open")
-
-
-@pytest.mark.parametrize("call", ["gc.get_objects()", "gc.get_referrers(np)", "gc.get_referents(np)"])
-def test_heap_scans_fail(shared_scicode: Path, call: str) -> None:
-    code = f"def tensor(*args):\n    import gc\n    try:\n        {call}\n    except Exception:\n        pass\n    return np.kron(*args)\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked gc.")
-
-
-def test_reading_process_memory_fails(shared_scicode: Path) -> None:
-    code = "def tensor(*args):\n    return open('/proc/self/mem', 'rb')\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked open", "process internals")
-
-
-def test_ctypes_fails(shared_scicode: Path) -> None:
-    code = "def tensor(*args):\n    import ctypes\n    return ctypes.string_at(id(args), 8)\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked ctypes.")
-
-
-CHANNEL_SCAN = '''
-def _harness_sockets():
-    import os, stat
-    for fd in range(3, 64):
-        try:
-            if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                yield fd
-        except OSError:
-            pass
-
-def _frame(payload):
-    return len(payload).to_bytes(8, "big") + payload
-'''
-
-
-def test_fetching_a_target_through_the_channel_fails(shared_scicode: Path) -> None:
-    code = CHANNEL_SCAN + '''
-def tensor(*args):
-    import json, os, pickle
-    for fd in _harness_sockets():
-        os.write(fd, _frame(json.dumps({"type": "fetch", "test": 0, "nonce": ""}).encode()))
-        reply = os.read(fd, 1 << 20)
-        if reply[8:9] == b"T":
-            return pickle.loads(reply[9:])
-    return None
-'''
-    assert_fails(verdict_of(shared_scicode, code), "targets read outside the test harness", "without the harness nonce")
-
-
-def test_forging_a_completion_record_fails(shared_scicode: Path) -> None:
-    code = CHANNEL_SCAN + '''
-def tensor(*args):
-    import json, os
-    for fd in _harness_sockets():
-        for index in range(3):
-            os.write(fd, _frame(json.dumps({"type": "test_passed", "test": index}).encode()))
-        os.write(fd, _frame(json.dumps({"type": "complete", "passed": 3}).encode()))
-    os._exit(0)
-'''
-    assert_fails(verdict_of(shared_scicode, code), "without the harness nonce")
-
-
-def test_subprocess_and_fork_fail(shared_scicode: Path) -> None:
-    code = "def tensor(*args):\n    import subprocess\n    subprocess.run(['true'])\n    return np.kron(*args)\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked subprocess.Popen")
-    code = "def tensor(*args):\n    import os\n    if os.fork() == 0:\n        os._exit(0)\n    return np.kron(*args)\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked os.fork")
-
-
-def test_tracing_fails(shared_scicode: Path) -> None:
-    code = "def tensor(*args):\n    import sys\n    sys.settrace(lambda *a: None)\n    return np.kron(*args)\n"
-    assert_fails(verdict_of(shared_scicode, code), "blocked sys.settrace")
-
-
-def test_background_thread_fails(shared_scicode: Path) -> None:
-    code = "import threading, time\n" + TENSOR.replace(
-        "return M", "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n    return M")
-    assert_fails(verdict_of(shared_scicode, code), "left threads running")
-
-
-# -- cheats defined in an earlier step -------------------------------------------------------
-
-def test_cheat_in_an_earlier_step_fails(shared_scicode: Path) -> None:
-    evil_tensor = TENSOR.replace("return M", "np.allclose = lambda *a, **k: True\n    return M")
+def test_an_earlier_step_that_exits_early_fails_the_later_step(shared_scicode: Path, earlier: str, fragment: str) -> None:
     prob = problem(shared_scicode, "19")
-    job = make_job(shared_scicode, prob, "19.2", {"19.1": evil_tensor, "19.2": "def n_tangle(psi):\n    return tensor(psi)\n"})
-    verdict = execute_step(job)
-    assert_fails(verdict, "replaced numpy.allclose")
+    job = make_job(shared_scicode, prob, "19.2", {"19.1": earlier})
+    job = job.__class__(**{**job.__dict__, "sections": tuple((label, earlier if label.startswith("step 19.1") else code)
+                                                              for label, code in job.sections)})
+    assert_fails(execute_step(job), fragment)
 
 
-def test_top_level_cheat_of_an_earlier_step_is_not_carried(shared_scicode: Path) -> None:
+def test_a_replaced_comparison_in_an_earlier_step_cannot_make_a_wrong_later_step_pass(shared_scicode: Path) -> None:
     earlier = TENSOR + "np.allclose = lambda *a, **k: True\n"
     prob = problem(shared_scicode, "19")
-    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier}))
-    assert verdict.status == "pass", verdict.reason
+    job = make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": "def n_tangle(psi):\n    return 0.5\n"})
+    job = job.__class__(**{**job.__dict__, "sections": tuple((label, earlier if label.startswith("step 19.1") else code)
+                                                              for label, code in job.sections)})
+    assert_fails(execute_step(job), "test 1 failed")
 
-
-def test_bypassing_the_h5py_tripwire_still_cannot_read_the_targets(shared_scicode: Path) -> None:
-    path = str((shared_scicode / "test_data_dev.h5").resolve())
-    code = f'''
-def tensor(*args):
-    import h5py, h5py.h5f as h5f
-    try:
-        original = h5f.open.__closure__[0].cell_contents
-        fid = original({path!r}.encode(), h5f.ACC_RDONLY)
-        return h5py.File(fid)['19.1/test1/var1'][()]
-    except Exception:
-        return None
-'''
-    verdict = verdict_of(shared_scicode, code)
-    assert verdict.status == "fail" and verdict.tests_passed == 0, (verdict.reason, verdict.stderr[-1500:])

@@ -1,45 +1,91 @@
-"""The engine's side of the harness channel: nonce check, single-use targets, verdict rules."""
+"""The engine's relay between the test process and the checker, and the verdict rules."""
 from __future__ import annotations
 
 import json
 import socket
 
-from stages.score.engine import SessionLog, _Channel, decide
+from stages.score.engine import SessionLog, _on_checker_frame, _on_test_frame, _Peer, decide
 
 
-def _channel() -> tuple[_Channel, socket.socket]:
-    engine_end, child_end = socket.socketpair()
-    return _Channel(engine_end, "n" * 64, (b"first", b"second"), SessionLog()), child_end
+def _values(test: int) -> bytes:
+    header = json.dumps({"test": test, "temps": []}).encode()
+    return b"V" + len(header).to_bytes(4, "big") + header
 
 
-def _frame(record: dict) -> bytes:
-    return json.dumps(record).encode()
+def _record(record: dict) -> bytes:
+    return b"J" + json.dumps(record).encode()
 
 
-def test_each_target_is_served_once_and_a_second_request_is_theft() -> None:
-    channel, child = _channel()
-    channel.handle(_frame({"type": "fetch", "test": 0, "nonce": "n" * 64}))
-    assert child.recv(100)[8:] == b"Tfirst"
-    channel.handle(_frame({"type": "fetch", "test": 0, "nonce": "n" * 64}))
-    assert child.recv(100)[8:9] == b"R"
-    status, reason = decide(channel.log, 0, 2, 10)
-    assert status == "fail" and "targets read outside the test harness" in reason
+def _checker() -> tuple[_Peer, socket.socket]:
+    engine_end, checker_end = socket.socketpair()
+    return _Peer(engine_end, 1 << 20), checker_end
 
 
-def test_messages_without_the_nonce_are_tampering() -> None:
-    channel, _child = _channel()
-    channel.handle(_frame({"type": "complete", "passed": 2, "nonce": "x"}))
-    channel.log.complete = True
-    channel.log.passed = {0, 1}
-    assert decide(channel.log, 0, 2, 10)[0] == "fail"
+def test_values_are_forwarded_in_order_and_out_of_order_values_are_tampering() -> None:
+    checker, checker_end = _checker()
+    log = SessionLog(total=3)
+    _on_test_frame(log, _values(0), checker)
+    assert log.forwarded == [0] and log.tamper is None
+    assert checker_end.recv(1 << 16)[8:] == _values(0)  # forwarded unchanged, framed
+    _on_test_frame(log, _values(2), checker)
+    assert "out of order" in (log.tamper or "")
 
 
-def test_pass_needs_completion_all_tests_and_exit_zero() -> None:
-    log = SessionLog(passed={0, 1}, complete=True)
-    assert decide(log, 0, 2, 10) == ("pass", "all 2 tests passed")
-    assert decide(log, 1, 2, 10)[0] == "fail"
-    assert decide(SessionLog(passed={0}, complete=True), 0, 2, 10)[0] == "fail"
-    assert "early exit" in decide(SessionLog(passed={0, 1}), 0, 2, 10)[1]
-    assert "SIGKILL" in decide(SessionLog(), -9, 2, 10)[1]
-    assert decide(SessionLog(timed_out=True), -9, 2, 10)[0] == "timeout"
-    assert decide(SessionLog(failure={"type": "deps_error", "reason": "x"}), 1, 2, 10)[0] == "eval_error"
+def test_a_completion_before_every_test_sent_its_values_is_tampering() -> None:
+    checker, _ = _checker()
+    log = SessionLog(total=2)
+    _on_test_frame(log, _values(0), checker)
+    _on_test_frame(log, _record({"type": "done"}), checker)
+    assert "completion after 1 of 2 tests" in (log.tamper or "")
+    assert decide(log, 0, 10)[0] == "fail"
+
+
+def test_malformed_messages_from_either_side() -> None:
+    checker, _ = _checker()
+    log = SessionLog(total=1)
+    _on_test_frame(log, b"junk", checker)
+    assert decide(log, 0, 10) == ("fail", "a malformed message arrived from the test process")
+    log = SessionLog(total=1)
+    _on_checker_frame(log, b"junk")
+    assert log.checker_error and decide(log, 0, 10)[0] == "eval_error"
+
+
+def _judged(total: int, results: dict[int, tuple[bool, str]], *, complete: bool = True, failure: dict | None = None) -> SessionLog:
+    log = SessionLog(total=total, forwarded=list(results), results=dict(results), complete=complete, failure=failure)
+    return log
+
+
+def test_pass_needs_every_test_judged_passed_completion_and_exit_zero() -> None:
+    passed = {0: (True, "test 1 passed"), 1: (True, "test 2 passed")}
+    assert decide(_judged(2, passed), 0, 10) == ("pass", "all 2 tests passed")
+    assert decide(_judged(2, passed), 1, 10)[0] == "fail"
+    assert decide(_judged(2, passed, complete=False), 0, 10) == (
+        "fail", "the test process exited with code 0 after 2 of 2 tests without a completion record (early exit is not a pass)")
+    assert decide(_judged(3, passed, complete=False), -9, 10)[1].startswith("the test process was killed by SIGKILL after 2 of 3")
+
+
+def test_the_earliest_failure_in_test_order_is_the_reason() -> None:
+    results = {0: (True, "test 1 passed"), 1: (False, "test 2 failed: AssertionError")}
+    log = _judged(3, results, complete=False, failure={"type": "test_error", "test": 2, "reason": "test 3 raised ValueError"})
+    assert decide(log, 1, 10) == ("fail", "test 2 failed: AssertionError")
+    code_error = _judged(1, {}, complete=False, failure={"type": "code_error", "test": None, "reason": "step 1.1 code raised X"})
+    assert decide(code_error, 1, 10) == ("fail", "step 1.1 code raised X")
+    deps = _judged(1, {}, complete=False, failure={"type": "deps_error", "test": None, "reason": "required dependencies failed"})
+    assert decide(deps, 1, 10)[0] == "eval_error"
+
+
+def test_timeout_wins_over_everything_but_tampering() -> None:
+    log = _judged(1, {0: (True, "ok")})
+    log.timed_out = True
+    assert decide(log, None, 7)[0] == "timeout" and "7" in decide(log, None, 7)[1]
+    log.tamper = "forged"
+    assert decide(log, None, 7) == ("fail", "forged")
+
+
+def test_settled_waits_for_pending_checks() -> None:
+    log = SessionLog(total=2, forwarded=[0, 1], results={0: (True, "")}, complete=True)
+    assert not log.settled()
+    log.results[1] = (True, "")
+    assert log.settled()
+    log = SessionLog(total=2, forwarded=[0], results={0: (False, "test 1 failed")})
+    assert log.settled()  # the first failed check ends the step at once

@@ -2,6 +2,8 @@
 of every official test case, and test-script assembly."""
 from __future__ import annotations
 
+import ast
+
 import importlib.util
 import json
 import subprocess
@@ -16,7 +18,7 @@ import scipy.sparse
 import sympy
 
 from score_helpers import problem, shared_data_paths
-from stages.score.rewrite import RewriteError, rewrite_test
+from stages.score.rewrite import CAPTURE_FUNCTION, RewriteError, checker_names, rewrite_test
 from stages.score.script import build_step_script
 
 RUNTIME = Path(__file__).resolve().parents[2] / "stages" / "score" / "runtime"
@@ -115,38 +117,70 @@ def test_simps_shim_has_the_old_signature() -> None:
     assert "ok" in result.stdout
 
 
-def _all_test_cases(shared_scicode: Path) -> list[tuple[str, int, str]]:
+def _all_test_cases(shared_scicode: Path) -> list[tuple[str, int, str, str]]:
     cases = []
     for name in ("problems_dev.jsonl", "problems_test.jsonl"):
         for line in (shared_scicode / name).read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             for step in record["sub_steps"]:
-                cases.extend((step["step_number"], i, t) for i, t in enumerate(step["test_cases"]))
+                cases.extend((step["step_number"], i, t, record["required_dependencies"])
+                             for i, t in enumerate(step["test_cases"]))
     return cases
 
 
-def test_every_official_test_case_rewrites(shared_scicode: Path) -> None:
+def test_every_official_test_case_splits_and_every_assertion_is_checked(shared_scicode: Path) -> None:
     cases = _all_test_cases(shared_scicode)
-    rewritten = [rewrite_test(source, index) for _, index, source in cases]
+    rewritten = [(step, rewrite_test(source, index, checker_names(deps))) for step, index, source, deps in cases]
     assert len(rewritten) == 1082
-    assert sum(r.reads_target for r in rewritten) == 1074
-    steps = {step_id for step_id, _, _ in cases}
-    assert len(steps) == 338  # every scored step (prefilled steps have no test cases)
-    for item in rewritten:
-        if item.reads_target:
-            compile(item.prefetch, "<prefetch>", "exec")
-            residual = compile(item.residual, "<residual>", "exec")
-            free = set(residual.co_names) - set(item.temps) - {"target"}
-            assert all(not name.startswith("__scicode") for name in free)
+    assert sum(item.reads_target for _, item in rewritten) == 1074
+    assert len({step for step, _ in rewritten}) == 338  # every scored step (prefilled steps have no test cases)
+    for step, item in rewritten:
+        prefetch = ast.parse(item.prefetch)
+        assert not any(isinstance(node, ast.Assert) for node in ast.walk(prefetch)), (step, item.index)
+        assert "target" not in {node.id for node in ast.walk(prefetch) if isinstance(node, ast.Name)}
+        assert item.check is not None, (step, item.index)  # every official cell asserts something
+        check = ast.parse(item.check)
+        assert any(isinstance(node, ast.Assert) for node in ast.walk(check))
+        captured = {node.args[0].value for node in ast.walk(prefetch) if isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name) and node.func.id == CAPTURE_FUNCTION}
+        assert captured == set(item.temps)
+    inlined = {step for step, item in rewritten if "__scicode_test_case_" in item.prefetch}
+    assert inlined == {"78.1", "78.2"}
 
 
-def test_rewrite_hoists_model_calls_and_keeps_target_last() -> None:
-    item = rewrite_test("x = f(1)\nassert np.allclose(g(x), target) and h(2) == target[0], 'msg'\n", 0)
+def test_checked_statements_keep_comparisons_in_the_checker() -> None:
+    item = rewrite_test("x = f(1)\nassert np.allclose(g(x), target) and h(2) == target[0], 'msg'\n", 0,
+                        checker_names("import numpy as np"))
     assert "f(1)" in item.prefetch and "g(x)" in item.prefetch and "h(2)" in item.prefetch
-    assert "target" not in item.prefetch
-    assert "g(" not in item.residual and "h(" not in item.residual and "np." not in item.residual
+    assert "target" not in item.prefetch and "allclose" not in item.prefetch
+    assert item.check == "assert np.allclose(__scicode_t0, target) and __scicode_t1 == target[0], 'msg'"
+    assert item.temps == ("__scicode_t0", "__scicode_t1")
+
+
+def test_assertions_without_target_and_attribute_values_are_checked() -> None:
+    item = rewrite_test("block = f()\nassert np.allclose(block.length, 3) and sorted(block.keys) == [1, 2]\n", 0,
+                        checker_names("import numpy as np"))
+    assert item.check == "assert np.allclose(__scicode_t0, 3) and sorted(__scicode_t1) == [1, 2]"
+    assert "__scicode_capture('__scicode_t0', block.length)" in item.prefetch
+
+
+def test_test_functions_comparing_targets_run_in_the_checker() -> None:
+    source = "def same(a, b):\n    return len(a) == len(b)\nassert same(f(), target)\n"
+    item = rewrite_test(source, 0, checker_names(""))
+    assert item.check is not None and item.check.startswith("def same(a, b):") and "same(__scicode_t0, target)" in item.check
+    with pytest.raises(RewriteError, match="names the checker cannot have"):
+        rewrite_test("def same(a, b):\n    return g(a) == b\nassert same(f(), target)\n", 0, checker_names(""))
+
+
+@pytest.mark.parametrize("source", [
+    "assert all(f(t) for t in target)\n",
+    "assert np.allclose(f(target), 1)\n",
+    "for t in target:\n    assert f(t)\n",
+    "if f():\n    assert g()\n",
+])
+def test_cells_that_would_give_model_code_a_target_are_refused(source: str) -> None:
     with pytest.raises(RewriteError):
-        rewrite_test("assert all(f(t) for t in target)\n", 0)
+        rewrite_test(source, 0, checker_names("import numpy as np"))
 
 
 def test_script_assembly_uses_carried_code_and_full_current_code(shared_scicode: Path) -> None:

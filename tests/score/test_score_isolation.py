@@ -1,4 +1,4 @@
-"""Isolation of test processes: timeouts kill whole groups, memory limit, bounded and decoded output,
+"""Isolation of test processes: timeouts kill every descendant, memory limit, bounded and decoded output,
 syntax errors, the zygote fallback, and prefilled classes usable by later steps."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from score_helpers import make_job, problem, run_code, shared_data_paths
+from score_helpers import assert_no_process_with, make_job, problem, run_code, shared_data_paths, unique_sleep_seconds
 from stages.score import launcher
 from stages.score.engine import OUTPUT_LIMIT_BYTES, execute_step
 from stages.score.script import build_step_script
@@ -16,18 +16,11 @@ from stages.score.script import build_step_script
 TENSOR = "def tensor(*args):\n    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.parametrize("use_zygote", [True, False])
-def test_timeout_kills_the_whole_process_group(shared_scicode: Path, use_zygote: bool) -> None:
+def test_timeout_kills_every_descendant(shared_scicode: Path, use_zygote: bool) -> None:
+    marker = unique_sleep_seconds()
     deps = ("import numpy as np\nimport subprocess\n"
-            "_sleeper = subprocess.Popen(['sleep', '300'])\nprint('GRANDCHILD', _sleeper.pid, flush=True)\n")
+            f"_sleeper = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n")
     code = "def tensor(*args):\n    while True:\n        pass\n"
     prob = problem(shared_scicode, "19")
     started = time.monotonic()
@@ -35,11 +28,7 @@ def test_timeout_kills_the_whole_process_group(shared_scicode: Path, use_zygote:
     assert verdict.status == "timeout", verdict.reason
     assert time.monotonic() - started < 20
     assert verdict.launch_mode == ("zygote" if use_zygote else "fresh")
-    pid = int(verdict.stdout.split("GRANDCHILD")[1].split()[0])
-    deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(pid), "a process started by the test process survived the timeout"
+    assert_no_process_with(marker)
 
 
 def test_memory_limit(shared_scicode: Path) -> None:

@@ -430,7 +430,7 @@ def probe() -> Confinement:
 
 
 # ---------------------------------------------------------------------------
-# Launcher: python confine.py --read P --write P --memory-mb N -- program args...
+# Launcher: python confine.py [--read P] [--write P] [--memory-mb N] [--python] -- program args...
 # ---------------------------------------------------------------------------
 
 def _parse(argv: list[str]) -> tuple[dict, list[str]]:
@@ -443,8 +443,10 @@ def _parse(argv: list[str]) -> tuple[dict, list[str]]:
     parser.add_argument("--read", action="append", default=[])
     parser.add_argument("--write", action="append", default=[])
     parser.add_argument("--memory-mb", type=int, default=0)
+    parser.add_argument("--python", action="store_true", help="the command's arguments are for this interpreter")
     options = parser.parse_args(argv[:split])
-    return vars(options), argv[split + 1:]
+    command = argv[split + 1:]
+    return vars(options), [os.path.realpath(sys.executable)] + command if options.python else command
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -455,7 +457,7 @@ def main(argv: list[str] | None = None) -> None:
     options, command = _parse(argv)
     if not command:
         raise SystemExit("confine: no program given after --")
-    read_paths = interpreter_read_paths() + options["read"]
+    read_paths = interpreter_read_paths() + options["read"] + options["write"]
 
     def run_command() -> int:
         enter_sandbox(read_paths, options["write"], options["memory_mb"] or None)

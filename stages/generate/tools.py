@@ -4,15 +4,13 @@ One call runs one snippet (`execution_preamble` + code) and returns its stdout t
 to OUTPUT_LIMIT characters with a marker saying so. Two back ends:
 
 - local (default): a fresh interpreter (`python_binary`) in its own temp dir under `code_workdir`
-  (removed afterwards), own process group killed as a whole at `code_timeout_seconds` (output so far
-  kept), memory ceiling `sandbox_memory_limit_mb`, scrubbed environment (no API keys). The snippet
-  runs under a guard (a `sys.addaudithook` prologue) that refuses to open, list, link or rename
-  anything under the benchmark data folder, any HDF5 file, or the configured targets file; refuses
-  to import HDF5 readers (h5py, tables, netCDF4: they open files in C, out of the hook's sight); and
-  refuses to start other programs (a new program would run without the guard). A refusal is
-  printed into the output so the model knows. The guard stops a model from reading the answers by
-  accident or by casual means; it is not a security boundary against hostile native code — use a
-  SandboxFusion service (`sandbox_url`) for that, where the data is not present at all.
+  (removed afterwards), confined by the kernel (`stages/confinement/confine.py`): PID 1 of new
+  PID/network/IPC namespaces, so every process it starts dies with it; Landlock reads only of the
+  interpreter's files and the snippet's folder (no data folder, no targets file, no /proc, no home),
+  writes only in that folder, no TCP; no capabilities; memory ceiling `sandbox_memory_limit_mb`; a
+  scrubbed environment (no API keys). Its session is killed as a whole at `code_timeout_seconds`
+  (output so far kept). A refused action fails inside the snippet with the operating system's error
+  (PermissionError, "Network is unreachable"), which the model sees in the output.
 - SandboxFusion-compatible service (`sandbox_url` set): POST `<sandbox_url>/run_code`, with retries
   on 5xx, connection errors and sandbox-side failures; a service that keeps failing gives
   status `sandbox_error` (the model sees the message and the step goes on).
@@ -35,10 +33,9 @@ OUTPUT_LIMIT = 20_000  # characters of output returned to the model
 OUTPUT_TAIL = 2_000  # of which the last characters are kept, so a final traceback stays visible
 CAPTURE_BYTES = OUTPUT_LIMIT * 4  # bytes kept per stream by the process runner (UTF-8 worst case)
 SNIPPET_FILE = "snippet.py"
-GUARD_FILE = "_guard.py"
+RUNNER_FILE = "_runner.py"
 PREAMBLE_FILE = "_preamble.py"
-HDF5_SUFFIXES: tuple[str, ...] = (".h5", ".hdf5", ".he5")
-HDF5_MODULES: tuple[str, ...] = ("h5py", "tables", "netCDF4", "h5netcdf", "pytables")
+CONFINE_SCRIPT = Path(__file__).resolve().parents[1] / "confinement" / "confine.py"
 SINGLE_THREAD_DEFAULTS: dict[str, str] = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 ToolStatus = Literal["ok", "error", "timeout", "sandbox_error"]
 
@@ -121,104 +118,39 @@ def with_note(output: str, note: str) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Local execution under the guard
+# Local execution, confined by the kernel
 # ---------------------------------------------------------------------------
 
-GUARD_TEMPLATE = '''\
-import builtins, os, sys, traceback
-
-_GUARD_FILE = os.path.abspath(__file__)
-_DATA_REASON = "the benchmark's data files are not available to tool snippets"
-_PROGRAM_REASON = "tool snippets cannot start other programs"
-
-def _refuse(what, reason=_DATA_REASON):
-    message = "code_interpreter: " + what + " is blocked (" + reason + ")"
-    os.write(2, ("[" + message + "]\\n").encode("utf-8", "replace"))
-    raise PermissionError(message)
-
-def _is_protected(target):
-    if target is None or isinstance(target, int):
-        return False
-    try:
-        path = os.path.realpath(os.fsdecode(target))
-    except (TypeError, ValueError):
-        return False
-    if path.lower().endswith(__HDF5_SUFFIXES__):
-        return True
-    for root in __PROTECTED_DIRS__:
-        if path == root or path.startswith(root + os.sep):
-            return True
-    return path in __PROTECTED_FILES__
-
-def _scicode_guard(event, args):
-    if event == "open":
-        if _is_protected(args[0]):
-            _refuse("opening " + os.fsdecode(args[0]))
-    elif event in ("os.listdir", "os.scandir", "os.chdir", "os.rename", "os.link", "os.symlink",
-                   "os.truncate", "os.remove", "os.rmdir", "shutil.copyfile", "shutil.move", "shutil.rmtree",
-                   "shutil.copytree", "shutil.make_archive"):
-        if args and _is_protected(args[0]):
-            _refuse(event + " on " + os.fsdecode(args[0]))
-    elif event == "import":
-        if str(args[0]).split(".")[0] in __HDF5_MODULES__:
-            _refuse("importing " + str(args[0]))
-    elif event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "pty.spawn"):
-        _refuse("starting another program", _PROGRAM_REASON)
-    elif event == "object.__setattr__":
-        if any(args[0] is guarded for guarded in (_scicode_guard, _is_protected, _refuse)):
-            _refuse("changing the guard", "the guard is fixed")
-
-def _print_error(error):
-    """The traceback without this guard's own frames."""
-    lines = traceback.format_exception(type(error), error, error.__traceback__)
-    sys.stderr.write("".join(line for line in lines if not line.startswith('  File "' + _GUARD_FILE + '"')))
-    sys.stderr.flush()
-
-with open(__PREAMBLE__, encoding="utf-8") as _handle:
-    _preamble = _handle.read()
-with open(__SNIPPET__, encoding="utf-8") as _handle:
-    _snippet = _handle.read()
-sys.argv = [__SNIPPET__]
-sys.addaudithook(_scicode_guard)
-_namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": __SNIPPET__}
+RUNNER_SOURCE = """\
+import builtins, sys, traceback
+with open(%(preamble)r, encoding="utf-8") as handle:
+    preamble = handle.read()
+with open(%(snippet)r, encoding="utf-8") as handle:
+    snippet = handle.read()
+sys.argv = [%(snippet)r]
+namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": %(snippet)r}
 try:
-    exec(compile(_preamble, "<execution_preamble>", "exec"), _namespace)
-    exec(compile(_snippet, __SNIPPET__, "exec"), _namespace)
+    exec(compile(preamble, "<execution_preamble>", "exec"), namespace)
+    exec(compile(snippet, %(snippet)r, "exec"), namespace)
 except SystemExit:
     raise
-except BaseException as _error:
-    _print_error(_error)
+except BaseException as error:
+    lines = traceback.format_exception(type(error), error, error.__traceback__)
+    sys.stderr.write("".join(line for line in lines if %(runner)r not in line))
     sys.exit(1)
-'''
+""" % {"preamble": PREAMBLE_FILE, "snippet": SNIPPET_FILE, "runner": RUNNER_FILE}
 
 
-def protected_locations(settings: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(folders, files) a snippet must not touch: the benchmark data folder and the targets file."""
-    folders = (os.path.realpath(settings.data_paths.scicode_dir),)
-    explicit = settings.explicit_targets_file()
-    files = (os.path.realpath(explicit),) if explicit is not None else ()
-    return folders, files
-
-
-def guard_source(settings: Any) -> str:
-    folders, files = protected_locations(settings)
-    replacements = {
-        "__HDF5_SUFFIXES__": repr(HDF5_SUFFIXES),
-        "__HDF5_MODULES__": repr(frozenset(HDF5_MODULES)),
-        "__PROTECTED_DIRS__": repr(folders),
-        "__PROTECTED_FILES__": repr(frozenset(files)),
-        "__PREAMBLE__": repr(PREAMBLE_FILE),
-        "__SNIPPET__": repr(SNIPPET_FILE),
-    }
-    source = GUARD_TEMPLATE
-    for placeholder, value in replacements.items():
-        source = source.replace(placeholder, value)
-    return source
+def confined_command(folder: Path, settings: Any) -> list[str]:
+    """`python_binary confine.py --write <folder> --memory-mb N --python -- -u runner.py`."""
+    memory = settings.sandbox_memory_limit_mb or 0
+    return [settings.python_binary, str(CONFINE_SCRIPT), "--write", str(folder), "--memory-mb", str(memory),
+            "--python", "--", "-u", RUNNER_FILE]
 
 
 def snippet_environment(folder: Path, settings: Any) -> dict[str, str]:
     extra = {name: value for name, value in SINGLE_THREAD_DEFAULTS.items() if name not in os.environ}
-    extra["MPLCONFIGDIR"] = str(Path(settings.code_workdir).resolve() / ".matplotlib")  # font cache reused across snippets
+    extra["MPLCONFIGDIR"] = str(folder / ".matplotlib")  # the only writable place is the snippet's folder
     return scrubbed_environment(extra, home=folder)
 
 
@@ -243,10 +175,10 @@ def run_local(code: str, settings: Any) -> ToolOutcome:
     with ScratchDir(Path(settings.code_workdir), prefix="snippet-") as folder:
         (folder / SNIPPET_FILE).write_text(code, encoding="utf-8")
         (folder / PREAMBLE_FILE).write_text(settings.execution_preamble, encoding="utf-8")
-        (folder / GUARD_FILE).write_text(guard_source(settings), encoding="utf-8")
-        argv = [settings.python_binary, "-u", GUARD_FILE]
+        (folder / RUNNER_FILE).write_text(RUNNER_SOURCE, encoding="utf-8")
         try:
-            result = run_isolated(argv, cwd=folder, env=snippet_environment(folder, settings), limits=limits)
+            result = run_isolated(confined_command(folder, settings), cwd=folder, env=snippet_environment(folder, settings),
+                                  limits=limits)
         except OSError as error:
             return ToolOutcome(with_note("", f"could not start {settings.python_binary}: {error}"), "error", 0.0, False)
     return outcome_from_process(result, settings.code_timeout_seconds)

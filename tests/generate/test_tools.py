@@ -1,8 +1,10 @@
-"""The code_interpreter tool: schemas, guarded local execution in real subprocesses, SandboxFusion client."""
+"""The code_interpreter tool: schemas, confined local execution in real subprocesses, SandboxFusion client."""
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import textwrap
 import threading
 import time
@@ -13,6 +15,7 @@ import pytest
 
 from stages.config import load_settings
 from stages.generate.tools import CODE_INTERPRETER, OUTPUT_LIMIT, run_tool, tool_schemas
+from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 
 
 def call(code: str, settings):
@@ -97,7 +100,7 @@ def test_local_exception_reports_traceback_of_the_snippet_only(settings_for) -> 
     assert outcome.output.startswith("before\n")
     assert 'File "snippet.py", line 2' in outcome.output
     assert "ZeroDivisionError: division by zero" in outcome.output
-    assert "_guard.py" not in outcome.output
+    assert "_runner.py" not in outcome.output
     assert outcome.output.endswith("[code_interpreter: exited with status 1]")
 
 
@@ -109,28 +112,14 @@ def test_local_syntax_error_and_system_exit(settings_for) -> None:
     assert exited.status == "error" and "bye" in exited.output and "exited with status 3" in exited.output
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
 @pytest.mark.slow
-def test_local_timeout_kills_grandchild_and_keeps_partial_output(settings_for, tmp_path: Path) -> None:
+def test_local_timeout_kills_every_descendant_and_keeps_partial_output(settings_for) -> None:
     settings = settings_for(code_timeout_seconds="1")
-    marker = tmp_path / "grandchild-survived"
-    pid_file = tmp_path / "grandchild.pid"
+    marker = unique_sleep_seconds()
     code = textwrap.dedent(f"""
-        import os, time
+        import os, subprocess, time
         print("started", flush=True)
-        if os.fork() == 0:
-            with open({str(pid_file)!r}, "w") as handle:
-                handle.write(str(os.getpid()))
-            time.sleep(2.0)
-            open({str(marker)!r}, "w").close()
-            os._exit(0)
+        subprocess.Popen(["sleep", "{marker}"], start_new_session=True)
         while True:
             time.sleep(0.05)
     """)
@@ -140,11 +129,19 @@ def test_local_timeout_kills_grandchild_and_keeps_partial_output(settings_for, t
     assert outcome.status == "timeout"
     assert outcome.output.startswith("started\n")
     assert "timed out after 1 s" in outcome.output
-    grandchild = int(pid_file.read_text())
-    time.sleep(1.5)
-    assert not marker.exists()
-    assert not _process_alive(grandchild)
+    assert_no_process_with(marker)
     assert leftover_snippet_dirs(settings) == []
+
+
+def test_local_process_left_behind_is_killed_and_output_kept(settings_for) -> None:
+    marker = unique_sleep_seconds()
+    code = (f"import os\nprint('before', flush=True)\nif os.fork() == 0:\n    os.setsid()\n"
+            f"    os.execv('/bin/sleep', ['sleep', '{marker}'])\nprint('after')\n")
+    started = time.monotonic()
+    outcome = call(code, settings_for())
+    assert time.monotonic() - started < 30
+    assert outcome.status == "ok" and outcome.output == "before\nafter\n"
+    assert_no_process_with(marker)
 
 
 def test_local_huge_output_is_truncated_with_marker_and_keeps_the_end(settings_for) -> None:
@@ -182,11 +179,11 @@ def test_missing_interpreter_is_an_error(settings_for, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Guard: no access to the benchmark data or the targets
+# Kernel confinement: no data, no writes outside the snippet's folder, no secrets, no network
 # ---------------------------------------------------------------------------
 
 @pytest.fixture
-def guarded(settings_for, tmp_path: Path):
+def confined(settings_for, tmp_path: Path):
     settings = settings_for()
     scicode = Path(settings.data_dir) / "scicode"
     (scicode / "test_data.h5").write_bytes(b"\x89HDF\r\n\x1a\n fake targets")
@@ -197,9 +194,6 @@ def guarded(settings_for, tmp_path: Path):
     return settings, scicode, elsewhere
 
 
-BLOCKED = "is blocked (the benchmark's data files are not available to tool snippets)"
-
-
 @pytest.mark.parametrize(
     "snippet",
     [
@@ -208,73 +202,86 @@ BLOCKED = "is blocked (the benchmark's data files are not available to tool snip
         "import os\nos.open({targets!r}, os.O_RDONLY)",
         "import numpy\nnumpy.fromfile({targets!r}, dtype='uint8')",
         "import os\nos.listdir({scicode!r})",
-        "import os\nos.symlink({targets!r}, 'innocent.bin')",
+        "import os\nos.symlink({targets!r}, 'innocent.bin')\nopen('innocent.bin', 'rb').read()",
         "import shutil\nshutil.copyfile({elsewhere!r}, 'copy.bin')",
-        "open({elsewhere!r}, 'rb')",
-        "import os\nopen(os.path.relpath({targets!r}), 'rb')",
+        "import h5py\nh5py.File({targets!r}, 'r')",
+        "import os\nfd = os.open({scicode!r} + '/..', os.O_RDONLY)\nos.open('scicode/test_data.h5', os.O_RDONLY, dir_fd=fd)",
     ],
 )
-def test_guard_blocks_data_and_hdf5_files(guarded, snippet: str) -> None:
-    settings, scicode, elsewhere = guarded
+def test_snippets_cannot_read_the_benchmark_data(confined, snippet: str) -> None:
+    settings, scicode, elsewhere = confined
     code = snippet.format(
         targets=str(scicode / "test_data.h5"), problems=str(scicode / "problems_dev.jsonl"),
         scicode=str(scicode), elsewhere=str(elsewhere),
     )
     outcome = call(code, settings)
     assert outcome.status == "error", outcome.output
-    assert BLOCKED in outcome.output
-    assert "PermissionError" in outcome.output
-    assert "HDF" not in outcome.output.replace(BLOCKED, "")
+    assert any(word in outcome.output for word in ("PermissionError", "Permission denied", "unable to")), outcome.output
+    assert "fake targets" not in outcome.output and "targets elsewhere" not in outcome.output
 
 
-def test_guard_notice_reaches_the_model_even_when_the_snippet_swallows_the_error(guarded) -> None:
-    settings, scicode, _ = guarded
-    outcome = call(f"try:\n    open({str(scicode / 'test_data.h5')!r})\nexcept Exception:\n    print('carry on')", settings)
-    assert outcome.status == "ok"
-    assert BLOCKED in outcome.output and "carry on" in outcome.output
-    listing = call(f"import glob\nprint(glob.glob({str(scicode)!r} + '/*'))", settings)  # glob swallows the error
-    assert listing.status == "ok"
-    assert BLOCKED in listing.output and listing.output.startswith("[]\n")  # stdout, then stderr
+def test_snippets_cannot_write_delete_or_rename_outside_their_folder(settings_for, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    settings = settings_for()
+    attacks = [
+        f"open({str(victim)!r}, 'w').write('x')",
+        f"import os\nos.remove({str(victim)!r})",
+        f"import os\nos.rename({str(victim)!r}, {str(tmp_path / 'moved')!r})",
+        f"import os\nos.unlink('victim.txt', dir_fd=os.open({str(tmp_path)!r}, os.O_RDONLY))",
+        f"import os\nos.open('new.txt', os.O_WRONLY | os.O_CREAT, dir_fd=os.open({str(tmp_path)!r}, os.O_RDONLY))",
+        "open('/tmp/scicode-snippet-escape.txt', 'w').write('x')",
+    ]
+    for attack in attacks:
+        outcome = call(attack, settings)
+        assert outcome.status == "error" and "PermissionError" in outcome.output, (attack, outcome.output)
+    assert victim.read_text() == "untouched" and not (tmp_path / "moved").exists() and not (tmp_path / "new.txt").exists()
+    assert not Path("/tmp/scicode-snippet-escape.txt").exists()
 
 
-def test_guard_blocks_hdf5_readers_programs_and_tampering(guarded) -> None:
-    settings, _, _ = guarded
-    h5 = call("import h5py", settings)
-    assert h5.status == "error" and "importing h5py is blocked" in h5.output
-    program = call("import subprocess\nsubprocess.run(['cat', '/etc/hostname'])", settings)
-    assert program.status == "error" and "tool snippets cannot start other programs" in program.output
-    system = call("import os\nos.system('true')", settings)
-    assert system.status == "error" and "starting another program is blocked" in system.output
-    tamper = call(
-        "import gc\nhook = [f for f in gc.get_objects() if getattr(f, '__name__', '') == '_scicode_guard'][0]\n"
-        "hook.__code__ = (lambda event, args: None).__code__",
-        settings,
-    )
-    assert tamper.status == "error" and "changing the guard is blocked" in tamper.output
+def test_snippets_cannot_read_the_environment_of_other_processes(settings_for) -> None:
+    secret = "sk-snippet-parent-7d1e"
+    victim = subprocess.Popen(["sleep", "60"], env={"OPENAI_API_KEY": secret, "PATH": os.defpath})
+    try:
+        code = (f"import os\nprint(open('/proc/{victim.pid}/environ').read())")
+        outcome = call(code, settings_for())
+        assert outcome.status == "error" and "PermissionError" in outcome.output
+        scan = call("import os\nfor pid in os.listdir('/proc'):\n    print(pid)", settings_for())
+        assert scan.status == "error" and secret not in scan.output
+    finally:
+        victim.kill()
+        victim.wait()
 
 
-def test_guard_blocks_an_explicit_targets_file_outside_the_data_folder(settings_for, tmp_path: Path) -> None:
-    targets = tmp_path / "elsewhere" / "official_targets.bin"
-    targets.parent.mkdir()
-    targets.write_bytes(b"secret answers")
-    settings = settings_for(h5py_file=str(targets))
-    outcome = call(f"print(open({str(targets)!r}, 'rb').read())", settings)
-    assert outcome.status == "error" and BLOCKED in outcome.output
-    assert "secret answers" not in outcome.output
+def test_snippets_have_no_network_even_to_loopback(settings_for) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        outcome = call(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)", settings_for())
+        assert outcome.status == "error"
+        assert "Network is unreachable" in outcome.output or "Permission denied" in outcome.output
+        server.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            server.accept()
+    finally:
+        server.close()
 
 
-def test_guard_leaves_ordinary_files_and_libraries_alone(guarded) -> None:
-    settings, _, _ = guarded
+def test_confined_snippets_use_files_and_libraries_normally(confined) -> None:
+    settings, _, _ = confined
     code = textwrap.dedent("""
-        import numpy as np, scipy.integrate, sympy
+        import numpy as np, scipy.integrate, sympy, subprocess
         np.save("array.npy", np.arange(3))
         with open("notes.txt", "w") as handle:
             handle.write("hi")
-        print(np.load("array.npy").sum(), open("notes.txt").read(), sympy.Integer(2) ** 10)
+        child = subprocess.run(["python3", "-c", "print(6 * 7)"], capture_output=True, text=True).stdout.strip()
+        print(np.load("array.npy").sum(), open("notes.txt").read(), sympy.Integer(2) ** 10, child)
     """)
     outcome = call(code, settings)
     assert outcome.status == "ok", outcome.output
-    assert outcome.output == "3 hi 1024\n"
+    assert outcome.output == "3 hi 1024 42\n"
 
 
 # ---------------------------------------------------------------------------

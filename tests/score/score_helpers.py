@@ -1,10 +1,6 @@
 """Helpers of the scoring tests: jobs built from the validation problems, generation records."""
 from __future__ import annotations
 
-import os
-import secrets
-import time
-
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -77,32 +73,3 @@ def write_generation(settings: Settings, prob: Problem, codes: Mapping[str, str 
     }
     return write_artifact(settings.run_paths.generation(prob.problem_id), "generation", record)
 
-
-def unique_sleep_seconds() -> str:
-    """A `sleep` argument no other process on the machine has (to find survivors by command line)."""
-    return f"{300 + secrets.randbelow(10 ** 6) / 10 ** 7:.7f}"
-
-
-def processes_with(marker: str) -> list[int]:
-    """Live processes (not zombies) whose command line contains `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
-                state = handle.read().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if marker in command and state != "Z" and int(entry) != os.getpid():
-            found.append(int(entry))
-    return found
-
-
-def assert_no_process_with(marker: str, wait_seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + wait_seconds
-    while processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not processes_with(marker), f"a process started by model code survived: {processes_with(marker)}"

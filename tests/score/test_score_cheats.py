@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from score_helpers import assert_no_process_with, make_job, problem, run_code, unique_sleep_seconds
+from score_helpers import make_job, problem, run_code
+from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 from stages.score.engine import execute_step
 
 TENSOR = '''

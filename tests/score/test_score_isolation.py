@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from score_helpers import assert_no_process_with, make_job, problem, run_code, shared_data_paths, unique_sleep_seconds
+from score_helpers import make_job, problem, run_code, shared_data_paths
+from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 from stages.score import launcher
 from stages.score.engine import OUTPUT_LIMIT_BYTES, execute_step
 from stages.score.script import build_step_script

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from score_helpers import make_job, problem
+from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 from stages.score.dask_executor import DaskExecutor, require_distributed
 from stages.score.engine import StepJob, StepVerdict
 from stages.score.executor import ExecutorError, LocalExecutor, StepRequest
@@ -37,8 +38,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TESTS_SCORE = Path(__file__).resolve().parent
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"
 VERSIONS = tuple(sorted(environment_versions(sys.executable).items()))
-GRANDCHILD_DEPS = ("import numpy as np\nimport subprocess\n"
-                   "_sleeper = subprocess.Popen(['sleep', '300'])\nprint('GRANDCHILD', _sleeper.pid, flush=True)\n")
+def sleeper_deps(marker: str) -> str:
+    return f"import numpy as np\nimport subprocess\n_sleeper = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
 
 
 def request_for(job: StepJob, *, expected: float = 1.0, **changes: Any) -> StepRequest:
@@ -238,18 +239,18 @@ def test_scheduler_rerun_after_worker_loss_is_recorded(shared_scicode: Path) -> 
             executor.close()
 
 
-def test_timeout_on_a_worker_kills_the_process_group(shared_scicode: Path, cluster_executor: DaskExecutor) -> None:
+def test_timeout_on_a_worker_kills_every_descendant(shared_scicode: Path, cluster_executor: DaskExecutor) -> None:
     prob = problem(shared_scicode, "19")
+    marker = unique_sleep_seconds()
     job = make_job(shared_scicode, prob, "19.1", {"19.1": "def tensor(*args):\n    while True:\n        pass\n"},
-                   timeout=3, deps=GRANDCHILD_DEPS)
+                   timeout=3, deps=sleeper_deps(marker))
     started = time.monotonic()
     verdict = cluster_executor.run(request_for(job))
     assert verdict.status == "timeout", verdict.reason
     assert "step_timeout_seconds=3 (process group killed)" in verdict.reason
     assert time.monotonic() - started < 30
     assert verdict.executed_on in cluster_executor.worker_addresses()
-    grandchild = int(verdict.stdout.split("GRANDCHILD")[1].split()[0])
-    wait_until(lambda: not alive(grandchild), 5, "the test process's own child to be killed")
+    assert_no_process_with(marker)
 
 
 def test_worker_side_checks_are_eval_errors(shared_scicode: Path, cluster_executor: DaskExecutor, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ Mode = Literal["naive", "tool_use"]
 ApiProtocol = Literal["openai-chat", "openai-responses"]
 Executor = Literal["local", "dask"]
 AttemptStrategy = Literal["avg", "pass"]
+ConfinementPolicy = Literal["auto", "required"]
 Stage = Literal["download", "select", "generate", "score"]
 
 SPLITS: tuple[str, ...] = ("validation", "test", "all")
@@ -34,6 +35,7 @@ MODES: tuple[str, ...] = ("naive", "tool_use")
 API_PROTOCOLS: tuple[str, ...] = ("openai-chat", "openai-responses")
 EXECUTORS: tuple[str, ...] = ("local", "dask")
 ATTEMPT_STRATEGIES: tuple[str, ...] = ("avg", "pass")
+CONFINEMENT_POLICIES: tuple[str, ...] = ("auto", "required")
 TOOLS: tuple[str, ...] = ("code_interpreter",)
 BUILTIN_MODELS: tuple[str, ...] = ("gold", "replay:<file.json>")
 PARAM_BLOCKS: tuple[str, ...] = ("benchmark_params", "harness_params")
@@ -79,6 +81,7 @@ class Settings:
     concurrency: int = 16
     executor: Executor = "local"
     scheduler: str = ""
+    confinement: ConfinementPolicy = "auto"
     attempts: int = 1
     attempt_strategy: AttemptStrategy = "avg"
     data_dir: str = "data"
@@ -335,6 +338,7 @@ COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "score_workers": _number(int, 1),
     "concurrency": _number(int, 1),
     "executor": _to_choice(EXECUTORS),
+    "confinement": _to_choice(CONFINEMENT_POLICIES),
     "scheduler": _to_text,
     "attempts": _number(int, 1),
     "attempt_strategy": _to_choice(ATTEMPT_STRATEGIES),

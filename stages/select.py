@@ -7,6 +7,7 @@ from typing import Any
 from stages.artifacts import fingerprint, read_artifact, write_artifact
 from stages.config import ConfigError, Settings
 from stages.problems import Problem, load_problems
+from stages.confinement import check_confinement
 from stages.versions import package_versions
 
 VERSIONED_PACKAGES: tuple[str, ...] = ("doit", "openai", "numpy", "scipy", "sympy", "h5py")
@@ -86,6 +87,7 @@ def write_run_config(settings: Settings) -> dict[str, Any]:
         "settings": settings.redacted(),
         "stage_fingerprints": {stage: settings.fingerprint(stage) for stage in ("download", "select", "generate", "score")},
         "versions": library_versions(settings),
+        "confinement": check_confinement("auto", settings.python_binary),
     }
     return write_artifact(settings.run_paths.config, "config", record)
 

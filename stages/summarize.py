@@ -505,6 +505,7 @@ def _header_lines(settings: Settings, targets: TargetsInfo, config: Mapping[str,
                                       f"{settings.tool_use_max_loops} model calls per step)" if settings.mode == "tool_use" else ""),
         f"- background: {'with step background' if settings.with_background else 'without step background'}",
         f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
+        f"- confinement of model code: {(config or {}).get('confinement') or 'unknown (config.json has none)'}",
         f"- run started: {started or 'unknown'}; summarized at: {summarized_at} (UTC)",
     ]
     shown = _recorded_settings_text(recorded)
@@ -793,6 +794,7 @@ def run_summarize(
     atomic_write_text(paths.summary_md, markdown)
     record = summary_record(settings, rows, inputs_fingerprint=inputs_fingerprint, targets=targets, started=started,
                             summarized_at=summarized_at, plot_names=plot_names, attempts=attempts)
+    record["confinement"] = (config or {}).get("confinement")
     write_artifact(paths.summary_json, "summary", record)
 
     metrics = metrics_of(rows)

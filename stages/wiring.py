@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from doit.exceptions import TaskFailed
 
+from stages.confinement import ConfinementUnavailable, check_confinement
 from stages.config import ConfigError, Settings, load_settings
 
 # doit run options that take a value (so the word after them is not a task name).
@@ -57,8 +58,9 @@ def settings_or_exit() -> Settings:
     try:
         settings = load_settings(_cmdline_vars())
         check_executor(settings)
+        check_confinement(settings.confinement, settings.python_binary)
         return settings
-    except ConfigError as error:
+    except (ConfigError, ConfinementUnavailable) as error:
         print(f"scicode: config error: {error}", file=sys.stderr)
         raise SystemExit(3) from None
 

@@ -1,1 +1,48 @@
-"""Kernel confinement of processes that run model-written code (see confine.py)."""
+"""Kernel confinement of processes that run model-written code (`confine.py`), as the pipeline sees it.
+
+`confinement_of(python_binary)` asks that interpreter what a confined process gets on this machine (one
+probe per interpreter and process); config.json and the summary carry its one-line description, and
+`confinement=required` refuses to start without full confinement (`check_confinement`).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+CONFINE_SCRIPT = Path(__file__).resolve().parent / "confine.py"
+PROBE_TIMEOUT_SECONDS = 120
+
+
+class ConfinementUnavailable(RuntimeError):
+    """`confinement=required` on a machine that cannot give full confinement; one line."""
+
+
+@lru_cache(maxsize=8)
+def confinement_of(python_binary: str) -> dict[str, Any]:
+    """The probe's record (`description`, `full`, Landlock ABI, namespaces, capabilities)."""
+    from stages.isolation import scrubbed_environment
+
+    try:
+        result = subprocess.run([python_binary, str(CONFINE_SCRIPT), "--probe"], capture_output=True, text=True,
+                                env=scrubbed_environment(), timeout=PROBE_TIMEOUT_SECONDS, check=False)
+        record = json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as error:
+        return {"description": f"none (the confinement probe failed: {error})", "full": False}
+    if not isinstance(record, dict):
+        reason = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
+        return {"description": f"none (the confinement probe failed: {reason[:200]})", "full": False}
+    return record
+
+
+def check_confinement(required: str, python_binary: str) -> str:
+    """The description of what model code runs under; ConfinementUnavailable when `required` is not met."""
+    record = confinement_of(python_binary)
+    description = str(record.get("description", "none"))
+    if required == "required" and not record.get("full"):
+        raise ConfinementUnavailable(
+            f"confinement=required, but model code here would run under: {description} (full confinement needs "
+            "Landlock ABI >= 6 and PID namespaces; use confinement=auto to run with what is available)")
+    return description

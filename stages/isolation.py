@@ -1,7 +1,9 @@
-"""Isolated child processes: own process group, scrubbed environment, limits, bounded output.
+"""Child processes: scrubbed environment, limits, bounded output, scratch folders.
 
-Used for test scripts (scoring) and for local code-interpreter snippets (generation). Every process
-runs in a new session, so a timeout or a normal exit kills its whole group: no orphan survives.
+`run_isolated` runs local code-interpreter snippets (generation), whose program is the confinement
+launcher (`stages/confinement/confine.py`): a new session killed as a whole at the timeout and after
+exit, and, inside it, a PID namespace that takes every descendant with it. The scoring engine uses the
+environment, the bounded readers and the scratch folders for its test processes.
 """
 from __future__ import annotations
 

@@ -6,9 +6,12 @@ Public surface:
   (stage.py): the doit stage.
 * `build_step_script(problem, step_index, codes, data_paths) -> StepScript` (script.py): the official
   test script of one step.
-* `execute_step(job) -> StepVerdict` (engine.py): one step in one isolated test process.
-* `rewrite_test(source, index) -> RewrittenTest` (rewrite.py): the split of a test case.
+* `execute_step(job) -> StepVerdict` (engine.py): one step: a confined test process and a checker.
+* `rewrite_test(source, index, trusted) -> RewrittenTest` (rewrite.py): the split of a test case between
+  the test process (model side) and the checker (every assertion).
 
-The test-process side lives in harness.py (the program), zygote.py (the warm interpreter) and
-runtime/ (our `scicode.parse.parse` / `scicode.compare.cmp` and the compatibility shims).
+The child side lives in harness.py (the untrusted test process), checker.py (the trusted checker),
+wire.py (the data format between them), child_runtime.py (what they share), zygote.py (the warm
+interpreter both are forked from) and runtime/ (our `scicode.parse.parse` / `scicode.compare.cmp`
+and the compatibility shims); the kernel confinement is `stages/confinement/`.
 """

@@ -8,9 +8,9 @@
 priority=<expected milliseconds>)`, so among queued steps the longest expected starts first, and
 waits for the verdict. On the worker, `run_on_worker` runs exactly what the local executor runs
 (`executor.run_request`: read the step's targets from `job.targets_file`, then `engine.execute_step`
-with its timeout, own process group, memory limit, scrubbed environment, Landlock/audit guards and
-single-use targets served over the harness channel; the code under test never gets the targets file
-or the target values otherwise). The verdict cache stays on the submitting side.
+with its timeout, memory limit, scrubbed environment and kernel confinement of the test process; the
+targets go to the checker process only, so the code under test never gets the targets file or the
+target values). The verdict cache stays on the submitting side.
 
 Requirements of a remote cluster (`scheduler=`): every worker must
 * see the targets file at the same absolute path as the submitting machine (the job carries the

@@ -13,7 +13,7 @@ verdict cache key assumes, and the step's expected duration) and hands it to a `
 
 Either way the executing side runs `run_request`: read the step's targets from `job.targets_file`
 (a path that side can see), then the same `execute_step` (timeout, process group, memory limit,
-scrubbed environment, Landlock/audit guards, single-use targets served over the harness channel).
+scrubbed environment, kernel confinement; the targets go to the checker, never to the test process).
 The verdict cache stays with the caller (the score stage).
 """
 from __future__ import annotations

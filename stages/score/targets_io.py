@@ -1,7 +1,7 @@
 """Engine-side target reading: the test process never opens the targets file.
 
 Targets are read with our `scicode.parse.parse.process_hdf5_to_tuple` (the same reader the test
-cases would use) and pickled one per test, to be served over the harness channel. When
+cases would use) and pickled one per test, handed to the checker process. When
 `python_binary` is another interpreter, the values are read and pickled by that interpreter (so the
 pickles match its numpy), through `load_targets.py`.
 """

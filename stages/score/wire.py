@@ -36,20 +36,21 @@ SPARSE_CLASSES = frozenset({
     "csr_matrix", "csc_matrix", "coo_matrix", "bsr_matrix", "dia_matrix", "lil_matrix", "dok_matrix",
     "csr_array", "csc_array", "coo_array", "bsr_array", "dia_array", "lil_array", "dok_array",
 })
-SYMPY_ATOMS = frozenset({
-    "Pi", "Exp1", "ImaginaryUnit", "Infinity", "NegativeInfinity", "ComplexInfinity", "NaN", "Zero", "One",
-    "NegativeOne", "Half", "EulerGamma", "GoldenRatio", "Catalan", "BooleanTrue", "BooleanFalse",
-})
+SYMPY_ATOMS = {  # class name -> attribute of sympy.S
+    "Pi": "Pi", "Exp1": "Exp1", "ImaginaryUnit": "ImaginaryUnit", "Infinity": "Infinity",
+    "NegativeInfinity": "NegativeInfinity", "ComplexInfinity": "ComplexInfinity", "NaN": "NaN", "Zero": "Zero",
+    "One": "One", "NegativeOne": "NegativeOne", "Half": "Half", "EulerGamma": "EulerGamma",
+    "GoldenRatio": "GoldenRatio", "Catalan": "Catalan", "BooleanTrue": "true", "BooleanFalse": "false",
+}
 SYMPY_OPERATIONS = frozenset({
     "Add", "Mul", "Pow", "exp", "log", "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan",
     "atan2", "acot", "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "Abs", "sign", "re", "im",
     "conjugate", "arg", "floor", "ceiling", "Min", "Max", "factorial", "gamma", "erf", "erfc", "Heaviside",
-    "DiracDelta", "besselj", "bessely", "besseli", "besselk", "Piecewise", "ExprCondPair", "Eq", "Ne", "Lt",
-    "Le", "Gt", "Ge", "And", "Or", "Not", "Tuple", "Derivative", "Integral", "Sum", "Product", "Rational",
+    "DiracDelta", "besselj", "bessely", "besseli", "besselk", "Piecewise", "ExprCondPair", "Equality",
+    "Unequality", "StrictLessThan", "LessThan", "StrictGreaterThan", "GreaterThan", "And", "Or", "Not", "Tuple", "Derivative", "Integral", "Sum", "Product", "Rational",
     "Integer", "Float", "Symbol", "Dummy", "ImmutableDenseMatrix", "MutableDenseMatrix", "Mod", "sqrt",
     "Function", "Lambda",
 })
-SYMPY_EVALUATE_FALSE = frozenset({"Add", "Mul", "Pow"})
 
 
 class Unsendable(TypeError):
@@ -317,7 +318,7 @@ def _sympy(decoder: _Decoder, node: list, depth: int) -> Any:
 
     name = node[1]
     if name in SYMPY_ATOMS:
-        return getattr(sympy.S, name)
+        return getattr(sympy.S, SYMPY_ATOMS[name])
     if name in ("Symbol", "Dummy"):
         symbol_name, assumptions = node[2], node[3]
         if not isinstance(symbol_name, str) or not isinstance(assumptions, dict) or not all(
@@ -344,11 +345,14 @@ def _sympy(decoder: _Decoder, node: list, depth: int) -> Any:
         return sympy.Function(node[2])(*(decoder.value(arg, depth + 1) for arg in _items(node, 3)))
     if name not in SYMPY_OPERATIONS:
         raise BadFrame(f"a refused sympy class {str(name)[:40]!r}")
-    cls = getattr(sympy, name, None)
+    cls = getattr(sympy, name, None) or getattr(sympy.functions.elementary.piecewise, name, None)
     if not isinstance(cls, type) or not issubclass(cls, sympy.Basic):
         raise BadFrame(f"sympy has no class {name!r}")
     args = [decoder.value(arg, depth + 1) for arg in _items(node, 2)]
-    return cls(*args, evaluate=False) if name in SYMPY_EVALUATE_FALSE else cls(*args)
+    try:  # rebuilt as sent: no evaluation (factorial(10**9) stays a formula, Add keeps its argument order)
+        return cls(*args, evaluate=False)
+    except TypeError:
+        return cls(*args)
 
 
 def _container(kind: Callable[[list], Any]) -> Callable[[_Decoder, list, int], Any]:

@@ -60,7 +60,6 @@ class ZygoteClient:
         self.python_binary = python_binary
         self.alive = False
         self.versions: dict[str, str] = {}
-        self.confinement: dict = {}
         self._send_lock = threading.Lock()
         self._state = threading.Condition()
         self._spawned: dict[int, dict] = {}
@@ -94,7 +93,6 @@ class ZygoteClient:
             raise LaunchError("the zygote did not report ready")
         engine_end.settimeout(None)
         self.versions = dict(ready.get("versions") or {})
-        self.confinement = dict(ready.get("confinement") or {})
         self.alive = True
         threading.Thread(target=self._read_loop, name="zygote-reader", daemon=True).start()
 

@@ -132,8 +132,7 @@ def serve(control_fd: int) -> None:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: set[int] = set()
-    _send(control, {"op": "ready", "versions": child_runtime.environment_versions(), "pid": os.getpid(),
-                    "confinement": confine.probe().as_record()})
+    _send(control, {"op": "ready", "versions": child_runtime.environment_versions(), "pid": os.getpid()})
     while True:
         readable, _, _ = select.select([control, wake_read], [], [], 1.0)
         if wake_read in readable:

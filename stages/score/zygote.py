@@ -39,6 +39,7 @@ def _child(request: dict, fds: list[int], read_paths: list[str]) -> None:
     code = 70
     try:
         os.setsid()
+        _die_with_parent()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         stdout_fd, stderr_fd, channel_fd = fds
@@ -59,6 +60,14 @@ def _child(request: dict, fds: list[int], read_paths: list[str]) -> None:
             pass
     finally:
         os._exit(code)
+
+
+def _die_with_parent() -> None:
+    """SIGKILL this child when the zygote ends, however it ends (its test process's namespace goes too)."""
+    from child_runtime import confine_module
+
+    confine = confine_module()
+    confine._libc().prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _run_role(request: dict, read_paths: list[str]) -> int:
@@ -132,6 +141,15 @@ def serve(control_fd: int) -> None:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: set[int] = set()
+    try:
+        _serve_requests(control, wake_read, children, read_paths)
+    finally:
+        _kill_children(children)  # the engine went away, or this loop failed: no step outlives the zygote
+
+
+def _serve_requests(control: socket.socket, wake_read: int, children: set[int], read_paths: list[str]) -> None:
+    import child_runtime
+
     _send(control, {"op": "ready", "versions": child_runtime.environment_versions(), "pid": os.getpid()})
     while True:
         readable, _, _ = select.select([control, wake_read], [], [], 1.0)
@@ -145,9 +163,11 @@ def serve(control_fd: int) -> None:
         _kill_orphans(children)
         if control not in readable:
             continue
-        message, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 8)
+        try:
+            message, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 8)
+        except OSError:
+            message, fds = b"", []
         if not message:
-            _kill_children(children)
             return
         request = json.loads(message.decode("utf-8"))
         if request.get("op") != "spawn" or len(fds) != 3:

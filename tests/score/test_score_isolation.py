@@ -2,14 +2,17 @@
 syntax errors, the zygote fallback, and prefilled classes usable by later steps."""
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from score_helpers import make_job, problem, run_code, shared_data_paths
-from tests.process_scan import assert_no_process_with, unique_sleep_seconds
+from tests.process_scan import assert_no_process_with, processes_with, unique_sleep_seconds
 from stages.score import launcher
 from stages.score.engine import OUTPUT_LIMIT_BYTES, execute_step
 from stages.score.script import build_step_script
@@ -24,6 +27,7 @@ def test_timeout_kills_every_descendant(shared_scicode: Path, use_zygote: bool) 
             f"_sleeper = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n")
     code = "def tensor(*args):\n    while True:\n        pass\n"
     prob = problem(shared_scicode, "19")
+    launcher.zygote_for(sys.executable)  # started before the clock: the limit is on the step, not on the zygote
     started = time.monotonic()
     verdict = execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": code}, timeout=3, deps=deps, use_zygote=use_zygote))
     assert verdict.status == "timeout", verdict.reason
@@ -86,3 +90,25 @@ def test_prefilled_class_is_usable_by_later_steps(shared_scicode: Path) -> None:
                    tests=(test,))
     verdict = execute_step(job)
     assert verdict.status == "pass", (verdict.reason, verdict.stderr[-1500:])
+
+
+def test_a_zygote_that_dies_takes_its_running_steps_with_it(shared_scicode: Path) -> None:
+    client = launcher.zygote_for(sys.executable)
+    assert client is not None and client.alive
+    marker = unique_sleep_seconds()
+    deps = f"import numpy as np\nimport subprocess\n_sleeper = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+    prob = problem(shared_scicode, "19")
+    job = make_job(shared_scicode, prob, "19.1", {"19.1": "def tensor(*args):\n    while True:\n        pass\n"},
+                   timeout=120, deps=deps)
+    verdicts = []
+    worker = threading.Thread(target=lambda: verdicts.append(execute_step(job)))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with(marker), "the step never started"
+    os.kill(client._process.pid, signal.SIGKILL)  # noqa: SLF001 - the zygote crashes mid-step
+    worker.join(timeout=60)
+    assert verdicts and verdicts[0].status != "pass"
+    assert_no_process_with(marker)
+    launcher.stop_zygotes()

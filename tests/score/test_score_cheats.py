@@ -275,11 +275,54 @@ def test_cheat_in_an_earlier_step_fails(shared_scicode: Path) -> None:
     assert_fails(verdict, "replaced numpy.allclose")
 
 
-def test_top_level_cheat_of_an_earlier_step_is_not_carried(shared_scicode: Path) -> None:
-    earlier = TENSOR + "np.allclose = lambda *a, **k: True\n"
+# Under carry=full an earlier step's whole code reaches every later step's script: a cheat at its module
+# level must fail the later step by the same rule as the step itself. Under carry=definition only the
+# named function is carried, so the same module-level code never runs in later steps.
+CARRIED_CHEATS = {
+    "system exit": (TENSOR + "raise SystemExit(0)\n", "SystemExit(0)"),
+    "os._exit(0)": (TENSOR + "__import__('os')._exit(0)\n", "exited with code 0"),
+    "replaced library function": (TENSOR + "np.allclose = lambda *a, **k: True\n", "replaced numpy.allclose"),
+    "replaced builtin": (TENSOR + "import builtins\nbuiltins.all = lambda *a: True\n", "replaced builtins.all"),
+    "replaced comparison module": (TENSOR + "import sys\nsys.modules['scicode.compare.cmp'] = type(sys)('fake')\n",
+                                   "module scicode.compare.cmp"),
+    "shadowed np": (TENSOR + "class _Anything:\n    def allclose(self, *a, **k):\n        return True\nnp = _Anything()\n",
+                    "replaced `np` in the test namespace"),
+    "signal to self": (TENSOR + "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "blocked os.kill"),
+    "subprocess": (TENSOR + "import subprocess\nsubprocess.run(['true'])\n", "blocked subprocess.Popen"),
+    "tracing": (TENSOR + "import sys\nsys.settrace(lambda *a: None)\n", "blocked sys.settrace"),
+    "background thread": (TENSOR + "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n",
+                          "left threads running"),
+    "targets file read": (TENSOR + "try:\n    open({targets!r}, 'rb').read(10)\nexcept Exception:\n    pass\n", "blocked open"),
+}
+
+
+def carried_cheat(shared_scicode: Path, name: str) -> tuple[str, str]:
+    code, fragment = CARRIED_CHEATS[name]
+    return code.replace("{targets!r}", repr(str((shared_scicode / "test_data_dev.h5").resolve()))), fragment
+
+
+@pytest.mark.parametrize("name", sorted(CARRIED_CHEATS))
+def test_module_level_cheat_of_an_earlier_step_fails_later_steps_under_carry_full(shared_scicode: Path, name: str) -> None:
+    earlier, fragment = carried_cheat(shared_scicode, name)
     prob = problem(shared_scicode, "19")
-    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier}))
+    assert_fails(execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier}, carry="full")), fragment)
+
+
+@pytest.mark.parametrize("name", ["system exit", "replaced library function", "targets file read"])
+def test_module_level_code_of_an_earlier_step_is_not_carried_under_carry_definition(shared_scicode: Path, name: str) -> None:
+    earlier, _ = carried_cheat(shared_scicode, name)
+    prob = problem(shared_scicode, "19")
+    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier}, carry="definition"))
     assert verdict.status == "pass", verdict.reason
+
+
+def test_carried_atexit_hook_never_turns_a_later_failure_into_a_pass(shared_scicode: Path) -> None:
+    earlier = TENSOR + "import atexit, os\natexit.register(os._exit, 0)\n"
+    wrong = "def n_tangle(psi):\n    return -1.0\n"
+    prob = problem(shared_scicode, "19")
+    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": wrong}, carry="full"))
+    assert_fails(verdict, "test 1")
+    assert verdict.returncode != 0
 
 
 def test_bypassing_the_h5py_tripwire_still_cannot_read_the_targets(shared_scicode: Path) -> None:

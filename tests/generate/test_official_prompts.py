@@ -31,8 +31,8 @@ OFFICIAL_RUN = {"full": "fresh", "definition": "resumed"}
 # The deliberate differences, by the step whose prompt differs (test split only; validation has none).
 # Both modes: the prefilled steps 13.6 and 62.1 are classes carried whole here, officially a bare
 # `__init__`; the prefilled function 76.3 is carried as its official file, officially re-rendered by
-# `ast.unparse`. carry=definition also: the class steps 30.1, 46.1 and 68.1 are carried whole here,
-# officially as a bare `__init__`.
+# `ast.unparse`. carry=definition also: the class steps 30.1-30.3, 46.1-46.2 and 68.1-68.4 are carried
+# whole here, officially (resumed) as a bare `__init__`.
 PREFILLED_DIFFERENCES = (
     [f"13.{i}" for i in range(7, 16)] + [f"62.{i}" for i in range(2, 7)] + ["76.4"]
 )

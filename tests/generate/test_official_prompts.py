@@ -22,7 +22,7 @@ import pytest
 from stages.config import load_settings
 from stages.generate.builtin import STEP_HEADER, BuiltinModelService, responder_identity
 from stages.generate.stage import BREAKER, run_generate
-from stages.problems import Problem, Step, load_problems
+from stages.problems import Problem, load_problems
 from stages.protocol import carried_forward
 
 OFFICIAL_PROMPTS = "official_prompts.json.gz"
@@ -32,10 +32,9 @@ OFFICIAL_RUN = {"full": "fresh", "definition": "resumed"}
 # Both modes: the prefilled steps 13.6 and 62.1 are classes carried whole here, officially a bare
 # `__init__`; the prefilled function 76.3 is carried as its official file, officially re-rendered by
 # `ast.unparse`. carry=definition also: the class steps 30.1-30.3, 46.1-46.2 and 68.1-68.4 are carried
-# whole here, officially (resumed) as a bare `__init__`.
-PREFILLED_DIFFERENCES = (
-    [f"13.{i}" for i in range(7, 16)] + [f"62.{i}" for i in range(2, 7)] + ["76.4"]
-)
+# whole here, officially (resumed) as a bare `__init__`, for 30.2-30.3, 46.2 and 68.2-68.4 the first
+# class's (see `official_carried`).
+PREFILLED_DIFFERENCES = [f"13.{i}" for i in range(7, 16)] + [f"62.{i}" for i in range(2, 7)] + ["76.4"]
 CLASS_DIFFERENCES = ["30.2", "30.3", "46.2", "46.3", "46.4"] + [f"68.{i}" for i in range(2, 9)]
 DELIBERATE_DIFFERENCES = {
     ("validation", "full"): [],
@@ -64,25 +63,39 @@ def fresh_breaker():
     BREAKER.reset()
 
 
-def official_rendering(code: str, function_header: str) -> str:
-    """How the official generator renders a carried step when it reads it back: the first `def` name in
-    the header (for a class step, its `__init__`), else the class name; the first definition of that
-    name anywhere in the code, through `ast.unparse`."""
+def first_definition(source: str, function_header: str) -> str:
+    """The official generator's reading of a carried step: the first `def` name in the header (for a
+    class step, its `__init__`), else the class name; the first definition of that name found walking
+    `source`, through `ast.unparse`."""
     match = re.search(r"\bdef\s+(\w+)\s*\(", function_header) or re.search(r"\bclass\s+(\w+)", function_header)
     assert match, function_header
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == match.group(1):
             return ast.unparse(node)
     raise AssertionError(f"no definition of {match.group(1)} in the carried code")
 
 
+def official_carried(problem: Problem, codes: dict[str, str | None], carry: str, data_paths) -> dict[str, str]:
+    """What the official generator carries for each step of `problem`. A prefilled step: the first
+    definition in its official file. A generated step in a fresh run: its whole code. A generated step
+    in a resumed run: the first definition in the file it was saved to, which holds the code carried
+    for the earlier steps followed by its own code (so a class step's `__init__` may be an earlier
+    class's)."""
+    carried: dict[str, str] = {}
+    for step in problem.steps:
+        if step.prefilled:
+            source = carried_forward(step, None, data_paths, "full")  # the official file, verbatim
+        elif carry == "full":
+            carried[step.step_id] = codes[step.step_id] or ""
+            continue
+        else:
+            source = "\n".join([*carried.values(), codes[step.step_id] or ""])
+        carried[step.step_id] = first_definition(source, step.function_header)
+    return carried
+
+
 def step_order(step_id: str) -> tuple[int, ...]:
     return tuple(int(part) for part in step_id.split("."))
-
-
-def rendered_differently(step: Step, carry: str) -> bool:
-    """Whether the official generator renders `step`'s carried code otherwise than this project does."""
-    return step.prefilled or (carry == "definition" and step.function_header.lstrip().startswith("class "))
 
 
 def generate_split(settings, problems: tuple[Problem, ...]) -> tuple[dict[str, str], dict[str, dict]]:
@@ -103,17 +116,16 @@ def generate_split(settings, problems: tuple[Problem, ...]) -> tuple[dict[str, s
     return received, records
 
 
-def with_official_renderings(prompt: str, problem: Problem, step_index: int, codes: dict[str, str | None],
-                             settings) -> str:
-    """`prompt` with the carried code of every earlier step the official generator renders otherwise
-    replaced by the official rendering (each piece must occur exactly once)."""
+def with_official_carried_code(prompt: str, problem: Problem, step_index: int, codes: dict[str, str | None],
+                                settings) -> str:
+    """`prompt` with the code carried for every earlier step replaced by what the official generator
+    carries where the two differ (each replaced piece must occur exactly once)."""
+    official = official_carried(problem, codes, settings.carry, settings.data_paths)
     for earlier in problem.steps[:step_index]:
-        if not rendered_differently(earlier, settings.carry):
-            continue
         ours = carried_forward(earlier, codes[earlier.step_id], settings.data_paths, settings.carry)
-        source = ours if earlier.prefilled else codes[earlier.step_id]
-        assert prompt.count(ours) == 1, f"carried code of {earlier.step_id} not found once"
-        prompt = prompt.replace(ours, official_rendering(source, earlier.function_header))
+        if ours != official[earlier.step_id]:
+            assert prompt.count(ours) == 1, f"carried code of {earlier.step_id} not found once"
+            prompt = prompt.replace(ours, official[earlier.step_id])
     return prompt
 
 
@@ -140,5 +152,5 @@ def test_prompts_equal_the_official_generator_but_for_the_documented_differences
         codes = {step["step_id"]: step["code"] for step in records[problem.problem_id]["steps"]}
         for index, step in enumerate(problem.steps):
             if step.step_id in differing:
-                assert with_official_renderings(received[step.step_id], problem, index, codes, settings) == \
+                assert with_official_carried_code(received[step.step_id], problem, index, codes, settings) == \
                     expected[step.step_id], f"{step.step_id} differs in more than the deliberately carried code"

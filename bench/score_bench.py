@@ -57,8 +57,8 @@ def reference_scripts(shared: Path) -> list[StepScript]:
     scripts = []
     for problem in load_split(data_paths, "validation"):
         codes = {step.step_id: step.ground_truth_code for step in problem.steps}
-        scripts.extend(build_step_script(problem, i, codes, data_paths, DEFAULT_CARRY) for i, step in enumerate(problem.steps)
-                       if not step.prefilled)
+        scripts.extend(build_step_script(problem, i, codes, data_paths, DEFAULT_CARRY)
+                       for i, step in enumerate(problem.steps) if not step.prefilled)
     return scripts
 
 

@@ -97,8 +97,8 @@ class Settings:
     # ---- derived values -------------------------------------------------
     @property
     def run_name(self) -> str:
-        """`run=`, else `<split>-<mode>-<bg|nobg>`, with `-carry<mode>` when `carry` is not the default
-        (runs that carry code differently never share a folder)."""
+        """`run=`, else `<split>-<mode>-<bg|nobg>`, plus `-carrydef` under `carry=definition` (runs that
+        carry code differently never share a folder)."""
         if self.run:
             return self.run
         name = f"{self.split}-{self.mode}-{'bg' if self.with_background else 'nobg'}"

@@ -7,7 +7,8 @@ per model call, one per tool run). A model call that fails for good ends the ste
 
 tool_use: every tool call of a response is answered, in order; a final answer without code (no
 fence, and not Python that defines the step's name) gets one reminder; after `tool_use_max_loops`
-model calls, one last call without tools asks for the final code. A step that still has no code is "no_code" and the problem goes on.
+model calls, one last call without tools asks for the final code. A step that still has no code is
+"no_code" and the problem goes on.
 """
 from __future__ import annotations
 

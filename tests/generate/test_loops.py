@@ -118,6 +118,12 @@ def test_answer_without_fence_gets_one_reminder(tmp_path, protocol):
     assert server.requests[1].tools == ("code_interpreter",)
 
 
+def test_tool_use_takes_unfenced_code_defining_the_step_without_a_reminder(tmp_path):
+    with ModelServer(Script(ModelReply(text="def f(x):\n    return x\n"))) as server:
+        outcome = run(tmp_path, server)
+    assert outcome.status == "ok" and outcome.code == "def f(x):\n    return x\n" and len(server.requests) == 1
+
+
 def test_only_one_reminder_then_no_code(tmp_path):
     with ModelServer(Script(ModelReply(text="still prose"))) as server:
         outcome = run(tmp_path, server)

@@ -37,6 +37,7 @@ sys.path.insert(0, str(PROJECT))
 from stages.isolation import scrubbed_environment  # noqa: E402
 from stages.paths import DataPaths  # noqa: E402
 from stages.problems import load_split  # noqa: E402
+from stages.protocol import DEFAULT_CARRY  # noqa: E402
 from stages.score.engine import StepJob, execute_step  # noqa: E402
 from stages.score.executor import StepRequest  # noqa: E402
 from stages.score.launcher import environment_versions, zygote_for  # noqa: E402
@@ -56,8 +57,8 @@ def reference_scripts(shared: Path) -> list[StepScript]:
     scripts = []
     for problem in load_split(data_paths, "validation"):
         codes = {step.step_id: step.ground_truth_code for step in problem.steps}
-        scripts.extend(build_step_script(problem, i, codes, data_paths) for i, step in enumerate(problem.steps)
-                       if not step.prefilled)
+        scripts.extend(build_step_script(problem, i, codes, data_paths, DEFAULT_CARRY)
+                       for i, step in enumerate(problem.steps) if not step.prefilled)
     return scripts
 
 

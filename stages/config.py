@@ -21,6 +21,7 @@ else:  # pragma: no cover
 from stages.artifacts import fingerprint
 from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths
 from stages.pins import pins
+from stages.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
 
 Split = Literal["validation", "test", "all"]
 Mode = Literal["naive", "tool_use"]
@@ -43,6 +44,7 @@ RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
     {"model", "messages", "input", "tools", "tool_choice", "stream", "instructions", "previous_response_id"}
 )
 SECRET_MARKERS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
 
 
 class ConfigError(ValueError):
@@ -65,6 +67,7 @@ class Settings:
     tool_names: tuple[str, ...] = ("code_interpreter",)
     tool_use_max_loops: int = 15
     with_background: bool = True
+    carry: Carry = DEFAULT_CARRY
     code_timeout_seconds: float = 180.0
     code_workdir: str = f"{STATE_DIR_NAME}/interpreter"
     execution_preamble: str = ""
@@ -97,7 +100,12 @@ class Settings:
     # ---- derived values -------------------------------------------------
     @property
     def run_name(self) -> str:
-        return self.run or f"{self.split}-{self.mode}-{'bg' if self.with_background else 'nobg'}"
+        """`run=`, else `<split>-<mode>-<bg|nobg>`, plus `-carrydef` under `carry=definition` (runs that
+        carry code differently never share a folder)."""
+        if self.run:
+            return self.run
+        name = f"{self.split}-{self.mode}-{'bg' if self.with_background else 'nobg'}"
+        return name if self.carry == DEFAULT_CARRY else f"{name}-{CARRY_RUN_SUFFIX[self.carry]}"
 
     @property
     def data_paths(self) -> DataPaths:
@@ -156,12 +164,13 @@ STAGE_INPUTS: dict[str, tuple[str, ...]] = {
         "tool_names",
         "tool_use_max_loops",
         "with_background",
+        "carry",
         "code_timeout_seconds",
         "execution_preamble",
         "sandbox_url",
         "sandbox_memory_limit_mb",
     ),
-    "score": ("step_timeout_seconds", "step_memory_mb", "python_binary"),
+    "score": ("step_timeout_seconds", "step_memory_mb", "python_binary", "carry"),
 }
 
 
@@ -323,6 +332,7 @@ COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "tool_names": _tool_list,
     "tool_use_max_loops": _number(int, 1),
     "with_background": _to_bool,
+    "carry": _to_choice(CARRY_MODES),
     "code_timeout_seconds": _number(float, 0, exclusive=True),
     "code_workdir": _to_text,
     "execution_preamble": _to_text,

@@ -1,26 +1,57 @@
 """The official SciCode answer protocol: code extraction, import removal, code carried to later steps.
 
-Shared by generation (prompts carry earlier steps forward) and scoring (test scripts). The known
-defects of other harnesses are fixed here: prose without a fence is never code, only top-level
-imports are removed (AST-based, multi-line imports included), and a class step carries its whole
-class forward, not only `__init__`.
+Shared by generation (prompts carry earlier steps forward) and scoring (test scripts), so the code a
+later step sees in its prompt is the code its test script runs. The rules follow the official
+generator where it is right, so carried code is byte for byte what an official run carries, and fix
+its known defects:
+
+- Extraction: the first ```python (```py, ```Python, ```python3) block, else the first fenced block;
+  the code is the text after the fence's tag up to the closing fence, the line break that ends the
+  fence line included (as officially). An answer without a fence is code only when its whole text
+  parses as Python and defines the name the step's header defines; other prose is never code.
+- Import removal: top-level `import`/`from ... import` statements only (AST-based, multi-line
+  imports included; imports inside functions stay). A removed statement's lines are left empty, and
+  the blank lines directly above it go with it, exactly as the official rule removes them; every
+  other character, inside strings or not, stays byte for byte.
+- Carried code (`Carry`): `full` carries each earlier step's whole code (an uninterrupted official
+  run); `definition` carries only the definition the header names, rendered with `ast.unparse` (a
+  resumed official run), a class whole (officially a bare `__init__`). Prefilled steps are always
+  carried as their official file, verbatim.
 """
 from __future__ import annotations
 
 import ast
 import re
+from typing import Literal
 
 from stages import safe_ast
+from stages.paths import DataPaths
+from stages.problems import Step, prefilled_code
 
-_FENCE = re.compile(r"```([^\n`]*)\n?(.*?)(?:```|\Z)", re.DOTALL)
+Carry = Literal["full", "definition"]
+CARRY_MODES: tuple[str, ...] = ("full", "definition")
+DEFAULT_CARRY: Carry = "full"
+
+_FENCE = re.compile(r"```([^\n`]*)(.*?)(?:```|\Z)", re.DOTALL)
 _PYTHON_TAGS = {"python", "py", "python3"}
 _DEFINITION = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)", re.MULTILINE)
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_LINE_END = re.compile(r"(?:\r\n|\r|\n)\Z")
+_LEADING_SEMICOLON = re.compile(r"\A[ \t]*;[ \t]*")
+_COMMENT_ONLY = re.compile(r"[ \t]*(?:#.*)?")
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
+
+# ---------------------------------------------------------------------------
+# Extraction
+# ---------------------------------------------------------------------------
 
 def extract_fenced_code(answer: str) -> str | None:
     """The first ```python (```py, ```Python) block, else the first fenced block; None without a fence.
 
-    An unclosed last fence (a truncated answer) yields the text up to the end.
+    The block's text starts right after the tag (with the line break ending the fence line, as the
+    official extraction takes it). An unclosed last fence (a truncated answer) yields the text up to
+    the end.
     """
     blocks = [(tag.strip().lower(), body) for tag, body in _FENCE.findall(answer or "")]
     if not blocks:
@@ -31,38 +62,52 @@ def extract_fenced_code(answer: str) -> str | None:
     return blocks[0][1]
 
 
-def remove_top_level_imports(code: str) -> str:
-    """Delete module-level `import`/`from ... import` statements; keep everything else verbatim.
+def defined_name(function_header: str) -> str | None:
+    """The name of the function or class a step header defines (the unindented `def`/`class` line)."""
+    match = _DEFINITION.search(function_header or "")
+    return match.group(1) if match else None
 
-    Code that does not parse is returned unchanged (it fails at scoring with its own error).
-    """
+
+def _top_level_definition(tree: ast.Module, name: str) -> ast.stmt | None:
+    return next((node for node in tree.body if isinstance(node, _DEFINITIONS) and node.name == name), None)
+
+
+def is_unfenced_code(answer: str, name: str | None) -> bool:
+    """True when an answer without a fence is, as a whole, Python that defines `name` at top level."""
+    if name is None or not (answer or "").strip():
+        return False
     try:
-        tree = safe_ast.parse_module(code)
-    except SyntaxError:
-        return code
-    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    if not imports:
-        return code
-    lines = code.splitlines(keepends=True)
-    # Remove from the end so earlier offsets stay valid.
-    for node in sorted(imports, key=lambda n: (n.lineno, n.col_offset), reverse=True):
-        lines = _cut_statement(lines, node)
-    kept = [line for line in lines if line.strip() not in {"", ";"} or line in ("\n", "\r\n")]
-    return "".join(kept)
+        tree = safe_ast.parse_module(answer)
+    except (SyntaxError, ValueError):  # ValueError: null bytes
+        return False
+    return _top_level_definition(tree, name) is not None
 
 
-def _cut_statement(lines: list[str], node: ast.stmt) -> list[str]:
-    start_line, end_line = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-    start_col = _char_offset(lines[start_line], node.col_offset)
-    end_col = _char_offset(lines[end_line], node.end_col_offset or 0)
-    before = lines[start_line][:start_col]
-    after = lines[end_line][end_col:]
-    after = re.sub(r"^\s*;\s*", "", after)
-    if before.strip().endswith(";"):
-        before = before.rstrip()[:-1]
-    joined = before + after
-    replacement = [joined] if joined.strip() else []
-    return lines[:start_line] + replacement + lines[end_line + 1:]
+def answer_to_code(answer: str, defines: str | None) -> str | None:
+    """The code a step's answer contributes, top-level imports removed; None when it has none.
+
+    `defines` is the name the step's header defines: an answer without a fence is code only when its
+    whole text parses and defines that name."""
+    fenced = extract_fenced_code(answer)
+    if fenced is not None:
+        return remove_top_level_imports(fenced)
+    if is_unfenced_code(answer, defines):
+        return remove_top_level_imports(answer)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Import removal
+# ---------------------------------------------------------------------------
+
+def source_lines(code: str) -> list[str]:
+    """`code` split into lines with their line breaks, the way Python numbers lines (\\n, \\r\\n, \\r only)."""
+    return _LINE.findall(code)
+
+
+def _line_end(line: str) -> str:
+    match = _LINE_END.search(line)
+    return match.group(0) if match else ""
 
 
 def _char_offset(line: str, byte_offset: int) -> int:
@@ -70,38 +115,84 @@ def _char_offset(line: str, byte_offset: int) -> int:
     return len(line.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
 
 
-def answer_to_code(answer: str) -> str | None:
-    """The code a step's answer contributes: fenced code with top-level imports removed; None if no fence."""
-    fenced = extract_fenced_code(answer)
-    if fenced is None:
-        return None
-    return remove_top_level_imports(fenced)
+def _blank_run_above(lines: list[str], line_index: int) -> int:
+    """Index of the first of the whitespace-only lines directly above `line_index` (itself if none)."""
+    top = line_index
+    while top > 0 and not lines[top - 1].strip():
+        top -= 1
+    return top
 
 
-def defined_name(function_header: str) -> str | None:
-    """The name of the function or class a step header defines (the unindented `def`/`class` line)."""
-    match = _DEFINITION.search(function_header or "")
-    return match.group(1) if match else None
+def _remove_statement(lines: list[str], node: ast.stmt) -> list[str]:
+    """`lines` without the statement `node`: its lines left empty, other statements on them kept; when
+    it starts its line, the blank lines directly above it are removed too."""
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    before = lines[first][:_char_offset(lines[first], node.col_offset)]
+    rest = lines[last][_char_offset(lines[last], node.end_col_offset or 0):]
+    ending = _line_end(rest)
+    after = _LEADING_SEMICOLON.sub("", rest[:len(rest) - len(ending)], count=1)
+    starts_line = not before.strip()
+    if starts_line and _COMMENT_ONLY.fullmatch(after):
+        after = ""  # a comment on the import's own line goes with it
+    if first == last:
+        replacement = [before + after + ending]
+    else:
+        inner = [_line_end(line) for line in lines[first + 1:last]]
+        replacement = [before + _line_end(lines[first]), *inner, after + ending]
+    top = _blank_run_above(lines, first) if starts_line else first
+    return lines[:top] + replacement + lines[last + 1:]
 
 
-def carried_code(code: str, function_header: str) -> str:
-    """What an earlier step contributes to later prompts and test scripts.
+def remove_top_level_imports(code: str) -> str:
+    """Remove module-level `import`/`from ... import` statements (see the module docstring).
 
-    As in the official protocol, the definition the header names (rendered with `ast.unparse`); a
-    class is carried whole. Code without that definition, or that does not parse, is carried whole.
+    Code that does not parse is returned unchanged (it fails at scoring with its own error).
     """
-    name = defined_name(function_header)
     try:
         tree = safe_ast.parse_module(code)
-    except SyntaxError:
+    except (SyntaxError, ValueError):
         return code
+    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    if not imports:
+        return code
+    lines = source_lines(code)
+    # From the end, so the line numbers of statements not yet removed stay valid.
+    for node in sorted(imports, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        lines = _remove_statement(lines, node)
+    return "".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Carried code
+# ---------------------------------------------------------------------------
+
+def named_definition(code: str, function_header: str) -> str:
+    """The definition the header names, rendered with `ast.unparse` (a class whole); the whole code
+    when it has no such definition or does not parse."""
+    name = defined_name(function_header)
     if name is None:
         return code
-    definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    for node in tree.body:
-        if isinstance(node, definitions) and node.name == name:
-            return ast.unparse(node)
-    for node in ast.walk(tree):
-        if isinstance(node, definitions) and node.name == name:
-            return ast.unparse(node)
-    return code
+    try:
+        tree = safe_ast.parse_module(code)
+    except (SyntaxError, ValueError):
+        return code
+    node = _top_level_definition(tree, name)
+    if node is None:
+        node = next((n for n in ast.walk(tree) if isinstance(n, _DEFINITIONS) and n.name == name), None)
+    return code if node is None else ast.unparse(node)
+
+
+def carried_code(code: str, function_header: str, carry: Carry) -> str:
+    """What a generated earlier step contributes to later prompts and test scripts under `carry`."""
+    if carry == "full":
+        return code
+    return named_definition(code, function_header)
+
+
+def carried_forward(step: Step, code: str | None, data_paths: DataPaths, carry: Carry) -> str:
+    """What `step` contributes to later prompts and test scripts: the official file of a prefilled step
+    (verbatim), else `carried_code` of the step's final code ("" when the step produced none)."""
+    official = prefilled_code(data_paths, step.step_id) if step.prefilled else None
+    if official is not None:
+        return official
+    return carried_code(code or "", step.function_header, carry)

@@ -19,6 +19,7 @@ def test_defaults_with_gold_pick_validation(tmp_path: Path) -> None:
     assert settings.tool_use_max_loops == 15
     assert settings.with_background is True
     assert settings.python_binary == sys.executable
+    assert settings.carry == "full"
     assert settings.run_name == "validation-tool_use-bg"
     assert settings.run_paths.run_dir == Path("results/scicode/gold/validation-tool_use-bg")
 
@@ -27,6 +28,15 @@ def test_real_model_defaults_to_all(tmp_path: Path) -> None:
     settings = load_settings({"model": "gpt-4o-mini", "mode": "naive", "with_background": "false"}, cwd=tmp_path)
     assert settings.split == "all"
     assert settings.run_name == "all-naive-nobg"
+
+
+def test_non_default_carry_is_in_the_run_name_and_config(tmp_path: Path) -> None:
+    settings = load_settings({"carry": "definition"}, cwd=tmp_path)
+    assert settings.run_name == "validation-tool_use-bg-carrydef"
+    assert settings.run_paths.run_dir == Path("results/scicode/gold/validation-tool_use-bg-carrydef")
+    assert load_settings({"carry": "full"}, cwd=tmp_path).run_name == "validation-tool_use-bg"
+    assert load_settings({"carry": "definition", "run": "mine"}, cwd=tmp_path).run_name == "mine"
+    assert settings.redacted()["carry"] == "definition"
 
 
 def test_precedence_builtin_toml_blocks_cli(tmp_path: Path) -> None:
@@ -81,6 +91,7 @@ def test_list_forms(tmp_path: Path) -> None:
         ({"concurrency": "0"}, "invalid concurrency=0: expected a whole number >= 1"),
         ({"concurrency": "2.5"}, "invalid concurrency=2.5: expected a whole number >= 1"),
         ({"with_background": "maybe"}, "invalid with_background=maybe: expected true or false"),
+        ({"carry": "all"}, "invalid carry=all: expected one of full, definition"),
         ({"tool_names": "browser"}, "invalid tool_names=browser: expected a non-empty list of: code_interpreter"),
         ({"model_params": "{bad"}, "invalid model_params={bad: expected a JSON object"),
         ({"model_params": '{"model": "x"}'}, "invalid model_params="),
@@ -137,6 +148,10 @@ def test_stage_fingerprints_cover_exactly_their_settings(tmp_path: Path) -> None
     other_mode = load_settings({"model": "m", "mode": "naive"}, cwd=tmp_path)
     assert other_mode.fingerprint("generate") != base.fingerprint("generate")
     assert other_mode.fingerprint("select") == base.fingerprint("select")
+    carried = load_settings({"model": "m", "carry": "definition"}, cwd=tmp_path)
+    assert carried.fingerprint("generate") != base.fingerprint("generate")
+    assert carried.fingerprint("score") != base.fingerprint("score")
+    assert carried.fingerprint("select") == base.fingerprint("select")
 
 
 def test_settings_are_frozen(tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ status, the raw answer and the whole trajectory (messages with tool calls and re
 per model call, one per tool run). A model call that fails for good ends the step with status
 "error" and the trajectory so far; it is never turned into an empty answer.
 
-tool_use: every tool call of a response is answered, in order; a final answer without a code
-fence gets one reminder; after `tool_use_max_loops` model calls, one last call without tools asks
-for the final code. A step that still has no code is "no_code" and the problem goes on.
+tool_use: every tool call of a response is answered, in order; a final answer without code (no
+fence, and not Python that defines the step's name) gets one reminder; after `tool_use_max_loops`
+model calls, one last call without tools asks for the final code. A step that still has no code is
+"no_code" and the problem goes on.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Literal
 
 from stages.generate import tools
 from stages.generate.client import ModelCallError, ModelClient, ModelResponse, Usage
+from stages.generate.prompts import StepPrompt
 from stages.protocol import answer_to_code
 
 StepStatus = Literal["ok", "truncated", "no_code", "error", "prefilled"]
@@ -45,9 +47,10 @@ class StepOutcome:
     failure: ModelCallError | None = None  # the exception behind status "error" (not serialized)
 
 
-def final_status(answer: str | None, finish_reason: str | None) -> tuple[StepStatus, str | None]:
-    """Status and code of a final answer: truncated when cut by the length limit (code kept if fenced)."""
-    code = answer_to_code(answer or "")
+def final_status(answer: str | None, finish_reason: str | None, defines: str | None) -> tuple[StepStatus, str | None]:
+    """Status and code of a final answer (`defines`: the name the step's header defines): truncated when
+    cut by the length limit (code kept if any)."""
+    code = answer_to_code(answer or "", defines)
     if finish_reason == "length":
         return "truncated", code
     return ("no_code" if code is None else "ok"), code
@@ -59,6 +62,7 @@ class Conversation:
 
     model: ModelClient
     step_id: str
+    defines: str | None
     messages: list[dict[str, Any]]
     calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
@@ -66,8 +70,9 @@ class Conversation:
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
-    def start(cls, model: ModelClient, step_id: str, prompt: str) -> "Conversation":
-        return cls(model=model, step_id=step_id, messages=[{"role": "user", "content": prompt}])
+    def start(cls, model: ModelClient, prompt: StepPrompt) -> "Conversation":
+        return cls(model=model, step_id=prompt.step_id, defines=prompt.defines,
+                   messages=[{"role": "user", "content": prompt.text}])
 
     @property
     def call_count(self) -> int:
@@ -105,7 +110,7 @@ class Conversation:
         return {"messages": self.messages, "calls": self.calls, "tool_results": self.tool_results}
 
     def finish(self, final: ModelResponse) -> StepOutcome:
-        status, code = final_status(final.text, final.finish_reason)
+        status, code = final_status(final.text, final.finish_reason, self.defines)
         return self._outcome(status, code, final.text, final.finish_reason, None, None)
 
     def fail(self, error: ModelCallError) -> StepOutcome:
@@ -141,18 +146,18 @@ def _failed_call_record(error: ModelCallError) -> dict[str, Any]:
     }
 
 
-def run_naive(model: ModelClient, prompt: str, step_id: str) -> StepOutcome:
+def run_naive(model: ModelClient, prompt: StepPrompt) -> StepOutcome:
     """One call, no tools."""
-    conversation = Conversation.start(model, step_id, prompt)
+    conversation = Conversation.start(model, prompt)
     try:
         return conversation.finish(conversation.ask(None))
     except ModelCallError as error:
         return conversation.fail(error)
 
 
-def run_tool_use(model: ModelClient, settings: Any, prompt: str, step_id: str) -> StepOutcome:
+def run_tool_use(model: ModelClient, settings: Any, prompt: StepPrompt) -> StepOutcome:
     """The tool loop; see the module docstring."""
-    conversation = Conversation.start(model, step_id, prompt)
+    conversation = Conversation.start(model, prompt)
     schemas = tools.tool_schemas(settings.tool_names, settings.api_protocol)
     reminded = False
     try:
@@ -161,7 +166,7 @@ def run_tool_use(model: ModelClient, settings: Any, prompt: str, step_id: str) -
             if response.tool_calls:
                 conversation.answer_tool_calls(response, settings)
                 continue
-            if answer_to_code(response.text or "") is not None or reminded:
+            if answer_to_code(response.text or "", conversation.defines) is not None or reminded:
                 return conversation.finish(response)
             reminded = True
             if conversation.call_count >= settings.tool_use_max_loops:
@@ -173,7 +178,7 @@ def run_tool_use(model: ModelClient, settings: Any, prompt: str, step_id: str) -
         return conversation.fail(error)
 
 
-def run_step(model: ModelClient, settings: Any, prompt: str, step_id: str) -> StepOutcome:
+def run_step(model: ModelClient, settings: Any, prompt: StepPrompt) -> StepOutcome:
     if settings.mode == "naive":
-        return run_naive(model, prompt, step_id)
-    return run_tool_use(model, settings, prompt, step_id)
+        return run_naive(model, prompt)
+    return run_tool_use(model, settings, prompt)

@@ -6,8 +6,9 @@ separator; the parts are joined with blank lines and the last separator is dropp
 contributes its description (and background) and its function header followed by its return line.
 The problem-level description, background and io are not sent.
 
-Code carried forward: for a generated step, the definition its header names
-(`stages.protocol.carried_code`); for an official prefilled step, the official file verbatim.
+Code carried forward (`stages.protocol.carried_forward`): under `carry=full` a generated step's whole
+code, under `carry=definition` the definition its header names; an official prefilled step's file
+verbatim in both.
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from typing import Sequence
 
 from stages.artifacts import fingerprint
 from stages.paths import DataPaths
-from stages.problems import Problem, Step, prefilled_code, template_text
-from stages.protocol import carried_code
+from stages.problems import Problem, Step, template_text
+from stages.protocol import defined_name
 
 STEP_SEPARATOR = "------"
 
@@ -27,6 +28,7 @@ class StepPrompt:
     step_id: str
     text: str
     fingerprint: str
+    defines: str | None  # the name the step's header defines (an unfenced answer must define it)
 
 
 def step_text(step: Step, with_background: bool) -> str:
@@ -64,15 +66,6 @@ def fill_template(
     )
 
 
-def code_carried_forward(step: Step, code: str | None, data_paths: DataPaths) -> str:
-    """What `step` contributes to later prompts: the official text of a prefilled step, else the
-    definition the header names in the step's final code ("" when the step produced no code)."""
-    official = prefilled_code(data_paths, step.step_id) if step.prefilled else None
-    if official is not None:
-        return official
-    return carried_code(code or "", step.function_header)
-
-
 def prompt_fingerprint(prompt_text: str, generate_settings_fingerprint: str) -> str:
     return fingerprint({"prompt": prompt_text, "generate": generate_settings_fingerprint})
 
@@ -91,4 +84,5 @@ def build_step_prompt(
     if step.prefilled:
         raise ValueError(f"step {step.step_id} is an official prefilled step: it is never sent to the model")
     text = fill_template(template_text(data_paths, with_background), problem, step_index, carried, with_background)
-    return StepPrompt(step.step_id, text, prompt_fingerprint(text, generate_settings_fingerprint))
+    fingerprint_value = prompt_fingerprint(text, generate_settings_fingerprint)
+    return StepPrompt(step.step_id, text, fingerprint_value, defined_name(step.function_header))

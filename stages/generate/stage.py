@@ -4,7 +4,8 @@ problem: `run_generate_attempts(settings, problem_id)` (up to date: `generations
 Walks the problem's steps in order and writes `<run>/generations/<id>.json` after every step, so a
 crash or an API failure at step k resumes at step k: a step already generated with the same prompt
 fingerprint and a status other than "error" is never asked again (later prompts embed earlier
-codes, so they stay identical when nothing changed). Prefilled steps carry the official code.
+codes, so they stay identical when nothing changed). Earlier steps are carried into later prompts as
+`settings.carry` says (`stages.protocol.carried_forward`); prefilled steps carry the official code.
 
 A model call that fails for good stops the problem: the step is recorded with status "error", the
 artifact gets status "error", one line goes to stderr, and the function returns normally so that
@@ -30,9 +31,10 @@ from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file
 from stages.generate import builtin
 from stages.generate.client import ModelCallError, ModelClient, Usage
 from stages.generate.loops import StepOutcome, run_step
-from stages.generate.prompts import StepPrompt, build_step_prompt, code_carried_forward
+from stages.generate.prompts import StepPrompt, build_step_prompt
 from stages.paths import DataPaths
 from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
+from stages.protocol import carried_forward
 
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
@@ -235,12 +237,12 @@ class ProblemRun:
                 self.model = ModelClient(self.settings)
             except ModelCallError as error:
                 return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), Usage(), 0, 0.0, error)
-        return run_step(self.model, self.settings, prompt.text, prompt.step_id)
+        return run_step(self.model, self.settings, prompt)
 
     def add(self, record: dict[str, Any]) -> None:
         self.steps.append(record)
         step = self.problem.steps[len(self.steps) - 1]
-        self.carried.append(code_carried_forward(step, record["code"], self.settings.data_paths))
+        self.carried.append(carried_forward(step, record["code"], self.settings.data_paths, self.settings.carry))
 
     def write(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
         usage = Usage()
@@ -257,6 +259,7 @@ class ProblemRun:
             "mode": self.settings.mode,
             "api_protocol": self.settings.api_protocol,
             "with_background": self.settings.with_background,
+            "carry": self.settings.carry,
             "error": error,
             "usage": usage.to_record(calls=calls),
             "latency_s": round(sum(step["latency_s"] for step in self.steps), 6),

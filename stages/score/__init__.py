@@ -4,8 +4,8 @@ Public surface:
 
 * `run_score(settings, problem_id, targets=None) -> dict` and `score_fingerprint(settings, problem_id)`
   (stage.py): the doit stage.
-* `build_step_script(problem, step_index, codes, data_paths) -> StepScript` (script.py): the official
-  test script of one step.
+* `build_step_script(problem, step_index, codes, data_paths, carry) -> StepScript` (script.py): the
+  official test script of one step, earlier steps carried as `carry` says.
 * `execute_step(job) -> StepVerdict` (engine.py): one step: a confined test process and a checker.
 * `rewrite_test(source, index, trusted) -> RewrittenTest` (rewrite.py): the split of a test case between
   the test process (model side) and the checker (every assertion).

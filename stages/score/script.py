@@ -2,10 +2,11 @@
 
 A step's script is `required_dependencies` + the code of every earlier step + this step's code + the
 target loading + the official test cases in order, each preceded by its `target`. Earlier steps
-contribute `carried_code(code, header)` (only the definition the header names, a class whole);
-prefilled steps (13.6, 62.1, 76.3) contribute their official file verbatim; the current step
-contributes its full code. `official_text` renders it exactly as an official script file (used by
-the benchmark's plain runner and as the verdict cache key); the harness receives the same parts.
+contribute what they carry into later prompts (`stages.protocol.carried_forward` under the run's
+`carry`: the whole code, or only the definition the header names); prefilled steps (13.6, 62.1,
+76.3) contribute their official file verbatim; the current step contributes its full code.
+`official_text` renders it exactly as an official script file (used by the benchmark's plain runner
+and as the verdict cache key); the harness receives the same parts.
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from stages.paths import DataPaths
-from stages.problems import Problem, Step, prefilled_code
-from stages.protocol import carried_code
+from stages.problems import Problem
+from stages.protocol import Carry, carried_forward
 
 HELPER_IMPORT = "from scicode.parse.parse import process_hdf5_to_tuple"
 
@@ -47,21 +48,12 @@ class StepScript:
         return "\n".join(lines) + "\n"
 
 
-def earlier_step_code(data_paths: DataPaths, step: Step, code: str | None) -> str:
-    """What an earlier step contributes: the official file of a prefilled step, else the carried definition."""
-    official = prefilled_code(data_paths, step.step_id)
-    if official is not None:
-        return official
-    if not code:
-        return ""
-    return carried_code(code, step.function_header)
-
-
-def build_step_script(problem: Problem, step_index: int, codes: Mapping[str, str | None], data_paths: DataPaths) -> StepScript:
+def build_step_script(problem: Problem, step_index: int, codes: Mapping[str, str | None], data_paths: DataPaths,
+                      carry: Carry) -> StepScript:
     """The script of `problem.steps[step_index]` from the generated `codes` (step id -> code)."""
     step = problem.steps[step_index]
     sections = [
-        CodeSection(f"step {earlier.step_id} code", earlier_step_code(data_paths, earlier, codes.get(earlier.step_id)))
+        CodeSection(f"step {earlier.step_id} code", carried_forward(earlier, codes.get(earlier.step_id), data_paths, carry))
         for earlier in problem.steps[:step_index]
     ]
     current = codes.get(step.step_id)

@@ -145,7 +145,8 @@ def _pre_verdict(step: Step, generation: dict[str, Any] | None, record: dict[str
         return StepVerdict(step.step_id, "fail", _not_generated_reason(generation, record), tests_total=total)
     if record.get("code") is None:
         why = record.get("status") or "no_code"
-        return StepVerdict(step.step_id, "parse_error", f"no code in the answer ({why}): no fenced code block", tests_total=total)
+        reason = f"no code in the answer ({why}): no fenced code block, nor Python that defines the step's name"
+        return StepVerdict(step.step_id, "parse_error", reason, tests_total=total)
     return None
 
 
@@ -162,7 +163,7 @@ def plan_steps(settings: Settings, problem: Problem, generation: dict[str, Any] 
     for index, step in enumerate(problem.steps):
         item = PlannedStep(step, attempt, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
         if item.verdict is None:
-            item.script = build_step_script(problem, index, codes, settings.data_paths)
+            item.script = build_step_script(problem, index, codes, settings.data_paths, settings.carry)
             item.key = verdict_key(item.script.official_text(TARGETS_PLACEHOLDER), targets_sha, versions,
                                    settings.step_timeout_seconds, settings.step_memory_mb)
         planned.append(item)

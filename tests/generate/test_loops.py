@@ -10,12 +10,13 @@ from stages.config import load_settings
 from stages.generate import client as client_module
 from stages.generate.client import ModelClient
 from stages.generate.loops import FINAL_ANSWER_REQUEST, REMINDER, final_status, run_step
+from stages.generate.prompts import StepPrompt
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, ToolCallSpec
 
 from scripted import Script
 
 CODE_ANSWER = "Here:\n```python\nimport numpy as np\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n```"
-CODE = "\ndef f(x):\n    import math\n    return np.sqrt(x)\n"
+CODE = "\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n"
 
 
 def interpreter_call(call_id: str, code: str) -> ToolCallSpec:
@@ -43,15 +44,19 @@ def make_settings(tmp_path: Path, server: ModelServer, **overrides):
 def run(tmp_path, server, prompt="solve 1.1", **overrides):
     settings = make_settings(tmp_path, server, **overrides)
     with ModelClient(settings) as model:
-        return run_step(model, settings, prompt, "1.1")
+        return run_step(model, settings, StepPrompt("1.1", prompt, "0" * 64, "f"))
 
 
 def test_final_status_rules():
-    assert final_status(CODE_ANSWER, "stop") == ("ok", CODE)
-    assert final_status(CODE_ANSWER, "length") == ("truncated", CODE)
-    assert final_status("```python\ndef f(:", "length") == ("truncated", "def f(:")
-    assert final_status("def f(): pass", "stop") == ("no_code", None)
-    assert final_status(None, "stop") == ("no_code", None)
+    assert final_status(CODE_ANSWER, "stop", "f") == ("ok", CODE)
+    assert final_status(CODE_ANSWER, "length", "f") == ("truncated", CODE)
+    assert final_status("```python\ndef f(:", "length", "f") == ("truncated", "\ndef f(:")
+    # unfenced: code only when the whole text parses and defines the step's name
+    assert final_status("import os\ndef f(): pass", "stop", "f") == ("ok", "\ndef f(): pass")
+    assert final_status("def f(): pass", "stop", "g") == ("no_code", None)
+    assert final_status("Here is f:\ndef f(): pass", "stop", "f") == ("no_code", None)
+    assert final_status("def f(): pass", "stop", None) == ("no_code", None)
+    assert final_status(None, "stop", "f") == ("no_code", None)
 
 
 def test_naive_is_one_call_without_tools(tmp_path):
@@ -73,9 +78,16 @@ def test_naive_length_finish_is_truncated(tmp_path, answer, code):
 
 
 def test_naive_prose_is_no_code_without_reminder(tmp_path):
-    with ModelServer(Script(ModelReply(text="def f(x): return x"))) as server:
+    with ModelServer(Script(ModelReply(text="You could write def f(x): return x"))) as server:
         outcome = run(tmp_path, server, mode="naive")
     assert outcome.status == "no_code" and outcome.code is None and len(server.requests) == 1
+
+
+def test_naive_unfenced_code_defining_the_step_is_taken_as_code(tmp_path):
+    answer = "import numpy as np\n\ndef f(x):\n    return np.sqrt(x)\n"
+    with ModelServer(Script(ModelReply(text=answer))) as server:
+        outcome = run(tmp_path, server, mode="naive")
+    assert outcome.status == "ok" and outcome.code == "\n\ndef f(x):\n    return np.sqrt(x)\n"
 
 
 @pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
@@ -99,11 +111,17 @@ def test_every_tool_call_of_a_response_is_answered_in_order(tmp_path, protocol):
 
 @pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
 def test_answer_without_fence_gets_one_reminder(tmp_path, protocol):
-    with ModelServer(Script(ModelReply(text="def f(x): return x"), ModelReply(text=CODE_ANSWER))) as server:
+    with ModelServer(Script(ModelReply(text="def g(x): return x"), ModelReply(text=CODE_ANSWER))) as server:
         outcome = run(tmp_path, server, api_protocol=protocol)
     assert outcome.status == "ok" and outcome.calls == 2
     assert server.requests[1].messages[-1] == {"role": "user", "content": REMINDER}
     assert server.requests[1].tools == ("code_interpreter",)
+
+
+def test_tool_use_takes_unfenced_code_defining_the_step_without_a_reminder(tmp_path):
+    with ModelServer(Script(ModelReply(text="def f(x):\n    return x\n"))) as server:
+        outcome = run(tmp_path, server)
+    assert outcome.status == "ok" and outcome.code == "def f(x):\n    return x\n" and len(server.requests) == 1
 
 
 def test_only_one_reminder_then_no_code(tmp_path):

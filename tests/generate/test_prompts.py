@@ -8,12 +8,8 @@ import pytest
 
 from stages.paths import DataPaths
 from stages.problems import problems_by_id
-from stages.generate.prompts import (
-    build_step_prompt,
-    code_carried_forward,
-    fill_template,
-    prompt_fingerprint,
-)
+from stages.generate.prompts import build_step_prompt, fill_template, prompt_fingerprint
+from stages.protocol import carried_forward
 
 
 @pytest.fixture()
@@ -102,8 +98,9 @@ def test_prefilled_step_is_carried_verbatim_and_never_prompted(shared_scicode, d
     official = (shared_scicode / "13.6.txt").read_text(encoding="utf-8")
     step6 = problem.steps[5]
     assert step6.step_id == "13.6" and step6.prefilled
-    # whatever the "generated" code says, the official class is carried whole
-    assert code_carried_forward(step6, "def unrelated(): pass", data_paths) == official
+    # whatever the "generated" code says, the official class is carried whole, in either carry mode
+    assert carried_forward(step6, "def unrelated(): pass", data_paths, "full") == official
+    assert carried_forward(step6, "def unrelated(): pass", data_paths, "definition") == official
 
     carried = [f"def helper_{i}():\n    return {i}" for i in range(5)] + [official]
     prompt = build_step_prompt(
@@ -118,11 +115,19 @@ def test_prefilled_step_is_carried_verbatim_and_never_prompted(shared_scicode, d
         build_step_prompt(problem, 5, carried[:5], data_paths=data_paths, with_background=True, generate_settings_fingerprint="0" * 64)
 
 
-def test_generated_code_carries_only_the_defined_function(data_paths):
+def test_carry_full_carries_the_whole_code_and_definition_only_the_named_one(data_paths):
     problem = problems_by_id(data_paths)["29"]
-    code = "def helper(x):\n    return x\n\ndef normalize(v):\n    return helper(v) / 2\n"
-    assert code_carried_forward(problem.steps[0], code, data_paths) == "def normalize(v):\n    return helper(v) / 2"
-    assert code_carried_forward(problem.steps[0], None, data_paths) == ""
+    code = "\n\nSCALE = 2\n\ndef helper(x):\n    return x\n\ndef normalize(v):\n    return helper(v) / SCALE\n"
+    assert carried_forward(problem.steps[0], code, data_paths, "full") == code
+    assert carried_forward(problem.steps[0], code, data_paths, "definition") == "def normalize(v):\n    return helper(v) / SCALE"
+    assert carried_forward(problem.steps[0], None, data_paths, "full") == ""
+    assert carried_forward(problem.steps[0], None, data_paths, "definition") == ""
+
+
+def test_step_prompt_names_what_the_header_defines(data_paths):
+    problem = problems_by_id(data_paths)["29"]
+    prompt = build_step_prompt(problem, 0, [], data_paths=data_paths, with_background=True, generate_settings_fingerprint="0" * 64)
+    assert prompt.defines == "normalize"
 
 
 def test_prompt_fingerprint_depends_on_text_and_settings():

@@ -89,13 +89,15 @@ def test_complete_generation_is_schema_valid_and_current(make_settings):
     assert record["status"] == "complete" and record["error"] is None
     assert [step["step_id"] for step in record["steps"]] == ["29.1", "29.2", "29.3"]
     assert [step["status"] for step in record["steps"]] == ["ok", "ok", "ok"]
-    assert record["steps"][1]["code"] == "\ndef inner_product(*args):\n    return 'inner_product'\n"
+    # the import line is left empty and takes the fence line's break with it, as officially
+    assert record["steps"][1]["code"] == "\n\ndef inner_product(*args):\n    return 'inner_product'\n"
+    assert record["carry"] == "full"
     assert record["usage"] == {"input_tokens": 9, "output_tokens": 6, "total_tokens": 15, "calls": 3}
     assert read_artifact(generation_path(settings, "29"), "generation") == record
     assert generation_current(settings, "29")
     assert record["fingerprint"] == generation_fingerprint(settings, "29")
-    # the later prompt carries the earlier step's definition forward
-    assert "def normalize(*args):\n    return 'normalize'" in server.requests[2].messages[0]["content"]
+    # the later prompt carries the earlier step's whole code forward
+    assert "\n\n\n\ndef normalize(*args):\n    return 'normalize'\n\n\n------" in server.requests[2].messages[0]["content"]
     # another generate setting, another fingerprint: no longer current
     changed = make_settings(model="m1", base_url=settings.base_url, model_params='{"temperature": 0.5}')
     assert generation_path(changed, "29") == generation_path(settings, "29")
@@ -186,6 +188,30 @@ def test_changed_earlier_code_changes_later_prompts(make_settings):
         assert len(server.requests) == 2
     assert again["steps"][0]["prompt_fingerprint"] == record["steps"][0]["prompt_fingerprint"]
     assert again["steps"][1]["prompt_fingerprint"] != record["steps"][1]["prompt_fingerprint"]
+
+
+@pytest.mark.parametrize("carry", ["full", "definition"])
+def test_carry_decides_what_later_prompts_carry(make_settings, carry):
+    def with_helper(request):
+        name = asked_function(request)
+        return ModelReply(text=f"```python\nimport numpy as np\n\ndef _helper_{name}():\n    return 1\n\n"
+                               f"def {name}(*args):\n    return _helper_{name}()\n```")
+
+    with ModelServer(with_helper) as server:
+        settings = make_settings(model="m13", base_url=server.base_url, carry=carry)
+        record = run_generate(settings, "29")
+        last_prompt = server.requests[2].messages[0]["content"]
+    assert record["carry"] == carry and settings.run_paths.run_dir.name.endswith("-carrydef") == (carry == "definition")
+    whole = "\n\ndef _helper_normalize():\n    return 1\n\ndef normalize(*args):\n    return _helper_normalize()\n"
+    assert record["steps"][0]["code"] == whole
+    if carry == "full":
+        assert whole + "\n\n------" in last_prompt
+    else:
+        assert "_helper_normalize():" not in last_prompt
+        assert "\n\ndef normalize(*args):\n    return _helper_normalize()\n\n------" in last_prompt
+    assert generation_current(settings, "29")
+    other = make_settings(model="m13", base_url=settings.base_url, carry="definition" if carry == "full" else "full")
+    assert generation_fingerprint(other, "29") != record["fingerprint"]
 
 
 def test_404_trips_the_breaker_for_the_rest_of_the_run(make_settings):

@@ -9,6 +9,7 @@ from stages.artifacts import write_artifact
 from stages.config import Settings
 from stages.paths import DataPaths
 from stages.problems import Problem, load_split
+from stages.protocol import DEFAULT_CARRY, Carry
 from stages.score.engine import StepJob, StepVerdict, execute_step
 from stages.score.rewrite import imported_modules, rewrite_tests
 from stages.score.script import build_step_script
@@ -32,16 +33,17 @@ def reference_codes(prob: Problem) -> dict[str, str | None]:
 
 def make_job(shared_scicode: Path, prob: Problem, step_id: str, codes: Mapping[str, str | None] | None = None, *,
              timeout: float = 60.0, memory_mb: int | None = 8192, use_zygote: bool = True, deps: str | None = None,
-             tests: tuple[str, ...] | None = None) -> StepJob:
+             tests: tuple[str, ...] | None = None, carry: Carry = DEFAULT_CARRY) -> StepJob:
     codes = dict(reference_codes(prob), **(codes or {}))
     index = next(i for i, step in enumerate(prob.steps) if step.step_id == step_id)
-    script = build_step_script(prob, index, codes, shared_data_paths(shared_scicode))
+    script = build_step_script(prob, index, codes, shared_data_paths(shared_scicode), carry)
     test_sources = tests if tests is not None else script.tests
     targets = shared_scicode / DEV_TARGETS
     pickles = load_step_targets(targets, step_id, len(script.tests), sys.executable) if tests is None else ()
     return StepJob(
         problem_id=prob.problem_id, step_id=step_id, deps=script.deps if deps is None else deps,
-        sections=tuple((s.label, s.code) for s in script.sections), tests=rewrite_tests(test_sources, script.deps if deps is None else deps),
+        sections=tuple((s.label, s.code) for s in script.sections),
+        tests=rewrite_tests(test_sources, script.deps if deps is None else deps),
         modules=imported_modules([script.deps, *test_sources]), target_pickles=tuple(pickles),
         python_binary=sys.executable, timeout_seconds=timeout, memory_mb=memory_mb,
         targets_file=str(targets.resolve()), use_zygote=use_zygote,

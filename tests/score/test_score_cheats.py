@@ -298,23 +298,58 @@ def test_atexit_handlers_never_turn_a_failure_into_a_pass(shared_scicode: Path, 
 
 # -- cheats carried in an earlier step's code ---------------------------------------------------------
 
-@pytest.mark.parametrize("earlier, fragment", [
-    (TENSOR + "raise SystemExit(0)\n", "exiting early is not a pass"),
-    (TENSOR + "import os\nos._exit(0)\n", "early exit is not a pass"),
-])
-def test_an_earlier_step_that_exits_early_fails_the_later_step(shared_scicode: Path, earlier: str, fragment: str) -> None:
+# Under carry=full an earlier step's whole code reaches every later step's script. An early exit at its
+# module level fails the later step by the same rule as the step itself; any other tampering there gains
+# nothing, since the comparisons run in the checker: a wrong later step still fails. Under
+# carry=definition only the named function is carried, so the same module-level code never runs later.
+CARRIED_EXITS = {
+    "system exit": (TENSOR + "raise SystemExit(0)\n", "SystemExit(0)"),
+    "os._exit(0)": (TENSOR + "__import__('os')._exit(0)\n", "exited with code 0"),
+}
+CARRIED_TAMPERING = {
+    "replaced library function": TENSOR + "np.allclose = lambda *a, **k: True\n",
+    "replaced builtin": TENSOR + "import builtins\nbuiltins.all = lambda *a: True\n",
+    "replaced comparison module": TENSOR + "import sys\nsys.modules['scicode.compare.cmp'] = type(sys)('fake')\n",
+    "shadowed np": TENSOR + "class _Anything:\n    def allclose(self, *a, **k):\n        return True\nnp = _Anything()\n",
+    "signal to self": TENSOR + "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    "subprocess": TENSOR + "import subprocess\nsubprocess.run(['true'])\n",
+    "tracing": TENSOR + "import sys\nsys.settrace(lambda *a: None)\n",
+    "background thread": TENSOR + "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n",
+    "targets file read": TENSOR + "try:\n    open({targets!r}, 'rb').read(10)\nexcept Exception:\n    pass\n",
+}
+WRONG_N_TANGLE = "def n_tangle(psi):\n    return -1.0\n"
+
+
+def with_targets_path(shared_scicode: Path, code: str) -> str:
+    return code.replace("{targets!r}", repr(str((shared_scicode / "test_data_dev.h5").resolve())))
+
+
+@pytest.mark.parametrize("name", sorted(CARRIED_EXITS))
+def test_an_early_exit_in_an_earlier_step_fails_later_steps_under_carry_full(shared_scicode: Path, name: str) -> None:
+    earlier, fragment = CARRIED_EXITS[name]
     prob = problem(shared_scicode, "19")
-    job = make_job(shared_scicode, prob, "19.2", {"19.1": earlier})
-    job = job.__class__(**{**job.__dict__, "sections": tuple((label, earlier if label.startswith("step 19.1") else code)
-                                                              for label, code in job.sections)})
-    assert_fails(execute_step(job), fragment)
+    assert_fails(execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier}, carry="full")), fragment)
 
 
-def test_a_replaced_comparison_in_an_earlier_step_cannot_make_a_wrong_later_step_pass(shared_scicode: Path) -> None:
-    earlier = TENSOR + "np.allclose = lambda *a, **k: True\n"
+@pytest.mark.parametrize("name", sorted(CARRIED_TAMPERING))
+def test_tampering_in_an_earlier_step_never_makes_a_wrong_later_step_pass(shared_scicode: Path, name: str) -> None:
+    earlier = with_targets_path(shared_scicode, CARRIED_TAMPERING[name])
     prob = problem(shared_scicode, "19")
-    job = make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": "def n_tangle(psi):\n    return 0.5\n"})
-    job = job.__class__(**{**job.__dict__, "sections": tuple((label, earlier if label.startswith("step 19.1") else code)
-                                                              for label, code in job.sections)})
-    assert_fails(execute_step(job), "test 1 failed")
+    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": WRONG_N_TANGLE}, carry="full"))
+    assert verdict.status == "fail" and verdict.tests_passed == 0, (verdict.reason, verdict.stderr[-1500:])
 
+
+@pytest.mark.parametrize("earlier", [CARRIED_EXITS["system exit"][0], CARRIED_TAMPERING["replaced library function"],
+                                     CARRIED_TAMPERING["targets file read"]])
+def test_module_level_code_of_an_earlier_step_is_not_carried_under_carry_definition(shared_scicode: Path, earlier: str) -> None:
+    prob = problem(shared_scicode, "19")
+    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": with_targets_path(shared_scicode, earlier)},
+                                    carry="definition"))
+    assert verdict.status == "pass", verdict.reason
+
+
+def test_carried_atexit_hook_never_turns_a_later_failure_into_a_pass(shared_scicode: Path) -> None:
+    earlier = TENSOR + "import atexit, os\natexit.register(os._exit, 0)\n"
+    prob = problem(shared_scicode, "19")
+    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": WRONG_N_TANGLE}, carry="full"))
+    assert_fails(verdict, "test 1")

@@ -187,9 +187,12 @@ def test_script_assembly_uses_carried_code_and_full_current_code(shared_scicode:
     prob = problem(shared_scicode, "19")
     earlier = "def tensor(*args):\n    return 1\n\ndef helper():\n    return 2\n\nTOP = 3\n"
     current = "def n_tangle(psi):\n    return 0\n\ndef extra():\n    return 4\n"
-    script = build_step_script(prob, 1, {"19.1": earlier, "19.2": current}, shared_data_paths(shared_scicode))
+    codes = {"19.1": earlier, "19.2": current}
+    whole = build_step_script(prob, 1, codes, shared_data_paths(shared_scicode), "full")
+    assert whole.sections[0].code == earlier
+    script = build_step_script(prob, 1, codes, shared_data_paths(shared_scicode), "definition")
     assert script.sections[0].code.startswith("def tensor") and "helper" not in script.sections[0].code
-    assert script.sections[1].code == current
+    assert script.sections[1].code == whole.sections[1].code == current
     text = script.official_text("/x/t.h5")
     assert text.startswith(prob.required_dependencies)
     assert "targets = process_hdf5_to_tuple('19.2', 4, '/x/t.h5')" in text

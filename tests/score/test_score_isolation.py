@@ -82,7 +82,7 @@ def test_prefilled_class_is_usable_by_later_steps(shared_scicode: Path) -> None:
     prob = problem(shared_scicode, "13", "test")
     index = next(i for i, step in enumerate(prob.steps) if step.step_id == "13.7")
     script = build_step_script(prob, index, {s.step_id: None for s in prob.steps} | {"13.7": "def probe():\n    return 1\n"},
-                               shared_data_paths(shared_scicode))
+                               shared_data_paths(shared_scicode), "full")
     official = (shared_scicode / "13.6.txt").read_text(encoding="utf-8")
     assert any(section.code == official for section in script.sections)
     test = "maxwell = Maxwell(10, 1.0)\nassert maxwell.n_grid == 10 and maxwell.n_vars == 7 and probe() == 1\n"

@@ -17,10 +17,19 @@ from stages.targets import ResolvedTargets
 
 
 @pytest.fixture
-def settings(staged_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def make_settings(staged_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
-    return load_settings({"data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results"),
-                          "score_workers": "2", "step_timeout_seconds": "120"}, cwd=tmp_path)
+
+    def build(**values: str):
+        return load_settings({"data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results"),
+                              "score_workers": "2", "step_timeout_seconds": "120", **values}, cwd=tmp_path)
+
+    return build
+
+
+@pytest.fixture
+def settings(make_settings):
+    return make_settings()
 
 
 @pytest.fixture
@@ -117,8 +126,49 @@ def test_prefilled_step_is_skipped_and_missing_groups_are_eval_errors(settings, 
                for sid, s in by_id.items() if sid != "13.6")
 
 
+HELPER_TENSOR = """
+def _kron_all(factors):
+    M = 1
+    for factor in factors:
+        M = np.kron(M, factor)
+    return M
+
+
+def tensor(*args):
+    return _kron_all(args)
+"""
+
+
+@pytest.mark.parametrize("carry", ["full", "definition"])
+def test_a_top_level_helper_of_an_earlier_step_reaches_later_steps_only_under_carry_full(make_settings, dev_targets,
+                                                                                          carry) -> None:
+    settings = make_settings(carry=carry)
+    prob = problems_by_id(settings.data_paths)["19"]
+    write_generation(settings, prob, reference_codes(prob) | {"19.1": HELPER_TENSOR})
+    run_score(settings, "19", dev_targets)
+    first, second = evaluation_of(settings, "19")["steps"]
+    assert first["status"] == "pass", first["reason"]
+    if carry == "full":
+        assert second["status"] == "pass", (second["reason"], second["stderr"][-1500:])
+    else:  # only `tensor` is carried: the helper it calls is missing in step 19.2's script
+        assert second["status"] == "fail"
+        assert "NameError" in second["reason"] + second["stderr"] and "_kron_all" in second["reason"] + second["stderr"]
+
+
+def test_carry_is_part_of_the_score_fingerprint(make_settings, dev_targets) -> None:
+    full, definition = make_settings(carry="full"), make_settings(carry="definition")
+    assert full.run_paths.run_dir != definition.run_paths.run_dir
+    prob = problems_by_id(full.data_paths)["19"]
+    for settings in (full, definition):
+        write_generation(settings, prob, reference_codes(prob))
+    assert score_fingerprint(full, "19", dev_targets) != score_fingerprint(definition, "19", dev_targets)
+
+
 @pytest.mark.slow
-def test_all_validation_reference_steps_pass_through_run_score(settings, dev_targets) -> None:
+@pytest.mark.parametrize("carry", ["full", "definition"])
+def test_all_validation_reference_steps_pass_through_run_score(make_settings, dev_targets, carry) -> None:
+    # 51.4 alone takes ~40 s on an idle 2-core machine; a busy one must not turn it into a timeout
+    settings = make_settings(carry=carry, step_timeout_seconds="900")
     problems = load_split(settings.data_paths, "validation")
     for prob in problems:
         write_generation(settings, prob, reference_codes(prob))

@@ -21,6 +21,7 @@ else:  # pragma: no cover
 from stages.artifacts import fingerprint
 from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths
 from stages.pins import pins
+from stages.redaction import redact_mapping
 
 Split = Literal["validation", "test", "all"]
 Mode = Literal["naive", "tool_use"]
@@ -40,7 +41,6 @@ PARAM_BLOCKS: tuple[str, ...] = ("benchmark_params", "harness_params")
 RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
     {"model", "messages", "input", "tools", "tool_choice", "stream", "instructions", "previous_response_id"}
 )
-SECRET_MARKERS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
 class ConfigError(ValueError):
@@ -132,9 +132,7 @@ class Settings:
     def redacted(self) -> dict[str, Any]:
         """Every setting as JSON, for `config.json`; no secret value is ever present."""
         record = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
-        record["model_params"] = {
-            key: ("<redacted>" if _looks_secret(key) else value) for key, value in record["model_params"].items()
-        }
+        record["model_params"] = redact_mapping(record["model_params"])
         record["base_url"] = _strip_url_credentials(self.base_url)
         record["sandbox_url"] = _strip_url_credentials(self.sandbox_url)
         record["api_key_present"] = bool(self.api_key)
@@ -172,11 +170,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {key: _jsonable(item) for key, item in value.items()}
     return value
-
-
-def _looks_secret(name: str) -> bool:
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
 
 
 def _strip_url_credentials(url: str) -> str:
@@ -298,6 +291,16 @@ def _model_params(name: str, value: Any) -> dict[str, Any]:
     return params
 
 
+def _memory_limit(name: str, value: Any) -> int:
+    """0 (no limit: none is sent to the sandbox nor set locally) or a whole number of megabytes >= 16."""
+    if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
+        return 0
+    try:
+        return _to_number(name, value, int, 16, False)
+    except ConfigError:
+        raise _fail(name, value, "0 (no limit) or a whole number >= 16") from None
+
+
 def _url(name: str, value: Any) -> str:
     text = _to_text(name, value).strip()
     if text and not text.startswith(("http://", "https://", "file://")):
@@ -325,7 +328,7 @@ COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "execution_preamble": _to_text,
     "python_binary": _to_text,
     "sandbox_url": _url,
-    "sandbox_memory_limit_mb": _number(int, 16),
+    "sandbox_memory_limit_mb": _memory_limit,
     "sandbox_max_retries": _number(int, 0),
     "sandbox_retry_delay_seconds": _number(float, 0),
     "sandbox_api_timeout_seconds": _number(float, 0, exclusive=True),

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-SECRET_MARKERS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "PASSWD", "AUTH")
+from stages.redaction import SECRET_MARKERS, is_secret_name  # noqa: F401  (one list for files and environments)
+
 KEPT_VARIABLES: tuple[str, ...] = (
     "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
     "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -26,11 +27,6 @@ KEPT_VARIABLES: tuple[str, ...] = (
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 TRUNCATION_MARKER = "\n[... output truncated: {dropped} more bytes not shown ...]\n"
 KILL_GRACE_SECONDS = 0.5
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
 
 
 def scrubbed_environment(extra: Mapping[str, str] | None = None, *, home: Path | None = None) -> dict[str, str]:

@@ -67,7 +67,7 @@ def task_select():
     config = settings()
     paths = config.run_paths
     return {
-        "actions": [wiring.guarded(run_select, config)],
+        "actions": [wiring.stop_on_config_error(run_select, config)],
         "task_dep": ["download"],
         "targets": [paths.selection, paths.config],
         "uptodate": [
@@ -84,9 +84,16 @@ def task_targets():
     config = settings()
     return {
         "actions": [wiring.guarded(derive_targets, config)],
-        "task_dep": ["select"],
+        "task_dep": ["select", "preflight"],
         "uptodate": [lambda: not wiring.targets_needed(config)],
     }
+
+
+def task_preflight():
+    """Before the first model call: the sandbox answers, the selected steps have targets (one line each)."""
+    config = settings()
+    return {"actions": [wiring.stop_on_config_error(wiring.run_preflight, config)], "task_dep": ["select"],
+            "uptodate": [lambda: wiring.nothing_to_generate(config)]}
 
 
 @create_after(executed="select")
@@ -100,6 +107,7 @@ def task_generate():
         yield {
             "name": problem_id,
             "actions": [wiring.guarded(run_generate_attempts, config, problem_id)],
+            "task_dep": ["preflight"],
             "uptodate": [lambda pid=problem_id: generations_current(config, pid)],
         }
 

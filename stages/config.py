@@ -85,6 +85,7 @@ class Settings:
     results_dir: str = "results"
     run: str = ""
     h5py_file: str = ""
+    allow_missing_targets: bool = False
     dataset_zip_url: str = pins()["default_dataset_zip_url"]
     verify_checksums: bool = True
     runs: tuple[str, ...] = ()
@@ -329,6 +330,7 @@ COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "python_binary": _to_text,
     "sandbox_url": _url,
     "sandbox_memory_limit_mb": _memory_limit,
+    "allow_missing_targets": _to_bool,
     "sandbox_max_retries": _number(int, 0),
     "sandbox_retry_delay_seconds": _number(float, 0),
     "sandbox_api_timeout_seconds": _number(float, 0, exclusive=True),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
+from stages import live_processes
 from stages.redaction import SECRET_MARKERS, is_secret_name  # noqa: F401  (one list for files and environments)
 
 KEPT_VARIABLES: tuple[str, ...] = (
@@ -131,6 +132,7 @@ def run_isolated(
         preexec_fn=lambda: _limit_resources(limits.memory_mb),
         close_fds=True,
     )
+    live_processes.register(process.pid)  # stopped at once by a Ctrl-C / SIGTERM
     readers = [BoundedReader(process.stdout, limits.output_limit_bytes), BoundedReader(process.stderr, limits.output_limit_bytes)]
     for reader in readers:
         reader.start()
@@ -144,6 +146,8 @@ def run_isolated(
     finally:
         kill_process_group(process.pid)
         process.wait()
+        live_processes.unregister(process.pid)
+    live_processes.raise_if_stopping()  # killed by the stop: not a result
     duration = time.monotonic() - started
     for reader in readers:
         reader.join(timeout=KILL_GRACE_SECONDS)

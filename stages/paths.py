@@ -98,3 +98,11 @@ class RunPaths:
     @property
     def plots_dir(self) -> Path:
         return self.run_dir / "plots"
+
+    @property
+    def lock(self) -> Path:
+        return self.run_dir / ".lock"
+
+    @property
+    def report_html(self) -> Path:
+        return self.run_dir / "report.html"

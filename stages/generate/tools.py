@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from stages import live_processes
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 
 CODE_INTERPRETER = "code_interpreter"
@@ -437,7 +438,9 @@ def parse_code_argument(arguments: str) -> str:
 
 
 def run_tool(name: str, arguments: str, settings: Any) -> ToolOutcome:
-    """Run one tool call; every failure is an outcome the model can read, never an exception."""
+    """Run one tool call; every failure is an outcome the model can read, never an exception (but
+    RunInterrupted once the run is being stopped: a snippet killed by the stop is not an outcome)."""
+    live_processes.raise_if_stopping()
     if name != CODE_INTERPRETER or name not in settings.tool_names:
         available = ", ".join(settings.tool_names) or "none"
         return ToolOutcome(with_note("", f"unknown tool {name!r}; available tools: {available}"), "error", 0.0, False)
@@ -445,6 +448,6 @@ def run_tool(name: str, arguments: str, settings: Any) -> ToolOutcome:
         code = parse_code_argument(arguments)
     except ValueError as error:
         return ToolOutcome(with_note("", str(error)), "error", 0.0, False)
-    if settings.sandbox_url:
-        return run_in_sandbox(code, settings)
-    return run_local(code, settings)
+    outcome = run_in_sandbox(code, settings) if settings.sandbox_url else run_local(code, settings)
+    live_processes.raise_if_stopping()
+    return outcome

@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from stages import live_processes
 from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
 from stages.score import harness as harness_module
 from stages.score.launcher import LaunchError, Launched, kill_group, launch
@@ -254,6 +255,7 @@ def execute_step(job: StepJob) -> StepVerdict:
                 os.close(fd)
         if launched is not None:
             kill_group(launched.pid)
+            live_processes.unregister(launched.pid)
     duration = time.monotonic() - started
     for reader in readers:
         reader.join(timeout=2.0)

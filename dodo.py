@@ -141,8 +141,8 @@ def task_summarize():
         "actions": [wiring.guarded(wiring.summarize_and_report, config)],
         "task_dep": ["score"],
         "targets": [paths.summary_md, paths.summary_json],
-        # A run with failed problems is never "up to date": every rerun says again what failed.
-        "uptodate": [lambda: summary_is_current(config) and not wiring.failed_problems(config)],
+        # A run with failed problems (or failed sandbox) is never "up to date": every rerun says again what failed.
+        "uptodate": [lambda: summary_is_current(config) and wiring.run_failure(config) is None],
     }
 
 

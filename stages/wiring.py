@@ -289,6 +289,13 @@ def failed_problems(settings: Settings) -> list[dict[str, str]]:
 
 def run_failure(settings: Settings) -> TaskFailed | None:
     """One line saying which problems failed and what would fix them; None for a clean run."""
+    from stages.run_conditions import sandbox_failure_line
+    from stages.artifacts import read_artifact
+
+    summary = read_artifact(settings.run_paths.summary_json, "summary") or {}
+    sandbox_line = sandbox_failure_line(summary.get("tool_calls") or {})
+    if sandbox_line:
+        return TaskFailed(sandbox_line)
     failed = failed_problems(settings)
     if not failed:
         return None

@@ -33,6 +33,7 @@ from stages.generate.loops import StepOutcome, run_step
 from stages.generate.prompts import StepPrompt, build_step_prompt, code_carried_forward
 from stages.paths import DataPaths
 from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
+from stages.run_conditions import tool_outcome_counts
 
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
@@ -170,6 +171,7 @@ def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> dict[str,
         "error": outcome.error,
         "finish_reason": outcome.finish_reason,
         "trajectory": outcome.trajectory,
+        "tool_outcomes": tool_outcome_counts(outcome.trajectory.get("tool_results") or ()),
         "usage": outcome.usage.to_record(calls=outcome.calls),
         "latency_s": round(outcome.latency_s, 6),
     }

@@ -282,7 +282,7 @@ SANDBOX_RUNNER_TEMPLATE = """\
 import os
 for _name, _value in __THREAD_DEFAULTS__.items():
     os.environ.setdefault(_name, _value)
-import io, sys, traceback
+import io, linecache, sys, traceback
 
 class _Bounded(io.TextIOBase):
     def __init__(self, raw):
@@ -302,9 +302,11 @@ class _Bounded(io.TextIOBase):
 _out, _err = _Bounded(sys.stdout.buffer), _Bounded(sys.stderr.buffer)
 sys.stdout, sys.stderr = _out, _err
 _namespace = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": __SNIPPET_NAME__}
+_source = __SNIPPET__
+linecache.cache[__SNIPPET_NAME__] = (len(_source), None, _source.splitlines(True), __SNIPPET_NAME__)
 try:
     exec(compile(__PREAMBLE__, "<execution_preamble>", "exec"), _namespace)
-    exec(compile(__SNIPPET__, __SNIPPET_NAME__, "exec"), _namespace)
+    exec(compile(_source, __SNIPPET_NAME__, "exec"), _namespace)
 except SystemExit:
     raise
 except BaseException as _error:

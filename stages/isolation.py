@@ -183,12 +183,14 @@ class ScratchDir:
         if self.base is not None:
             Path(self.base).mkdir(parents=True, exist_ok=True)
         self.path = Path(tempfile.mkdtemp(prefix=self.prefix, dir=self.base))
+        live_processes.track_folder(self.path)  # removed by a Ctrl-C / SIGTERM stop
         return self.path
 
     def __exit__(self, *exc_info: object) -> None:
         if self.path is not None:
             _make_writable(self.path)
             shutil.rmtree(self.path, ignore_errors=True)
+            live_processes.untrack_folder(self.path)
 
 
 def _make_writable(root: Path) -> None:

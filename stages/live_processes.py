@@ -15,6 +15,7 @@ import threading
 
 _lock = threading.Lock()
 _live: set[int] = set()
+_folders: set[str] = set()
 _stopping = threading.Event()
 
 
@@ -41,6 +42,28 @@ def register(pid: int) -> None:
 def unregister(pid: int) -> None:
     with _lock:
         _live.discard(pid)
+
+
+def track_folder(path: object) -> None:
+    """A scratch folder of a running child: removed by `remove_tracked_folders` when the run is stopped."""
+    with _lock:
+        _folders.add(str(path))
+
+
+def untrack_folder(path: object) -> None:
+    with _lock:
+        _folders.discard(str(path))
+
+
+def remove_tracked_folders() -> None:
+    """Remove the scratch folders of children killed by the stop (their normal cleanup never runs)."""
+    import shutil
+
+    with _lock:
+        folders = set(_folders)
+        _folders.clear()
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def live() -> set[int]:
@@ -71,4 +94,5 @@ def reset() -> None:
     """For tests that abort in-process: forget the stop and every registration."""
     with _lock:
         _live.clear()
+        _folders.clear()
     _stopping.clear()

@@ -45,7 +45,7 @@ def on_exit_now(callback: Callable[[], None]) -> None:
 
 def exit_now(code: int) -> None:
     """End the process at once: threads still running (cut short by the stop) are not waited for."""
-    for callback in _EXIT_CALLBACKS:
+    for callback in (*_EXIT_CALLBACKS, live_processes.remove_tracked_folders):
         try:
             callback()
         except Exception:  # noqa: BLE001 - nothing may delay the exit

@@ -19,7 +19,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from stages.artifacts import fingerprint
-from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths
+from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths, safe_name
 from stages.pins import pins
 from stages.redaction import redact_mapping
 
@@ -98,12 +98,26 @@ class Settings:
         return self.run or f"{self.split}-{self.mode}-{'bg' if self.with_background else 'nobg'}"
 
     @property
+    def summary_tag(self) -> str:
+        """"" for the whole split with one attempt; else a tag naming the selection (`ids-1_3`, `cat-x`, `k3`), so a
+        subset or an attempts change gets its own summary beside the full run's instead of replacing it."""
+        parts = []
+        if self.sample_ids:
+            ids = "_".join(self.sample_ids)
+            parts.append(f"ids-{ids}" if len(ids) <= 40 else f"ids-{len(self.sample_ids)}-{fingerprint(list(self.sample_ids))[:8]}")
+        if self.categories is not None:
+            parts.append("cat-" + "_".join(self.categories))
+        if self.attempts != 1:
+            parts.append(f"k{self.attempts}")
+        return safe_name("-".join(parts)) if parts else ""
+
+    @property
     def data_paths(self) -> DataPaths:
         return DataPaths(Path(self.data_dir))
 
     @property
     def run_paths(self) -> RunPaths:
-        return RunPaths.of(Path(self.results_dir), self.model, self.run_name)
+        return RunPaths.of(Path(self.results_dir), self.model, self.run_name, self.summary_tag)
 
     @property
     def state_paths(self) -> StatePaths:

@@ -25,8 +25,22 @@ def problem_files_staged(settings: Settings) -> bool:
     return all(settings.data_paths.file(name).is_file() for name in split_files().values())
 
 
-def check_before_download(settings: Settings) -> None:
-    """ConfigError for a bad replay file, or for category/sample_ids when the problem files are already staged."""
+PER_PROBLEM_TASKS: tuple[str, ...] = ("generate", "score")
+
+
+def check_task_names(settings: Settings, task_names: list[str], selected: list[str]) -> None:
+    """ConfigError for `generate:<id>` / `score:<id>` naming a problem that is not in the selection."""
+    for name in task_names:
+        stage, _, problem_id = name.partition(":")
+        if stage in PER_PROBLEM_TASKS and problem_id and problem_id not in selected:
+            shown = ", ".join(selected[:12]) + (", ..." if len(selected) > 12 else "")
+            raise ConfigError(f"unknown task {name}: problem {problem_id} is not in the selection "
+                              f"(split={settings.split}, sample_ids={','.join(settings.sample_ids) or '(all)'}): {shown}")
+
+
+def check_before_download(settings: Settings, task_names: list[str]) -> None:
+    """ConfigError for a bad replay file, or for category/sample_ids and per-problem task names when the problem
+    files are already staged (else the select stage and the task creators check them after the download)."""
     from stages.generate import builtin
 
     if settings.model.startswith(builtin.REPLAY_PREFIX):
@@ -35,9 +49,10 @@ def check_before_download(settings: Settings) -> None:
         from stages.select import select_problems
 
         try:
-            select_problems(settings)
+            selected = [problem.problem_id for problem in select_problems(settings)]
         except ProblemDataError:
             return  # unreadable files: the download stage repairs or reports them
+        check_task_names(settings, task_names, selected)
 
 
 def check_sandbox(settings: Settings) -> str | None:

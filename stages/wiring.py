@@ -123,7 +123,7 @@ def settings_or_exit() -> Settings:
         settings = load_settings(_cmdline_vars())
         check_executor(settings)
         if runs_tasks(sys.argv[1:]):
-            check_before_download(settings)
+            check_before_download(settings, requested_tasks(sys.argv[1:]))
             lock = RunLock(settings.run_paths.lock).acquire()
             on_exit_now(lock.release)
             atexit.register(lock.release)
@@ -244,6 +244,19 @@ def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed
     return action
 
 
+def check_requested_problems(settings: Settings, selected: list[str] | None) -> None:
+    """After select: `doit generate:<id>` / `score:<id>` of a problem not selected ends the run with one line."""
+    from stages.preflight import check_task_names
+
+    if selected is None:
+        return
+    try:
+        check_task_names(settings, requested_tasks(sys.argv[1:]), selected)
+    except ConfigError as error:
+        print(f"scicode: config error: {error}", file=sys.stderr)
+        exit_now(3)
+
+
 def stop_on_config_error(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
     """Like `guarded`, but a ConfigError (a bad selection, a failed preflight check) ends the whole run at once with
     one line: nothing else is worth running, and no model is called."""
@@ -256,6 +269,17 @@ def stop_on_config_error(function: Callable[..., Any], *args: Any) -> Callable[[
 
     checked.__name__ = getattr(function, "__name__", "action")
     return guarded(checked, *args)
+
+
+def clean_action(name: str, *args: Any) -> Callable[[], None]:
+    """A `doit clean` action: `stages.clean.<name>(*args)`."""
+    def action() -> None:
+        from stages import clean
+
+        getattr(clean, name)(*args)
+
+    action.__name__ = action.__qualname__ = name
+    return action
 
 
 def targets_needed(settings: Settings) -> bool:

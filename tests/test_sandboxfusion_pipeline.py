@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.run_files import summary_file
+
 from tests.test_pipeline import assert_ok, data_args, dev_targets, load_json, run_doit, step_statuses  # noqa: F401
 
 GOLD_PROBLEMS = ("70", "29", "38")  # 14 steps, each first run through the tool by the gold model
@@ -32,7 +34,7 @@ def test_gold_run_with_the_real_sandbox_equals_the_local_run(tmp_path: Path, sta
     remote = run_doit(tmp_path, *args, "run=sandbox", f"sandbox_url={sandboxfusion_url}")
     assert_ok(remote)
     runs = {name: tmp_path / "results" / "scicode" / "gold" / name for name in ("local", "sandbox")}
-    summaries = {name: load_json(run / "summary.json") for name, run in runs.items()}
+    summaries = {name: load_json(summary_file(run, "json")) for name, run in runs.items()}
     for key in ("subproblem_correct", "subproblem_total", "main_problem_resolved"):
         assert summaries["sandbox"][key] == summaries["local"][key], key
     assert summaries["sandbox"]["subproblem_correct"] == summaries["sandbox"]["subproblem_total"] == 14

@@ -41,6 +41,9 @@ def derived_outputs(settings: Settings) -> list[Path]:
 
 def clean_derived(settings: Settings) -> None:
     _removed_line(derived_outputs(settings), f"derived outputs of {settings.run_paths.run_dir}")
+    generations = settings.run_paths.generations_dir
+    if not generate_named(sys.argv[1:]) and any(generations.glob("*.json")):
+        print(f"clean: generations kept in {generations} (model calls cost money): `doit clean generate` removes them")
 
 
 def clean_details(settings: Settings, problem_id: str) -> None:
@@ -57,18 +60,8 @@ def generate_named(argv: Sequence[str]) -> bool:
     return any(word == "generate" or word.startswith("generate:") for word in argv)
 
 
-_kept_said: list[bool] = []
-
-
 def clean_generations(settings: Settings, problem_id: str) -> None:
-    """Remove the problem's generation files when `generate` was named; else keep them (they cost money)."""
-    files = generation_files(settings, problem_id)
-    if not files:
-        return
-    if not generate_named(sys.argv[1:]):
-        if not _kept_said:  # one line for the whole run, not one per problem
-            _kept_said.append(True)
-            print(f"clean: generations kept in {settings.run_paths.generations_dir} (model calls cost money): "
-                  "`doit clean generate` removes them")
-        return
-    _removed_line(files, "generations")
+    """Remove the problem's generation files when `generate` was named; else keep them (they cost money:
+    `clean_derived` says so once)."""
+    if generate_named(sys.argv[1:]):
+        _removed_line(generation_files(settings, problem_id), "generations")

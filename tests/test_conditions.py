@@ -24,7 +24,7 @@ from tests.run_files import summary_file
 from tests.test_pipeline import (  # noqa: F401  (dev_targets, start_server are fixtures)
     ScriptedModel, TEST_API_KEY, assert_every_artifact_validates, assert_ok, data_args, descendants, dev_targets,
     doit_command, doit_environment, load_json, looping_answer, model_args, output_of, run_doit, running,
-    start_server, step_statuses, steps_of,
+    start_server, step_statuses, steps_of, wrong_answer,
 )
 
 STOP_LIMIT_SECONDS = 2.0
@@ -258,7 +258,7 @@ def test_missing_targets_stop_the_run_before_any_model_call(tmp_path: Path, stag
 def test_allow_missing_targets_scores_the_rest_and_counts_the_unscored(tmp_path: Path, staged_data_dir: Path,
                                                                       dev_targets: Path, start_server) -> None:
     steps = steps_of(staged_data_dir, ("1", "77"))
-    model = ScriptedModel(steps)
+    model = ScriptedModel(steps, {step_id: wrong_answer(step) for step_id, step in steps.items() if step_id != "1.1"})
     args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=all", "sample_ids=1,77",
             "mode=naive", "allow_missing_targets=true")
     result = run_doit(tmp_path, *args, api_key=TEST_API_KEY)
@@ -308,8 +308,9 @@ def test_clean_removes_derived_outputs_and_generations_only_by_name(tmp_path: Pa
     assert sorted(path.name for path in (run / "generations").iterdir()) == ["1.json", "3.json"]
     assert "`doit clean generate` removes them" in cleaned.stdout
 
-    assert_ok(run_doit(tmp_path, "clean", "generate", *args, "sample_ids=1,3"))
-    assert list((run / "generations").iterdir()) == []
+    # generations of the selection last run (sample_ids=1), named: removed; the others stay
+    assert_ok(run_doit(tmp_path, "clean", "generate", *args, "sample_ids=1"))
+    assert sorted(path.name for path in (run / "generations").iterdir()) == ["3.json"]
 
 
 # ---------------------------------------------------------------------------

@@ -205,3 +205,13 @@ def test_an_unwritable_folder_is_a_one_line_task_failure(code: int) -> None:
     assert failure is not None
     message = str(failure.message)
     assert message.startswith("cannot write results/scicode/m/run/details/1.json: ") and "\n" not in message
+
+
+def test_skip_reasons_name_readme_sections_that_exist() -> None:
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    sections = {line[3:].strip() for line in (root / "README.md").read_text(encoding="utf-8").splitlines()
+                if line.startswith("## ")}
+    named = set(re.findall(r"see README: ([^)\"']+)\)", (root / "tests" / "conftest.py").read_text(encoding="utf-8")))
+    assert named and named <= sections, (named, sections)

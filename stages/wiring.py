@@ -244,6 +244,12 @@ def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed
     return action
 
 
+def end_run_with_config_error(error: ConfigError) -> None:
+    """During the run (tasks may be running in other threads): one line, the lock released, exit 3 at once."""
+    print(f"scicode: config error: {error}", file=sys.stderr)
+    exit_now(3)
+
+
 def check_requested_problems(settings: Settings, selected: list[str] | None) -> None:
     """After select: `doit generate:<id>` / `score:<id>` of a problem not selected ends the run with one line."""
     from stages.preflight import check_task_names
@@ -253,8 +259,7 @@ def check_requested_problems(settings: Settings, selected: list[str] | None) -> 
     try:
         check_task_names(settings, requested_tasks(sys.argv[1:]), selected)
     except ConfigError as error:
-        print(f"scicode: config error: {error}", file=sys.stderr)
-        exit_now(3)
+        end_run_with_config_error(error)
 
 
 def stop_on_config_error(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
@@ -264,8 +269,7 @@ def stop_on_config_error(function: Callable[..., Any], *args: Any) -> Callable[[
         try:
             return function(*values)
         except ConfigError as error:
-            print(f"scicode: config error: {error}", file=sys.stderr)
-            exit_now(3)
+            end_run_with_config_error(error)
 
     checked.__name__ = getattr(function, "__name__", "action")
     return guarded(checked, *args)

@@ -597,7 +597,7 @@ def test_sigterm_and_sigkill_mid_generation_resume_without_loss(workdir: Path, s
 
     terminated = interrupt_during_generation(workdir, args, model, 5, signal.SIGTERM)
     assert terminated.returncode != 0
-    assert "scicode: interrupted (terminated by signal 15); finished work is saved" in terminated.stderr
+    assert "scicode: interrupted (terminated by signal 15); running tests and tool snippets were stopped, finished work is saved" in terminated.stderr
     assert "Traceback" not in terminated.stderr
     first = list(model.asked)
     assert 5 <= len(first) < len(steps)

@@ -62,11 +62,12 @@ def check_sandbox(settings: Settings) -> str | None:
     from stages.generate.tools import CODE_INTERPRETER, run_tool
 
     outcome = run_tool(CODE_INTERPRETER, json.dumps({"code": SANDBOX_PROBE}), settings)
-    if outcome.status != "ok" or not outcome.output.startswith("probe "):
+    answer = outcome.output.strip().splitlines()[-1:] or [""]  # the execution_preamble may print before it
+    if outcome.status != "ok" or not answer[0].startswith("probe "):
         detail = " ".join(outcome.output.split())[:300]
         raise ConfigError(f"sandbox_url={settings.sandbox_url} cannot run a snippet that imports numpy, scipy and sympy "
                           f"({outcome.status}): {detail}")
-    return f"sandbox ok: {outcome.output.strip()}"
+    return f"sandbox ok: {answer[0]}"
 
 
 @dataclass(frozen=True)

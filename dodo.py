@@ -67,7 +67,7 @@ def task_select():
     config = settings()
     paths = config.run_paths
     return {
-        "actions": [wiring.guarded(run_select, config)],
+        "actions": [wiring.stop_on_config_error(run_select, config)],
         "task_dep": ["download"],
         "targets": [paths.selection, paths.config],
         "uptodate": [
@@ -84,9 +84,16 @@ def task_targets():
     config = settings()
     return {
         "actions": [wiring.guarded(derive_targets, config)],
-        "task_dep": ["select"],
+        "task_dep": ["select", "preflight"],
         "uptodate": [lambda: not wiring.targets_needed(config)],
     }
+
+
+def task_preflight():
+    """Before the first model call: the sandbox answers, the selected steps have targets (one line each)."""
+    config = settings()
+    return {"actions": [wiring.stop_on_config_error(wiring.run_preflight, config)], "task_dep": ["select"],
+            "uptodate": [lambda: wiring.nothing_to_generate(config)]}
 
 
 @create_after(executed="select")
@@ -96,11 +103,14 @@ def task_generate():
     from stages.select import selected_problem_ids
 
     config = settings()
+    wiring.check_requested_problems(config, selected_problem_ids(config))
     for problem_id in selected_problem_ids(config) or ():
         yield {
             "name": problem_id,
             "actions": [wiring.guarded(run_generate_attempts, config, problem_id)],
+            "task_dep": ["preflight"],
             "uptodate": [lambda pid=problem_id: generations_current(config, pid)],
+            "clean": [wiring.clean_action("clean_generations", config, problem_id)],
         }
 
 
@@ -119,6 +129,7 @@ def task_score():
             "actions": [wiring.guarded(run_score, config, problem_id)],
             "task_dep": ["targets"] + ([] if RESCORE_ONLY else [f"generate:{problem_id}"]),
             "targets": [details],
+            "clean": [wiring.clean_action("clean_details", config, problem_id)],
             "uptodate": [lambda d=details, pid=problem_id: is_current(d, "details", score_fingerprint(config, pid))],
         }
 
@@ -133,8 +144,9 @@ def task_summarize():
         "actions": [wiring.guarded(wiring.summarize_and_report, config)],
         "task_dep": ["score"],
         "targets": [paths.summary_md, paths.summary_json],
-        # A run with failed problems is never "up to date": every rerun says again what failed.
-        "uptodate": [lambda: summary_is_current(config) and not wiring.failed_problems(config)],
+        "clean": [wiring.clean_action("clean_derived", config)],
+        # A run with failed problems (or failed sandbox) is never "up to date": every rerun says again what failed.
+        "uptodate": [lambda: summary_is_current(config) and wiring.run_failure(config) is None],
     }
 
 

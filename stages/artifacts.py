@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import jsonschema
 
+from stages import live_processes
 from stages.paths import SCHEMAS_DIR
 
 SCHEMA_VERSION = 1
@@ -57,7 +58,9 @@ def validate(kind: str, record: dict[str, Any]) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temp file in the same folder and a rename."""
+    """Write `text` to `path` through a temp file in the same folder and a rename (never once the run is
+    being stopped: work still running then was cut short, its result must not look finished)."""
+    live_processes.raise_if_stopping()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

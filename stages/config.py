@@ -19,9 +19,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from stages.artifacts import fingerprint
-from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths
+from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths, safe_name
 from stages.pins import pins
 from stages.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
+from stages.redaction import redact_mapping
 
 Split = Literal["validation", "test", "all"]
 Mode = Literal["naive", "tool_use"]
@@ -43,7 +44,6 @@ PARAM_BLOCKS: tuple[str, ...] = ("benchmark_params", "harness_params")
 RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
     {"model", "messages", "input", "tools", "tool_choice", "stream", "instructions", "previous_response_id"}
 )
-SECRET_MARKERS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
 
 
@@ -91,6 +91,7 @@ class Settings:
     results_dir: str = "results"
     run: str = ""
     h5py_file: str = ""
+    allow_missing_targets: bool = False
     dataset_zip_url: str = pins()["default_dataset_zip_url"]
     verify_checksums: bool = True
     runs: tuple[str, ...] = ()
@@ -108,12 +109,26 @@ class Settings:
         return name if self.carry == DEFAULT_CARRY else f"{name}-{CARRY_RUN_SUFFIX[self.carry]}"
 
     @property
+    def summary_tag(self) -> str:
+        """"" for the whole split with one attempt; else a tag naming the selection (`ids-1_3`, `cat-x`, `k3`), so a
+        subset or an attempts change gets its own summary beside the full run's instead of replacing it."""
+        parts = []
+        if self.sample_ids:
+            ids = "_".join(self.sample_ids)
+            parts.append(f"ids-{ids}" if len(ids) <= 40 else f"ids-{len(self.sample_ids)}-{fingerprint(list(self.sample_ids))[:8]}")
+        if self.categories is not None:
+            parts.append("cat-" + "_".join(self.categories))
+        if self.attempts != 1:
+            parts.append(f"k{self.attempts}")
+        return safe_name("-".join(parts)) if parts else ""
+
+    @property
     def data_paths(self) -> DataPaths:
         return DataPaths(Path(self.data_dir))
 
     @property
     def run_paths(self) -> RunPaths:
-        return RunPaths.of(Path(self.results_dir), self.model, self.run_name)
+        return RunPaths.of(Path(self.results_dir), self.model, self.run_name, self.summary_tag)
 
     @property
     def state_paths(self) -> StatePaths:
@@ -143,9 +158,7 @@ class Settings:
     def redacted(self) -> dict[str, Any]:
         """Every setting as JSON, for `config.json`; no secret value is ever present."""
         record = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
-        record["model_params"] = {
-            key: ("<redacted>" if _looks_secret(key) else value) for key, value in record["model_params"].items()
-        }
+        record["model_params"] = redact_mapping(record["model_params"])
         record["base_url"] = _strip_url_credentials(self.base_url)
         record["sandbox_url"] = _strip_url_credentials(self.sandbox_url)
         record["api_key_present"] = bool(self.api_key)
@@ -184,11 +197,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {key: _jsonable(item) for key, item in value.items()}
     return value
-
-
-def _looks_secret(name: str) -> bool:
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
 
 
 def _strip_url_credentials(url: str) -> str:
@@ -310,6 +318,16 @@ def _model_params(name: str, value: Any) -> dict[str, Any]:
     return params
 
 
+def _memory_limit(name: str, value: Any) -> int:
+    """0 (no limit: none is sent to the sandbox nor set locally) or a whole number of megabytes >= 16."""
+    if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
+        return 0
+    try:
+        return _to_number(name, value, int, 16, False)
+    except ConfigError:
+        raise _fail(name, value, "0 (no limit) or a whole number >= 16") from None
+
+
 def _url(name: str, value: Any) -> str:
     text = _to_text(name, value).strip()
     if text and not text.startswith(("http://", "https://", "file://")):
@@ -338,7 +356,8 @@ COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "execution_preamble": _to_text,
     "python_binary": _to_text,
     "sandbox_url": _url,
-    "sandbox_memory_limit_mb": _number(int, 16),
+    "sandbox_memory_limit_mb": _memory_limit,
+    "allow_missing_targets": _to_bool,
     "sandbox_max_retries": _number(int, 0),
     "sandbox_retry_delay_seconds": _number(float, 0),
     "sandbox_api_timeout_seconds": _number(float, 0, exclusive=True),

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-SECRET_MARKERS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "PASSWD", "AUTH")
+from stages import live_processes
+from stages.redaction import SECRET_MARKERS, is_secret_name  # noqa: F401  (one list for files and environments)
+
 KEPT_VARIABLES: tuple[str, ...] = (
     "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
     "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -28,11 +30,6 @@ KEPT_VARIABLES: tuple[str, ...] = (
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 TRUNCATION_MARKER = "\n[... output truncated: {dropped} more bytes not shown ...]\n"
 KILL_GRACE_SECONDS = 0.5
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
 
 
 def scrubbed_environment(extra: Mapping[str, str] | None = None, *, home: Path | None = None) -> dict[str, str]:
@@ -137,6 +134,7 @@ def run_isolated(
         preexec_fn=lambda: _limit_resources(limits.memory_mb),
         close_fds=True,
     )
+    live_processes.register(process.pid)  # stopped at once by a Ctrl-C / SIGTERM
     readers = [BoundedReader(process.stdout, limits.output_limit_bytes), BoundedReader(process.stderr, limits.output_limit_bytes)]
     for reader in readers:
         reader.start()
@@ -150,6 +148,8 @@ def run_isolated(
     finally:
         kill_process_group(process.pid)
         process.wait()
+        live_processes.unregister(process.pid)
+    live_processes.raise_if_stopping()  # killed by the stop: not a result
     duration = time.monotonic() - started
     for reader in readers:
         reader.join(timeout=KILL_GRACE_SECONDS)
@@ -185,12 +185,14 @@ class ScratchDir:
         if self.base is not None:
             Path(self.base).mkdir(parents=True, exist_ok=True)
         self.path = Path(tempfile.mkdtemp(prefix=self.prefix, dir=self.base))
+        live_processes.track_folder(self.path)  # removed by a Ctrl-C / SIGTERM stop
         return self.path
 
     def __exit__(self, *exc_info: object) -> None:
         if self.path is not None:
             _make_writable(self.path)
             shutil.rmtree(self.path, ignore_errors=True)
+            live_processes.untrack_folder(self.path)
 
 
 def _make_writable(root: Path) -> None:

@@ -57,13 +57,21 @@ class DataPaths:
 
 @dataclass(frozen=True)
 class RunPaths:
-    """`<results_dir>/scicode/<model>/<run>/` and everything inside it."""
+    """`<results_dir>/scicode/<model>/<run>/` and everything inside it.
+
+    `summary_tag` names a selection other than the whole split with one attempt (see Settings.summary_tag): its
+    summary and plots are `summary-<tag>.md/.json` and `plots-<tag>/`, so they never replace the full run's."""
 
     run_dir: Path
+    summary_tag: str = ""
 
     @classmethod
-    def of(cls, results_dir: Path, model: str, run: str) -> "RunPaths":
-        return cls(Path(results_dir) / "scicode" / safe_name(model) / safe_name(run))
+    def of(cls, results_dir: Path, model: str, run: str, summary_tag: str = "") -> "RunPaths":
+        return cls(Path(results_dir) / "scicode" / safe_name(model) / safe_name(run), summary_tag)
+
+    @property
+    def _tag_suffix(self) -> str:
+        return f"-{self.summary_tag}" if self.summary_tag else ""
 
     @property
     def config(self) -> Path:
@@ -89,12 +97,20 @@ class RunPaths:
 
     @property
     def summary_md(self) -> Path:
-        return self.run_dir / "summary.md"
+        return self.run_dir / f"summary{self._tag_suffix}.md"
 
     @property
     def summary_json(self) -> Path:
-        return self.run_dir / "summary.json"
+        return self.run_dir / f"summary{self._tag_suffix}.json"
 
     @property
     def plots_dir(self) -> Path:
-        return self.run_dir / "plots"
+        return self.run_dir / f"plots{self._tag_suffix}"
+
+    @property
+    def lock(self) -> Path:
+        return self.run_dir / ".lock"
+
+    @property
+    def report_html(self) -> Path:
+        return self.run_dir / f"report{self._tag_suffix}.html"

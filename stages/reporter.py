@@ -34,6 +34,8 @@ from doit.exceptions import BaseFail, UnmetDependency
 from doit.reporter import ConsoleReporter
 from tqdm import tqdm
 
+from stages import live_processes
+
 TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
 OWN_ERROR_MODULE_PREFIX = "stages."
 DETAIL_TAIL_LINES = 30
@@ -253,7 +255,10 @@ class ProgressReporter(ConsoleReporter):
 
     # ---- output ---------------------------------------------------------
     def _emit(self, line: str) -> None:
-        """Write one whole line; a closed or failing stream loses the line, never the counts."""
+        """Write one whole line; a closed or failing stream loses the line, never the counts. Silent once the run
+        is being stopped (Ctrl-C / SIGTERM): the stop says it in one line of its own."""
+        if live_processes.stopping():
+            return
         with self._lock:
             try:
                 tqdm.write(line, file=self._stream)

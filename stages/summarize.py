@@ -24,6 +24,7 @@ from stages.artifacts import atomic_write_text, fingerprint, read_artifact, sha2
 from stages.config import Settings
 from stages.paths import RunPaths
 from stages.problems import ProblemDataError, load_problems, prefilled_reason
+from stages.run_conditions import conditions_markdown, conditions_record, run_tool_outcomes, unscored_steps
 from stages.usage import Usage, attempt_cost
 
 StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
@@ -762,6 +763,13 @@ def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, 
 # Entry points
 # ---------------------------------------------------------------------------
 
+def run_conditions_of(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[dict[str, int], list[str]]:
+    """Tool-call outcomes of the scored attempt's generations, and the scored steps that had no targets."""
+    generations = (read_artifact(settings.run_paths.generation(row.problem_id), "generation") for row in rows)
+    reasons = ((step.step_id, step.reason) for row in rows for step in row.steps if step.status == "eval_error")
+    return run_tool_outcomes(generations), unscored_steps(reasons)
+
+
 def one_line_summary(settings: Settings, metrics: Metrics, targets: TargetsInfo, failed: int) -> str:
     note = " [targets derived from reference code]" if targets.kind == "derived" else (
         f" [targets {targets.kind}]" if targets.kind in ("missing", "unknown") else "")
@@ -791,10 +799,13 @@ def run_summarize(
     attempts = attempt_metrics_of(settings, selection)
     markdown = render_markdown(settings, rows, targets=targets, config=config, started=started,
                                summarized_at=summarized_at, plot_names=plot_names, attempts=attempts)
+    tool_calls, unscored = run_conditions_of(settings, rows)
+    markdown += "\n".join(conditions_markdown(tool_calls, unscored, settings.mode)) + "\n"
     atomic_write_text(paths.summary_md, markdown)
     record = summary_record(settings, rows, inputs_fingerprint=inputs_fingerprint, targets=targets, started=started,
                             summarized_at=summarized_at, plot_names=plot_names, attempts=attempts)
     record["confinement"] = (config or {}).get("confinement")
+    record.update(conditions_record(tool_calls, unscored))
     write_artifact(paths.summary_json, "summary", record)
 
     metrics = metrics_of(rows)

@@ -20,6 +20,8 @@ from typing import Iterator, Mapping
 
 import pytest
 
+from tests.run_files import summary_file
+
 from stages.config import load_settings
 from stages.generate.server import ModelReply, ModelRequest, ModelServer
 from stages.generate.stage import generation_path, generations_current
@@ -160,7 +162,7 @@ def test_three_attempts_generated_scored_and_summarized(tmp_path: Path, staged_d
                 for attempt in range(3) for step_id in ("1.1", "3.1", "19.1", "19.2")}
     assert statuses == expected
 
-    summary = load_json(run / "summary.json")
+    summary = load_json(summary_file(run, "json"))
     # The headline tables are attempt 1's (see stages/summarize.py); the attempts section covers all three.
     assert summary["attempt_scored"] == 0
     assert (summary["main_problem_resolved"], summary["main_problem_total"]) == (3, 3)
@@ -180,7 +182,7 @@ def test_three_attempts_generated_scored_and_summarized(tmp_path: Path, staged_d
                                              "subproblem": attempts["mean_subproblem_rate"]}
     # Usage counts the model calls of every attempt (12 step answers, 50 + 20 tokens each).
     assert summary["usage"]["calls"] == 12 and summary["usage"]["total_tokens"] == 12 * 70
-    markdown = (run / "summary.md").read_text(encoding="utf-8")
+    markdown = summary_file(run, "md").read_text(encoding="utf-8")
     assert "pass@1 = 55.6%, pass@2 = 88.9%, pass@3 = 100.0%" in markdown
     assert "| attempt 2" in markdown and "1/3 (33.3%)" in markdown
 
@@ -199,14 +201,14 @@ def test_three_attempts_generated_scored_and_summarized(tmp_path: Path, staged_d
     assert responder.total() == 14 and responder.asked["19.1"] == 4 and responder.asked["19.2"] == 4
     rescored = load_json(run / "details" / "19.json")["attempts"][2]["meta"]["evaluation"]["steps"]
     assert [(step["status"], step["cached"]) for step in rescored] == [("pass", True), ("pass", True)]
-    assert load_json(run / "summary.json")["attempts"]["pass_at_k"] == attempts["pass_at_k"]
+    assert load_json(summary_file(run, "json"))["attempts"]["pass_at_k"] == attempts["pass_at_k"]
 
     # attempt_strategy=pass names the any-attempt figures; the headline stays attempt 1's. No model call.
     passed = run_doit(tmp_path, *args, "attempt_strategy=pass")
     assert "generate   0/3 done, 3 up-to-date" in passed.stderr
-    summary = load_json(run / "summary.json")
+    summary = load_json(summary_file(run, "json"))
     assert summary["attempts"]["strategy"] == "pass"
     assert (summary["main_problem_resolved"], summary["subproblem_correct"]) == (3, 4)
     assert summary["attempts"]["strategies"]["pass"] == {"main_problem_resolve_rate": 1.0, "subproblem": 1.0}
-    assert "Configured attempt_strategy=pass: main_problem_resolve_rate 100.0%" in (run / "summary.md").read_text()
+    assert "Configured attempt_strategy=pass: main_problem_resolve_rate 100.0%" in summary_file(run, "md").read_text()
     assert responder.total() == 14

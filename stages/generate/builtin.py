@@ -18,6 +18,7 @@ import json
 import math
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -182,7 +183,19 @@ def no_recorded_answer(step_id: str) -> str:
 
 
 def load_replay(path: Path) -> dict[str, str]:
-    """The step id -> response text mapping of a replay file; one-line errors naming the file."""
+    """The step id -> response text mapping of a replay file; one-line errors naming the file. Read once per
+    version of the file (the preflight's check and the endpoint share it)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        stat = None
+    version = (stat.st_size, stat.st_mtime_ns) if stat else None
+    return dict(_parsed_replay(str(path), version))
+
+
+@lru_cache(maxsize=8)
+def _parsed_replay(path_text: str, version: tuple[int, int] | None) -> dict[str, str]:
+    path = Path(path_text)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

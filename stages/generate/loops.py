@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from stages import live_processes
 from stages.generate import tools
 from stages.generate.client import ModelCallError, ModelClient, ModelResponse, Usage
 from stages.generate.prompts import StepPrompt
@@ -79,6 +80,7 @@ class Conversation:
         return len(self.calls)
 
     def ask(self, tool_schemas: list[dict[str, Any]] | None) -> ModelResponse:
+        live_processes.raise_if_stopping()  # no model call once the run is being stopped
         try:
             response = self.model.complete(self.messages, tools=tool_schemas, step_id=self.step_id)
         except ModelCallError as error:

@@ -35,6 +35,7 @@ from stages.generate.prompts import StepPrompt, build_step_prompt
 from stages.paths import DataPaths
 from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
 from stages.protocol import carried_forward
+from stages.run_conditions import tool_outcome_counts
 
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
@@ -172,6 +173,7 @@ def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> dict[str,
         "error": outcome.error,
         "finish_reason": outcome.finish_reason,
         "trajectory": outcome.trajectory,
+        "tool_outcomes": tool_outcome_counts(outcome.trajectory.get("tool_results") or ()),
         "usage": outcome.usage.to_record(calls=outcome.calls),
         "latency_s": round(outcome.latency_s, 6),
     }

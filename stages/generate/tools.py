@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from stages import live_processes
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 
 CODE_INTERPRETER = "code_interpreter"
@@ -201,14 +203,77 @@ def sandbox_opener(settings: Any) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(*handlers)
 
 
+# What the sandbox runs: single-threaded BLAS set before anything can import numpy (SandboxFusion turns
+# memory_limit_MB into address-space and stack limits, under which OpenBLAS cannot start its threads and
+# `import numpy` dies), then the preamble and the snippet compiled under their own names, as locally, so
+# line numbers, `from __future__` imports and tracebacks are the snippet's own. Each stream passes on its
+# first CAPTURE_BYTES bytes only and the byte totals follow in a last stderr line: SandboxFusion reads the
+# pipes only after the process ends, so a snippet that writes much more blocks until the time limit.
+OUTPUT_TOTALS_MARKER = "\n[scicode-output-bytes "
+SANDBOX_RUNNER_TEMPLATE = """\
+import os
+for _name, _value in __THREAD_DEFAULTS__.items():
+    os.environ.setdefault(_name, _value)
+import io, linecache, sys, traceback
+
+class _Bounded(io.TextIOBase):
+    def __init__(self, raw):
+        self.raw, self.kept, self.total = raw, 0, 0
+    def writable(self):
+        return True
+    def write(self, text):
+        data = str(text).encode("utf-8", "replace")
+        self.total += len(data)
+        room = __CAPTURE_BYTES__ - self.kept
+        if room > 0:
+            self.raw.write(data[:room])
+            self.raw.flush()
+            self.kept += min(room, len(data))
+        return len(text)
+
+_out, _err = _Bounded(sys.stdout.buffer), _Bounded(sys.stderr.buffer)
+sys.stdout, sys.stderr = _out, _err
+_namespace = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": __SNIPPET_NAME__}
+_source = __SNIPPET__
+linecache.cache[__SNIPPET_NAME__] = (len(_source), None, _source.splitlines(True), __SNIPPET_NAME__)
+try:
+    exec(compile(__PREAMBLE__, "<execution_preamble>", "exec"), _namespace)
+    exec(compile(_source, __SNIPPET_NAME__, "exec"), _namespace)
+except SystemExit:
+    raise
+except BaseException as _error:
+    _own = '  File "' + __file__ + '"'
+    _lines = traceback.format_exception(type(_error), _error, _error.__traceback__)
+    sys.stderr.write("".join(line for line in _lines if not line.startswith(_own)))
+    sys.exit(1)
+finally:
+    _err.raw.write((__TOTALS_MARKER__ + str(_out.total) + " " + str(_err.total) + "]\\n").encode())
+    _err.raw.flush()
+"""
+def sandbox_program(code: str, settings: Any) -> str:
+    """The Python program sent to the sandbox for one snippet (see SANDBOX_RUNNER_TEMPLATE)."""
+    replacements = {
+        "__THREAD_DEFAULTS__": repr(SINGLE_THREAD_DEFAULTS),
+        "__SNIPPET_NAME__": repr(SNIPPET_FILE),
+        "__PREAMBLE__": repr(settings.execution_preamble),
+        "__SNIPPET__": repr(code),
+        "__CAPTURE_BYTES__": repr(CAPTURE_BYTES),
+        "__TOTALS_MARKER__": repr(OUTPUT_TOTALS_MARKER),
+    }
+    # One pass, so a snippet that contains a placeholder's text is never substituted into.
+    return re.sub("|".join(map(re.escape, replacements)), lambda match: replacements[match.group(0)], SANDBOX_RUNNER_TEMPLATE)
+
+
 def sandbox_payload(code: str, settings: Any) -> dict[str, Any]:
-    source = f"{settings.execution_preamble}\n{code}" if settings.execution_preamble else code
-    return {
-        "code": source,
+    """The /run_code request; `sandbox_memory_limit_mb=0` sends no limit at all."""
+    payload: dict[str, Any] = {
+        "code": sandbox_program(code, settings),
         "language": "python",
         "run_timeout": settings.code_timeout_seconds,
-        "memory_limit_MB": settings.sandbox_memory_limit_mb,
     }
+    if settings.sandbox_memory_limit_mb:
+        payload["memory_limit_MB"] = settings.sandbox_memory_limit_mb
+    return payload
 
 
 def post_run_code(code: str, settings: Any) -> dict[str, Any]:
@@ -240,10 +305,23 @@ def post_run_code(code: str, settings: Any) -> dict[str, Any]:
     return reply
 
 
+def split_output_totals(stderr: str) -> tuple[str, int | None]:
+    """stderr without the runner's last line of byte totals, and the total bytes the snippet wrote (None if absent)."""
+    head, marker, tail = stderr.rpartition(OUTPUT_TOTALS_MARKER)
+    if not marker:
+        return stderr, None
+    try:
+        stdout_total, stderr_total = (int(part) for part in tail.strip().rstrip("]").split())
+    except ValueError:
+        return stderr, None
+    return head, stdout_total + stderr_total
+
+
 def outcome_from_sandbox(reply: dict[str, Any], duration_s: float, timeout_seconds: float) -> ToolOutcome:
     run = reply["run_result"]
     stdout, stderr = str(run.get("stdout") or ""), str(run.get("stderr") or "")
-    output, truncated = truncate_output(join_streams(stdout, stderr))
+    stderr, total_bytes = split_output_totals(stderr)
+    output, truncated = truncate_output(join_streams(stdout, stderr), total_bytes)
     run_status = run.get("status")
     if run_status == "TimeLimitExceeded":
         note = f"execution timed out after {timeout_seconds:g} s and was stopped; the output so far is shown"
@@ -294,7 +372,9 @@ def parse_code_argument(arguments: str) -> str:
 
 
 def run_tool(name: str, arguments: str, settings: Any) -> ToolOutcome:
-    """Run one tool call; every failure is an outcome the model can read, never an exception."""
+    """Run one tool call; every failure is an outcome the model can read, never an exception (but
+    RunInterrupted once the run is being stopped: a snippet killed by the stop is not an outcome)."""
+    live_processes.raise_if_stopping()
     if name != CODE_INTERPRETER or name not in settings.tool_names:
         available = ", ".join(settings.tool_names) or "none"
         return ToolOutcome(with_note("", f"unknown tool {name!r}; available tools: {available}"), "error", 0.0, False)
@@ -302,6 +382,6 @@ def run_tool(name: str, arguments: str, settings: Any) -> ToolOutcome:
         code = parse_code_argument(arguments)
     except ValueError as error:
         return ToolOutcome(with_note("", str(error)), "error", 0.0, False)
-    if settings.sandbox_url:
-        return run_in_sandbox(code, settings)
-    return run_local(code, settings)
+    outcome = run_in_sandbox(code, settings) if settings.sandbox_url else run_local(code, settings)
+    live_processes.raise_if_stopping()
+    return outcome

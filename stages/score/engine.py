@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from stages import live_processes
 from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
 from stages.score import child_runtime
 from stages.score.launcher import LaunchError, Launched, Role, kill_group, launch
@@ -271,6 +272,7 @@ class _Process:
 
     def stop(self) -> None:
         kill_group(self.launched.pid)
+        live_processes.unregister(self.launched.pid)
 
     def output(self) -> list[str]:
         for reader in self.readers:

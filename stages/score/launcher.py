@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Mapping
 
+from stages import live_processes
 from stages.isolation import scrubbed_environment
 
 HERE = Path(__file__).resolve().parent
@@ -81,6 +82,7 @@ class ZygoteClient:
             raise LaunchError(f"cannot start the zygote with {self.python_binary}: {error}") from None
         finally:
             zygote_end.close()
+        live_processes.register(self._process.pid)  # stopped at once by a Ctrl-C / SIGTERM
         self._control = engine_end
         engine_end.settimeout(READY_TIMEOUT_SECONDS)
         try:
@@ -139,6 +141,7 @@ class ZygoteClient:
         if reply.get("op") != "spawned":
             raise LaunchError(f"the zygote could not fork: {reply.get('error')}")
         pid = int(reply["pid"])
+        live_processes.register(pid)  # stopped at once by a Ctrl-C / SIGTERM; the engine unregisters it when reaped
         return Launched(pid=pid, mode="zygote", wait=lambda timeout, pid=pid: self._wait(pid, timeout))
 
     def _wait(self, pid: int, timeout: float | None) -> int | None:
@@ -166,6 +169,7 @@ class ZygoteClient:
                 self._process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+            live_processes.unregister(self._process.pid)
 
 
 def launch_fresh(role: Role, python_binary: str, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path,
@@ -179,6 +183,7 @@ def launch_fresh(role: Role, python_binary: str, channel_fd: int, stdout_fd: int
         )
     except OSError as error:
         raise LaunchError(f"cannot start {python_binary}: {error}") from None
+    live_processes.register(process.pid)  # stopped at once by a Ctrl-C / SIGTERM; the engine unregisters it when reaped
 
     def wait(timeout: float | None) -> int | None:
         try:

@@ -33,6 +33,7 @@ from tqdm import tqdm
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
+from stages.run_conditions import generation_tool_outcomes
 from stages.pins import pins
 from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, harness_hash, verdict_key
 from stages.score.engine import StepJob, StepVerdict
@@ -284,7 +285,7 @@ def attempt_record(problem: Problem, generation: dict[str, Any] | None, verdicts
         "error": None if status == "complete" else (generation or {}).get("error") or status.replace("_", " "),
         "targets": {"kind": targets.kind, "sha256": targets_identity(targets)["sha256"], "note": targets.note},
     }
-    meta: dict[str, Any] = {"evaluation": evaluation}
+    meta: dict[str, Any] = {"evaluation": evaluation, "tool_outcomes": generation_tool_outcomes(generation)}
     if generation is not None:
         meta["usage"] = generation.get("usage", {})
         if "latency_s" in generation:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import os
 import socket
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from stages.config import load_settings
+from stages.generate import tools
 from stages.generate.tools import CODE_INTERPRETER, OUTPUT_LIMIT, run_tool, tool_schemas
 from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 
@@ -351,9 +354,43 @@ def test_sandbox_success_sends_the_documented_request(sandbox_settings) -> None:
     assert (outcome.status, outcome.output) == ("ok", "42\n")
     [request] = sandbox.received
     assert request == {
-        "path": "/run_code", "code": "X = 41\nprint(X + 1)", "language": "python", "run_timeout": 7.0, "memory_limit_MB": 512,
+        "path": "/run_code", "code": tools.sandbox_program("print(X + 1)", settings), "language": "python",
+        "run_timeout": 7.0, "memory_limit_MB": 512,
     }
     assert leftover_snippet_dirs(settings) == []
+
+
+def run_program(program: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    source = tmp_path / "sent.py"
+    source.write_text(program, encoding="utf-8")
+    env = {"PATH": os.defpath}
+    return subprocess.run([sys.executable, str(source)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+
+
+def test_sandbox_program_sets_single_thread_blas_then_runs_preamble_and_snippet(settings_for, tmp_path) -> None:
+    settings = settings_for(execution_preamble="X = 41")
+    code = "from __future__ import annotations\nimport os\nprint(X + 1, os.environ['OPENBLAS_NUM_THREADS'])\n"
+    completed = run_program(tools.sandbox_program(code, settings), tmp_path)
+    assert (completed.returncode, completed.stdout) == (0, "42 1\n")
+
+
+def test_sandbox_program_traceback_names_the_snippet_lines_only(settings_for, tmp_path) -> None:
+    completed = run_program(tools.sandbox_program("x = 1\nprint(y)\n", settings_for()), tmp_path)
+    assert completed.returncode == 1
+    assert 'File "snippet.py", line 2' in completed.stderr and "NameError" in completed.stderr
+    assert "sent.py" not in completed.stderr and "exec(" not in completed.stderr
+
+
+def test_sandbox_program_keeps_placeholder_text_in_the_snippet(settings_for, tmp_path) -> None:
+    completed = run_program(tools.sandbox_program("print('__PREAMBLE__ __SNIPPET__')", settings_for()), tmp_path)
+    assert completed.stdout == "__PREAMBLE__ __SNIPPET__\n"
+
+
+def test_sandbox_memory_limit_zero_sends_no_limit(sandbox_settings) -> None:
+    with FakeSandbox([(200, run_result(stdout="1\n"))]) as sandbox:
+        call("print(1)", sandbox_settings(sandbox.url, sandbox_memory_limit_mb="0"))
+    [request] = sandbox.received
+    assert "memory_limit_MB" not in request
 
 
 def test_sandbox_time_limit_is_a_timeout_with_partial_output(sandbox_settings) -> None:

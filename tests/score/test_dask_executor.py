@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.run_files import summary_file
+
 from score_helpers import make_job, problem
 from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 from stages.score.dask_executor import DaskExecutor, require_distributed
@@ -302,7 +304,7 @@ def test_doit_run_executor_dask_matches_local(tmp_path: Path, staged_data_dir: P
         workdir = tmp_path / executor
         workdir.mkdir()
         runs[executor] = gold_run(workdir, staged_data_dir, targets, f"executor={executor}")
-    summaries = {name: json.loads((run / "summary.json").read_text()) for name, run in runs.items()}
+    summaries = {name: json.loads(summary_file(run, "json").read_text()) for name, run in runs.items()}
     assert {name: summaries["dask"][name] for name in SUMMARY_NUMBERS} == \
         {name: summaries["local"][name] for name in SUMMARY_NUMBERS}
     assert (summaries["dask"]["main_problem_resolved"], summaries["dask"]["subproblem_correct"]) == (4, 7)
@@ -312,7 +314,7 @@ def test_doit_run_executor_dask_matches_local(tmp_path: Path, staged_data_dir: P
     local_steps = [step for path in sorted((runs["local"] / "details").glob("*.json"))
                    for step in json.loads(path.read_text())["attempts"][0]["meta"]["evaluation"]["steps"]]
     assert all("executed_on" not in step for step in local_steps)
-    assert "executor=dask" in (runs["dask"] / "summary.md").read_text()
+    assert "executor=dask" in summary_file(runs["dask"], "md").read_text()
 
 
 

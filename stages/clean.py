@@ -1,0 +1,67 @@
+"""`doit clean`: remove a run's derived outputs; generations (which cost money) only when named.
+
+- `doit clean` (the default task, summarize): details/, summary*.md/.json, plots*/, report*.html of the run.
+- `doit clean score` / `score:<id>`: the details file(s) of those problems.
+- `doit clean generate` / `generate:<id>`: the generation files of those problems (every attempt). Only when
+  `generate` is named on the command line; `doit clean -a` keeps them and says so.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from stages.config import Settings
+
+
+def _remove(path: Path) -> bool:
+    if path.is_dir():
+        shutil.rmtree(path)
+        return True
+    if path.exists():
+        path.unlink()
+        return True
+    return False
+
+
+def _removed_line(paths: Sequence[Path], what: str) -> None:
+    removed = [path for path in paths if _remove(path)]
+    if removed:
+        print(f"clean: removed {what}: {', '.join(path.name for path in removed)}")
+
+
+def derived_outputs(settings: Settings) -> list[Path]:
+    """The run's details, summaries, plots and reports (every selection's, see Settings.summary_tag)."""
+    run_dir = settings.run_paths.run_dir
+    patterns = ("summary*.md", "summary*.json", "plots*", "report*.html")
+    found = [path for pattern in patterns for path in sorted(run_dir.glob(pattern))]
+    return [settings.run_paths.details_dir, *found]
+
+
+def clean_derived(settings: Settings) -> None:
+    _removed_line(derived_outputs(settings), f"derived outputs of {settings.run_paths.run_dir}")
+    generations = settings.run_paths.generations_dir
+    if not generate_named(sys.argv[1:]) and any(generations.glob("*.json")):
+        print(f"clean: generations kept in {generations} (model calls cost money): `doit clean generate` removes them")
+
+
+def clean_details(settings: Settings, problem_id: str) -> None:
+    _removed_line([settings.run_paths.details(problem_id)], "details")
+
+
+def generation_files(settings: Settings, problem_id: str) -> list[Path]:
+    folder = settings.run_paths.generations_dir
+    return sorted(folder.glob(f"{problem_id}.json")) + sorted(folder.glob(f"{problem_id}@*.json"))
+
+
+def generate_named(argv: Sequence[str]) -> bool:
+    """True when `generate` (or `generate:<id>`) is named on the `doit clean` command line."""
+    return any(word == "generate" or word.startswith("generate:") for word in argv)
+
+
+def clean_generations(settings: Settings, problem_id: str) -> None:
+    """Remove the problem's generation files when `generate` was named; else keep them (they cost money:
+    `clean_derived` says so once)."""
+    if generate_named(sys.argv[1:]):
+        _removed_line(generation_files(settings, problem_id), "generations")

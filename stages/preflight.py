@@ -1,0 +1,126 @@
+"""Checks made before the first model call, each failing with one line (ConfigError).
+
+- `check_before_download`: a replay file is read and validated once; `category`/`sample_ids` are checked
+  against the problem files when they are already staged (else the select stage checks them after the download).
+- `check_before_generation` (after select): the sandbox, when set, runs a probe snippet that imports numpy, scipy
+  and sympy; every selected scorable step has targets, unless only generation was asked for or
+  `allow_missing_targets=true`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from stages.config import ConfigError, Settings
+from stages.pins import split_files
+from stages.problems import Problem, ProblemDataError
+from stages.targets import ResolvedTargets, resolve_targets
+
+SANDBOX_PROBE = "import numpy, scipy, sympy\nprint('probe', numpy.__version__, scipy.__version__, sympy.__version__)\n"
+DERIVABLE_KINDS = frozenset({"derived", "missing"})  # validation targets can be derived from reference code
+
+
+def problem_files_staged(settings: Settings) -> bool:
+    return all(settings.data_paths.file(name).is_file() for name in split_files().values())
+
+
+PER_PROBLEM_TASKS: tuple[str, ...] = ("generate", "score")
+
+
+def check_task_names(settings: Settings, task_names: list[str], selected: list[str]) -> None:
+    """ConfigError for `generate:<id>` / `score:<id>` naming a problem that is not in the selection."""
+    for name in task_names:
+        stage, _, problem_id = name.partition(":")
+        if stage in PER_PROBLEM_TASKS and problem_id and problem_id not in selected:
+            shown = ", ".join(selected[:12]) + (", ..." if len(selected) > 12 else "")
+            raise ConfigError(f"unknown task {name}: problem {problem_id} is not in the selection "
+                              f"(split={settings.split}, sample_ids={','.join(settings.sample_ids) or '(all)'}): {shown}")
+
+
+def check_before_download(settings: Settings, task_names: list[str]) -> None:
+    """ConfigError for a bad replay file, or for category/sample_ids and per-problem task names when the problem
+    files are already staged (else the select stage and the task creators check them after the download)."""
+    from stages.generate import builtin
+
+    if settings.model.startswith(builtin.REPLAY_PREFIX):
+        builtin.load_replay(builtin.replay_file(settings.model))
+    if problem_files_staged(settings):
+        from stages.select import select_problems
+
+        try:
+            selected = [problem.problem_id for problem in select_problems(settings)]
+        except ProblemDataError:
+            return  # unreadable files: the download stage repairs or reports them
+        check_task_names(settings, task_names, selected)
+
+
+def check_sandbox(settings: Settings) -> str | None:
+    """One line about the sandbox's answer to the import probe; ConfigError when it cannot run it."""
+    if not settings.sandbox_url:
+        return None
+    from stages.generate.tools import CODE_INTERPRETER, run_tool
+
+    outcome = run_tool(CODE_INTERPRETER, json.dumps({"code": SANDBOX_PROBE}), settings)
+    answer = outcome.output.strip().splitlines()[-1:] or [""]  # the execution_preamble may print before it
+    if outcome.status != "ok" or not answer[0].startswith("probe "):
+        detail = " ".join(outcome.output.split())[:300]
+        raise ConfigError(f"sandbox_url={settings.sandbox_url} cannot run a snippet that imports numpy, scipy and sympy "
+                          f"({outcome.status}): {detail}")
+    return f"sandbox ok: {answer[0]}"
+
+
+@dataclass(frozen=True)
+class MissingTargets:
+    steps: tuple[str, ...]
+    scorable: int
+    why: str
+
+
+def steps_with_targets_in(path: Path, step_ids: list[str]) -> set[str]:
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as handle:
+            return {step_id for step_id in step_ids if step_id in handle}
+    except OSError as error:
+        raise ConfigError(f"targets file {path} unreadable: {error}") from None
+
+
+def missing_targets(settings: Settings, problems: tuple[Problem, ...], targets: ResolvedTargets) -> MissingTargets:
+    """The selected scored steps that will have no targets to be scored against."""
+    scorable = [step.step_id for problem in problems for step in problem.scored_steps]
+    if targets.kind in ("official", "explicit") and targets.path is not None:
+        present = steps_with_targets_in(targets.path, scorable)
+        why = f"not in {targets.path.name}"
+    elif targets.kind in DERIVABLE_KINDS and settings.explicit_targets_file() is None:
+        derivable = {step.step_id for problem in problems if problem.split == "validation" and problem.has_reference_code
+                     for step in problem.scored_steps}
+        present = derivable if targets.kind == "missing" else derivable & steps_with_targets_in(targets.path, scorable)
+        why = "no official test_data.h5, and no reference code to derive targets from"
+    else:
+        present, why = set(), targets.note
+    return MissingTargets(tuple(step for step in scorable if step not in present), len(scorable), why)
+
+
+def check_targets(settings: Settings, problems: tuple[Problem, ...]) -> str:
+    """One line on the targets of the selected steps; ConfigError when some are missing and not allowed."""
+    missing = missing_targets(settings, problems, resolve_targets(settings))
+    if not missing.steps:
+        return f"targets ok: all {missing.scorable} scored steps have targets"
+    shown = ", ".join(missing.steps[:8]) + (", ..." if len(missing.steps) > 8 else "")
+    line = f"{len(missing.steps)} of {missing.scorable} scored steps have no targets ({missing.why}): {shown}"
+    if settings.allow_missing_targets:
+        return f"targets: {line}; they will count as unscored (allow_missing_targets=true)"
+    raise ConfigError(f"{line}; stage the official test_data.h5 in {settings.data_paths.scicode_dir}, set h5py_file=, "
+                      "select other problems, or set allow_missing_targets=true (no model was called)")
+
+
+def check_before_generation(settings: Settings, generation_only: bool) -> list[str]:
+    """The checks after select and before any model call; the lines to print. ConfigError on the first failure."""
+    from stages.select import select_problems
+
+    lines = [line for line in (check_sandbox(settings),) if line]
+    if not generation_only:
+        lines.append(check_targets(settings, select_problems(settings)))
+    return lines

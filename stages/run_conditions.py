@@ -1,0 +1,86 @@
+"""What the conditions of a run did to it: tool-call outcomes (ok, error, timeout, sandbox_error) per step and
+per run, and the scored steps that had no targets. Counted from the generation files' trajectories, written into
+details and summary, and the reason a run whose tool calls mostly failed on the sandbox's side ends non-zero."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence, get_args
+
+from stages.generate.tools import ToolStatus
+
+TOOL_STATUSES: tuple[str, ...] = get_args(ToolStatus)
+# The reasons of an eval_error step scored without targets (score stage, targets_io).
+TARGETS_MISSING_MARKERS: tuple[str, ...] = ("targets missing", "no targets file", "missing from", "targets file")
+
+
+def tool_outcome_counts(tool_results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """{status: count} over every status, for the tool results of one step (or several)."""
+    counts = dict.fromkeys(TOOL_STATUSES, 0)
+    for result in tool_results:
+        status = result.get("status")
+        if status in counts:
+            counts[status] += 1
+    return counts
+
+
+def add_counts(total: dict[str, int], more: Mapping[str, int]) -> dict[str, int]:
+    return {status: total.get(status, 0) + more.get(status, 0) for status in TOOL_STATUSES}
+
+
+def step_tool_outcomes(step: Mapping[str, Any]) -> dict[str, int]:
+    return tool_outcome_counts((step.get("trajectory") or {}).get("tool_results") or ())
+
+
+def generation_tool_outcomes(generation: Mapping[str, Any] | None) -> dict[str, Any]:
+    """{"total": counts, "steps": {step_id: counts}} of one generation record (steps that called a tool only)."""
+    steps = {}
+    total = dict.fromkeys(TOOL_STATUSES, 0)
+    for step in (generation or {}).get("steps") or ():
+        counts = step_tool_outcomes(step)
+        if any(counts.values()):
+            steps[step["step_id"]] = counts
+            total = add_counts(total, counts)
+    return {"total": total, "steps": steps}
+
+
+def run_tool_outcomes(generations: Iterable[Mapping[str, Any] | None]) -> dict[str, int]:
+    total = dict.fromkeys(TOOL_STATUSES, 0)
+    for generation in generations:
+        total = add_counts(total, generation_tool_outcomes(generation)["total"])
+    return total
+
+
+def sandbox_failure_line(counts: Mapping[str, int]) -> str | None:
+    """One line when most tool calls of the run failed on the sandbox's side (the answers are not the model's)."""
+    calls = sum(counts.get(status, 0) for status in TOOL_STATUSES)
+    failed = counts.get("sandbox_error", 0)
+    if not calls or failed * 2 <= calls:
+        return None
+    return (f"{failed} of {calls} tool calls failed in the code sandbox (sandbox_error): the scores do not measure the "
+            "model; check sandbox_url= and rerun (generations with sandbox errors are kept, delete them to redo them)")
+
+
+def unscored_steps(step_rows: Iterable[tuple[str, str]]) -> list[str]:
+    """Step ids among (step id, eval_error reason) rows that could not be scored because their targets are missing."""
+    return [step_id for step_id, reason in step_rows if any(marker in reason for marker in TARGETS_MISSING_MARKERS)]
+
+
+def conditions_record(tool_calls: Mapping[str, int], unscored: Sequence[str]) -> dict[str, Any]:
+    """The summary.json fields: tool-call outcomes of the run and the steps without targets."""
+    return {"tool_calls": {**tool_calls, "total": sum(tool_calls.values())}, "steps_without_targets": list(unscored)}
+
+
+def conditions_markdown(tool_calls: Mapping[str, int], unscored: Sequence[str], mode: str) -> list[str]:
+    """The summary.md lines: tool-call outcomes (tool_use runs) and unscored steps (when any)."""
+    lines: list[str] = []
+    if mode == "tool_use":
+        calls = sum(tool_calls.values())
+        parts = ", ".join(f"{status} {tool_calls.get(status, 0)}" for status in TOOL_STATUSES)
+        lines += ["", "## Tool calls", "", f"{calls} code_interpreter call(s): {parts}."]
+        warning = sandbox_failure_line(tool_calls)
+        if warning:
+            lines += ["", f"**Warning: {warning}.**"]
+    if unscored:
+        shown = ", ".join(unscored[:20]) + (", ..." if len(unscored) > 20 else "")
+        lines += ["", f"**{len(unscored)} scored step(s) could not be scored: no targets** "
+                      f"(counted as unresolved; allow_missing_targets): {shown}"]
+    return lines

@@ -1,0 +1,12 @@
+"""Finding a run's summary files: a run of a subset (sample_ids, category) or of several attempts writes
+`summary-<tag>.json/.md` beside the full run's `summary.json/.md` (Settings.summary_tag)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def summary_file(run: Path, extension: str = "json") -> Path:
+    """The one summary file of `run` with `extension` (`summary.json` or `summary-<tag>.json`)."""
+    found = sorted(run.glob(f"summary*.{extension}"))
+    assert len(found) == 1, f"expected one summary*.{extension} in {run}, found {[p.name for p in found]}"
+    return found[0]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from stages.artifacts import atomic_write_text, fingerprint, read_artifact, sha256_file, write_artifact
+from stages.categories import UNCLASSIFIED, Category, category_of
 from stages.config import Settings
 from stages.paths import RunPaths
 from stages.problems import ProblemDataError, load_problems, prefilled_reason
@@ -60,6 +61,8 @@ class ProblemRow:
     problem_id: str
     split: str
     category: str
+    field: str
+    subfield: str
     state: ProblemState
     steps: tuple[StepRow, ...]
     scored_expected: int
@@ -301,8 +304,9 @@ def problem_row(settings: Settings, entry: Mapping[str, Any], layout: Sequence[t
     paths = settings.run_paths
     problem_id = entry["problem_id"]
     layout = layout or _fallback_layout(problem_id, entry["steps"], entry["scored_steps"])
+    taxonomy = entry_category(entry)
     common = {"problem_id": problem_id, "split": entry["split"], "category": entry["category"],
-              "scored_expected": entry["scored_steps"]}
+              "field": taxonomy.field, "subfield": taxonomy.subfield, "scored_expected": entry["scored_steps"]}
     details_path = paths.details(problem_id)
     details = read_artifact(details_path, "details")
     if details is None:
@@ -326,6 +330,16 @@ def problem_row(settings: Settings, entry: Mapping[str, Any], layout: Sequence[t
     else:
         error = _scoring_error(rows, entry["scored_steps"], evaluation)
     return ProblemRow(state=state, steps=rows, usage=usage, latency_s=latency, error=error, **common)
+
+
+def entry_category(entry: Mapping[str, Any]) -> Category:
+    """Field and subfield of a selection entry; entries written before they were recorded fall back to the
+    category they name, else to the shipped table."""
+    stated = entry.get("category")
+    return category_of(entry["problem_id"], {
+        "field": entry.get("field"), "subfield": entry.get("subfield"),
+        "category": stated if stated != UNCLASSIFIED else None,
+    })
 
 
 def collect_rows(settings: Settings, selection: Mapping[str, Any]) -> tuple[ProblemRow, ...]:
@@ -355,6 +369,14 @@ def grouped_metrics(rows: Sequence[ProblemRow], key: str) -> dict[str, Metrics]:
     for row in rows:
         groups.setdefault(getattr(row, key), []).append(row)
     return {name: metrics_of(members) for name, members in groups.items()}
+
+
+def subfield_metrics(rows: Sequence[ProblemRow]) -> dict[str, tuple[str, Metrics]]:
+    """subfield -> (its field, metrics), subfields grouped under their field in order of first appearance."""
+    fields = list(grouped_metrics(rows, "field"))
+    ordered = sorted(rows, key=lambda row: fields.index(row.field))
+    field_of = {row.subfield: row.field for row in ordered}
+    return {name: (field_of[name], metrics) for name, metrics in grouped_metrics(ordered, "subfield").items()}
 
 
 def status_counts(rows: Iterable[ProblemRow]) -> dict[str, int]:
@@ -541,6 +563,13 @@ def _group_lines(title: str, label: str, groups: Mapping[str, Metrics]) -> list[
     return [f"## {title}", ""] + markdown_table(header, rows, (False, True, True, True, True, True, True)) + [""]
 
 
+def _subfield_lines(groups: Mapping[str, tuple[str, Metrics]]) -> list[str]:
+    rows = [(field, name, ratio(m.resolved, m.evaluated), ratio(m.steps_passed, m.steps_scored), m.total, m.errors,
+             m.steps_skipped) for name, (field, m) in groups.items()]
+    header = ("field", "subfield", "main_problem_resolve_rate", "subproblem", "Total", "Error", "skipped")
+    return ["## By subfield", ""] + markdown_table(header, rows, (False, False, True, True, True, True, True)) + [""]
+
+
 def _status_lines(counts: Mapping[str, int]) -> list[str]:
     shown = [status for status in CELL_STATUSES if status != "no_verdict" or counts["no_verdict"]]
     total = sum(counts[status] for status in shown)
@@ -627,7 +656,7 @@ def _plot_lines(plot_names: Sequence[str]) -> list[str]:
     captions = {
         "step_status_grid.png": "Step status per problem",
         "status_counts.png": "Step verdicts",
-        "pass_rate_by_category.png": "Pass rate by category",
+        "pass_rate_by_category.png": "Pass rate by field and subfield",
     }
     lines = ["## Plots", ""]
     for name in plot_names:
@@ -664,7 +693,8 @@ def render_markdown(
     metrics = metrics_of(rows)
     lines = _header_lines(settings, targets, config, started, summarized_at)
     lines += _headline_lines(metrics)
-    lines += _group_lines("By category", "category", grouped_metrics(rows, "category"))
+    lines += _group_lines("By field", "field", grouped_metrics(rows, "field"))
+    lines += _subfield_lines(subfield_metrics(rows))
     splits = grouped_metrics(rows, "split")
     if len(splits) > 1:
         lines += _group_lines("By split", "split", splits)
@@ -688,6 +718,8 @@ def _problem_record(row: ProblemRow) -> dict[str, Any]:
         "problem_id": row.problem_id,
         "split": row.split,
         "category": row.category,
+        "field": row.field,
+        "subfield": row.subfield,
         "state": row.state,
         "resolved": row.resolved,
         "steps_passed": row.steps_passed,
@@ -730,6 +762,8 @@ def summary_record(
         "attempt_scored": SCORED_ATTEMPT,
         **metrics_of(rows).as_dict(),
         "by_category": {name: m.as_dict() for name, m in grouped_metrics(rows, "category").items()},
+        "by_field": {name: m.as_dict() for name, m in grouped_metrics(rows, "field").items()},
+        "by_subfield": {name: {"field": field, **m.as_dict()} for name, (field, m) in subfield_metrics(rows).items()},
         "by_split": {name: m.as_dict() for name, m in grouped_metrics(rows, "split").items()},
         "status_counts": status_counts(rows),
         "problems": [_problem_record(row) for row in rows],
@@ -751,8 +785,8 @@ def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, 
 
     grid = [GridRow(row.problem_id, tuple(step.status for step in row.steps), row.steps_passed, row.steps_scored,
                     row.failed, group=row.split) for row in rows]
-    categories = [CategoryBar(name, m.steps_passed, m.steps_scored, m.resolved, m.evaluated)
-                  for name, m in grouped_metrics(rows, "category").items()]
+    categories = [CategoryBar(name, m.steps_passed, m.steps_scored, m.resolved, m.evaluated, field)
+                  for name, (field, m) in subfield_metrics(rows).items()]
     return write_plots(settings.run_paths.plots_dir, grid_rows=grid, status_counts=status_counts(rows),
                        categories=categories, run_label=f"{settings.model} / {settings.run_name}")
 

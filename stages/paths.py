@@ -98,3 +98,7 @@ class RunPaths:
     @property
     def plots_dir(self) -> Path:
         return self.run_dir / "plots"
+
+    @property
+    def report_html(self) -> Path:
+        return self.run_dir / "report.html"

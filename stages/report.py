@@ -4,7 +4,10 @@ The pages are rendered by Jinja2 with autoescaping on (model output is untrusted
 shown as text) from the templates in `stages/report_templates/`; the CSS and the small script that
 filters the grid and opens a step live in the templates, so a page works offline, from disk or from an
 email attachment. Every step view sits in an inert `<template>` element and is cloned into the page
-when opened (`report.html#s-<step id>-a<attempt>`), which keeps the page fast for 80 problems x 3 attempts.
+when opened (`report.html#s-<step id>-a<attempt>`). The views of one step (all its attempts) are rendered
+by Jinja2 like the rest of the page and stored gzip-compressed (base64, in a non-script data element);
+the page's script inflates them only when the step is opened, which keeps an 80 problems x 3 attempts
+report small and quick to open.
 
 A step view shows the verdict and its reason, the exact prompt the model received (the first message of
 the step's trajectory), the raw answer, the extracted code, every tool call with its code and output,
@@ -15,6 +18,7 @@ stored, the test duration, tokens and model latency.
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -43,6 +47,7 @@ from stages.results import (
 
 TEMPLATES_DIR = Path(__file__).with_name("report_templates")
 RUN_TEMPLATE = "report.html.j2"
+STEP_TEMPLATE = "_step.html.j2"
 COMPARE_TEMPLATE = "compare.html.j2"
 RUN_SCRIPT = "report.js"
 COMPARE_SCRIPT = "compare.js"
@@ -146,12 +151,21 @@ class ProblemView:
         return not self.resolved
 
 
+@dataclass(frozen=True)
+class StepBlob:
+    """The rendered views of every attempt of one step, gzip-compressed and base64-encoded."""
+
+    step_id: str
+    data: str
+
+
 @dataclass
 class RunView:
     title: str
     summary: Mapping[str, Any]
     problems: list[ProblemView] = field(default_factory=list)
     steps: list[StepView] = field(default_factory=list)
+    blobs: list[StepBlob] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------
@@ -165,15 +179,32 @@ def numbered(text: str) -> str:
 
 
 def _script_parts(problem: Problem, index: int, codes: Mapping[str, str | None], data_paths: DataPaths) -> tuple[ScriptPart, ...]:
-    """The parts the harness compiles for a step, from the same function that builds them for scoring."""
+    """The parts the harness compiles for a step, from the functions that build them for scoring: the
+    dependencies, each code section, and each test case as split by `rewrite_tests` (the part run in the
+    script's namespace, `<scicode-test k>`, and the comparison with the target, `<scicode-test k comparison>`)."""
     from stages.score.script import build_step_script
 
     script = build_step_script(problem, index, codes, data_paths)
     parts = [ScriptPart("dependencies", "<scicode-dependencies>", numbered(script.deps))]
     parts += [ScriptPart(section.label, f"<scicode-{section.label}>", numbered(section.code)) for section in script.sections]
-    parts += [ScriptPart(f"test {number} (official test case; `target` is the stored target {number - 1})",
-                         f"<scicode-test {number}>", numbered(test))
-              for number, test in enumerate(script.tests, start=1)]
+    return tuple(parts) + _test_parts(tuple(script.tests))
+
+
+@lru_cache(maxsize=512)
+def _test_parts(tests: tuple[str, ...]) -> tuple[ScriptPart, ...]:
+    """The test cases as the harness compiles them (the same for every attempt of a step, so computed once)."""
+    from stages.score.rewrite import RewriteError, rewrite_tests
+
+    try:
+        rewritten = rewrite_tests(tests)
+    except RewriteError as error:
+        return (ScriptPart("tests", "(not run)", f"the tests could not be prepared: {error}"),)
+    parts = []
+    for number, test in enumerate(rewritten, start=1):
+        parts.append(ScriptPart(f"test {number}", f"<scicode-test {number}>", numbered(test.prefetch)))
+        if test.residual is not None:
+            parts.append(ScriptPart(f"test {number} comparison with the stored target",
+                                    f"<scicode-test {number} comparison>", numbered(test.residual)))
     return tuple(parts)
 
 
@@ -266,9 +297,24 @@ def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], sum
     return view
 
 
+def compressed(text: str) -> str:
+    """gzip (without a timestamp, so identical inputs give identical pages) then base64."""
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
+
+
+def step_blobs(steps: Sequence[StepView]) -> list[StepBlob]:
+    """One blob per step id with the views of all its attempts, in grid order."""
+    grouped: dict[str, list[StepView]] = {}
+    for step in steps:
+        grouped.setdefault(step.step_id, []).append(step)
+    template = environment().get_template(STEP_TEMPLATE)
+    return [StepBlob(step_id, compressed(template.render(steps=views))) for step_id, views in grouped.items()]
+
+
 def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Mapping[str, Any]) -> Path:
     """Render `<run>/report.html` (atomically) from the run's records and its summary record."""
     view = build_run_view(settings, run, rows, summary)
+    view.blobs = step_blobs(view.steps)
     html = render(RUN_TEMPLATE, RUN_SCRIPT, view=view, summary=summary, statuses=CELL_STATUSES, tool_statuses=TOOL_STATUSES)
     path = settings.run_paths.report_html
     atomic_write_text(path, html)

@@ -6,6 +6,7 @@
   var counter = document.getElementById("shown-count");
   var panel = document.getElementById("step-view");
   var rows = Array.prototype.slice.call(document.querySelectorAll("#grid tr.problem"));
+  var inflated = {};
 
   function applyFilters() {
     var status = statusBox.value, text = textBox.value.trim().toLowerCase(), failedOnly = failedBox.checked, shown = 0;
@@ -23,16 +24,36 @@
     counter.textContent = shown + " of " + rows.length + " problems";
   }
 
+  // The views of one step (every attempt) are stored gzip-compressed; inflate them once, when first opened.
+  function stepViews(stepId) {
+    if (inflated[stepId]) { return Promise.resolve(inflated[stepId]); }
+    var data = document.getElementById("z-" + stepId);
+    if (!data) { return Promise.resolve(null); }
+    var binary = atob(data.textContent.trim()), bytes = new Uint8Array(binary.length);
+    for (var i = 0; i < binary.length; i += 1) { bytes[i] = binary.charCodeAt(i); }
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(function (html) {
+      var holder = document.createElement("template");
+      holder.innerHTML = html;
+      inflated[stepId] = holder.content;
+      return holder.content;
+    });
+  }
+
   function openStep() {
     var id = decodeURIComponent(location.hash.slice(1));
-    if (id.indexOf("s-") !== 0) { return; }
-    var template = document.getElementById("t-" + id);
-    if (!template) { return; }
-    panel.replaceChildren(template.content.cloneNode(true));
-    Array.prototype.forEach.call(document.querySelectorAll("a.cell.current"), function (c) { c.classList.remove("current"); });
-    var cell = document.querySelector('a.cell[href="#' + CSS.escape(id) + '"]');
-    if (cell) { cell.classList.add("current"); }
-    panel.scrollIntoView({block: "start"});
+    var match = /^s-(.+)-a(\d+)$/.exec(id);
+    if (!match) { return; }
+    stepViews(match[1]).then(function (views) {
+      var template = views && views.getElementById("t-" + id);
+      if (!template) { panel.textContent = "No view of " + id + " in this report."; return; }
+      panel.replaceChildren(template.content.cloneNode(true));
+      panel.dataset.step = id;
+      Array.prototype.forEach.call(document.querySelectorAll("a.cell.current"), function (c) { c.classList.remove("current"); });
+      var cell = document.querySelector('a.cell[href="#' + CSS.escape(id) + '"]');
+      if (cell) { cell.classList.add("current"); }
+      panel.scrollIntoView({block: "start"});
+    });
   }
 
   [statusBox, failedBox].forEach(function (box) { box.addEventListener("change", applyFilters); });

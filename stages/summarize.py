@@ -1,4 +1,7 @@
-"""summarize stage: `<run>/summary.md`, `<run>/summary.json` and `<run>/plots/*.png` from the details files.
+"""summarize stage: `<run>/summary.md`, `<run>/summary.json`, `<run>/plots/*.png` and `<run>/report.html`.
+
+The run is read once through `stages.results` (selection, details, generations); this module only
+aggregates those records and renders them (the HTML report is `stages.report`).
 
 Every selected problem counts in every denominator. A problem whose generation failed, or that has no
 (valid) details file, is an Error and none of its steps passed; the number of scored steps of each

@@ -243,10 +243,6 @@ def _problems_of(data_paths: DataPaths, run: RunResults) -> dict[str, Problem]:
             if entry.problem_id in staged and staged[entry.problem_id].fingerprint == entry.fingerprint}
 
 
-def _step_ids(row: Any) -> list[str]:
-    return [step.step_id for step in row.steps]
-
-
 def _step_view(result: ProblemResult, problem: Problem | None, step_id: str, attempt: int, attempts: int,
                row_status: str, row_reason: str, data_paths: DataPaths, others: tuple[tuple[int, str, str], ...]) -> StepView:
     scored = result.scored_attempt(attempt)

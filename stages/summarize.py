@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from stages.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
+from stages.categories import fields
 from stages.config import Settings
 from stages.paths import RunPaths
 from stages.problems import ProblemDataError, load_problems, prefilled_reason
@@ -373,10 +374,23 @@ def grouped_metrics(rows: Sequence[ProblemRow], key: str) -> dict[str, Metrics]:
     return {name: metrics_of(members) for name, members in groups.items()}
 
 
+def _by_field_order(rows: Sequence[ProblemRow]) -> list[ProblemRow]:
+    """Rows ordered by field as SciCode's table lists the fields (others after them, in order of appearance);
+    stable, so problems keep their order within a field."""
+    known = fields()
+    seen = list(dict.fromkeys(row.field for row in rows))
+    rank = {name: (known.index(name) if name in known else len(known) + seen.index(name)) for name in seen}
+    return sorted(rows, key=lambda row: rank[row.field])
+
+
+def field_metrics(rows: Sequence[ProblemRow]) -> dict[str, Metrics]:
+    """Metrics per field, in the order of SciCode's field table."""
+    return grouped_metrics(_by_field_order(rows), "field")
+
+
 def subfield_metrics(rows: Sequence[ProblemRow]) -> dict[str, tuple[str, Metrics]]:
-    """subfield -> (its field, metrics), subfields grouped under their field in order of first appearance."""
-    fields = list(grouped_metrics(rows, "field"))
-    ordered = sorted(rows, key=lambda row: fields.index(row.field))
+    """subfield -> (its field, metrics): fields in table order, subfields in order of first appearance."""
+    ordered = _by_field_order(rows)
     field_of = {row.subfield: row.field for row in ordered}
     return {name: (field_of[name], metrics) for name, metrics in grouped_metrics(ordered, "subfield").items()}
 
@@ -769,7 +783,7 @@ def render_markdown(
     lines = _header_lines(settings, targets, config, started, summarized_at)
     lines += _headline_lines(metrics)
     lines += _inspect_view_lines(inspect_view(rows))
-    lines += _group_lines("By field", "field", grouped_metrics(rows, "field"))
+    lines += _group_lines("By field", "field", field_metrics(rows))
     lines += _subfield_lines(subfield_metrics(rows))
     splits = grouped_metrics(rows, "split")
     if len(splits) > 1:
@@ -843,7 +857,7 @@ def summary_record(
         **metrics_of(rows).as_dict(),
         "inspect_ai_view": inspect_view(rows).as_dict(),
         "by_category": {name: m.as_dict() for name, m in grouped_metrics(rows, "category").items()},
-        "by_field": {name: m.as_dict() for name, m in grouped_metrics(rows, "field").items()},
+        "by_field": {name: m.as_dict() for name, m in field_metrics(rows).items()},
         "by_subfield": {name: {"field": field, **m.as_dict()} for name, (field, m) in subfield_metrics(rows).items()},
         "by_split": {name: m.as_dict() for name, m in grouped_metrics(rows, "split").items()},
         "status_counts": status_counts(rows),

@@ -14,21 +14,27 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from stages.artifacts import atomic_write_text, read_artifact
+from stages.artifacts import atomic_write_text
 from stages.config import Settings
-from stages.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, problem_outcomes, unresolved_outcomes
+from stages.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, result_outcomes
 from stages.paths import RunPaths
-from stages.usage import Usage, attempt_cost
+from stages.results import (
+    CELL_STATUSES,
+    ERROR_STATES,
+    NO_DETAILS_STATES,
+    CellStatus,
+    ProblemResult as RunProblem,
+    ProblemState,
+    ResultsError,
+    RunResults,
+    StepStatus,
+    max_attempts,
+    read_run,
+)
+from stages.usage import Usage
 
-StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
-CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"]
-ProblemState = Literal["complete", "generation_error", "missing_generation", "missing_details", "invalid_details"]
-
-CELL_STATUSES: tuple[CellStatus, ...] = ("pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict")
-FAILED_STATES: frozenset[str] = frozenset({"generation_error", "missing_generation", "missing_details", "invalid_details"})
-NO_DETAILS_STATES: frozenset[str] = frozenset({"missing_details", "invalid_details"})
 COMPARED_ATTEMPT = 0
 COMPARE_DIR_NAME = "compare"
 UNKNOWN = "(unknown)"
@@ -66,6 +72,7 @@ class RunInfo:
     mode: str
     with_background: str
     selection: tuple[Mapping[str, Any], ...]
+    results: RunResults
 
     @property
     def label(self) -> str:
@@ -103,7 +110,7 @@ class ProblemResult:
 
     @property
     def is_error(self) -> bool:
-        return self.state in FAILED_STATES
+        return self.state in ERROR_STATES
 
     def status_of(self, step_id: str) -> CellStatus:
         return dict(self.verdicts).get(step_id, "no_verdict")
@@ -150,80 +157,55 @@ class StepFlip:
 # ---------------------------------------------------------------------------
 
 def load_run(run_dir: Path) -> RunInfo:
-    """The run at `run_dir`; CompareError when the folder or a valid selection.json is missing."""
+    """The run at `run_dir`, read once; CompareError when the folder or a valid selection.json is missing."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise CompareError(f"run directory not found: {run_dir}")
-    paths = RunPaths(run_dir)
-    selection = read_artifact(paths.selection, "selection")
-    if selection is None:
-        state = "invalid" if paths.selection.exists() else "missing"
-        raise CompareError(f"not a run directory: {paths.selection} is {state}")
-    config = read_artifact(paths.config, "config")
-    settings: Mapping[str, Any] = config["settings"] if config else {}
+    try:
+        results = read_run(run_dir)
+    except ResultsError:
+        if not run_dir.is_dir():
+            raise CompareError(f"run directory not found: {run_dir}") from None
+        selection = RunPaths(run_dir).selection
+        raise CompareError(f"not a run directory: {selection} is {'invalid' if selection.exists() else 'missing'}") from None
+    settings = results.settings
     background = settings.get("with_background")
     return RunInfo(
         run_dir=run_dir,
         model=str(settings.get("model") or run_dir.parent.name),
         run=run_dir.name,
-        split=str(selection["split"]),
+        split=results.selection.split,
         mode=str(settings.get("mode") or UNKNOWN),
         with_background=UNKNOWN if background is None else str(bool(background)).lower(),
-        selection=tuple(selection["problems"]),
+        selection=tuple({"problem_id": e.problem_id, "fingerprint": e.fingerprint, "steps": e.steps,
+                         "scored_steps": e.scored_steps} for e in results.selection.entries),
+        results=results,
     )
 
 
-def problem_cost(paths: RunPaths, problem_id: str, details: Mapping[str, Any] | None) -> Cost:
+def problem_cost(result: RunProblem) -> Cost:
     """Tokens and latency of every attempt: details meta when present, else the generation file's steps."""
-    attempts: Sequence[Mapping[str, Any] | None] = details["attempts"] if details is not None else [None]
-    found = [attempt_cost(paths, problem_id, index, attempt) for index, attempt in enumerate(attempts)]
+    found = result.costs()
     reporting = [(item.usage, item.latency_s) for item in found if item.usage is not None and item.latency_s is not None]
     usage = sum((item[0] for item in reporting), NO_USAGE)
     return Cost(usage=usage, latency_s=math.fsum(item[1] for item in reporting),
-                attempts_reporting=len(reporting), attempts_total=len(attempts))
+                attempts_reporting=len(reporting), attempts_total=len(found))
 
 
-def _read_details(paths: RunPaths, problem_id: str) -> tuple[Mapping[str, Any] | None, ProblemState]:
-    path = paths.details(problem_id)
-    details = read_artifact(path, "details")
-    if details is None:
-        return None, "invalid_details" if path.exists() else "missing_details"
-    if str(details["task_id"]) != problem_id:
-        return None, "invalid_details"
-    return details, details["status"]
-
-
-def problem_result(run: RunInfo, entry: Mapping[str, Any], attempts_if_missing: int) -> ProblemResult:
-    """One selected problem of `run` from its details file (or its absence)."""
-    paths = RunPaths(run.run_dir)
-    problem_id = str(entry["problem_id"])
-    scored = int(entry["scored_steps"])
-    details, state = _read_details(paths, problem_id)
-    if details is None:
-        outcomes = unresolved_outcomes(problem_id, scored, attempts_if_missing)
-        verdicts: tuple[tuple[str, StepStatus], ...] = ()
-    else:
-        outcomes = problem_outcomes(details, scored_steps=scored)
-        steps = details["attempts"][COMPARED_ATTEMPT]["meta"]["evaluation"]["steps"]
-        verdicts = tuple((str(step["step_id"]), step["status"]) for step in steps)
+def problem_result(result: RunProblem, attempts_if_missing: int) -> ProblemResult:
+    """One selected problem of a run, from its details (or their absence)."""
+    scored = result.scored_attempt(COMPARED_ATTEMPT)
+    verdicts = tuple((v.step_id, v.status) for v in scored.verdicts) if scored else ()
     return ProblemResult(
-        problem_id=problem_id, state=state, scored_steps=scored, skipped_steps=int(entry["steps"]) - scored,
-        verdicts=verdicts, outcomes=outcomes, cost=problem_cost(paths, problem_id, details),
+        problem_id=result.problem_id, state=result.state, scored_steps=result.entry.scored_steps,
+        skipped_steps=result.entry.skipped_steps, verdicts=verdicts,
+        outcomes=result_outcomes(result, attempts_if_missing), cost=problem_cost(result),
     )
 
 
-def _attempt_count(run: RunInfo, problem_ids: Sequence[str]) -> int:
-    """The largest number of attempts a details file of the run holds (1 when none is readable)."""
-    paths = RunPaths(run.run_dir)
-    counts = [len(details["attempts"]) for pid in problem_ids
-              if (details := _read_details(paths, pid)[0]) is not None]
-    return max(counts, default=1)
-
-
 def run_results(run: RunInfo, problem_ids: Sequence[str]) -> list[ProblemResult]:
-    entries = run.entries
-    attempts = _attempt_count(run, problem_ids)
-    return [problem_result(run, entries[pid], attempts) for pid in problem_ids]
+    by_id = run.results.by_id
+    chosen = [by_id[pid] for pid in problem_ids]
+    attempts = max_attempts(chosen)
+    return [problem_result(result, attempts) for result in chosen]
 
 
 def run_totals(results: Sequence[ProblemResult]) -> RunTotals:
@@ -343,9 +325,12 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     return lines
 
 
-def _identity_lines(run_a: RunInfo, run_b: RunInfo) -> list[str]:
-    rows = [
-        ("run directory", f"`{run_a.run_dir}`", f"`{run_b.run_dir}`"),
+Row = tuple[Any, ...]
+
+
+def _identity_rows(run_a: RunInfo, run_b: RunInfo) -> list[Row]:
+    return [
+        ("run directory", str(run_a.run_dir), str(run_b.run_dir)),
         ("model", run_a.model, run_b.model),
         ("run", run_a.run, run_b.run),
         ("split", run_a.split, run_b.split),
@@ -353,34 +338,44 @@ def _identity_lines(run_a: RunInfo, run_b: RunInfo) -> list[str]:
         ("with_background", run_a.with_background, run_b.with_background),
         ("problems selected", len(run_a.selection), len(run_b.selection)),
     ]
-    return table(("", "A", "B"), rows) + [""]
 
 
-def _scope_lines(run_a: RunInfo, run_b: RunInfo, common: Sequence[str]) -> list[str]:
+def _identity_lines(rows: Sequence[Row]) -> list[str]:
+    shown = [(rows[0][0], f"`{rows[0][1]}`", f"`{rows[0][2]}`"), *rows[1:]]
+    return table(("", "A", "B"), shown) + [""]
+
+
+def _scope_notes(run_a: RunInfo, run_b: RunInfo, common: Sequence[str]) -> list[tuple[str, str]]:
+    """(kind, text) lines: kind `warning` (bold in Markdown), `item` (a list item) or `text`."""
     only_a = [pid for pid in run_a.entries if pid not in run_b.entries]
     only_b = [pid for pid in run_b.entries if pid not in run_a.entries]
-    lines = []
+    notes: list[tuple[str, str]] = []
     if run_a.split != run_b.split:
-        lines.append(f"**Splits differ (A: {run_a.split}, B: {run_b.split}): only the {len(common)} problems "
-                     f"selected in both runs are compared.**")
+        notes.append(("warning", f"Splits differ (A: {run_a.split}, B: {run_b.split}): only the {len(common)} problems "
+                                 f"selected in both runs are compared."))
     elif only_a or only_b:
-        lines.append(f"**The selections differ: only the {len(common)} problems selected in both runs are compared.**")
+        notes.append(("warning", f"The selections differ: only the {len(common)} problems selected in both runs are compared."))
     else:
-        lines.append(f"Compared problems: all {len(common)} selected problems (the same in both runs).")
+        notes.append(("text", f"Compared problems: all {len(common)} selected problems (the same in both runs)."))
     if only_a:
-        lines.append(f"- only in A ({len(only_a)}): {', '.join(only_a)}")
+        notes.append(("item", f"only in A ({len(only_a)}): {', '.join(only_a)}"))
     if only_b:
-        lines.append(f"- only in B ({len(only_b)}): {', '.join(only_b)}")
+        notes.append(("item", f"only in B ({len(only_b)}): {', '.join(only_b)}"))
     changed = [pid for pid in common if run_a.entries[pid]["fingerprint"] != run_b.entries[pid]["fingerprint"]]
     if changed:
-        lines.append(f"- problem statement differs between the runs ({len(changed)}): {', '.join(changed)}")
-    lines.append(f"Verdicts, flips and status counts are those of attempt {COMPARED_ATTEMPT + 1} of each problem; "
-                 "deltas are B minus A.")
-    return lines + [""]
+        notes.append(("item", f"problem statement differs between the runs ({len(changed)}): {', '.join(changed)}"))
+    notes.append(("text", f"Verdicts, flips and status counts are those of attempt {COMPARED_ATTEMPT + 1} of each "
+                          "problem; deltas are B minus A."))
+    return notes
 
 
-def _metric_lines(a: RunTotals, b: RunTotals) -> list[str]:
-    rows = [
+def _scope_lines(notes: Sequence[tuple[str, str]]) -> list[str]:
+    marks = {"warning": "**{}**", "item": "- {}", "text": "{}"}
+    return [marks[kind].format(text) for kind, text in notes] + [""]
+
+
+def _metric_rows(a: RunTotals, b: RunTotals) -> list[Row]:
+    return [
         ("main_problem_resolve_rate", ratio(a.resolved, a.problems), ratio(b.resolved, b.problems),
          rate_delta(a.resolved, a.problems, b.resolved, b.problems)),
         ("subproblem", ratio(a.steps_passed, a.steps_scored), ratio(b.steps_passed, b.steps_scored),
@@ -394,16 +389,25 @@ def _metric_lines(a: RunTotals, b: RunTotals) -> list[str]:
         ("no valid details file", ratio(a.no_details, a.problems), ratio(b.no_details, b.problems),
          signed(b.no_details - a.no_details)),
     ]
+
+
+def _metric_lines(rows: Sequence[Row]) -> list[str]:
     return ["## Metrics", ""] + table(("metric", "A", "B", "delta"), rows) + [""]
 
 
-def _status_lines(a: RunTotals, b: RunTotals) -> list[str]:
+def _status_rows(a: RunTotals, b: RunTotals) -> list[Row]:
     total_a, total_b = sum(a.status_counts.values()), sum(b.status_counts.values())
-    rows = [(status, ratio(a.status_counts[status], total_a), ratio(b.status_counts[status], total_b),
+    return [(status, ratio(a.status_counts[status], total_a), ratio(b.status_counts[status], total_b),
              signed(b.status_counts[status] - a.status_counts[status])) for status in CELL_STATUSES]
+
+
+STATUS_NOTE = ("`no_verdict`: a scored step without a verdict (no details file, or missing from it). "
+               "Percentages are of all steps, skipped ones included.")
+
+
+def _status_lines(rows: Sequence[Row]) -> list[str]:
     return (["## Step statuses", ""] + table(("status", "A", "B", "delta"), rows)
-            + ["", "`no_verdict`: a scored step without a verdict (no details file, or missing from it). "
-               "Percentages are of all steps, skipped ones included.", ""])
+            + ["", STATUS_NOTE, ""])
 
 
 def _pass_at_k_rows(metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -416,11 +420,11 @@ def _pass_at_k_rows(metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]) 
     return rows
 
 
-def _attempt_lines(metrics_a: dict[str, Any] | str, metrics_b: dict[str, Any] | str) -> list[str]:
-    lines = ["## Attempts", ""]
+def _attempt_rows(metrics_a: dict[str, Any] | str, metrics_b: dict[str, Any] | str) -> list[Row] | str:
+    """The attempt rows, or why they are unavailable."""
     if isinstance(metrics_a, str) or isinstance(metrics_b, str):
         reasons = [f"{name}: {value}" for name, value in (("A", metrics_a), ("B", metrics_b)) if isinstance(value, str)]
-        return lines + ["Attempt metrics unavailable: " + "; ".join(reasons), ""]
+        return "Attempt metrics unavailable: " + "; ".join(reasons)
     any_a, any_b = metrics_a["any_attempt"], metrics_b["any_attempt"]
     rows = [
         ("attempts per problem", metrics_a["attempts"], metrics_b["attempts"], signed(metrics_b["attempts"] - metrics_a["attempts"])),
@@ -442,20 +446,31 @@ def _attempt_lines(metrics_a: dict[str, Any] | str, metrics_b: dict[str, Any] | 
          rate_delta(any_a["subproblem_correct"], any_a["subproblem_total"],
                     any_b["subproblem_correct"], any_b["subproblem_total"])),
     ]
+    return rows
+
+
+def _attempt_lines(rows: Sequence[Row] | str) -> list[str]:
+    lines = ["## Attempts", ""]
+    if isinstance(rows, str):
+        return lines + [rows, ""]
     return lines + table(("metric", "A", "B", "delta"), rows) + [""]
 
 
-def _problem_flip_lines(title: str, problem_ids: Sequence[str], by_a: Mapping[str, ProblemResult],
-                        by_b: Mapping[str, ProblemResult]) -> list[str]:
-    lines = [f"### {title} ({len(problem_ids)})", ""]
-    if not problem_ids:
-        return lines + ["(none)", ""]
+def _problem_flip_rows(problem_ids: Sequence[str], by_a: Mapping[str, ProblemResult],
+                       by_b: Mapping[str, ProblemResult]) -> list[Row]:
     rows = []
     for pid in problem_ids:
         a, b = by_a[pid], by_b[pid]
         loser = b if a.resolved else a
         rows.append((pid, ratio(a.steps_passed, a.scored_steps), ratio(b.steps_passed, b.scored_steps),
                      loser.first_failure()))
+    return rows
+
+
+def _problem_flip_lines(title: str, rows: Sequence[Row]) -> list[str]:
+    lines = [f"### {title} ({len(rows)})", ""]
+    if not rows:
+        return lines + ["(none)", ""]
     return lines + table(("problem", "A steps", "B steps", "first failure where unresolved"), rows) + [""]
 
 
@@ -466,8 +481,8 @@ def _step_flip_lines(title: str, flips: Sequence[StepFlip]) -> list[str]:
     return lines + table(("step", "A", "B"), [(f.step_id, f.status_a, f.status_b) for f in flips]) + [""]
 
 
-def _cost_lines(a: Cost, b: Cost) -> list[str]:
-    rows = [
+def _cost_rows(a: Cost, b: Cost) -> list[Row]:
+    return [
         ("input tokens", a.usage.input_tokens, b.usage.input_tokens, signed(b.usage.input_tokens - a.usage.input_tokens)),
         ("output tokens", a.usage.output_tokens, b.usage.output_tokens, signed(b.usage.output_tokens - a.usage.output_tokens)),
         ("total tokens", a.usage.total_tokens, b.usage.total_tokens, signed(b.usage.total_tokens - a.usage.total_tokens)),
@@ -476,8 +491,13 @@ def _cost_lines(a: Cost, b: Cost) -> list[str]:
         ("attempts reporting usage", f"{a.attempts_reporting}/{a.attempts_total}",
          f"{b.attempts_reporting}/{b.attempts_total}", signed(b.attempts_reporting - a.attempts_reporting)),
     ]
-    return (["## Tokens and latency", ""] + table(("quantity", "A", "B", "delta"), rows)
-            + ["", "From each attempt's details meta (usage, latency_s), else from the steps of generations/<id>.json.", ""])
+
+
+COST_NOTE = "From each attempt's details meta (usage, latency_s), else from the steps of generations/<id>.json."
+
+
+def _cost_lines(rows: Sequence[Row]) -> list[str]:
+    return (["## Tokens and latency", ""] + table(("quantity", "A", "B", "delta"), rows) + ["", COST_NOTE, ""])
 
 
 DEFINITIONS = (
@@ -489,46 +509,80 @@ DEFINITIONS = (
 )
 
 
-def render_report(run_a: RunInfo, run_b: RunInfo, common: Sequence[str],
-                  results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> str:
+@dataclass(frozen=True)
+class Comparison:
+    """Everything the comparison shows, computed once; rendered as Markdown and as HTML."""
+
+    run_a: RunInfo
+    run_b: RunInfo
+    identity: list[Row]
+    scope: list[tuple[str, str]]
+    metrics: list[Row]
+    statuses: list[Row]
+    attempts: list[Row] | str | None
+    problems_lost: list[Row]
+    problems_gained: list[Row]
+    steps_lost: list[StepFlip]
+    steps_gained: list[StepFlip]
+    cost: list[Row]
+
+
+def build_comparison(run_a: RunInfo, run_b: RunInfo, common: Sequence[str],
+                     results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> Comparison:
     totals_a, totals_b = run_totals(results_a), run_totals(results_b)
     lost, gained = problem_flips(results_a, results_b)
     steps_lost, steps_gained = step_flips(results_a, results_b)
     by_a = {result.problem_id: result for result in results_a}
     by_b = {result.problem_id: result for result in results_b}
-    lines = [f"# Comparison: {run_a.label} (A) vs {run_b.label} (B)", ""]
-    lines += _identity_lines(run_a, run_b)
-    lines += _scope_lines(run_a, run_b, common)
-    lines += _metric_lines(totals_a, totals_b)
-    lines += _status_lines(totals_a, totals_b)
-    if max(result.outcomes.n for result in (*results_a, *results_b)) > 1:
-        lines += _attempt_lines(_attempt_metrics(results_a), _attempt_metrics(results_b))
+    several = max(result.outcomes.n for result in (*results_a, *results_b)) > 1
+    return Comparison(
+        run_a=run_a, run_b=run_b, identity=_identity_rows(run_a, run_b), scope=_scope_notes(run_a, run_b, common),
+        metrics=_metric_rows(totals_a, totals_b), statuses=_status_rows(totals_a, totals_b),
+        attempts=_attempt_rows(_attempt_metrics(results_a), _attempt_metrics(results_b)) if several else None,
+        problems_lost=_problem_flip_rows(lost, by_a, by_b), problems_gained=_problem_flip_rows(gained, by_a, by_b),
+        steps_lost=steps_lost, steps_gained=steps_gained, cost=_cost_rows(totals_a.cost, totals_b.cost),
+    )
+
+
+def render_markdown(comparison: Comparison) -> str:
+    c = comparison
+    lines = [f"# Comparison: {c.run_a.label} (A) vs {c.run_b.label} (B)", ""]
+    lines += _identity_lines(c.identity)
+    lines += _scope_lines(c.scope)
+    lines += _metric_lines(c.metrics)
+    lines += _status_lines(c.statuses)
+    if c.attempts is not None:
+        lines += _attempt_lines(c.attempts)
     lines += ["## Problems that flipped", ""]
-    lines += _problem_flip_lines("resolved in A, unresolved in B", lost, by_a, by_b)
-    lines += _problem_flip_lines("unresolved in A, resolved in B", gained, by_a, by_b)
+    lines += _problem_flip_lines("resolved in A, unresolved in B", c.problems_lost)
+    lines += _problem_flip_lines("unresolved in A, resolved in B", c.problems_gained)
     lines += ["## Steps that flipped", ""]
-    lines += _step_flip_lines("pass in A, not pass in B", steps_lost)
-    lines += _step_flip_lines("not pass in A, pass in B", steps_gained)
-    lines += _cost_lines(totals_a.cost, totals_b.cost)
+    lines += _step_flip_lines("pass in A, not pass in B", c.steps_lost)
+    lines += _step_flip_lines("not pass in A, pass in B", c.steps_gained)
+    lines += _cost_lines(c.cost)
     lines += ["## Definitions", "", DEFINITIONS, ""]
     return "\n".join(lines)
+
+
+def render_report(run_a: RunInfo, run_b: RunInfo, common: Sequence[str],
+                  results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> str:
+    return render_markdown(build_comparison(run_a, run_b, common, results_a, results_b))
 
 
 # ---------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------
 
-def _compare(run_a: Path, run_b: Path, allow_split_mismatch: bool) -> tuple[RunInfo, RunInfo, str]:
+def _compare(run_a: Path, run_b: Path, allow_split_mismatch: bool) -> Comparison:
     info_a, info_b = load_run(run_a), load_run(run_b)
     check_splits(info_a, info_b, allow_split_mismatch)
     common = common_problem_ids(info_a, info_b)
-    report = render_report(info_a, info_b, common, run_results(info_a, common), run_results(info_b, common))
-    return info_a, info_b, report
+    return build_comparison(info_a, info_b, common, run_results(info_a, common), run_results(info_b, common))
 
 
 def compare_runs(run_a: Path, run_b: Path, *, allow_split_mismatch: bool = False) -> str:
     """The Markdown comparison of the runs in folders `run_a` and `run_b` (deltas are B minus A)."""
-    return _compare(Path(run_a), Path(run_b), allow_split_mismatch)[2]
+    return render_markdown(_compare(Path(run_a), Path(run_b), allow_split_mismatch))
 
 
 def resolve_run_dir(entry: str, results_dir: Path) -> Path:
@@ -545,12 +599,35 @@ def comparison_path(results_dir: Path, run_a: RunInfo, run_b: RunInfo) -> Path:
 
 
 def write_comparison(settings: Settings) -> Path:
-    """Write the comparison of the two runs named by `runs=` and return its path (also printed)."""
+    """Write the comparison of the two runs named by `runs=` (Markdown, and an HTML page beside it linking to
+    both runs' reports) and return the Markdown path (both are printed)."""
     if len(settings.runs) != 2:
         raise CompareError(f"invalid runs={','.join(settings.runs)}: expected exactly two run folders, A,B")
     run_a, run_b = (resolve_run_dir(entry, Path(settings.results_dir)) for entry in settings.runs)
-    info_a, info_b, report = _compare(run_a, run_b, settings.allow_split_mismatch)
-    path = comparison_path(Path(settings.results_dir), info_a, info_b)
-    atomic_write_text(path, report)
+    comparison = _compare(run_a, run_b, settings.allow_split_mismatch)
+    path = comparison_path(Path(settings.results_dir), comparison.run_a, comparison.run_b)
+    atomic_write_text(path, render_markdown(comparison))
+    page = path.with_suffix(".html")
+    atomic_write_text(page, render_html(comparison, page.parent))
     print(f"comparison written to {path}")
+    print(f"comparison page: {page}")
     return path
+
+
+def render_html(comparison: Comparison, page_dir: Path) -> str:
+    """The comparison as a self-contained page; flipped problems and steps link to both runs' reports."""
+    from stages.report import COMPARE_SCRIPT, COMPARE_TEMPLATE, problem_anchor, relative_link, render, step_anchor
+
+    reports = {side: RunPaths(run.run_dir).written_report() for side, run in (("A", comparison.run_a), ("B", comparison.run_b))}
+
+    def links(anchor: str) -> dict[str, str]:
+        return {side: relative_link(page_dir, report, anchor) for side, report in reports.items()}
+
+    return render(
+        COMPARE_TEMPLATE, COMPARE_SCRIPT, c=comparison, definitions=DEFINITIONS, status_note=STATUS_NOTE,
+        cost_note=COST_NOTE, reports_present={side: report.is_file() for side, report in reports.items()},
+        report_links=links("headline"),
+        problem_links={row[0]: links(problem_anchor(row[0])) for row in (*comparison.problems_lost, *comparison.problems_gained)},
+        step_links={flip.step_id: links(step_anchor(flip.step_id, COMPARED_ATTEMPT))
+                    for flip in (*comparison.steps_lost, *comparison.steps_gained)},
+    )

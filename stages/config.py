@@ -137,7 +137,7 @@ class Settings:
     @property
     def categories(self) -> tuple[str, ...] | None:
         """The selected categories, or None for all."""
-        return None if "all" in self.category else self.category
+        return None if any(name.strip().lower() == "all" for name in self.category) else self.category
 
     @property
     def api_key(self) -> str | None:

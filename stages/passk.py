@@ -16,8 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-# Record-level statuses of a details file that mean generation did not produce an answer.
-GENERATION_FAILED_STATUSES: frozenset[str] = frozenset({"generation_error", "missing_generation"})
+from stages.results import Details, ProblemResult, ScoredAttempt
 
 
 class PassKError(ValueError):
@@ -97,34 +96,38 @@ class ProblemOutcomes:
         return min(len(union), self.scored_steps)
 
 
-def _attempt_outcome(attempt: Mapping[str, Any], scored_steps: int, record_failed: bool) -> AttemptOutcome:
-    evaluation = attempt["meta"]["evaluation"]
-    scored = [step for step in evaluation["steps"] if step["status"] != "skipped"]
-    passed = frozenset(str(step["step_id"]) for step in scored if step["status"] == "pass")
-    generation_ok = evaluation.get("error") is None and not record_failed
-    every_step_passed = scored_steps > 0 and len(passed) >= scored_steps and len(passed) == len(scored)
-    return AttemptOutcome(resolved=generation_ok and every_step_passed, passed_steps=passed)
+def _attempt_outcome(attempt: ScoredAttempt, scored_steps: int) -> AttemptOutcome:
+    return AttemptOutcome(resolved=attempt.resolved(scored_steps),
+                          passed_steps=frozenset(v.step_id for v in attempt.scored_verdicts if v.status == "pass"))
+
+
+def details_outcomes(details: Details, *, scored_steps: int | None = None) -> ProblemOutcomes:
+    """The attempt outcomes of one details record (the resolved rule is `stages.results.is_resolved`).
+
+    `scored_steps` is the problem's denominator (from selection.json); without it, the largest
+    `total_steps` any attempt's evaluation declares. A record-level generation failure marks the attempt
+    failed when the record holds one attempt; with several, each attempt's own `evaluation.error` decides.
+    """
+    if not details.attempts:
+        raise PassKError(f"details of problem {details.task_id} hold no attempts")
+    if scored_steps is None:
+        scored_steps = max(attempt.declared_total_steps for attempt in details.attempts)
+    if scored_steps < 0:
+        raise PassKError(f"problem {details.task_id}: scored_steps must be >= 0, got {scored_steps}")
+    outcomes = tuple(_attempt_outcome(attempt, scored_steps) for attempt in details.attempts)
+    return ProblemOutcomes(problem_id=details.task_id, scored_steps=scored_steps, attempts=outcomes)
 
 
 def problem_outcomes(details: Mapping[str, Any], *, scored_steps: int | None = None) -> ProblemOutcomes:
-    """The attempt outcomes of one details record.
+    """`details_outcomes` of a details record given as its JSON mapping."""
+    return details_outcomes(Details.from_record(details), scored_steps=scored_steps)
 
-    `scored_steps` is the problem's denominator (from selection.json); without it, the largest
-    `total_steps` any attempt's evaluation declares. A record-level generation failure marks the
-    attempt failed when the record holds one attempt; with several, each attempt's own
-    `evaluation.error` decides.
-    """
-    problem_id = str(details.get("task_id", "?"))
-    attempts = details.get("attempts") or []
-    if not attempts:
-        raise PassKError(f"details of problem {problem_id} hold no attempts")
-    if scored_steps is None:
-        scored_steps = max(int(attempt["meta"]["evaluation"]["total_steps"]) for attempt in attempts)
-    if scored_steps < 0:
-        raise PassKError(f"problem {problem_id}: scored_steps must be >= 0, got {scored_steps}")
-    record_failed = len(attempts) == 1 and details.get("status") in GENERATION_FAILED_STATUSES
-    outcomes = tuple(_attempt_outcome(attempt, scored_steps, record_failed) for attempt in attempts)
-    return ProblemOutcomes(problem_id=problem_id, scored_steps=scored_steps, attempts=outcomes)
+
+def result_outcomes(result: ProblemResult, attempts_if_missing: int) -> ProblemOutcomes:
+    """The outcomes of a selected problem of a run: unresolved in every attempt without (valid) details."""
+    if result.details is None:
+        return unresolved_outcomes(result.problem_id, result.entry.scored_steps, attempts_if_missing)
+    return details_outcomes(result.details, scored_steps=result.entry.scored_steps)
 
 
 def unresolved_outcomes(problem_id: str, scored_steps: int, attempts: int) -> ProblemOutcomes:

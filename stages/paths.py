@@ -114,3 +114,8 @@ class RunPaths:
     @property
     def report_html(self) -> Path:
         return self.run_dir / f"report{self._tag_suffix}.html"
+
+    def written_report(self) -> Path:
+        """The report a reader should open: the full run's, else the one of the only summarized selection."""
+        tagged = sorted(self.run_dir.glob("report-*.html"))
+        return self.report_html if self.report_html.is_file() or len(tagged) != 1 else tagged[0]

@@ -69,13 +69,23 @@ class GridRow:
 
 @dataclass(frozen=True)
 class CategoryBar:
-    """Counts of one category for the pass-rate chart."""
+    """Counts of one category (a subfield, with the field it belongs to) for the pass-rate chart."""
 
     category: str
     steps_passed: int
     steps_scored: int
     problems_resolved: int
     problems_total: int
+    field: str = ""
+
+
+@dataclass(frozen=True)
+class _RateRow:
+    """One row of the pass-rate chart: a field's total (bold, a group heading) or one of its subfields."""
+
+    label: str
+    bar: CategoryBar
+    heading: bool
 
 
 # ---------------------------------------------------------------------------
@@ -232,38 +242,65 @@ def plot_status_counts(counts: Mapping[str, int], path: Path, *, title: str) -> 
 # Pass rate by category
 # ---------------------------------------------------------------------------
 
+def _field_total(field: str, members: Sequence[CategoryBar]) -> CategoryBar:
+    return CategoryBar(field, sum(b.steps_passed for b in members), sum(b.steps_scored for b in members),
+                       sum(b.problems_resolved for b in members), sum(b.problems_total for b in members), field)
+
+
+def _rate_rows(bars: Sequence[CategoryBar]) -> list[_RateRow]:
+    """Bars grouped by field in order of first appearance: each field's total, then its subfields indented.
+    Bars without a field are plain rows."""
+    groups: dict[str, list[CategoryBar]] = {}
+    for bar in bars:
+        groups.setdefault(bar.field, []).append(bar)
+    rows: list[_RateRow] = []
+    for field, members in groups.items():
+        if not field:
+            rows += [_RateRow(f"{bar.category} ({bar.problems_total})", bar, False) for bar in members]
+            continue
+        total = _field_total(field, members)
+        rows.append(_RateRow(f"{field} ({total.problems_total})", total, True))
+        rows += [_RateRow(f"{bar.category} ({bar.problems_total})", bar, False) for bar in members]
+    return rows
+
+
 def plot_category_rates(bars: Sequence[CategoryBar], path: Path, *, title: str) -> Path:
-    """Per category: step pass rate and problem resolve rate, each bar labelled with passed/n."""
-    count = max(len(bars), 1)
-    crowded = count > 4
-    bottom = 1.6 if crowded else 0.8
-    figure = _figure(max(6.5, 1.8 + 1.3 * count), 3.6 + bottom)
-    _set_margins(figure, left=0.8, right=0.3, top=0.8, bottom=bottom)
+    """Per field (bold, a group) and per subfield: step pass rate and problem resolve rate as horizontal bars,
+    each labelled passed/n; the number of problems beside every name."""
+    rows = _rate_rows(bars)
+    row_height, top, bottom = 0.42, 1.2, 0.7
+    height = max(3.6, top + bottom + row_height * max(len(rows), 1))
+    figure = _figure(9.0, height)
+    _set_margins(figure, left=3.0, right=0.3, top=top, bottom=bottom)
     axes = figure.add_subplot(1, 1, 1)
-    width = 0.38
-    positions = list(range(len(bars)))
-    step_rates = [bar.steps_passed / bar.steps_scored if bar.steps_scored else 0.0 for bar in bars]
-    problem_rates = [bar.problems_resolved / bar.problems_total if bar.problems_total else 0.0 for bar in bars]
-    step_bars = axes.bar([p - width / 2 for p in positions], step_rates, width, color="#0072B2",
-                         label="steps passed (subproblem)")
-    problem_bars = axes.bar([p + width / 2 for p in positions], problem_rates, width, color="#E69F00",
-                            label="problems resolved (main problem)")
-    rotation = 90 if crowded else 0
-    axes.bar_label(step_bars, labels=[_percent(b.steps_passed, b.steps_scored) for b in bars], padding=2,
-                   fontsize=FONT_SIZE - 1, rotation=rotation)
-    axes.bar_label(problem_bars, labels=[_percent(b.problems_resolved, b.problems_total) for b in bars], padding=2,
-                   fontsize=FONT_SIZE - 1, rotation=rotation)
-    axes.set_xticks(positions, [f"{bar.category}\n({bar.problems_total} problems)" for bar in bars],
-                    fontsize=FONT_SIZE, rotation=30 if crowded else 0, ha="right" if crowded else "center",
-                    rotation_mode="anchor")
-    axes.set_xlim(-0.7, len(bars) - 0.3)
-    axes.set_ylim(0, 1.55 if crowded else 1.3)
-    axes.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"], fontsize=FONT_SIZE)
-    axes.set_ylabel("pass rate", fontsize=FONT_SIZE)
-    axes.set_xlabel("category", fontsize=FONT_SIZE)
+    thickness = 0.38
+    positions = list(range(len(rows)))
+    step_rates = [r.bar.steps_passed / r.bar.steps_scored if r.bar.steps_scored else 0.0 for r in rows]
+    problem_rates = [r.bar.problems_resolved / r.bar.problems_total if r.bar.problems_total else 0.0 for r in rows]
+    step_bars = axes.barh([p - thickness / 2 for p in positions], step_rates, thickness, color="#0072B2",
+                          label="steps passed (subproblem)")
+    problem_bars = axes.barh([p + thickness / 2 for p in positions], problem_rates, thickness, color="#E69F00",
+                             label="problems resolved (main problem)")
+    axes.bar_label(step_bars, labels=[_percent(r.bar.steps_passed, r.bar.steps_scored) for r in rows], padding=3,
+                   fontsize=FONT_SIZE - 2)
+    axes.bar_label(problem_bars, labels=[_percent(r.bar.problems_resolved, r.bar.problems_total) for r in rows],
+                   padding=3, fontsize=FONT_SIZE - 2)
+    axes.set_yticks(positions, [r.label if r.heading else f"    {r.label}" for r in rows], fontsize=FONT_SIZE)
+    for label, row in zip(axes.get_yticklabels(), rows):
+        label.set_fontweight("bold" if row.heading else "normal")
+    for index, row in enumerate(rows):
+        if row.heading and index:
+            axes.axhline(index - 0.5, color="#808080", linewidth=0.8)
+    axes.set_ylim(max(len(rows), 1) - 0.5, -0.5)
+    axes.set_xlim(0, 1.35)
+    axes.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"], fontsize=FONT_SIZE)
+    axes.set_xlabel("pass rate", fontsize=FONT_SIZE)
+    axes.set_ylabel("field (bold) and subfield (problems)" if any(r.heading for r in rows) else "category (problems)",
+                    fontsize=FONT_SIZE)
     axes.spines[["top", "right"]].set_visible(False)
-    axes.legend(loc="upper center", ncol=2, fontsize=FONT_SIZE - 1, frameon=False)
-    axes.set_title(_title_text(figure, title), fontsize=TITLE_SIZE)
+    figure.legend(handles=[step_bars, problem_bars], loc="upper center", ncol=2, fontsize=FONT_SIZE - 1, frameon=False,
+                  bbox_to_anchor=(0.5, 1 - 0.72 / height))
+    figure.suptitle(_title_text(figure, title), fontsize=TITLE_SIZE, y=1 - 0.08 / height, va="top")
     return _save_png(figure, path)
 
 
@@ -284,5 +321,5 @@ def write_plots(
         plot_status_counts(status_counts, Path(plots_dir) / STATUS_COUNTS_FILE,
                            title=f"{run_label}\nstep verdicts: {scored} scored, {status_counts.get('skipped', 0)} skipped"),
         plot_category_rates(categories, Path(plots_dir) / CATEGORY_RATES_FILE,
-                            title=f"{run_label}\npass rate by category"),
+                            title=f"{run_label}\npass rate by field and subfield"),
     )

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stages.artifacts import fingerprint
+from stages.categories import Category, category_of
 from stages.paths import DataPaths
 from stages.pins import pins, prefilled_steps, split_files
 
 ProblemSplit = Literal["validation", "test"]
-DEFAULT_CATEGORY = "unclassified"
-
 
 @dataclass(frozen=True)
 class Step:
@@ -36,10 +35,23 @@ class Problem:
     problem_id: str
     name: str
     split: ProblemSplit
-    category: str
+    taxonomy: Category
     required_dependencies: str
     steps: tuple[Step, ...]
     fingerprint: str
+
+    @property
+    def field(self) -> str:
+        return self.taxonomy.field
+
+    @property
+    def subfield(self) -> str:
+        return self.taxonomy.subfield
+
+    @property
+    def category(self) -> str:
+        """`Field / Subfield`, as stored in selection.json and the details files."""
+        return self.taxonomy.label
 
     @property
     def scored_steps(self) -> tuple[Step, ...]:
@@ -74,7 +86,7 @@ def problem_from_record(record: dict[str, Any], split: ProblemSplit) -> Problem:
             problem_id=str(record["problem_id"]),
             name=record.get("problem_name") or "",
             split=split,
-            category=record.get("category") or DEFAULT_CATEGORY,
+            taxonomy=category_of(str(record["problem_id"]), record),
             required_dependencies=record.get("required_dependencies") or "",
             steps=steps,
             fingerprint=fingerprint(record),

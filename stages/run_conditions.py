@@ -70,15 +70,12 @@ def conditions_record(tool_calls: Mapping[str, int], unscored: Sequence[str]) ->
 
 
 def conditions_markdown(tool_calls: Mapping[str, int], unscored: Sequence[str], mode: str) -> list[str]:
-    """The summary.md lines: tool-call outcomes (tool_use runs) and unscored steps (when any)."""
+    """The summary.md lines: a warning when most tool calls failed in the sandbox (the counts themselves are in
+    the summary's Tool use section), and the unscored steps (when any)."""
     lines: list[str] = []
-    if mode == "tool_use":
-        calls = sum(tool_calls.values())
-        parts = ", ".join(f"{status} {tool_calls.get(status, 0)}" for status in TOOL_STATUSES)
-        lines += ["", "## Tool calls", "", f"{calls} code_interpreter call(s): {parts}."]
-        warning = sandbox_failure_line(tool_calls)
-        if warning:
-            lines += ["", f"**Warning: {warning}.**"]
+    warning = sandbox_failure_line(tool_calls) if mode == "tool_use" else None
+    if warning:
+        lines += ["", f"**Warning: {warning}.**"]
     if unscored:
         shown = ", ".join(unscored[:20]) + (", ..." if len(unscored) > 20 else "")
         lines += ["", f"**{len(unscored)} scored step(s) could not be scored: no targets** "

@@ -5,6 +5,7 @@ import platform
 from typing import Any
 
 from stages.artifacts import fingerprint, read_artifact, write_artifact
+from stages.categories import allowed_names_text, table_digest, unknown_names
 from stages.config import ConfigError, Settings
 from stages.problems import Problem, load_problems
 from stages.confinement import check_confinement
@@ -22,7 +23,7 @@ def select_problems(settings: Settings) -> tuple[Problem, ...]:
         problem
         for problem in candidates
         if (not settings.sample_ids or problem.problem_id in settings.sample_ids)
-        and (settings.categories is None or problem.category in settings.categories)
+        and (settings.categories is None or any(problem.taxonomy.matches(name) for name in settings.categories))
     )
     if not chosen:
         raise ConfigError(
@@ -45,11 +46,11 @@ def _check_sample_ids(settings: Settings, candidates: tuple[Problem, ...]) -> No
 def _check_categories(settings: Settings, candidates: tuple[Problem, ...]) -> None:
     if settings.categories is None:
         return
-    known = sorted({problem.category for problem in candidates})
-    unknown = [name for name in settings.categories if name not in known]
+    known = [problem.taxonomy for problem in candidates]
+    unknown = unknown_names(settings.categories, known)
     if unknown:
         raise ConfigError(
-            f"invalid category={unknown[0]}: expected all, or one or more of {', '.join(known)}"
+            f"invalid category={unknown[0]}: expected all, or one or more (any case) of the {allowed_names_text(known)}"
         )
 
 
@@ -59,8 +60,10 @@ def _id_range(ids: set[str]) -> str:
 
 
 def selection_fingerprint(settings: Settings) -> str:
-    """What selection.json must carry to be current: the select settings and the problem files' identity."""
-    return fingerprint({"settings": settings.fingerprint("select"), "problems": _problem_files_identity(settings)})
+    """What selection.json must carry to be current: the select settings, the problem files' identity and the
+    category table's."""
+    return fingerprint({"settings": settings.fingerprint("select"), "problems": _problem_files_identity(settings),
+                        "categories": table_digest()})
 
 
 def _problem_files_identity(settings: Settings) -> Any:
@@ -105,6 +108,8 @@ def run_select(settings: Settings) -> dict[str, Any]:
             {
                 "problem_id": problem.problem_id,
                 "category": problem.category,
+                "field": problem.field,
+                "subfield": problem.subfield,
                 "fingerprint": problem.fingerprint,
                 "split": problem.split,
                 "steps": len(problem.steps),

@@ -1,4 +1,7 @@
-"""summarize stage: `<run>/summary.md`, `<run>/summary.json` and `<run>/plots/*.png` from the details files.
+"""summarize stage: `<run>/summary.md`, `<run>/summary.json`, `<run>/plots/*.png` and `<run>/report.html`.
+
+The run is read once through `stages.results` (selection, details, generations); this module only
+aggregates those records and renders them (the HTML report is `stages.report`).
 
 Every selected problem counts in every denominator. A problem whose generation failed, or that has no
 (valid) details file, is an Error and none of its steps passed; the number of scored steps of each
@@ -13,6 +16,7 @@ strategy's pair under `attempts.strategies[attempts.strategy]`. Token usage and 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -20,23 +24,33 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from stages.artifacts import atomic_write_text, fingerprint, read_artifact, sha256_file, write_artifact
+from stages.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
+from stages.categories import fields
 from stages.config import Settings
 from stages.paths import RunPaths
 from stages.problems import ProblemDataError, load_problems, prefilled_reason
-from stages.run_conditions import conditions_markdown, conditions_record, run_tool_outcomes, unscored_steps
-from stages.usage import Usage, attempt_cost
+from stages.run_conditions import conditions_markdown, conditions_record, unscored_steps
+from stages.results import (
+    CELL_STATUSES,
+    ERROR_STATES,
+    GENERATION_FAILED_STATES,
+    CellStatus,
+    ProblemResult,
+    ProblemState,
+    ResultsError,
+    RunResults,
+    Selection,
+    ToolStats,
+    Verdict,
+    read_config,
+    read_run,
+    read_selection,
+    read_summary,
+)
+from stages.usage import Usage
 
-StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
-CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"]
-ProblemState = Literal["complete", "generation_error", "missing_generation", "missing_details", "invalid_details"]
 TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
-
-STEP_STATUSES: tuple[StepStatus, ...] = ("pass", "fail", "timeout", "parse_error", "eval_error", "skipped")
-CELL_STATUSES: tuple[CellStatus, ...] = (*STEP_STATUSES, "no_verdict")
-GENERATION_FAILED: frozenset[str] = frozenset({"generation_error", "missing_generation", "missing_details", "invalid_details"})
 SCORED_ATTEMPT = 0
-NO_DETAILS_REASON = "no details file"
 
 
 class SummarizeError(ValueError):
@@ -52,6 +66,7 @@ class StepRow:
     step_id: str
     status: CellStatus
     reason: str
+    tools: ToolStats = ToolStats()  # tool calls of the scored attempt's generation of this step
 
 
 @dataclass(frozen=True)
@@ -61,12 +76,21 @@ class ProblemRow:
     problem_id: str
     split: str
     category: str
+    field: str
+    subfield: str
     state: ProblemState
     steps: tuple[StepRow, ...]
     scored_expected: int
     usage: Usage | None
     latency_s: float | None
     error: str | None
+    resolved: bool
+    tools: ToolStats = ToolStats()  # tool calls of every attempt
+    skipped_expected: int = 0  # prefilled steps according to the selection
+
+    @property
+    def steps_skipped_expected(self) -> int:
+        return self.skipped_expected
 
     @property
     def scored_rows(self) -> tuple[StepRow, ...]:
@@ -88,18 +112,12 @@ class ProblemRow:
     @property
     def is_error(self) -> bool:
         """Error in the Total/Evaluated/Error sense: generation reported an error, or there is nothing scored."""
-        return self.state in GENERATION_FAILED
+        return self.state in ERROR_STATES
 
     @property
     def failed(self) -> bool:
         """Generation or scoring failed for this problem (it is listed in `failed_problems`)."""
         return self.is_error or self.error is not None
-
-    @property
-    def resolved(self) -> bool:
-        return not self.is_error and self.steps_passed == self.scored_expected and all(
-            step.status == "pass" for step in self.scored_rows
-        )
 
     @property
     def first_failure(self) -> StepRow | None:
@@ -156,6 +174,7 @@ class SummaryOutcome:
 
     summary_md: Path
     summary_json: Path
+    report_html: Path
     plots: tuple[Path, ...]
     total: int
     evaluated: int
@@ -181,11 +200,11 @@ class SummaryOutcome:
 # Inputs and their fingerprint
 # ---------------------------------------------------------------------------
 
-def _read_selection(paths: RunPaths) -> dict[str, Any]:
-    selection = read_artifact(paths.selection, "selection")
-    if selection is None:
-        raise SummarizeError(f"missing or invalid {paths.selection}: run `doit select` first")
-    return selection
+def _read_selection(paths: RunPaths) -> Selection:
+    try:
+        return read_selection(paths)
+    except ResultsError:
+        raise SummarizeError(f"missing or invalid {paths.selection}: run `doit select` first") from None
 
 
 def _file_digest(path: Path) -> str | None:
@@ -196,16 +215,16 @@ def _file_digest(path: Path) -> str | None:
 
 
 def _config_identity(paths: RunPaths, settings: Settings) -> str:
-    config = read_artifact(paths.config, "config")
+    config = read_config(paths)
     return config["fingerprint"] if config is not None else fingerprint(settings.redacted())
 
 
-def _inputs_fingerprint(settings: Settings, selection: Mapping[str, Any]) -> str:
+def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
     paths = settings.run_paths
-    problem_ids = [entry["problem_id"] for entry in selection["problems"]]
+    problem_ids = [entry.problem_id for entry in selection.entries]
     return fingerprint({
         "stage": "summarize",
-        "selection": selection["fingerprint"],
+        "selection": selection.fingerprint,
         "config": _config_identity(paths, settings),
         "details": {pid: _file_digest(paths.details(pid)) for pid in problem_ids},
         "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
@@ -214,34 +233,35 @@ def _inputs_fingerprint(settings: Settings, selection: Mapping[str, Any]) -> str
 
 def summary_fingerprint(settings: Settings) -> str:
     """The fingerprint a current summary.json carries (for doit's up-to-date check): hashes of the inputs only."""
-    paths = settings.run_paths
-    selection = read_artifact(paths.selection, "selection")
-    if selection is None:
+    try:
+        selection = read_selection(settings.run_paths)
+    except ResultsError:
         return fingerprint({"stage": "summarize", "selection": None})
     return _inputs_fingerprint(settings, selection)
 
 
 def summary_is_current(settings: Settings) -> bool:
-    """summary.json carries the expected fingerprint and summary.md and every plot it lists exist."""
+    """summary.json carries the expected fingerprint and summary.md, report.html and every plot it lists exist."""
     paths = settings.run_paths
-    record = read_artifact(paths.summary_json, "summary")
+    record = read_summary(paths)
     if record is None or record["fingerprint"] != summary_fingerprint(settings):
         return False
-    return paths.summary_md.is_file() and all((paths.run_dir / plot).is_file() for plot in record["plots"])
+    return (paths.summary_md.is_file() and paths.report_html.is_file()
+            and all((paths.run_dir / plot).is_file() for plot in record["plots"]))
 
 
 # ---------------------------------------------------------------------------
 # Problem rows
 # ---------------------------------------------------------------------------
 
-def _step_layout(settings: Settings, selection: Mapping[str, Any]) -> dict[str, tuple[tuple[str, bool], ...]]:
+def step_layouts(settings: Settings, selection: Selection) -> dict[str, tuple[tuple[str, bool], ...]]:
     """problem id -> ((step id, prefilled), ...) from the staged problem files, for the problems whose record
     is the one selected (same fingerprint); empty when the files are absent."""
     try:
         problems = load_problems(settings.data_paths, "all")
     except ProblemDataError:
         return {}
-    selected = {entry["problem_id"]: entry["fingerprint"] for entry in selection["problems"]}
+    selected = {entry.problem_id: entry.fingerprint for entry in selection.entries}
     return {
         problem.problem_id: tuple((step.step_id, step.prefilled) for step in problem.steps)
         for problem in problems
@@ -254,9 +274,9 @@ def _fallback_layout(problem_id: str, steps: int, scored: int) -> tuple[tuple[st
     return tuple((f"{problem_id}.{index + 1}", index >= scored) for index in range(steps))
 
 
-def _attempts_cost(paths: RunPaths, problem_id: str, attempts: Sequence[Mapping[str, Any] | None]) -> tuple[Usage | None, float | None]:
+def _attempts_cost(result: ProblemResult) -> tuple[Usage | None, float | None]:
     """Tokens, calls and latency summed over every attempt that reports them (all attempts were billed)."""
-    costs = [attempt_cost(paths, problem_id, index, attempt) for index, attempt in enumerate(attempts)]
+    costs = result.costs()
     usages = [cost.usage for cost in costs if cost.usage is not None]
     latencies = [cost.latency_s for cost in costs if cost.latency_s is not None]
     return (sum(usages, Usage()) if usages else None), (sum(latencies) if latencies else None)
@@ -268,26 +288,34 @@ def _rows_without_details(layout: Sequence[tuple[str, bool]], reason: str) -> tu
                  for sid, prefilled in layout)
 
 
-def _merge_steps(layout: Sequence[tuple[str, bool]], verdicts: Sequence[Mapping[str, Any]]) -> tuple[StepRow, ...]:
+def _merge_steps(layout: Sequence[tuple[str, bool]], verdicts: Sequence[Verdict]) -> tuple[StepRow, ...]:
     """Verdicts of the details file in data order; steps it lacks become `no_verdict`, extra ones are kept last."""
-    by_id = {str(step["step_id"]): step for step in verdicts}
+    by_id = {verdict.step_id: verdict for verdict in verdicts}
     rows = []
     for step_id, prefilled in layout:
-        step = by_id.pop(step_id, None)
-        if step is not None:
-            rows.append(StepRow(step_id, step["status"], str(step.get("reason", ""))))
+        verdict = by_id.pop(step_id, None)
+        if verdict is not None:
+            rows.append(StepRow(step_id, verdict.status, verdict.reason))
         elif prefilled:
             rows.append(StepRow(step_id, "skipped", prefilled_reason()))
         else:
             rows.append(StepRow(step_id, "no_verdict", "step missing from the details file"))
-    rows.extend(StepRow(sid, step["status"], str(step.get("reason", ""))) for sid, step in by_id.items())
+    rows.extend(StepRow(sid, verdict.status, verdict.reason) for sid, verdict in by_id.items())
     return tuple(rows)
 
 
-def _scoring_error(rows: Sequence[StepRow], scored_expected: int, evaluation: Mapping[str, Any]) -> str | None:
+def _with_tools(rows: Sequence[StepRow], result: ProblemResult) -> tuple[StepRow, ...]:
+    generation = result.generation(SCORED_ATTEMPT)
+    if generation is None:
+        return tuple(rows)
+    stats = {step.step_id: step.tool_stats for step in generation.steps}
+    return tuple(dataclasses.replace(row, tools=stats.get(row.step_id, ToolStats())) for row in rows)
+
+
+def _scoring_error(rows: Sequence[StepRow], scored_expected: int, evaluation_error: str | None) -> str | None:
     """Why scoring failed for a problem whose generation succeeded; None when it did not."""
-    if evaluation.get("error"):
-        return str(evaluation["error"])
+    if evaluation_error:
+        return evaluation_error
     scored = [row for row in rows if row.status != "skipped"]
     if len(scored) != scored_expected:
         return f"details hold {len(scored)} scored steps, the selection expects {scored_expected}"
@@ -297,41 +325,30 @@ def _scoring_error(rows: Sequence[StepRow], scored_expected: int, evaluation: Ma
     return None
 
 
-def problem_row(settings: Settings, entry: Mapping[str, Any], layout: Sequence[tuple[str, bool]] | None) -> ProblemRow:
-    """The summarized record of one selected problem (selection entry + its details file, if any)."""
-    paths = settings.run_paths
-    problem_id = entry["problem_id"]
-    layout = layout or _fallback_layout(problem_id, entry["steps"], entry["scored_steps"])
-    common = {"problem_id": problem_id, "split": entry["split"], "category": entry["category"],
-              "scored_expected": entry["scored_steps"]}
-    details_path = paths.details(problem_id)
-    details = read_artifact(details_path, "details")
-    if details is None:
-        state: ProblemState = "invalid_details" if details_path.exists() else "missing_details"
-        reason = NO_DETAILS_REASON if state == "missing_details" else "details file does not validate"
-        usage, latency = _attempts_cost(paths, problem_id, [None])
-        return ProblemRow(state=state, steps=_rows_without_details(layout, reason), usage=usage, latency_s=latency,
-                          error=f"{reason}: {details_path.name}", **common)
-    if details["task_id"] != problem_id:
-        return ProblemRow(state="invalid_details", steps=_rows_without_details(layout, "details of another problem"),
-                          usage=None, latency_s=None,
-                          error=f"{details_path.name} holds task_id {details['task_id']}", **common)
-
-    attempt = details["attempts"][SCORED_ATTEMPT]
-    evaluation = attempt["meta"]["evaluation"]
-    rows = _merge_steps(layout, evaluation["steps"])
-    usage, latency = _attempts_cost(paths, problem_id, details["attempts"])
-    state = details["status"]
-    if state in GENERATION_FAILED:
-        error = str(evaluation.get("error") or state.replace("_", " "))
+def problem_row(result: ProblemResult, layout: Sequence[tuple[str, bool]] | None) -> ProblemRow:
+    """The summarized record of one selected problem (selection entry + its details, if any)."""
+    entry = result.entry
+    layout = layout or _fallback_layout(entry.problem_id, entry.steps, entry.scored_steps)
+    usage, latency = _attempts_cost(result)
+    common = {"problem_id": entry.problem_id, "split": entry.split, "category": entry.category,
+              "field": entry.taxonomy.field, "subfield": entry.taxonomy.subfield,
+              "scored_expected": entry.scored_steps, "skipped_expected": entry.skipped_steps,
+              "usage": usage, "latency_s": latency, "tools": result.tool_stats}
+    attempt = result.scored_attempt(SCORED_ATTEMPT)
+    if attempt is None:
+        return ProblemRow(state=result.state, error=result.details_error, resolved=False,
+                          steps=_with_tools(_rows_without_details(layout, result.missing_reason or ""), result), **common)
+    rows = _with_tools(_merge_steps(layout, attempt.verdicts), result)
+    if result.state in GENERATION_FAILED_STATES:
+        error = attempt.evaluation_error or result.state.replace("_", " ")
     else:
-        error = _scoring_error(rows, entry["scored_steps"], evaluation)
-    return ProblemRow(state=state, steps=rows, usage=usage, latency_s=latency, error=error, **common)
+        error = _scoring_error(rows, entry.scored_steps, attempt.evaluation_error)
+    return ProblemRow(state=result.state, steps=rows, error=error, resolved=result.resolved(SCORED_ATTEMPT), **common)
 
 
-def collect_rows(settings: Settings, selection: Mapping[str, Any]) -> tuple[ProblemRow, ...]:
-    layouts = _step_layout(settings, selection)
-    return tuple(problem_row(settings, entry, layouts.get(entry["problem_id"])) for entry in selection["problems"])
+def collect_rows(settings: Settings, run: RunResults) -> tuple[ProblemRow, ...]:
+    layouts = step_layouts(settings, run.selection)
+    return tuple(problem_row(result, layouts.get(result.problem_id)) for result in run.problems)
 
 
 # ---------------------------------------------------------------------------
@@ -358,6 +375,66 @@ def grouped_metrics(rows: Sequence[ProblemRow], key: str) -> dict[str, Metrics]:
     return {name: metrics_of(members) for name, members in groups.items()}
 
 
+def _by_field_order(rows: Sequence[ProblemRow]) -> list[ProblemRow]:
+    """Rows ordered by field as SciCode's table lists the fields (others after them, in order of appearance);
+    stable, so problems keep their order within a field."""
+    known = fields()
+    seen = list(dict.fromkeys(row.field for row in rows))
+    rank = {name: (known.index(name) if name in known else len(known) + seen.index(name)) for name in seen}
+    return sorted(rows, key=lambda row: rank[row.field])
+
+
+def field_metrics(rows: Sequence[ProblemRow]) -> dict[str, Metrics]:
+    """Metrics per field, in the order of SciCode's field table."""
+    return grouped_metrics(_by_field_order(rows), "field")
+
+
+def subfield_metrics(rows: Sequence[ProblemRow]) -> dict[str, tuple[str, Metrics]]:
+    """subfield -> (its field, metrics): fields in table order, subfields in order of first appearance."""
+    ordered = _by_field_order(rows)
+    field_of = {row.subfield: row.field for row in ordered}
+    return {name: (field_of[name], metrics) for name, metrics in grouped_metrics(ordered, "subfield").items()}
+
+
+@dataclass(frozen=True)
+class InspectView:
+    """The step view of the official inspect_ai task: every step of a problem is in its denominator,
+    prefilled ones included and never passed, so a problem with a prefilled step is never resolved."""
+
+    steps_passed: int
+    steps_total: int
+    resolved: int
+    problems: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "subproblem_correct": self.steps_passed, "subproblem_total": self.steps_total,
+            "subproblem": self.steps_passed / self.steps_total if self.steps_total else None,
+            "main_problem_resolved": self.resolved, "main_problem_total": self.problems,
+            "main_problem_resolve_rate": self.resolved / self.problems if self.problems else None,
+            "note": INSPECT_VIEW_NOTE,
+        }
+
+
+INSPECT_VIEW_NOTE = ("step view of the official inspect_ai task: prefilled steps are in the step denominator and "
+                     "count as not passed, so problems with a prefilled step (13, 62, 76) are never resolved; "
+                     "the headline excludes prefilled steps")
+
+
+def inspect_view(rows: Sequence[ProblemRow]) -> InspectView:
+    return InspectView(
+        steps_passed=sum(row.steps_passed for row in rows),
+        steps_total=sum(row.steps_scored + row.steps_skipped_expected for row in rows),
+        resolved=sum(row.resolved and row.steps_skipped_expected == 0 for row in rows),
+        problems=len(rows),
+    )
+
+
+def tool_totals(rows: Sequence[ProblemRow]) -> ToolStats:
+    """Tool calls of the scored attempt over every step."""
+    return sum((step.tools for row in rows for step in row.steps), ToolStats())
+
+
 def status_counts(rows: Iterable[ProblemRow]) -> dict[str, int]:
     counts = Counter(step.status for row in rows for step in row.steps)
     return {status: counts.get(status, 0) for status in CELL_STATUSES}
@@ -372,7 +449,7 @@ def total_latency(rows: Sequence[ProblemRow]) -> float:
     return round(sum(row.latency_s for row in rows if row.latency_s is not None), 3)
 
 
-def attempt_metrics_of(settings: Settings, selection: Mapping[str, Any]) -> dict[str, Any] | None:
+def attempt_metrics_of(settings: Settings, run: RunResults) -> dict[str, Any] | None:
     """With attempts > 1: per-attempt rates, pass@k and both attempt strategies (stages.passk); else None.
 
     A problem without a valid details file counts as unresolved in every attempt. When the details files
@@ -380,17 +457,10 @@ def attempt_metrics_of(settings: Settings, selection: Mapping[str, Any]) -> dict
     """
     if settings.attempts <= 1:
         return None
-    from stages.passk import PassKError, metrics_from_outcomes, problem_outcomes, unresolved_outcomes
+    from stages.passk import PassKError, metrics_from_outcomes, result_outcomes
 
-    outcomes = []
     try:
-        for entry in selection["problems"]:
-            problem_id, scored = entry["problem_id"], entry["scored_steps"]
-            details = read_artifact(settings.run_paths.details(problem_id), "details")
-            if details is None or details["task_id"] != problem_id:
-                outcomes.append(unresolved_outcomes(problem_id, scored, settings.attempts))
-            else:
-                outcomes.append(problem_outcomes(details, scored_steps=scored))
+        outcomes = [result_outcomes(result, settings.attempts) for result in run.problems]
         return {"strategy": settings.attempt_strategy, **metrics_from_outcomes(outcomes)}
     except PassKError as error:
         return {"strategy": settings.attempt_strategy, "error": str(error)}
@@ -543,6 +613,54 @@ def _group_lines(title: str, label: str, groups: Mapping[str, Metrics]) -> list[
     return [f"## {title}", ""] + markdown_table(header, rows, (False, True, True, True, True, True, True)) + [""]
 
 
+def _subfield_lines(groups: Mapping[str, tuple[str, Metrics]]) -> list[str]:
+    rows = [(field, name, ratio(m.resolved, m.evaluated), ratio(m.steps_passed, m.steps_scored), m.total, m.errors,
+             m.steps_skipped) for name, (field, m) in groups.items()]
+    header = ("field", "subfield", "main_problem_resolve_rate", "subproblem", "Total", "Error", "skipped")
+    return ["## By subfield", ""] + markdown_table(header, rows, (False, False, True, True, True, True, True)) + [""]
+
+
+def _inspect_view_lines(view: InspectView) -> list[str]:
+    rows = [
+        ("subproblem (all steps, prefilled counted as not passed)", ratio(view.steps_passed, view.steps_total)),
+        ("main_problem_resolve_rate (a problem with a prefilled step never resolves)", ratio(view.resolved, view.problems)),
+    ]
+    return (["## Official inspect_ai step view (for comparison only)", "",
+             "The headline above excludes the prefilled steps (13.6, 62.1, 76.3) from every denominator. The "
+             "official inspect_ai task counts every step of a problem, prefilled ones included and never passed "
+             "(291 steps on the test split, 341 on both); its figures for this run are:", ""]
+            + markdown_table(("inspect_ai view", "value"), rows, (False, True)) + [""])
+
+
+def _failed_step_lines(rows: Sequence[ProblemRow]) -> list[str]:
+    failed = [(row.problem_id, step) for row in rows for step in row.scored_rows if step.status != "pass"]
+    lines = ["## Failed steps", ""]
+    if not failed:
+        return lines + ["None: every scored step passed.", ""]
+    lines += [f"{len(failed)} scored step(s) did not pass (attempt {SCORED_ATTEMPT + 1}); the reason of each:", ""]
+    lines += [f"- {step.step_id} ({step.status}): {_one_line(step.reason or '(no reason given)')}" for _, step in failed]
+    return lines + [""]
+
+
+def _tool_lines(rows: Sequence[ProblemRow], attempts: int) -> list[str]:
+    scored = tool_totals(rows)
+    every = sum((row.tools for row in rows), ToolStats())
+    lines = ["## Tool use", ""]
+    if every.calls == 0:
+        return lines + ["No tool calls in this run.", ""]
+    header = ("scope", "calls", "ok", "error", "timeout", "sandbox_error", "other")
+    right = (False, True, True, True, True, True, True)
+    table = [(f"all steps, attempt {SCORED_ATTEMPT + 1}", *_tool_cells(scored))]
+    if attempts > 1:
+        table.append(("all steps, all attempts", *_tool_cells(every)))
+    table += [(f"step {step.step_id}", *_tool_cells(step.tools)) for row in rows for step in row.steps if step.tools.calls]
+    return lines + markdown_table(header, table, right) + [""]
+
+
+def _tool_cells(stats: ToolStats) -> tuple[int, ...]:
+    return (stats.calls, stats.ok, stats.error, stats.timeout, stats.sandbox_error, stats.other)
+
+
 def _status_lines(counts: Mapping[str, int]) -> list[str]:
     shown = [status for status in CELL_STATUSES if status != "no_verdict" or counts["no_verdict"]]
     total = sum(counts[status] for status in shown)
@@ -629,7 +747,7 @@ def _plot_lines(plot_names: Sequence[str]) -> list[str]:
     captions = {
         "step_status_grid.png": "Step status per problem",
         "status_counts.png": "Step verdicts",
-        "pass_rate_by_category.png": "Pass rate by category",
+        "pass_rate_by_category.png": "Pass rate by field and subfield",
     }
     lines = ["## Plots", ""]
     for name in plot_names:
@@ -666,15 +784,19 @@ def render_markdown(
     metrics = metrics_of(rows)
     lines = _header_lines(settings, targets, config, started, summarized_at)
     lines += _headline_lines(metrics)
-    lines += _group_lines("By category", "category", grouped_metrics(rows, "category"))
+    lines += _inspect_view_lines(inspect_view(rows))
+    lines += _group_lines("By field", "field", field_metrics(rows))
+    lines += _subfield_lines(subfield_metrics(rows))
     splits = grouped_metrics(rows, "split")
     if len(splits) > 1:
         lines += _group_lines("By split", "split", splits)
     lines += _attempt_lines(attempts)
     lines += _status_lines(status_counts(rows))
     lines += _failed_lines(rows)
+    lines += _failed_step_lines(rows)
     lines += _problem_lines(rows)
     lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows))
+    lines += _tool_lines(rows, settings.attempts)
     lines += _plot_lines(plot_names)
     lines += _definitions_lines()
     return "\n".join(lines)
@@ -690,6 +812,8 @@ def _problem_record(row: ProblemRow) -> dict[str, Any]:
         "problem_id": row.problem_id,
         "split": row.split,
         "category": row.category,
+        "field": row.field,
+        "subfield": row.subfield,
         "state": row.state,
         "resolved": row.resolved,
         "steps_passed": row.steps_passed,
@@ -697,7 +821,9 @@ def _problem_record(row: ProblemRow) -> dict[str, Any]:
         "steps_skipped": row.steps_skipped,
         "first_failure": None if failure is None else {"step_id": failure.step_id, "status": failure.status,
                                                        "reason": _one_line(failure.reason)},
-        "steps": [{"step_id": step.step_id, "status": step.status} for step in row.steps],
+        "steps": [{"step_id": step.step_id, "status": step.status, "reason": _one_line(step.reason),
+                   "tools": step.tools.to_record()} for step in row.steps],
+        "tools": row.tools.to_record(),
         "usage": row.usage.to_record() if row.usage else None,
         "latency_s": row.latency_s,
         "error": _one_line(row.error) if row.error else None,
@@ -731,7 +857,10 @@ def summary_record(
         "targets": {"kind": targets.kind, "note": targets.note},
         "attempt_scored": SCORED_ATTEMPT,
         **metrics_of(rows).as_dict(),
+        "inspect_ai_view": inspect_view(rows).as_dict(),
         "by_category": {name: m.as_dict() for name, m in grouped_metrics(rows, "category").items()},
+        "by_field": {name: m.as_dict() for name, m in field_metrics(rows).items()},
+        "by_subfield": {name: {"field": field, **m.as_dict()} for name, (field, m) in subfield_metrics(rows).items()},
         "by_split": {name: m.as_dict() for name, m in grouped_metrics(rows, "split").items()},
         "status_counts": status_counts(rows),
         "problems": [_problem_record(row) for row in rows],
@@ -739,6 +868,8 @@ def summary_record(
                             for row in rows if row.failed],
         "usage": total_usage(rows),
         "latency_s": total_latency(rows),
+        "tool_use": {"attempt_scored": tool_totals(rows).to_record(),
+                     "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record()},
         "plots": list(plot_names),
         "attempts": dict(attempts) if attempts is not None else None,
     }
@@ -753,8 +884,8 @@ def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, 
 
     grid = [GridRow(row.problem_id, tuple(step.status for step in row.steps), row.steps_passed, row.steps_scored,
                     row.failed, group=row.split) for row in rows]
-    categories = [CategoryBar(name, m.steps_passed, m.steps_scored, m.resolved, m.evaluated)
-                  for name, m in grouped_metrics(rows, "category").items()]
+    categories = [CategoryBar(name, m.steps_passed, m.steps_scored, m.resolved, m.evaluated, field)
+                  for name, (field, m) in subfield_metrics(rows).items()]
     return write_plots(settings.run_paths.plots_dir, grid_rows=grid, status_counts=status_counts(rows),
                        categories=categories, run_label=f"{settings.model} / {settings.run_name}")
 
@@ -763,11 +894,12 @@ def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, 
 # Entry points
 # ---------------------------------------------------------------------------
 
-def run_conditions_of(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[dict[str, int], list[str]]:
-    """Tool-call outcomes of the scored attempt's generations, and the scored steps that had no targets."""
-    generations = (read_artifact(settings.run_paths.generation(row.problem_id), "generation") for row in rows)
-    reasons = ((step.step_id, step.reason) for row in rows for step in row.steps if step.status == "eval_error")
-    return run_tool_outcomes(generations), unscored_steps(reasons)
+def run_conditions_of(rows: Sequence[ProblemRow]) -> tuple[dict[str, int], list[str]]:
+    """Tool-call outcomes of the scored attempt (the reader's counts), and the scored steps that had no targets."""
+    totals = tool_totals(rows)
+    tool_calls = {"ok": totals.ok, "error": totals.error, "timeout": totals.timeout, "sandbox_error": totals.sandbox_error}
+    reasons = ((step.step_id, step.reason or "") for row in rows for step in row.steps if step.status == "eval_error")
+    return tool_calls, unscored_steps(reasons)
 
 
 def one_line_summary(settings: Settings, metrics: Metrics, targets: TargetsInfo, failed: int) -> str:
@@ -784,22 +916,24 @@ def run_summarize(
     targets: TargetsInfo | None = None,
     now: datetime | None = None,
 ) -> SummaryOutcome:
-    """Write summary.md, summary.json and plots/*.png for the run of `settings`; return what was written."""
+    """Write summary.md, summary.json, plots/*.png and report.html for the run of `settings`; return what
+    was written."""
     paths = settings.run_paths
     selection = _read_selection(paths)
     inputs_fingerprint = _inputs_fingerprint(settings, selection)
-    rows = collect_rows(settings, selection)
+    run = read_run(paths.run_dir, attempts=settings.attempts)
+    rows = collect_rows(settings, run)
     targets = targets or resolve_targets_info(settings)
     started = run_started(paths, [row.problem_id for row in rows])
     summarized_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     plots = _write_plots(settings, rows)
     plot_names = [path.relative_to(paths.run_dir).as_posix() for path in plots]
-    config = read_artifact(paths.config, "config")
-    attempts = attempt_metrics_of(settings, selection)
+    config = run.config
+    attempts = attempt_metrics_of(settings, run)
     markdown = render_markdown(settings, rows, targets=targets, config=config, started=started,
                                summarized_at=summarized_at, plot_names=plot_names, attempts=attempts)
-    tool_calls, unscored = run_conditions_of(settings, rows)
+    tool_calls, unscored = run_conditions_of(rows)
     markdown += "\n".join(conditions_markdown(tool_calls, unscored, settings.mode)) + "\n"
     atomic_write_text(paths.summary_md, markdown)
     record = summary_record(settings, rows, inputs_fingerprint=inputs_fingerprint, targets=targets, started=started,
@@ -807,11 +941,14 @@ def run_summarize(
     record["confinement"] = (config or {}).get("confinement")
     record.update(conditions_record(tool_calls, unscored))
     write_artifact(paths.summary_json, "summary", record)
+    from stages.report import write_report
+
+    write_report(settings, run, rows, record)
 
     metrics = metrics_of(rows)
     failed = tuple(row.problem_id for row in rows if row.failed)
     return SummaryOutcome(
-        summary_md=paths.summary_md, summary_json=paths.summary_json, plots=plots,
+        summary_md=paths.summary_md, summary_json=paths.summary_json, report_html=paths.report_html, plots=plots,
         total=metrics.total, evaluated=metrics.evaluated, errors=metrics.errors, resolved=metrics.resolved,
         subproblem_correct=metrics.steps_passed, subproblem_total=metrics.steps_scored,
         skipped_steps=metrics.steps_skipped, targets_kind=targets.kind, failed_problems=failed,

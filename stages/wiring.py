@@ -307,6 +307,7 @@ def summarize_and_report(settings: Settings) -> TaskFailed | None:
     outcome = run_summarize(settings)
     print(outcome.one_line)
     print(f"summary: {outcome.summary_md}")
+    print(f"report: {outcome.report_html}")
     return run_failure(settings)
 
 

@@ -7,6 +7,15 @@ from pathlib import Path
 
 def summary_file(run: Path, extension: str = "json") -> Path:
     """The one summary file of `run` with `extension` (`summary.json` or `summary-<tag>.json`)."""
-    found = sorted(run.glob(f"summary*.{extension}"))
-    assert len(found) == 1, f"expected one summary*.{extension} in {run}, found {[p.name for p in found]}"
+    return _only(run, f"summary*.{extension}")
+
+
+def report_file(run: Path) -> Path:
+    """The one report of `run` (`report.html` or `report-<tag>.html`)."""
+    return _only(run, "report*.html")
+
+
+def _only(run: Path, pattern: str) -> Path:
+    found = sorted(run.glob(pattern))
+    assert len(found) == 1, f"expected one {pattern} in {run}, found {[p.name for p in found]}"
     return found[0]

@@ -371,7 +371,9 @@ def test_write_comparison(two_runs: tuple[Path, Path], tmp_path: Path, capsys: p
                     / "alpha--validation-tool_use-bg__vs__beta--validation-tool_use-bg.md")
     assert path.read_text(encoding="utf-8") == compare_runs(run_a, run_b)
     assert str(path) in capsys.readouterr().out
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
+    # the Markdown report and its HTML page, no temp file left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, path.with_suffix(".html").name])
+    assert "<title>SciCode comparison" in path.with_suffix(".html").read_text(encoding="utf-8")
 
 
 def test_write_comparison_accepts_model_slash_run(two_runs: tuple[Path, Path], tmp_path: Path) -> None:

@@ -383,6 +383,16 @@ def test_all_and_test_splits_count_every_scored_step(workdir: Path, staged_data_
     assert summary["by_split"]["validation"]["subproblem_total"] == 50
     assert summary["by_split"]["test"]["subproblem_total"] == 288
 
+    # Categories of SciCode's website: 5 fields and 16 subfields that add up to every problem and step.
+    assert len(summary["by_field"]) == 5 and len(summary["by_subfield"]) == 16
+    for groups in (summary["by_field"], summary["by_subfield"]):
+        assert sum(group["Total"] for group in groups.values()) == 80
+        assert sum(group["subproblem_total"] for group in groups.values()) == 338
+    assert summary["by_field"]["Physics"]["Total"] == 37
+    assert (summary["by_subfield"]["Optics"]["field"], summary["by_subfield"]["Optics"]["Total"]) == ("Physics", 10)
+    markdown = (only_run_dir(workdir, "all-tool_use-bg") / "summary.md").read_text(encoding="utf-8")
+    assert "## By field" in markdown and "## By subfield" in markdown and "| Material Science |" in markdown
+
     started = time.monotonic()
     test_only = run_doit(workdir, *common, "split=test", timeout=900)
     print(f"split=test with replay: {time.monotonic() - started:.1f} s")
@@ -391,6 +401,32 @@ def test_all_and_test_splits_count_every_scored_step(workdir: Path, staged_data_
     assert (summary["Total"], summary["subproblem_total"], summary["skipped_steps"]) == (65, 288, 3)
     assert summary["status_counts"]["eval_error"] == 288
     assert summary["by_split"].keys() == {"test"}
+
+
+@pytest.mark.slow
+def test_category_selects_a_field_or_subfields(workdir: Path, staged_data_dir: Path, dev_targets: Path) -> None:
+    common = (*data_args(staged_data_dir, dev_targets), "model=gold", "split=validation")
+    run = run_dir(workdir, "gold", "validation-tool_use-bg")
+
+    assert_ok(run_doit(workdir, "run", *common, "category=Mathematics", timeout=900))
+    selection = load_json(run / "selection.json")
+    assert [p["problem_id"] for p in selection["problems"]] == ["1", "3", "4", "78", "29"]
+    summary = load_json(run / "summary.json")
+    assert summary["category"] == ["Mathematics"] and list(summary["by_field"]) == ["Mathematics"]
+    assert summary["by_subfield"].keys() == {"Numerical Linear Algebra", "Computational Mechanics"}
+    assert load_json(run / "config.json")["settings"]["category"] == ["Mathematics"]
+
+    assert_ok(run_doit(workdir, "run", *common, "category=Numerical Linear Algebra,Optics", timeout=900))
+    selection = load_json(run / "selection.json")
+    assert [p["problem_id"] for p in selection["problems"]] == ["1", "3", "4", "6", "7", "29"]
+    summary = load_json(run / "summary.json")
+    assert list(summary["by_subfield"]) == ["Numerical Linear Algebra", "Optics"]
+    assert (summary["Total"], summary["main_problem_resolved"]) == (6, 6)
+
+    unknown = run_doit(workdir, "run", *common, "category=Optcs")
+    assert unknown.returncode != 0
+    lines = [line for line in unknown.stderr.splitlines() if "invalid category=Optcs" in line]
+    assert lines and all("Numerical Linear Algebra" in line and "Material Science" in line for line in lines)
 
 
 # ---------------------------------------------------------------------------

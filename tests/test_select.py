@@ -40,11 +40,63 @@ def test_sample_ids_keep_official_order(tmp_path: Path, staged_data_dir: Path) -
     assert [p.problem_id for p in as_json] == ["13"]
 
 
-def test_categories(tmp_path: Path, staged_data_dir: Path) -> None:
-    assert len(select_problems(_settings(tmp_path, staged_data_dir, category="unclassified"))) == 15
+def test_categories_select_by_field_or_subfield(tmp_path: Path, staged_data_dir: Path) -> None:
+    mathematics = select_problems(_settings(tmp_path, staged_data_dir, category="Mathematics"))
+    assert [p.problem_id for p in mathematics] == ["1", "3", "4", "78", "29"]
+    assert {p.field for p in mathematics} == {"Mathematics"}
+    assert select_problems(_settings(tmp_path, staged_data_dir, category="mathematics")) == mathematics
+    pair = select_problems(_settings(tmp_path, staged_data_dir, model="m", split="all", category="Numerical Linear Algebra,Optics"))
+    assert {p.subfield for p in pair} == {"Numerical Linear Algebra", "Optics"}
+    assert len(pair) == 18  # 8 + 10 on the SciCode website
+    mixed = select_problems(_settings(tmp_path, staged_data_dir, model="m", split="all", category='["Biology", "optics"]'))
+    assert {p.field for p in mixed} == {"Biology", "Physics"} and len(mixed) == 8 + 10
+    label = select_problems(_settings(tmp_path, staged_data_dir, model="m", split="all", category="Physics / Optics"))
+    assert [p.problem_id for p in label] == [p.problem_id for p in pair if p.subfield == "Optics"]
     assert len(select_problems(_settings(tmp_path, staged_data_dir, category="all"))) == 15
-    with pytest.raises(ConfigError, match=r"invalid category=physics: expected all, or one or more of unclassified"):
-        select_problems(_settings(tmp_path, staged_data_dir, category="physics"))
+    assert len(select_problems(_settings(tmp_path, staged_data_dir, category="ALL"))) == 15
+
+
+def test_shipped_table_is_the_shared_one(shared_scicode: Path) -> None:
+    from stages.categories import CATEGORIES_FILE
+
+    shipped = json.loads(CATEGORIES_FILE.read_text(encoding="utf-8"))
+    shared = json.loads((shared_scicode / "categories.json").read_text(encoding="utf-8"))
+    assert shipped["problems"] == shared["problems"] and shipped["fields"] == shared["fields"]
+    assert "scicode-bench.github.io" in shipped["source"]
+
+
+def test_every_problem_has_a_field_and_subfield(tmp_path: Path, staged_data_dir: Path) -> None:
+    every = select_problems(_settings(tmp_path, staged_data_dir, model="m", split="all"))
+    assert len({p.field for p in every}) == 5 and len({p.subfield for p in every}) == 16
+    assert "unclassified" not in {p.field for p in every}
+    assert next(p for p in every if p.problem_id == "2").category == "Physics / Optics"
+
+
+def test_unknown_category_is_one_line_listing_fields_and_subfields(tmp_path: Path, staged_data_dir: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        select_problems(_settings(tmp_path, staged_data_dir, category="Optics,physicss"))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("invalid category=physicss: expected all, or one or more (any case) of the fields ")
+    for name in ("Mathematics", "Material Science", "Numerical Linear Algebra", "Quantum Information/Computing"):
+        assert name in message
+
+
+def test_category_without_problems_in_the_split_is_an_empty_selection(tmp_path: Path, staged_data_dir: Path) -> None:
+    with pytest.raises(ConfigError, match=r"empty selection: no problem of split=validation matches category=Ecology"):
+        select_problems(_settings(tmp_path, staged_data_dir, category="Ecology"))
+
+
+def test_category_stated_in_a_problem_record_wins() -> None:
+    from stages.problems import problem_from_record
+
+    record = {"problem_id": "2", "sub_steps": [{"step_number": "2.1"}]}
+    assert problem_from_record(record, "test").category == "Physics / Optics"
+    assert problem_from_record({**record, "category": "Ecology"}, "test").category == "Biology / Ecology"
+    assert problem_from_record({**record, "category": "Chemistry"}, "test").field == "Chemistry"
+    own = problem_from_record({**record, "field": "Physics", "subfield": "Plasma Physics"}, "test")
+    assert (own.field, own.subfield) == ("Physics", "Plasma Physics")
+    assert problem_from_record({"problem_id": "999", "sub_steps": []}, "test").category == "unclassified"
 
 
 @pytest.mark.parametrize(
@@ -67,7 +119,9 @@ def test_run_select_writes_selection_and_redacted_config(
     settings = _settings(tmp_path, staged_data_dir, sample_ids="1,3")
     record = run_select(settings)
     assert [p["problem_id"] for p in record["problems"]] == ["1", "3"]
-    assert all(p["category"] == "unclassified" and len(p["fingerprint"]) == 64 for p in record["problems"])
+    assert all(p["field"] == "Mathematics" and p["subfield"] == "Numerical Linear Algebra" for p in record["problems"])
+    assert all(p["category"] == "Mathematics / Numerical Linear Algebra" and len(p["fingerprint"]) == 64
+               for p in record["problems"])
     assert read_artifact(settings.run_paths.selection, "selection") == record
     config_text = settings.run_paths.config.read_text(encoding="utf-8")
     assert "sk-must-not-leak" not in config_text

@@ -146,7 +146,7 @@ except BaseException as error:
 def confined_command(folder: Path, settings: Any) -> list[str]:
     """`python_binary confine.py --write <folder> --memory-mb N --python -- -u runner.py`."""
     memory = settings.sandbox_memory_limit_mb or 0
-    return [settings.python_binary, str(CONFINE_SCRIPT), "--write", str(folder), "--memory-mb", str(memory),
+    return [settings.python_binary, str(CONFINE_SCRIPT), "--write", str(folder.resolve()), "--memory-mb", str(memory),
             "--python", "--", "-u", RUNNER_FILE]
 
 

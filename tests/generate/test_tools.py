@@ -450,3 +450,9 @@ def test_sandbox_no_proxy_bypasses_proxy_variables(sandbox_settings, monkeypatch
     assert (direct.status, direct.output) == ("ok", "direct\n")
     assert through_proxy.status == "sandbox_error"
     assert len(sandbox.received) == 1
+
+
+def test_a_relative_code_workdir_works(settings_for, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    outcome = call("print('relative ok')", settings_for(code_workdir="rel/interpreter"))
+    assert outcome.status == "ok" and outcome.output == "relative ok\n", outcome.output

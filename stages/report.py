@@ -1,0 +1,325 @@
+"""`<run>/report.html`: one self-contained page to study a run, and the HTML page of a comparison.
+
+The pages are rendered by Jinja2 with autoescaping on (model output is untrusted text and is only ever
+shown as text) from the templates in `stages/report_templates/`; the CSS and the small script that
+filters the grid and opens a step live in the templates, so a page works offline, from disk or from an
+email attachment. Every step view sits in an inert `<template>` element and is cloned into the page
+when opened (`report.html#s-<step id>-a<attempt>`). The views of one step (all its attempts) are rendered
+by Jinja2 like the rest of the page and stored gzip-compressed (base64, in a non-script data element);
+the page's script inflates them only when the step is opened, which keeps an 80 problems x 3 attempts
+report small and quick to open.
+
+A step view shows the verdict and its reason, the exact prompt the model received (the first message of
+the step's trajectory), the raw answer, the extracted code, every tool call with its code and output,
+the test script as the scoring harness ran it (in the parts whose names the tracebacks carry, e.g.
+`<scicode-step 2.2 code>`, each with its own line numbers), the test process's stdout and stderr as
+stored, the test duration, tokens and model latency.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import jinja2
+from markupsafe import Markup
+
+from stages.artifacts import atomic_write_text
+from stages.config import Settings
+from stages.paths import DataPaths
+from stages.problems import Problem, ProblemDataError, load_problems
+from stages.protocol import Carry
+from stages.results import (
+    CELL_STATUSES,
+    TOOL_STATUSES,
+    GeneratedStep,
+    Generation,
+    ProblemResult,
+    RunResults,
+    ScoredAttempt,
+    ToolCall,
+    Verdict,
+)
+
+TEMPLATES_DIR = Path(__file__).with_name("report_templates")
+RUN_TEMPLATE = "report.html.j2"
+STEP_TEMPLATE = "_step.html.j2"
+COMPARE_TEMPLATE = "compare.html.j2"
+RUN_SCRIPT = "report.js"
+COMPARE_SCRIPT = "compare.js"
+RAN_STATUSES = frozenset({"pass", "fail", "timeout"})
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,  # every value is escaped: model output never becomes markup or script
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+@lru_cache(maxsize=4)
+def page_script(name: str) -> tuple[Markup, str]:
+    """The page's own script (trusted, from the package) and its CSP hash: only that script may run."""
+    text = (TEMPLATES_DIR / name).read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return Markup(text), f"sha256-{digest}"
+
+
+def render(template: str, script_name: str, **context: Any) -> str:
+    script, script_hash = page_script(script_name)
+    return environment().get_template(template).render(script=script, script_hash=script_hash, **context)
+
+
+def step_anchor(step_id: str, attempt: int = 0) -> str:
+    """The fragment that opens a step view: `s-<step id>-a<attempt>`."""
+    return f"s-{step_id}-a{attempt}"
+
+
+def problem_anchor(problem_id: str) -> str:
+    return f"p-{problem_id}"
+
+
+# ---------------------------------------------------------------------------
+# View records (what the template shows)
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScriptPart:
+    """One compiled part of a test script: the name tracebacks give it and its numbered lines."""
+
+    label: str
+    traceback_name: str
+    numbered: str
+
+
+@dataclass(frozen=True)
+class StepView:
+    anchor: str
+    problem_id: str
+    step_id: str
+    attempt: int
+    attempts: int
+    status: str
+    reason: str
+    verdict: Verdict | None
+    generated: GeneratedStep | None
+    tool_calls: tuple[ToolCall, ...]
+    script: tuple[ScriptPart, ...]
+    script_note: str
+    other_attempts: tuple[tuple[int, str, str], ...]  # (attempt, status, anchor) of the same step
+
+    @property
+    def tokens(self) -> str:
+        usage = self.generated.usage if self.generated else None
+        return "-" if usage is None else f"{usage.input_tokens} in / {usage.output_tokens} out ({usage.calls} calls)"
+
+
+@dataclass(frozen=True)
+class Cell:
+    step_id: str
+    status: str
+    anchor: str
+    title: str
+
+
+@dataclass(frozen=True)
+class ProblemView:
+    anchor: str
+    problem_id: str
+    field: str
+    subfield: str
+    split: str
+    state: str
+    resolved: bool
+    passed: int
+    scored: int
+    error: str | None
+    generation_error: str | None
+    cells: tuple[Cell, ...]
+    statuses: str  # space-separated statuses of its cells, for the filter
+
+    @property
+    def failed(self) -> bool:
+        return not self.resolved
+
+
+@dataclass(frozen=True)
+class StepBlob:
+    """The rendered views of every attempt of one step, gzip-compressed and base64-encoded."""
+
+    step_id: str
+    data: str
+
+
+@dataclass
+class RunView:
+    title: str
+    summary: Mapping[str, Any]
+    problems: list[ProblemView] = field(default_factory=list)
+    steps: list[StepView] = field(default_factory=list)
+    blobs: list[StepBlob] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------
+# Test scripts
+# ---------------------------------------------------------------------------
+
+def numbered(text: str) -> str:
+    lines = text.split("\n")
+    width = len(str(len(lines)))
+    return "\n".join(f"{index:>{width}}  {line}" for index, line in enumerate(lines, start=1))
+
+
+def _script_parts(problem: Problem, index: int, codes: Mapping[str, str | None], data_paths: DataPaths,
+                  carry: Carry) -> tuple[ScriptPart, ...]:
+    """The parts the test process and the checker compile for a step, from the functions that build them for
+    scoring: the dependencies, each code section, and each test case as split by `rewrite_tests` (the part
+    run in the test process, `<scicode-test k>`, and the assertions the checker decides,
+    `<scicode-check test k>`)."""
+    from stages.score.script import build_step_script
+
+    script = build_step_script(problem, index, codes, data_paths, carry)
+    parts = [ScriptPart("dependencies", "<scicode-dependencies>", numbered(script.deps))]
+    parts += [ScriptPart(section.label, f"<scicode-{section.label}>", numbered(section.code)) for section in script.sections]
+    return tuple(parts) + _test_parts(tuple(script.tests), script.deps)
+
+
+@lru_cache(maxsize=512)
+def _test_parts(tests: tuple[str, ...], deps: str) -> tuple[ScriptPart, ...]:
+    """The test cases as they are compiled (the same for every attempt of a step, so computed once)."""
+    from stages.score.rewrite import RewriteError, rewrite_tests
+
+    try:
+        rewritten = rewrite_tests(tests, deps)
+    except RewriteError as error:
+        return (ScriptPart("tests", "(not run)", f"the tests could not be prepared: {error}"),)
+    parts = []
+    for number, test in enumerate(rewritten, start=1):
+        parts.append(ScriptPart(f"test {number}", f"<scicode-test {number}>", numbered(test.prefetch)))
+        if test.check is not None:
+            parts.append(ScriptPart(f"test {number}: the assertions, decided by the checker with the stored target",
+                                    f"<scicode-check test {number}>", numbered(test.check)))
+    return tuple(parts)
+
+
+def _codes(generation: Generation | None, attempt: ScoredAttempt | None) -> dict[str, str | None]:
+    if generation is not None:
+        return {step.step_id: step.code for step in generation.steps}
+    return dict(attempt.step_codes) if attempt is not None else {}
+
+
+def _script_of(problem: Problem | None, index: int, codes: Mapping[str, str | None], verdict: Verdict | None,
+               data_paths: DataPaths, carry: Carry) -> tuple[tuple[ScriptPart, ...], str]:
+    step_id = problem.steps[index].step_id if problem else ""
+    if problem is None:
+        return (), "test script unavailable: the problem file of this selection is not staged"
+    if not codes.get(step_id):
+        return (), "no test script: the step has no code"
+    try:
+        parts = _script_parts(problem, index, codes, data_paths, carry)
+    except (ValueError, ProblemDataError, OSError) as error:
+        return (), f"test script unavailable: {error}"
+    ran = verdict is not None and (verdict.status in RAN_STATUSES or verdict.returncode is not None)
+    return parts, "as run by the scoring harness" if ran else "not run: " + (verdict.reason if verdict else "no verdict")
+
+
+# ---------------------------------------------------------------------------
+# Building the run view
+# ---------------------------------------------------------------------------
+
+def _problems_of(data_paths: DataPaths, run: RunResults) -> dict[str, Problem]:
+    """The staged problem records whose fingerprint is the one selected."""
+    try:
+        staged = {problem.problem_id: problem for problem in load_problems(data_paths, "all")}
+    except ProblemDataError:
+        return {}
+    return {entry.problem_id: staged[entry.problem_id] for entry in run.selection.entries
+            if entry.problem_id in staged and staged[entry.problem_id].fingerprint == entry.fingerprint}
+
+
+def _step_view(result: ProblemResult, problem: Problem | None, step_id: str, attempt: int, attempts: int,
+               row_status: str, row_reason: str, settings: Settings, others: tuple[tuple[int, str, str], ...]) -> StepView:
+    scored = result.scored_attempt(attempt)
+    generation = result.generation(attempt)
+    verdict = scored.verdict(step_id) if scored else None
+    generated = generation.step(step_id) if generation else None
+    index = next((i for i, step in enumerate(problem.steps) if step.step_id == step_id), None) if problem else None
+    if index is None:
+        script, note = (), "test script unavailable: the step is not in the staged problem file"
+    else:
+        script, note = _script_of(problem, index, _codes(generation, scored), verdict, settings.data_paths, settings.carry)
+    status = verdict.status if verdict else row_status
+    reason = verdict.reason if verdict else row_reason
+    return StepView(step_anchor(step_id, attempt), result.problem_id, step_id, attempt, attempts, status, reason,
+                    verdict, generated, generated.tool_calls if generated else (), script, note, others)
+
+
+def _attempt_status(result: ProblemResult, step_id: str, attempt: int) -> str:
+    scored = result.scored_attempt(attempt)
+    verdict = scored.verdict(step_id) if scored else None
+    return verdict.status if verdict else "no_verdict"
+
+
+def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Mapping[str, Any]) -> RunView:
+    """The report's records: a grid row per problem (attempt 1) and a step view per step and attempt."""
+    problems = _problems_of(settings.data_paths, run)
+    view = RunView(title=f"{summary['model']} / {summary['run']}", summary=summary)
+    for result, row in zip(run.problems, rows):
+        problem = problems.get(result.problem_id)
+        attempts = result.attempt_count
+        cells = []
+        for step in row.steps:
+            anchors = tuple((k, _attempt_status(result, step.step_id, k), step_anchor(step.step_id, k)) for k in range(attempts))
+            cells.append(Cell(step.step_id, step.status, step_anchor(step.step_id), f"{step.step_id}: {step.status}"))
+            for attempt in range(attempts):
+                others = tuple(item for item in anchors if item[0] != attempt)
+                status, reason = (step.status, step.reason) if attempt == 0 else ("no_verdict", "no verdict for this attempt")
+                view.steps.append(_step_view(result, problem, step.step_id, attempt, attempts, status, reason,
+                                             settings, others))
+        generation = result.generation(0)
+        view.problems.append(ProblemView(
+            anchor=problem_anchor(result.problem_id), problem_id=result.problem_id, field=row.field,
+            subfield=row.subfield, split=row.split, state=row.state, resolved=row.resolved,
+            passed=row.steps_passed, scored=row.steps_scored, error=row.error,
+            generation_error=generation.error if generation else None, cells=tuple(cells),
+            statuses=" ".join(sorted({cell.status for cell in cells})),
+        ))
+    return view
+
+
+def compressed(text: str) -> str:
+    """gzip (without a timestamp, so identical inputs give identical pages) then base64."""
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
+
+
+def step_blobs(steps: Sequence[StepView]) -> list[StepBlob]:
+    """One blob per step id with the views of all its attempts, in grid order."""
+    grouped: dict[str, list[StepView]] = {}
+    for step in steps:
+        grouped.setdefault(step.step_id, []).append(step)
+    template = environment().get_template(STEP_TEMPLATE)
+    return [StepBlob(step_id, compressed(template.render(steps=views))) for step_id, views in grouped.items()]
+
+
+def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Mapping[str, Any]) -> Path:
+    """Render `<run>/report.html` (atomically) from the run's records and its summary record."""
+    view = build_run_view(settings, run, rows, summary)
+    view.blobs = step_blobs(view.steps)
+    html = render(RUN_TEMPLATE, RUN_SCRIPT, view=view, summary=summary, statuses=CELL_STATUSES, tool_statuses=TOOL_STATUSES)
+    path = settings.run_paths.report_html
+    atomic_write_text(path, html)
+    return path
+
+
+def relative_link(from_dir: Path, target: Path, anchor: str) -> str:
+    """A link from a page in `from_dir` to `target#anchor` that works when both are opened from disk."""
+    return f"{Path(os.path.relpath(Path(target).resolve(), Path(from_dir).resolve())).as_posix()}#{anchor}"

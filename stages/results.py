@@ -1,0 +1,522 @@
+"""The one reader of a run's results: typed records of its selection, generations and details.
+
+Every report (summary, comparison, pass@k, the HTML report) reads a run through `read_run` and works on
+these records; none parses the JSON artifacts itself. This module also holds the one status vocabulary
+and the one definition of a *resolved* problem attempt:
+
+    generation reported no error for the attempt, the problem has scored steps, and every scored step
+    of the attempt has a verdict `pass` (prefilled steps, status `skipped`, are not scored).
+
+Tool-use statistics (calls of the code interpreter and their outcomes ok/error/timeout/sandbox_error)
+are counted from the trajectories of the generation files (`tool_results` of each step).
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from stages.artifacts import read_artifact
+from stages.categories import UNCLASSIFIED, Category, category_of
+from stages.paths import RunPaths
+from stages.usage import Usage
+
+# ---------------------------------------------------------------------------
+# Vocabulary
+# ---------------------------------------------------------------------------
+
+StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
+CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"]
+ProblemState = Literal["complete", "generation_error", "missing_generation", "missing_details", "invalid_details"]
+ToolStatus = Literal["ok", "error", "timeout", "sandbox_error"]
+GenerationStepStatus = Literal["ok", "truncated", "no_code", "error", "prefilled"]
+
+STEP_STATUSES: tuple[StepStatus, ...] = ("pass", "fail", "timeout", "parse_error", "eval_error", "skipped")
+CELL_STATUSES: tuple[CellStatus, ...] = (*STEP_STATUSES, "no_verdict")
+TOOL_STATUSES: tuple[ToolStatus, ...] = ("ok", "error", "timeout", "sandbox_error")
+GENERATION_FAILED_STATES: frozenset[str] = frozenset({"generation_error", "missing_generation"})
+NO_DETAILS_STATES: frozenset[str] = frozenset({"missing_details", "invalid_details"})
+ERROR_STATES: frozenset[str] = GENERATION_FAILED_STATES | NO_DETAILS_STATES
+
+
+def is_resolved(statuses: Iterable[str], scored_steps: int, generation_ok: bool) -> bool:
+    """THE definition of a resolved problem attempt (see the module docstring)."""
+    scored = [status for status in statuses if status != "skipped"]
+    passed = sum(status == "pass" for status in scored)
+    return generation_ok and scored_steps > 0 and passed >= scored_steps and passed == len(scored)
+
+
+# ---------------------------------------------------------------------------
+# Selection
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SelectionEntry:
+    problem_id: str
+    split: str
+    category: str
+    taxonomy: Category
+    fingerprint: str
+    steps: int
+    scored_steps: int
+
+    @property
+    def skipped_steps(self) -> int:
+        return self.steps - self.scored_steps
+
+    @classmethod
+    def from_record(cls, entry: Mapping[str, Any]) -> "SelectionEntry":
+        """Entries written before field/subfield were recorded fall back to their category, else the table."""
+        stated = entry.get("category")
+        taxonomy = category_of(str(entry["problem_id"]), {
+            "field": entry.get("field"), "subfield": entry.get("subfield"),
+            "category": stated if stated != UNCLASSIFIED else None,
+        })
+        return cls(str(entry["problem_id"]), str(entry["split"]), str(entry["category"]), taxonomy,
+                   str(entry["fingerprint"]), int(entry["steps"]), int(entry["scored_steps"]))
+
+
+@dataclass(frozen=True)
+class Selection:
+    fingerprint: str
+    split: str
+    category: tuple[str, ...]
+    sample_ids: tuple[str, ...]
+    entries: tuple[SelectionEntry, ...]
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Selection":
+        return cls(str(record["fingerprint"]), str(record["split"]), tuple(record["category"]),
+                   tuple(record.get("sample_ids") or ()),
+                   tuple(SelectionEntry.from_record(entry) for entry in record["problems"]))
+
+    @property
+    def by_id(self) -> dict[str, SelectionEntry]:
+        return {entry.problem_id: entry for entry in self.entries}
+
+
+# ---------------------------------------------------------------------------
+# Details (verdicts)
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Verdict:
+    """One step's verdict in a details file, with the test process's bounded output."""
+
+    step_id: str
+    status: StepStatus
+    reason: str
+    tests_total: int = 0
+    tests_passed: int = 0
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    cached: bool = False
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Verdict":
+        tests = record.get("tests") or {}
+        return cls(str(record["step_id"]), record["status"], str(record.get("reason", "")),
+                   int(tests.get("total", 0)), int(tests.get("passed", 0)), record.get("returncode"),
+                   str(record.get("stdout", "")), str(record.get("stderr", "")), float(record.get("duration_s", 0.0)),
+                   bool(record.get("cached", False)))
+
+
+@dataclass(frozen=True)
+class ScoredAttempt:
+    """One attempt of a details file: its verdicts, codes and the cost its meta reports."""
+
+    index: int
+    verdicts: tuple[Verdict, ...]
+    evaluation_error: str | None
+    step_codes: Mapping[str, str]
+    usage: Usage | None
+    latency_s: float | None
+    record_failed: bool  # the record-level status says generation failed and this is the only attempt
+    declared_total_steps: int = 0  # the evaluation's own `total_steps`
+
+    @property
+    def generation_ok(self) -> bool:
+        return self.evaluation_error is None and not self.record_failed
+
+    def resolved(self, scored_steps: int) -> bool:
+        return is_resolved((verdict.status for verdict in self.verdicts), scored_steps, self.generation_ok)
+
+    @property
+    def passed_steps(self) -> frozenset[str]:
+        return frozenset(v.step_id for v in self.verdicts if v.status == "pass")
+
+    @property
+    def scored_verdicts(self) -> tuple[Verdict, ...]:
+        return tuple(v for v in self.verdicts if v.status != "skipped")
+
+    def verdict(self, step_id: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.step_id == step_id), None)
+
+
+@dataclass(frozen=True)
+class Details:
+    task_id: str
+    status: str
+    category: str
+    attempts: tuple[ScoredAttempt, ...]
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Details":
+        attempts = record.get("attempts") or []
+        single_failed = len(attempts) == 1 and record.get("status") in GENERATION_FAILED_STATES
+        return cls(str(record.get("task_id", "?")), str(record.get("status", "")), str(record.get("category", "")),
+                   tuple(_scored_attempt(index, attempt, single_failed) for index, attempt in enumerate(attempts)))
+
+
+def _scored_attempt(index: int, record: Mapping[str, Any], record_failed: bool) -> ScoredAttempt:
+    meta = record["meta"]
+    evaluation = meta["evaluation"]
+    latency = meta.get("latency_s")
+    error = evaluation.get("error")
+    return ScoredAttempt(
+        index=index,
+        verdicts=tuple(Verdict.from_record(step) for step in evaluation["steps"]),
+        evaluation_error=None if error is None else str(error),
+        step_codes=dict((record.get("final_answer") or {}).get("step_codes") or {}),
+        usage=Usage.from_record(meta.get("usage")),
+        latency_s=None if latency is None else float(latency),
+        record_failed=record_failed,
+        declared_total_steps=int(evaluation.get("total_steps", 0)),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Generations (prompts, answers, trajectories)
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool run of a tool_use step: the code the model sent and what it got back."""
+
+    call_id: str
+    name: str
+    code: str
+    status: str
+    duration_s: float
+    truncated: bool
+    output: str
+
+
+@dataclass(frozen=True)
+class ToolStats:
+    """Tool calls and their outcomes; `other` counts statuses outside the known vocabulary."""
+
+    calls: int = 0
+    ok: int = 0
+    error: int = 0
+    timeout: int = 0
+    sandbox_error: int = 0
+    other: int = 0
+
+    def __add__(self, other: "ToolStats") -> "ToolStats":
+        return ToolStats(self.calls + other.calls, self.ok + other.ok, self.error + other.error,
+                         self.timeout + other.timeout, self.sandbox_error + other.sandbox_error,
+                         self.other + other.other)
+
+    @classmethod
+    def of(cls, calls: Iterable[ToolCall]) -> "ToolStats":
+        counts = Counter(call.status for call in calls)
+        known = {status: counts.get(status, 0) for status in TOOL_STATUSES}
+        return cls(sum(counts.values()), other=sum(counts.values()) - sum(known.values()), **known)
+
+    def to_record(self) -> dict[str, int]:
+        return {"calls": self.calls, "ok": self.ok, "error": self.error, "timeout": self.timeout,
+                "sandbox_error": self.sandbox_error, "other": self.other}
+
+
+@dataclass(frozen=True)
+class GeneratedStep:
+    step_id: str
+    prefilled: bool
+    status: str
+    code: str | None
+    raw_answer: str | None
+    error: str | None
+    finish_reason: str | None
+    usage: Usage | None
+    latency_s: float
+    prompt: str | None
+    model_calls: int
+    tool_calls: tuple[ToolCall, ...]
+    messages: tuple[Mapping[str, Any], ...]
+
+    @property
+    def tool_stats(self) -> ToolStats:
+        return ToolStats.of(self.tool_calls)
+
+
+@dataclass(frozen=True)
+class Generation:
+    problem_id: str
+    attempt: int
+    status: str
+    error: str | None
+    mode: str
+    usage: Usage | None
+    latency_s: float | None
+    steps: tuple[GeneratedStep, ...]
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Generation":
+        latency = record.get("latency_s")
+        return cls(str(record["problem_id"]), int(record["attempt"]), str(record["status"]), record.get("error"),
+                   str(record.get("mode", "")), Usage.from_record(record.get("usage")),
+                   None if latency is None else float(latency),
+                   tuple(_generated_step(step) for step in record["steps"]))
+
+    def step(self, step_id: str) -> GeneratedStep | None:
+        return next((step for step in self.steps if step.step_id == step_id), None)
+
+    @property
+    def cost(self) -> tuple[Usage | None, float | None]:
+        """Usage and latency: summed over the steps (a step's calls counted from its trajectory when its usage
+        omits them); the file's own totals when it has no steps."""
+        if not self.steps:
+            return self.usage, self.latency_s
+        usage = sum((step.usage or Usage() for step in self.steps), Usage())
+        return usage, sum(step.latency_s for step in self.steps)
+
+    @property
+    def tool_stats(self) -> ToolStats:
+        return sum((step.tool_stats for step in self.steps), ToolStats())
+
+
+def _tool_code(arguments: Any) -> str:
+    """The `code` argument of a tool call as sent; the raw arguments when they are not the expected JSON."""
+    if not isinstance(arguments, str):
+        return json.dumps(arguments)
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return arguments
+    return parsed["code"] if isinstance(parsed, dict) and isinstance(parsed.get("code"), str) else arguments
+
+
+def _tool_calls(trajectory: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+    sent = {}
+    for message in trajectory.get("messages") or ():
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            sent[str(call.get("id"))] = _tool_code(function.get("arguments", ""))
+    return tuple(
+        ToolCall(str(result.get("call_id")), str(result.get("name", "")), sent.get(str(result.get("call_id")), ""),
+                 str(result.get("status", "")), float(result.get("duration_s", 0.0)), bool(result.get("truncated")),
+                 str(result.get("output", "")))
+        for result in trajectory.get("tool_results") or ()
+    )
+
+
+def _prompt(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    first = messages[0] if messages else None
+    return str(first.get("content")) if first and first.get("role") == "user" else None
+
+
+def _generated_step(record: Mapping[str, Any]) -> GeneratedStep:
+    trajectory = record.get("trajectory") or {}
+    messages = tuple(trajectory.get("messages") or ())
+    model_calls = len(trajectory.get("calls") or ())
+    return GeneratedStep(
+        step_id=str(record["step_id"]), prefilled=bool(record.get("prefilled")), status=str(record.get("status", "")),
+        code=record.get("code"), raw_answer=record.get("raw_answer"), error=record.get("error"),
+        finish_reason=record.get("finish_reason"), usage=Usage.from_record(record.get("usage"), model_calls),
+        latency_s=float(record.get("latency_s", 0.0)), prompt=_prompt(messages), model_calls=model_calls,
+        tool_calls=_tool_calls(trajectory), messages=messages,
+    )
+
+
+@dataclass(frozen=True)
+class _RunPathsOnly:
+    """What `generation_path` needs of a settings object, for a reader that holds only a run's paths."""
+
+    run_paths: RunPaths
+
+
+def generation_file(paths: RunPaths, problem_id: str, attempt: int) -> Path:
+    """The generation file of `attempt`, named by the generate stage (`<id>.json`, `<id>@<k>.json`)."""
+    from stages.generate.stage import generation_path  # imported here: the generate stage imports the model client
+
+    return generation_path(_RunPathsOnly(paths), problem_id, attempt)
+
+
+def read_generation(paths: RunPaths, problem_id: str, attempt: int) -> Generation | None:
+    """The generation of `attempt`; None when it is absent, invalid or records another attempt."""
+    record = read_artifact(generation_file(paths, problem_id, attempt), "generation")
+    if record is None or record["attempt"] != attempt or str(record["problem_id"]) != problem_id:
+        return None
+    return Generation.from_record(record)
+
+
+# ---------------------------------------------------------------------------
+# One problem of a run
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AttemptCost:
+    """Usage and model latency of one attempt; None where neither the details nor the generation report it."""
+
+    usage: Usage | None
+    latency_s: float | None
+
+    @property
+    def complete(self) -> bool:
+        return self.usage is not None and self.latency_s is not None
+
+
+def attempt_cost(scored: ScoredAttempt | None, generation: Generation | None) -> AttemptCost:
+    """The details attempt's meta first; what it lacks from the attempt's generation."""
+    found = AttemptCost(scored.usage if scored else None, scored.latency_s if scored else None)
+    if found.complete or generation is None:
+        return found
+    usage, latency = generation.cost
+    return AttemptCost(found.usage or usage, found.latency_s if found.latency_s is not None else latency)
+
+
+@dataclass(frozen=True)
+class ProblemResult:
+    """A selected problem as the run holds it: its details (if valid) and the generation of every attempt."""
+
+    entry: SelectionEntry
+    state: ProblemState
+    details: Details | None
+    generations: tuple[Generation | None, ...]
+    missing_reason: str | None = None  # why there are no usable details: the reason of each unscored step
+    details_error: str | None = None  # the same, naming the file
+
+    @property
+    def problem_id(self) -> str:
+        return self.entry.problem_id
+
+    @property
+    def is_error(self) -> bool:
+        return self.state in ERROR_STATES
+
+    @property
+    def attempt_count(self) -> int:
+        return len(self.details.attempts) if self.details else max(len(self.generations), 1)
+
+    def scored_attempt(self, index: int) -> ScoredAttempt | None:
+        if self.details is None or index >= len(self.details.attempts):
+            return None
+        return self.details.attempts[index]
+
+    def generation(self, index: int) -> Generation | None:
+        return self.generations[index] if index < len(self.generations) else None
+
+    def resolved(self, index: int = 0) -> bool:
+        attempt = self.scored_attempt(index)
+        return attempt is not None and not (index == 0 and self.is_error) and attempt.resolved(self.entry.scored_steps)
+
+    def cost(self, index: int) -> AttemptCost:
+        return attempt_cost(self.scored_attempt(index), self.generation(index))
+
+    def costs(self) -> list[AttemptCost]:
+        """The cost of every attempt (one, without details)."""
+        count = len(self.details.attempts) if self.details else 1
+        return [self.cost(index) for index in range(count)]
+
+    @property
+    def tool_stats(self) -> ToolStats:
+        return sum((generation.tool_stats for generation in self.generations if generation), ToolStats())
+
+
+@dataclass(frozen=True)
+class RunResults:
+    run_dir: Path
+    selection: Selection
+    config: Mapping[str, Any] | None
+    problems: tuple[ProblemResult, ...]
+
+    @property
+    def paths(self) -> RunPaths:
+        return RunPaths(self.run_dir)
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        return (self.config or {}).get("settings", {})
+
+    @property
+    def by_id(self) -> dict[str, ProblemResult]:
+        return {problem.problem_id: problem for problem in self.problems}
+
+    @property
+    def tool_stats(self) -> ToolStats:
+        return sum((problem.tool_stats for problem in self.problems), ToolStats())
+
+
+class ResultsError(ValueError):
+    """A folder is not a readable run (no folder, no valid selection.json), stated in one line."""
+
+
+def read_selection(paths: RunPaths) -> Selection:
+    record = read_artifact(paths.selection, "selection")
+    if record is None:
+        state = "invalid" if paths.selection.exists() else "missing"
+        raise ResultsError(f"{state} {paths.selection}")
+    return Selection.from_record(record)
+
+
+@dataclass(frozen=True)
+class DetailsRead:
+    details: Details | None
+    state: ProblemState
+    missing_reason: str | None = None
+    error: str | None = None
+
+
+def read_details(paths: RunPaths, problem_id: str) -> DetailsRead:
+    """The details of a problem, or why there are none (missing, not valid, of another problem)."""
+    path = paths.details(problem_id)
+    record = read_artifact(path, "details")
+    if record is None:
+        reason = "details file does not validate" if path.exists() else "no details file"
+        return DetailsRead(None, "invalid_details" if path.exists() else "missing_details", reason, f"{reason}: {path.name}")
+    if str(record["task_id"]) != problem_id:
+        return DetailsRead(None, "invalid_details", "details of another problem",
+                           f"{path.name} holds task_id {record['task_id']}")
+    return DetailsRead(Details.from_record(record), record["status"])
+
+
+def read_problem(paths: RunPaths, entry: SelectionEntry, attempts: int, with_generations: bool = True) -> ProblemResult:
+    found = read_details(paths, entry.problem_id)
+    count = len(found.details.attempts) if found.details else attempts
+    generations = tuple(read_generation(paths, entry.problem_id, index) for index in range(count)) if with_generations else ()
+    return ProblemResult(entry, found.state, found.details, generations, found.missing_reason, found.error)
+
+
+def read_run(run_dir: Path, problem_ids: Sequence[str] | None = None, *, attempts: int = 1,
+             with_generations: bool = True) -> RunResults:
+    """Read the run at `run_dir` once: selection, config, details and generations of the selected problems
+    (only `problem_ids`, in that order, when given). `attempts` is how many generation files to look for
+    when a problem has no details file."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ResultsError(f"run directory not found: {run_dir}")
+    paths = RunPaths(run_dir)
+    selection = read_selection(paths)
+    entries = selection.by_id
+    chosen = [entries[pid] for pid in problem_ids] if problem_ids is not None else list(selection.entries)
+    problems = tuple(read_problem(paths, entry, attempts, with_generations) for entry in chosen)
+    return RunResults(run_dir, selection, read_config(paths), problems)
+
+
+def read_config(paths: RunPaths) -> Mapping[str, Any] | None:
+    return read_artifact(paths.config, "config")
+
+
+def read_summary(paths: RunPaths) -> Mapping[str, Any] | None:
+    """summary.json when it validates (its fingerprint and the plots it lists decide whether it is current)."""
+    return read_artifact(paths.summary_json, "summary")
+
+
+def max_attempts(problems: Iterable[ProblemResult]) -> int:
+    """The largest number of attempts a details file holds (1 when none is readable)."""
+    return max((len(p.details.attempts) for p in problems if p.details is not None), default=1)

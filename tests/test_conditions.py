@@ -222,7 +222,7 @@ def test_bad_selection_replay_and_task_names_are_one_line_before_any_work(tmp_pa
     bad_json = tmp_path / "bad.json"
     bad_json.write_text("{not json", encoding="utf-8")
     cases = {
-        ("category=nope",): "invalid category=nope: expected all, or one or more of unclassified",
+        ("category=nope",): "invalid category=nope: expected all, or one or more (any case) of the fields Mathematics",
         ("sample_ids=999",): "invalid sample_ids: problem id 999 is not in split=validation",
         ("model=replay:missing.json", "split=all"): "missing.json: no such file",
         (f"model=replay:{bad_json}", "split=all"): "not readable JSON",

@@ -319,12 +319,12 @@ class ProgressReporter(ConsoleReporter):
         with self._lock:
             now = self._clock()
             snapshot = self._activity.snapshot()
-            counts: dict[str, StageCount] = {}
-            for name in self._expected_live_stages():
-                tally = self._stages.get(name) or StageTally(name, started=now)
-                reached = len(tally.seen)
-                counts[name] = StageCount(tally.finished, tally.done + tally.failed,
-                                          self._planned_total(name, reached, snapshot.problems or reached))
+            names = self._expected_live_stages()
+            tallies = {name: self._stages.get(name) or StageTally(name, started=now) for name in names}
+            problems = snapshot.problems or max([len(tally.seen) for tally in tallies.values()], default=0)
+            counts = {name: StageCount(tally.finished, tally.done + tally.failed,
+                                       self._planned_total(name, len(tally.seen), problems))
+                      for name, tally in tallies.items()}
             working = now - self._first_work if self._first_work is not None else 0.0
             return LiveStatus(counts.get("generate"), counts.get("score"), snapshot, now - self._started,
                               estimate_eta(tuple(counts.values()), working))

@@ -7,6 +7,7 @@
 stages counted) stays under the lines the run prints and is redrawn at every update. Elsewhere (CI, a
 log file) a plain `progress: ...` line is written when the counts changed and `plain_interval_s` passed
 since the last one, or after `heartbeat_s` without change: a line every few seconds, never a flood.
+Either way the last status stays as one `progress: ...` line when the view closes.
 """
 from __future__ import annotations
 
@@ -110,19 +111,19 @@ class LiveView:
             self.write_plain(status)
 
     def close(self, status: LiveStatus) -> None:
-        """Remove the bar; in plain mode write the last status when it changed since the last line."""
+        """Remove the bar, and keep the last status as a line (unless that line was just written)."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        elif status.stages and not self.interactive and status.counts != self._printed_counts:
+        if status.stages and status.counts != self._printed_counts:
             self.write_plain(status)
 
     # ---- terminal -------------------------------------------------------
     def _draw(self, status: LiveStatus) -> None:
         total = sum(stage.total for stage in status.stages)
         if self._bar is None:
-            self._bar = tqdm(total=total, file=self._stream, bar_format=BAR_FORMAT, dynamic_ncols=True,
-                             leave=False, mininterval=0)
+            self._bar = tqdm(total=total, desc=status.text(), file=self._stream, bar_format=BAR_FORMAT,
+                             dynamic_ncols=True, leave=False, mininterval=0)
         self._bar.total = total
         self._bar.n = sum(stage.finished for stage in status.stages)
         self._bar.set_description_str(status.text(), refresh=False)

@@ -507,7 +507,11 @@ def test_on_a_terminal_the_live_view_is_one_bar_under_the_lines() -> None:
     failure = text.index("FAILED generate:1: ModelCallError: HTTP 500\n")
     assert "generated 2/3" in text[failure:]  # the bar is drawn again under the failure line
     reporter.complete_run()
-    assert "== run finished [00:03] ==" in stream.getvalue()
+    output = lines_of(stream)
+    end = output.index("== run finished [00:03] ==")
+    assert output[end - 1].endswith("progress: generated 2/3, scored 0/3, steps passed 0/0, model calls 0, "
+                                    "test processes 0, elapsed 00:03, ETA 00:06")  # the bar's last state, kept
+    assert output[end + 1] == "generate   1/3 done, 0 up-to-date, 1 failed, 1 running  [00:03]"
 
 
 def test_the_ticker_refreshes_the_view_between_task_events() -> None:

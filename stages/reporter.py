@@ -299,10 +299,10 @@ class ProgressReporter(ConsoleReporter):
     def _shown_live(self, stage: str) -> bool:
         return self._live is not None and stage in LIVE_STAGES
 
-    def _planned_total(self, stage: str, reached: int, problems: int | None) -> int:
+    def _planned_total(self, stage: str, reached: int, problems: int) -> int:
         """The stage's tasks in this run: the sub-tasks named on the command line, else every problem."""
         named = [name for name in self._selected if stage_of(name) == stage and name != stage]
-        planned = len(named) if named and stage not in self._selected else (problems or 0)
+        planned = len(named) if named and stage not in self._selected else problems
         return max(planned, reached)
 
     def _expected_live_stages(self) -> list[str]:
@@ -338,8 +338,12 @@ class ProgressReporter(ConsoleReporter):
                     pass  # a closed stream loses the view, never the counts
 
     def _tick(self) -> None:
-        while not self._stop_ticker.wait(self.tick_s):
-            self._refresh_live()
+        """Refresh the view every `tick_s` until the run completes; a display error stops the ticker, not the run."""
+        try:
+            while not self._stop_ticker.wait(self.tick_s):
+                self._refresh_live()
+        except Exception as error:  # display only
+            self._emit(f"progress reporter: live view stopped: {type(error).__name__}: {error}")
 
     def _start_live_view(self) -> None:
         interactive = self._interactive

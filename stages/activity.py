@@ -71,11 +71,5 @@ class Activity:
                 steps_scored=sum(scored for _, scored in self._scored.values()),
             )
 
-    def reset(self) -> None:
-        with self._lock:
-            self._gauges = dict.fromkeys(GAUGES, 0)
-            self._problems = None
-            self._scored.clear()
-
 
 ACTIVITY = Activity()

@@ -7,7 +7,9 @@
 stages counted) stays under the lines the run prints and is redrawn at every update. Elsewhere (CI, a
 log file) a plain `progress: ...` line is written when the counts changed and `plain_interval_s` passed
 since the last one, or after `heartbeat_s` without change: a line every few seconds, never a flood.
-Either way the last status stays as one `progress: ...` line when the view closes.
+Either way the last status stays as one `progress: ...` line when the view closes: once every task of
+the shown stages has finished (the bar is removed, so the summary prints on a clean line), and at the
+end of the run.
 """
 from __future__ import annotations
 
@@ -64,6 +66,11 @@ class LiveStatus:
         return tuple(stage for stage in (self.generated, self.scored) if stage is not None)
 
     @property
+    def finished(self) -> bool:
+        """Every task of the shown stages has finished."""
+        return all(stage.finished >= stage.total for stage in self.stages)
+
+    @property
     def counts(self) -> tuple[int, ...]:
         """What a plain line reports as progress (gauges and times move all the time)."""
         return tuple(stage.finished for stage in self.stages) + (self.activity.steps_passed, self.activity.steps_scored)
@@ -105,7 +112,9 @@ class LiveView:
     def update(self, status: LiveStatus) -> None:
         if not status.stages:
             return
-        if self.interactive:
+        if status.finished:  # what follows (the summary) prints on a clean line, under the final status
+            self.close(status)
+        elif self.interactive:
             self._draw(status)
         elif self._plain_line_due(status):
             self.write_plain(status)

@@ -531,3 +531,23 @@ def test_the_ticker_refreshes_the_view_between_task_events() -> None:
         time.sleep(0.01)
     assert lines_of(stream)[0].startswith("progress: generated 0/1, scored 0/1")
     reporter.complete_run()
+
+
+def test_the_bar_gives_way_to_a_line_once_every_problem_task_finished() -> None:
+    clock = FakeClock()
+    reporter, stream, _ = live_reporter(clock, "generate", problems=2, stream=TtyStream())
+    tasks = [make_task(f"generate:{i}") for i in range(2)]
+    for task in tasks:
+        reporter.get_status(task)
+        reporter.execute_task(task)
+    clock.now += 2
+    reporter.add_success(tasks[0])
+    assert reporter._live is not None and reporter._live._bar is not None
+    reporter.add_success(tasks[1])
+    assert reporter._live._bar is None  # whatever runs next (the summary) prints on a clean line
+    reporter._refresh_live()
+    output = lines_of(stream)
+    assert output[-1].endswith("progress: generated 2/2, model calls 0, elapsed 00:02, ETA 00:00")
+    assert sum("progress: " in line for line in output) == 1
+    reporter.complete_run()
+    assert sum("progress: " in line for line in lines_of(stream)) == 1

@@ -349,7 +349,7 @@ def test_embedded_default_run_then_noop_rerun(workdir: Path, staged_data_dir: Pa
 # ---------------------------------------------------------------------------
 
 STREAMED_PROBLEMS = ("1", "19", "29", "38")  # 1 + 2 + 3 + 3 steps
-SLOW_ANSWER_SECONDS = 3.0
+SLOW_ANSWER_SECONDS = 4.0  # problem 1 must be scored within the 8 answers that follow it, on a loaded machine
 
 
 def first_appearances(folder: Path, seen: dict[str, float]) -> None:
@@ -396,9 +396,9 @@ def test_first_problem_is_scored_while_generation_is_still_running(workdir: Path
 
     assert sorted(generations, key=generations.get) == ["1", "29", "38", "19"]  # slowest to score first
     assert min(details, key=details.get) == "1"
-    # When problem 1's details appeared, later problems were still being generated.
-    assert unfinished_at_first_details[-1] == "checked" and "19" in unfinished_at_first_details, unfinished_at_first_details
-    assert details["1"] < generations["19"]
+    # When problem 1's details appeared, later problems were still being generated (19, the last one, at least).
+    timeline = f"unfinished: {unfinished_at_first_details}, generations: {generations}, details: {details}"
+    assert unfinished_at_first_details[-1] == "checked" and "19" in unfinished_at_first_details, timeline
     summary = load_json(run / "summary.json")
     assert (summary["subproblem_correct"], summary["subproblem_total"], summary["main_problem_resolved"]) == (9, 9, 4)
     progress = [line for line in stderr.splitlines() if line.startswith("progress: ")]

@@ -4,12 +4,22 @@ Wiring only: every action is one public function of a module in `stages/`. A tas
 artifact exists, validates and carries the expected fingerprint (so deleting the doit database or a
 SIGTERM never re-bills a model call).
 
-Why the creators are chained: doit 0.37 links a `task_dep` across delayed creators only when the
-dependency's creator has already run. `generate` is created after `select` executes and `score` after
-`generate` executes, so every command (`list --all`, `info`, `forget`) sees every sub-task, and
-`score:<id>` depends on `generate:<id>` by name. The price is that scoring starts once generation is
-finished. `doit score` / `doit score:<id>` alone rescore existing generations: then `score` is created
-after `select` and has no dependency on generation, so no model is called.
+Why one creator yields both `generate:<id>` and `score:<id>`: doit 0.37 links a `task_dep` across
+delayed creators only when the dependency's creator has already run, so with one creator per stage
+`score` had to be created after all of `generate` executed, and no problem was scored before the last
+one was generated. Created together (after `select`), `score:<id>` depends on `generate:<id>` by name
+and runs as soon as that problem's generation ends, while other problems are still being generated.
+The problems are yielded slowest-to-score first (pinned reference durations, then the verdict cache's
+last durations), which is also the order in which doit starts them; `run_generate_attempts` admits
+`concurrency` problems at once in that order, and doit gets one thread per problem the run can select
+(`wiring.worker_threads`), so a finished generation never waits for a thread to be scored.
+
+For `doit run` the creator declares `creates=["generate", "score"]`, so `doit score:10` or
+`doit generate` finds its tasks. doit never calls a creator with `creates` for commands that do not run
+tasks, so for `list`, `info`, `forget`, `clean`, ... the creator is left undeclared and doit calls it
+eagerly: those commands see every sub-task (the group tasks are yielded first, so both groups exist
+even before a selection). `doit score` / `doit score:<id>` alone rescore existing generations: then
+`score:<id>` has no dependency on generation, so no model is called.
 """
 from __future__ import annotations
 
@@ -96,41 +106,35 @@ def task_preflight():
             "uptodate": [lambda: wiring.nothing_to_generate(config)]}
 
 
-@create_after(executed="select")
-def task_generate():
-    """Ask the model for every step of one problem, `attempts` times (one sub-task per problem)."""
+@create_after(executed="select", creates=["generate", "score"] if wiring.executes_tasks(sys.argv[1:]) else None)
+def task_problems():
+    """generate:<id> and score:<id> of every selected problem, slowest to score first (see the module docstring)."""
     from stages.generate.stage import generations_current, run_generate_attempts
     from stages.select import selected_problem_ids
 
     config = settings()
     wiring.check_requested_problems(config, selected_problem_ids(config))
-    for problem_id in selected_problem_ids(config) or ():
+    yield {"basename": "generate", "name": None,
+           "doc": "Ask the model for every step of one problem, `attempts` times (one sub-task per problem)."}
+    yield {"basename": "score", "name": None,
+           "doc": "Run the official test cases of every step of one problem, isolated (one sub-task per problem)."}
+    for problem_id, expected_seconds in wiring.problems_in_generation_order(config):
         yield {
+            "basename": "generate",
             "name": problem_id,
-            "actions": [wiring.guarded(run_generate_attempts, config, problem_id)],
+            "actions": [wiring.guarded(run_generate_attempts, config, problem_id, expected_seconds)],
             "task_dep": ["preflight"],
             "uptodate": [lambda pid=problem_id: generations_current(config, pid)],
             "clean": [wiring.clean_action("clean_generations", config, problem_id)],
         }
-
-
-@create_after(executed="select" if RESCORE_ONLY else "generate")
-def task_score():
-    """Run the official test cases of every step of one problem, isolated (one sub-task per problem)."""
-    from stages.artifacts import is_current
-    from stages.score.stage import run_score, score_fingerprint
-    from stages.select import selected_problem_ids
-
-    config = settings()
-    for problem_id in selected_problem_ids(config) or ():
-        details = config.run_paths.details(problem_id)
         yield {
+            "basename": "score",
             "name": problem_id,
-            "actions": [wiring.guarded(run_score, config, problem_id)],
+            "actions": [wiring.guarded(wiring.score_and_count, config, problem_id)],
             "task_dep": ["targets"] + ([] if RESCORE_ONLY else [f"generate:{problem_id}"]),
-            "targets": [details],
+            "targets": [config.run_paths.details(problem_id)],
             "clean": [wiring.clean_action("clean_details", config, problem_id)],
-            "uptodate": [lambda d=details, pid=problem_id: is_current(d, "details", score_fingerprint(config, pid))],
+            "uptodate": [lambda pid=problem_id: wiring.details_current(config, pid)],
         }
 
 

@@ -111,9 +111,15 @@ def read_artifact(path: Path, kind: str) -> dict[str, Any] | None:
     return record
 
 
-def is_current(path: Path, kind: str, expected_fingerprint: str, *, require_status: tuple[str, ...] = ()) -> bool:
-    """True when the artifact exists, validates and carries the expected fingerprint (and status, if asked)."""
+def current_record(path: Path, kind: str, expected_fingerprint: str, *,
+                   require_status: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """The artifact when it exists, validates and carries the expected fingerprint (and status, if asked)."""
     record = read_artifact(path, kind)
     if record is None or record.get("fingerprint") != expected_fingerprint:
-        return False
-    return not require_status or record.get("status") in require_status
+        return None
+    return record if not require_status or record.get("status") in require_status else None
+
+
+def is_current(path: Path, kind: str, expected_fingerprint: str, *, require_status: tuple[str, ...] = ()) -> bool:
+    """True when the artifact exists, validates and carries the expected fingerprint (and status, if asked)."""
+    return current_record(path, kind, expected_fingerprint, require_status=require_status) is not None

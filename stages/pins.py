@@ -29,3 +29,9 @@ def prefilled_steps() -> dict[str, str]:
 
 def split_files() -> dict[str, str]:
     return dict(pins()["splits"])
+
+
+def split_problem_count(split: str) -> int:
+    """Problems in a split of the pinned files (`all` is every split)."""
+    counts = pins()["split_problem_counts"]
+    return sum(counts.values()) if split == "all" else int(counts[split])

@@ -19,6 +19,12 @@ must not change doit's exit code, which stays doit's own (the reporter only watc
 
 Failures of the pipeline's own error classes (modules under `stages.`, see `stages.errors`) are shown as
 `ErrorClass: message`; an unexpected exception also gets its traceback at the end of the run.
+
+During a doit run (from `initialize` to `complete_run`) the problem stages (`LIVE_STAGES`) are shown by
+one live view (`stages.live_view`) instead of per-stage lines: problems generated and scored, steps
+passed so far with the pass rate, model calls in flight, test processes busy, elapsed time and an ETA.
+A ticker thread refreshes it every `tick_s` (a tqdm bar on a terminal, a plain line every few seconds
+elsewhere); their final per-stage lines still close the run.
 """
 from __future__ import annotations
 
@@ -35,6 +41,8 @@ from doit.reporter import ConsoleReporter
 from tqdm import tqdm
 
 from stages import live_processes
+from stages.activity import ACTIVITY, Activity
+from stages.live_view import LiveStatus, LiveView, StageCount, estimate_eta, format_elapsed
 
 TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
 OWN_ERROR_MODULE_PREFIX = "stages."
@@ -42,6 +50,9 @@ DETAIL_TAIL_LINES = 30
 GROUP_NAMES_SHOWN = 8
 UNMET_REASON = "not run: a task it depends on failed"
 MIN_STAGE_WIDTH = len("summarize")
+LIVE_STAGES = ("generate", "score")
+# A stage reached without being asked for on the command line runs for the stage named here.
+FOLLOWED_BY = {"generate": "score"}
 _EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$", re.DOTALL)
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,14 +61,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 def stage_of(task_name: str) -> str:
     """`generate:10` -> `generate`; a task without ':' is its own stage."""
     return task_name.split(":", 1)[0]
-
-
-def format_elapsed(seconds: float) -> str:
-    """`00:41`, `12:05`, or `1:02:03` past an hour."""
-    whole = max(int(seconds), 0)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
 
 
 # ---------------------------------------------------------------------------
@@ -239,9 +242,11 @@ class ProgressReporter(ConsoleReporter):
 
     desc = "one progress line per stage, failures with a one-line reason"
     min_interval_s: float = 5.0
+    tick_s: float = 1.0
 
     def __init__(self, outstream: TextIO, options: dict[str, Any], *, stream: TextIO | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, activity: Activity = ACTIVITY,
+                 interactive: bool | None = None) -> None:
         super().__init__(outstream, options)
         self._stream = stream if stream is not None else sys.stderr
         self._clock = clock
@@ -252,6 +257,12 @@ class ProgressReporter(ConsoleReporter):
         self._cleanup_errors: list[str] = []
         self._shown_failures: set[tuple[str, str]] = set()
         self._own_errors = _own_error_names()
+        self._activity = activity
+        self._interactive = interactive
+        self._selected: tuple[str, ...] = ()
+        self._live: LiveView | None = None
+        self._first_work: float | None = None
+        self._stop_ticker = threading.Event()
 
     # ---- output ---------------------------------------------------------
     def _emit(self, line: str) -> None:
@@ -274,14 +285,85 @@ class ProgressReporter(ConsoleReporter):
         tally.printed_state, tally.printed_at = tally.state, now
 
     def _report_progress(self, stage: str) -> None:
-        """After a finished task: the stage's line when due, and other idle stages' lines not yet shown."""
+        """After a finished task: the stage's line when due, and other idle stages' lines not yet shown
+        (the live view instead, for the stages it shows)."""
         now = self._clock()
         for other in self._stages.values():
-            if other.name != stage and other.changed and not other.running and other.finished:
+            if (other.name != stage and other.changed and not other.running and other.finished
+                    and not self._shown_live(other.name)):
                 self._print_stage(other, now)
+        if self._shown_live(stage):
+            self._refresh_live()
+            return
         tally = self._stages[stage]
         if tally.changed and now - tally.printed_at >= self.min_interval_s:
             self._print_stage(tally, now)
+
+    # ---- live view ------------------------------------------------------
+    def _shown_live(self, stage: str) -> bool:
+        return self._live is not None and stage in LIVE_STAGES
+
+    def _planned_total(self, stage: str, reached: int, problems: int) -> int:
+        """The stage's tasks in this run: the sub-tasks named on the command line, else every problem."""
+        named = [name for name in self._selected if stage_of(name) == stage and name != stage]
+        planned = len(named) if named and stage not in self._selected else problems
+        return max(planned, reached)
+
+    def _expected_live_stages(self) -> list[str]:
+        """Live stages reached so far, and those that follow a stage reached without being asked for."""
+        expected = [name for name in LIVE_STAGES if name in self._stages]
+        for stage, following in FOLLOWED_BY.items():
+            asked = any(stage_of(name) == stage for name in self._selected)
+            if stage in self._stages and not asked and following not in expected:
+                expected.append(following)
+        return expected
+
+    def live_status(self) -> LiveStatus:
+        """What the live view shows now (a snapshot)."""
+        with self._lock:
+            now = self._clock()
+            snapshot = self._activity.snapshot()
+            names = self._expected_live_stages()
+            tallies = {name: self._stages.get(name) or StageTally(name, started=now) for name in names}
+            problems = snapshot.problems or max([len(tally.seen) for tally in tallies.values()], default=0)
+            counts = {name: StageCount(tally.finished, tally.done + tally.failed,
+                                       self._planned_total(name, len(tally.seen), problems))
+                      for name, tally in tallies.items()}
+            working = now - self._first_work if self._first_work is not None else 0.0
+            return LiveStatus(counts.get("generate"), counts.get("score"), snapshot, now - self._started,
+                              estimate_eta(tuple(counts.values()), working))
+
+    def _refresh_live(self) -> None:
+        with self._lock:
+            if self._live is not None:
+                try:
+                    self._live.update(self.live_status())
+                except (OSError, ValueError):
+                    pass  # a closed stream loses the view, never the counts
+
+    def _tick(self) -> None:
+        """Refresh the view every `tick_s` until the run completes; a display error stops the ticker, not the run."""
+        try:
+            while not self._stop_ticker.wait(self.tick_s):
+                self._refresh_live()
+        except Exception as error:  # display only
+            self._emit(f"progress reporter: live view stopped: {type(error).__name__}: {error}")
+
+    def _start_live_view(self) -> None:
+        interactive = self._interactive
+        if interactive is None:
+            isatty = getattr(self._stream, "isatty", None)
+            interactive = bool(isatty and isatty())
+        self._live = LiveView(self._stream, self._clock, interactive)
+        threading.Thread(target=self._tick, name="live-view", daemon=True).start()
+
+    def _close_live_view(self) -> None:
+        self._stop_ticker.set()
+        if self._live is not None:
+            try:
+                self._live.close(self.live_status())
+            except (OSError, ValueError):
+                pass
 
     # ---- bookkeeping ----------------------------------------------------
     @staticmethod
@@ -315,7 +397,11 @@ class ProgressReporter(ConsoleReporter):
     # ---- doit reporter API ----------------------------------------------
     @_never_raises
     def initialize(self, tasks: Any, selected_tasks: Any) -> None:
-        return None
+        """doit starts running: remember what was asked for and start the live view."""
+        with self._lock:
+            self._selected = tuple(selected_tasks or ())
+            if self._live is None:
+                self._start_live_view()
 
     @_never_raises
     def get_status(self, task: Any) -> None:
@@ -328,6 +414,8 @@ class ProgressReporter(ConsoleReporter):
         if self._counted(task):
             with self._lock:
                 self._tally(task).running.add(task.name)
+                if self._first_work is None and stage_of(task.name) in LIVE_STAGES:
+                    self._first_work = self._clock()
 
     @_never_raises
     def add_success(self, task: Any) -> None:
@@ -380,6 +468,7 @@ class ProgressReporter(ConsoleReporter):
     @_never_raises
     def complete_run(self) -> None:
         with self._lock:
+            self._close_live_view()
             now = self._clock()
             self._emit(f"== run finished [{format_elapsed(now - self._started)}] ==")
             for tally in self._stages.values():

@@ -158,7 +158,7 @@ def runs_tasks(argv: Sequence[str]) -> bool:
     names = requested_tasks(argv)
     if names and all(name in _NO_RUN_FOLDER_TASKS for name in names):
         return False
-    return not (len(names) == 1 and names[0] in _DOIT_COMMANDS and names[0] != "run")
+    return executes_tasks(argv)
 
 
 def generation_only(argv: Sequence[str]) -> bool:
@@ -195,17 +195,28 @@ def check_executor(settings: Settings) -> None:
         raise ConfigError(reason)
 
 
+def problem_bound(settings: Settings) -> int:
+    """The most problems a run of these settings can select (known before any file is downloaded)."""
+    from stages.pins import split_problem_count
+
+    return len(settings.sample_ids) if settings.sample_ids else split_problem_count(settings.split)
+
+
 def worker_threads() -> int:
-    """doit threads: enough for `concurrency` problems in generation and `score_workers` scoring."""
+    """doit threads: one per problem the run can select, plus one for the targets task.
+
+    A problem runs one task at a time (`generate:<id>`, then `score:<id>`), so every task that becomes
+    ready gets a thread at once and a problem is scored as soon as its generation ends. The stages bound
+    the work themselves: `concurrency` problems generated at once, `score_workers` test processes."""
     try:
         settings = load_settings(_cmdline_vars())
     except ConfigError:
         return 1  # the creators report the error
-    return max(settings.concurrency, settings.score_workers, 1)
+    return problem_bound(settings) + 1
 
 
-def requested_tasks(argv: Sequence[str]) -> list[str]:
-    """The task names on a doit command line (variables, options and the command word removed)."""
+def _command_and_tasks(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """The doit command word (`run` when none is given) and the task names of a command line."""
     names: list[str] = []
     words = iter(argv)
     for word in words:
@@ -215,10 +226,21 @@ def requested_tasks(argv: Sequence[str]) -> list[str]:
             continue
         elif not names and word in _DOIT_COMMANDS:
             if word != "run":
-                return [word]  # not a run: list/info/forget/... see the whole graph
+                return word, []
         else:
             names.append(word)
-    return names
+    return "run", names
+
+
+def requested_tasks(argv: Sequence[str]) -> list[str]:
+    """The task names on a doit command line (variables, options and the command word removed)."""
+    command, names = _command_and_tasks(argv)
+    return names if command == "run" else [command]  # not a run: list/info/forget/... see the whole graph
+
+
+def executes_tasks(argv: Sequence[str]) -> bool:
+    """True for `doit run` (the default command); False for list, info, forget, clean, ..."""
+    return _command_and_tasks(argv)[0] == "run"
 
 
 def rescore_only(argv: Sequence[str]) -> bool:
@@ -286,6 +308,43 @@ def clean_action(name: str, *args: Any) -> Callable[[], None]:
 
     action.__name__ = action.__qualname__ = name
     return action
+
+
+def problems_in_generation_order(settings: Settings) -> list[tuple[str, float]]:
+    """The selected problems with their expected scoring seconds, slowest to score first (selection order
+    among equals); the count goes to the live view. Empty when the selection is missing or stale."""
+    from stages.activity import ACTIVITY
+    from stages.score.stage import expected_problem_seconds
+    from stages.select import selected_problem_ids
+
+    selected = selected_problem_ids(settings) or []
+    ACTIVITY.set_problems(len(selected))
+    expected = [(problem_id, expected_problem_seconds(settings, problem_id)) for problem_id in selected]
+    return sorted(expected, key=lambda item: -item[1])
+
+
+def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any]:
+    """`run_score`, its attempt-0 step counts published to the live view."""
+    from stages.activity import ACTIVITY
+    from stages.score.stage import run_score
+
+    outcome = run_score(settings, problem_id)
+    ACTIVITY.add_scored(problem_id, outcome["passed"], outcome["scored"])
+    return outcome
+
+
+def details_current(settings: Settings, problem_id: str) -> bool:
+    """Whether `details/<id>.json` is up to date; an up-to-date problem's step counts go to the live view."""
+    from stages.activity import ACTIVITY
+    from stages.artifacts import current_record
+    from stages.score.stage import score_fingerprint
+
+    record = current_record(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
+    if record is None:
+        return False
+    evaluation = record["attempts"][0]["meta"]["evaluation"]
+    ACTIVITY.add_scored(problem_id, evaluation["total_correct"], evaluation["total_steps"])
+    return True
 
 
 def targets_needed(settings: Settings) -> bool:

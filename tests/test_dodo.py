@@ -78,6 +78,22 @@ def test_list_works_without_a_selection(workdir: Path) -> None:
         assert name in result.stdout
 
 
+def test_list_info_forget_see_every_problem_task_after_select(workdir: Path, staged_data_dir: Path) -> None:
+    common = (f"data_dir={staged_data_dir}", f"dataset_zip_url={DEAD_URL}", "sample_ids=1,3")
+    assert run_doit(workdir, "select", *common).returncode == 0
+    listed = run_doit(workdir, "list", "--all", *common)
+    assert listed.returncode == 0, listed.stderr
+    names = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+    assert {"generate", "generate:1", "generate:3", "score", "score:1", "score:3", "summarize"} <= names
+    info = run_doit(workdir, "info", "score:3", *common)
+    assert info.returncode == 1, info.stderr  # doit's code for a task that is not up to date
+    assert "status     : run" in info.stdout
+    assert " - generate:3\n" in info.stdout and " - targets\n" in info.stdout  # score:3 depends on its generation
+    forget = run_doit(workdir, "forget", "score:3", *common)
+    assert forget.returncode == 0, forget.stderr
+    assert "forgetting score:3" in forget.stdout
+
+
 @pytest.mark.parametrize(
     ("argv", "tasks", "rescore"),
     [

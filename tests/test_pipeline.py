@@ -32,6 +32,7 @@ import pytest
 from tests.run_files import summary_file
 
 from stages.artifacts import validate
+from stages.generate.builtin import LATENCY_VARIABLE
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, StallReply
 from stages.paths import DataPaths
 from stages.problems import Problem, Step, load_problems
@@ -343,6 +344,68 @@ def test_embedded_default_run_then_noop_rerun(workdir: Path, staged_data_dir: Pa
     assert "generate   0/15 done, 15 up-to-date, 0 failed" in second.stderr
     assert elapsed < NOOP_RERUN_LIMIT_SECONDS, f"no-op rerun took {elapsed:.2f} s"
     print(f"no-op rerun of the embedded default: {elapsed:.2f} s")
+
+
+# ---------------------------------------------------------------------------
+# 1b. Streaming: a problem is scored while the others are still being generated
+# ---------------------------------------------------------------------------
+
+STREAMED_PROBLEMS = ("1", "19", "29", "38")  # 1 + 2 + 3 + 3 steps
+SLOW_ANSWER_SECONDS = 4.0  # problem 1 must be scored within the 8 answers that follow it, on a loaded machine
+
+
+def first_appearances(folder: Path, seen: dict[str, float]) -> None:
+    """Record when each file of `folder` was first seen."""
+    if folder.is_dir():
+        for path in folder.glob("*.json"):
+            seen.setdefault(path.stem, time.monotonic())
+
+
+@pytest.mark.slow
+def test_first_problem_is_scored_while_generation_is_still_running(workdir: Path, staged_data_dir: Path,
+                                                                   dev_targets: Path) -> None:
+    # Problem 1 is the slowest to score by the verdict cache's last durations: it is generated first.
+    verdicts = workdir / ".scicode" / "verdicts"
+    verdicts.mkdir(parents=True)
+    (verdicts / "durations.json").write_text(json.dumps({"1.1": 100.0}), encoding="utf-8")
+    args = (*data_args(staged_data_dir, dev_targets), "model=gold", "split=validation", "mode=naive",
+            "concurrency=1", f"sample_ids={','.join(STREAMED_PROBLEMS)}")
+    environment = {**doit_environment(), LATENCY_VARIABLE: str(SLOW_ANSWER_SECONDS)}
+    run = run_dir(workdir, "gold", "validation-naive-bg")
+    process = subprocess.Popen(doit_command(workdir, *args), cwd=workdir, env=environment, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    generations: dict[str, float] = {}
+    details: dict[str, float] = {}
+    unfinished_at_first_details: list[str] = []
+    try:
+        deadline = time.monotonic() + 400
+        while process.poll() is None:
+            assert time.monotonic() < deadline, "the run did not finish"
+            first_appearances(run / "generations", generations)
+            first_appearances(run / "details", details)
+            if details and not unfinished_at_first_details:
+                unfinished_at_first_details = [
+                    problem_id for problem_id in STREAMED_PROBLEMS
+                    if problem_id not in generations or load_json(run / "generations" / f"{problem_id}.json")["status"] != "complete"]
+                unfinished_at_first_details.append("checked")
+            time.sleep(0.05)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
+    assert process.returncode == 0, stdout + stderr
+
+    assert sorted(generations, key=generations.get) == ["1", "29", "38", "19"]  # slowest to score first
+    assert min(details, key=details.get) == "1"
+    # When problem 1's details appeared, later problems were still being generated (19, the last one, at least).
+    timeline = f"unfinished: {unfinished_at_first_details}, generations: {generations}, details: {details}"
+    assert unfinished_at_first_details[-1] == "checked" and "19" in unfinished_at_first_details, timeline
+    summary = load_json(run / "summary.json")
+    assert (summary["subproblem_correct"], summary["subproblem_total"], summary["main_problem_resolved"]) == (9, 9, 4)
+    progress = [line for line in stderr.splitlines() if line.startswith("progress: ")]
+    assert progress and progress[-1].startswith("progress: generated 4/4, scored 4/4, steps passed 9/9 (100.0%)")
+    assert "generate   4/4 done, 0 up-to-date, 0 failed" in stderr and "score      4/4 done" in stderr
 
 
 # ---------------------------------------------------------------------------

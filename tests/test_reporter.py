@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -378,3 +379,175 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
         "  summarize: not run: a task it depends on failed (score)",
     ]
     assert reporter.stage_counts()["generate"]["failed"] == 13
+
+
+# ---------------------------------------------------------------------------
+# The live view of a run
+# ---------------------------------------------------------------------------
+
+from stages.activity import Activity  # noqa: E402
+from stages.live_view import LiveView, StageCount, estimate_eta  # noqa: E402
+
+PROGRESS_LINE = re.compile(
+    r"^progress: (generated \d+/\d+, )?(scored \d+/\d+, steps passed \d+/\d+( \(\d+\.\d%\))?, )?"
+    r"(model calls \d+, )?(test processes \d+, )?elapsed \d\d:\d\d, ETA (\d\d:\d\d|--:--)$")
+
+
+class TtyStream(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def live_reporter(clock: FakeClock, *selected: str, problems: int = 3, stream: io.StringIO | None = None,
+                  ) -> tuple[ProgressReporter, io.StringIO, Activity]:
+    """A reporter after doit's `initialize`, with its own activity record; the ticker never fires by itself."""
+    activity = Activity()
+    activity.set_problems(problems)
+    stream = stream if stream is not None else io.StringIO()
+    reporter = ProgressReporter(io.StringIO(), {}, stream=stream, clock=clock, activity=activity)
+    reporter.tick_s = 3600.0
+    reporter.initialize({}, list(selected or ("summarize",)))
+    return reporter, stream, activity
+
+
+def test_eta_counts_only_executed_work() -> None:
+    assert estimate_eta((StageCount(0, 0, 4),), 10.0) is None  # nothing executed yet
+    assert estimate_eta((StageCount(2, 1, 4), StageCount(1, 1, 4)), 10.0) == 25.0  # 5 left at 2 per 10 s
+    assert estimate_eta((StageCount(4, 0, 4),), 0.0) == 0.0  # everything up to date
+
+
+def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
+    clock = FakeClock()
+    reporter, stream, activity = live_reporter(clock)
+    generate = [make_task(f"generate:{i}") for i in range(3)]
+    score = [make_task(f"score:{i}") for i in range(3)]
+    for task in generate:
+        reporter.get_status(task)
+        reporter.execute_task(task)
+    clock.now += 4
+    with activity.busy("model_calls"), activity.busy("model_calls"):
+        reporter.add_success(generate[0])
+    assert lines_of(stream) == [
+        "progress: generated 1/3, scored 0/3, steps passed 0/0, model calls 2, test processes 0, elapsed 00:04, ETA 00:20"]
+
+    clock.now += 1  # scoring of problem 0 starts while problems 1 and 2 are still being generated
+    reporter.get_status(score[0])
+    reporter.execute_task(score[0])
+    clock.now += 1
+    activity.add_scored("0", 2, 3)
+    reporter.add_success(score[0])
+    assert len(lines_of(stream)) == 1  # changed, but within plain_interval_s of the last line
+
+    clock.now += 4
+    reporter.add_failure(generate[1], TaskFailed("RunAborted: the model is gone"))
+    assert lines_of(stream)[1:] == [
+        "FAILED generate:1: RunAborted: the model is gone",
+        "progress: generated 2/3, scored 1/3, steps passed 2/3 (66.7%), model calls 0, test processes 0, "
+        "elapsed 00:10, ETA 00:10",
+    ]
+    assert not any(" done, " in line for line in lines_of(stream))  # no per-stage lines for the live stages
+
+    clock.now += 40
+    reporter._refresh_live()  # what the ticker does: nothing changed for 30 s, so one heartbeat line
+    reporter._refresh_live()
+    assert len(lines_of(stream)) == 4 and "elapsed 00:50" in lines_of(stream)[-1]
+
+    reporter.add_success(generate[2])
+    for task in score[1:]:
+        reporter.get_status(task)
+        reporter.skip_uptodate(task)
+    activity.add_scored("1", 1, 1)
+    reporter.complete_run()
+    output = lines_of(stream)
+    final = output.index("== run finished [00:50] ==")
+    assert output[final - 1] == ("progress: generated 3/3, scored 3/3, steps passed 3/4 (75.0%), model calls 0, "
+                                 "test processes 0, elapsed 00:50, ETA 00:00")
+    assert output[final + 1:final + 3] == ["generate   2/3 done, 0 up-to-date, 1 failed  [00:50]",
+                                           "score      1/3 done, 2 up-to-date, 0 failed  [00:45]"]
+    assert all(PROGRESS_LINE.match(line) for line in output if line.startswith("progress: "))
+
+
+def test_the_live_view_shows_the_stages_the_command_runs() -> None:
+    clock = FakeClock()
+    one, _, _ = live_reporter(clock, "generate:10", problems=15)
+    task = make_task("generate:10")
+    one.get_status(task)
+    one.execute_task(task)
+    text = one.live_status().text()
+    assert text.startswith("generated 0/1, model calls 0, elapsed") and "scored" not in text
+
+    rescore, _, _ = live_reporter(clock, "score", problems=15)
+    task = make_task("score:10")
+    rescore.get_status(task)
+    rescore.execute_task(task)
+    text = rescore.live_status().text()
+    assert text.startswith("scored 0/15, steps passed 0/0, test processes 0, elapsed") and "generated" not in text
+
+    select_only, stream, _ = live_reporter(clock, "select")
+    run_ok(select_only, make_task("select"))
+    select_only._refresh_live()
+    select_only.complete_run()
+    assert not any(line.startswith("progress: ") for line in lines_of(stream))
+
+
+def test_on_a_terminal_the_live_view_is_one_bar_under_the_lines() -> None:
+    clock = FakeClock()
+    reporter, stream, activity = live_reporter(clock, stream=TtyStream())
+    tasks = [make_task(f"generate:{i}") for i in range(3)]
+    for task in tasks:
+        reporter.get_status(task)
+        reporter.execute_task(task)
+    clock.now += 2
+    reporter.add_success(tasks[0])
+    clock.now += 1
+    reporter.add_failure(tasks[1], TaskFailed("ModelCallError: HTTP 500"))
+    text = stream.getvalue()
+    assert "generated 1/3, scored 0/3, steps passed 0/0, model calls 0, test processes 0, elapsed 00:02" in text
+    assert "\r" in text and "progress: " not in text  # redrawn in place, not printed as lines
+    failure = text.index("FAILED generate:1: ModelCallError: HTTP 500\n")
+    assert "generated 2/3" in text[failure:]  # the bar is drawn again under the failure line
+    reporter.complete_run()
+    output = lines_of(stream)
+    end = output.index("== run finished [00:03] ==")
+    assert output[end - 1].endswith("progress: generated 2/3, scored 0/3, steps passed 0/0, model calls 0, "
+                                    "test processes 0, elapsed 00:03, ETA 00:06")  # the bar's last state, kept
+    assert output[end + 1] == "generate   1/3 done, 0 up-to-date, 1 failed, 1 running  [00:03]"
+
+
+def test_the_ticker_refreshes_the_view_between_task_events() -> None:
+    clock = FakeClock()
+    activity = Activity()
+    stream = io.StringIO()
+    reporter = ProgressReporter(io.StringIO(), {}, stream=stream, clock=clock, activity=activity)
+    reporter.tick_s = 0.01
+    reporter.initialize({}, ["summarize"])
+    task = make_task("generate:1")
+    reporter.get_status(task)
+    reporter.execute_task(task)
+    clock.now += 31
+    deadline = time.monotonic() + 10
+    while not lines_of(stream):
+        assert time.monotonic() < deadline, "the ticker never refreshed the live view"
+        time.sleep(0.01)
+    assert lines_of(stream)[0].startswith("progress: generated 0/1, scored 0/1")
+    reporter.complete_run()
+
+
+def test_the_bar_gives_way_to_a_line_once_every_problem_task_finished() -> None:
+    clock = FakeClock()
+    reporter, stream, _ = live_reporter(clock, "generate", problems=2, stream=TtyStream())
+    tasks = [make_task(f"generate:{i}") for i in range(2)]
+    for task in tasks:
+        reporter.get_status(task)
+        reporter.execute_task(task)
+    clock.now += 2
+    reporter.add_success(tasks[0])
+    assert reporter._live is not None and reporter._live._bar is not None
+    reporter.add_success(tasks[1])
+    assert reporter._live._bar is None  # whatever runs next (the summary) prints on a clean line
+    reporter._refresh_live()
+    output = lines_of(stream)
+    assert output[-1].endswith("progress: generated 2/2, model calls 0, elapsed 00:02, ETA 00:00")
+    assert sum("progress: " in line for line in output) == 1
+    reporter.complete_run()
+    assert sum("progress: " in line for line in lines_of(stream)) == 1

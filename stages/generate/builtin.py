@@ -10,12 +10,17 @@
 The pipeline names the step with the `X-SciCode-Step` header, sent only to built-in models. Both
 models go through the same HTTP client as real ones, so `doit run` without variables is a true
 end-to-end self-test.
+
+`SCICODE_BUILTIN_LATENCY_SECONDS` (environment, default 0) makes the built-in endpoint wait that many
+seconds before every answer, like a slow real model: the pipeline benchmark and the streaming tests use
+it. It is not a setting of the run (it changes no artifact and no fingerprint).
 """
 from __future__ import annotations
 
 import atexit
 import json
 import math
+import os
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,6 +33,8 @@ from stages.problems import Problem, ProblemDataError, Step, load_problems, pref
 from stages.paths import DataPaths
 
 STEP_HEADER = "X-SciCode-Step"
+LATENCY_VARIABLE = "SCICODE_BUILTIN_LATENCY_SECONDS"
+MAX_LATENCY_SECONDS = 600.0
 GOLD_MODEL = "gold"
 REPLAY_PREFIX = "replay:"
 CODE_INTERPRETER = "code_interpreter"  # same name as stages.generate.tools.CODE_INTERPRETER
@@ -248,6 +255,20 @@ def replay_version(model: str) -> str:
     return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
+def builtin_latency_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """The per-answer latency of the built-in endpoint (LATENCY_VARIABLE); BuiltinModelError when invalid."""
+    text = environ.get(LATENCY_VARIABLE, "").strip()
+    if not text:
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not (0 <= seconds <= MAX_LATENCY_SECONDS):
+        raise BuiltinModelError(f"invalid {LATENCY_VARIABLE}={text}: expected seconds between 0 and {MAX_LATENCY_SECONDS:g}")
+    return seconds
+
+
 def responder_identity(settings: Any) -> tuple[str, str, str]:
     """What determines a built-in responder: the model, its replay file version, and the data folder."""
     return settings.model, replay_version(settings.model), str(Path(settings.data_dir).resolve())
@@ -268,7 +289,8 @@ class BuiltinModelService:
         with cls._lock:
             server = cls._servers.get(key)
             if server is None:
-                server = ModelServer(builtin_responder(settings), models=(settings.model,)).start()
+                server = ModelServer(builtin_responder(settings), models=(settings.model,),
+                                     latency_seconds=builtin_latency_seconds()).start()
                 cls._servers[key] = server
                 if not cls._stop_registered:
                     atexit.register(cls.stop_all)

@@ -26,6 +26,7 @@ import openai
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
+from stages.activity import ACTIVITY
 from stages.generate import builtin
 from stages.usage import Usage as UsageRecord
 
@@ -392,7 +393,7 @@ class ModelClient:
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[dict[str, Any]] | None, step_id: str,
         retries: tuple[RetryRecord, ...],
     ) -> ModelResponse:
-        with self._slots:
+        with self._slots, ACTIVITY.busy("model_calls"):
             started = time.monotonic()
             raw = self._send(messages, tools, step_id)
             latency = time.monotonic() - started

@@ -421,8 +421,10 @@ class _HTTPServer(ThreadingHTTPServer):
 class ModelServer:
     """OpenAI-compatible endpoint on 127.0.0.1 (a free port by default) answering with `responder`."""
 
-    def __init__(self, responder: Responder, *, host: str = "127.0.0.1", port: int = 0, models: tuple[str, ...] = ()) -> None:
+    def __init__(self, responder: Responder, *, host: str = "127.0.0.1", port: int = 0, models: tuple[str, ...] = (),
+                 latency_seconds: float = 0.0) -> None:
         self.responder = responder
+        self.latency_seconds = latency_seconds  # added before every answer (a slow model, for benchmarks and tests)
         self.host = host
         self.port = port
         self.models = tuple(models)
@@ -471,6 +473,7 @@ class ModelServer:
 
     def respond(self, request: ModelRequest) -> Reply:
         try:
-            return self.responder(request)
+            reply = self.responder(request)
         except Exception as error:  # a responder bug must reach the client as a server error, not a hang
             return ErrorReply(500, f"responder failed: {type(error).__name__}: {error}", code="responder_error")
+        return StallReply(self.latency_seconds, reply) if self.latency_seconds > 0 else reply

@@ -36,6 +36,7 @@ from stages.paths import DataPaths
 from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
 from stages.protocol import carried_forward
 from stages.run_conditions import tool_outcome_counts
+from stages.score.pool import PrioritySlots, named_slots
 
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
@@ -279,27 +280,18 @@ class ProblemRun:
                 BREAKER.check(self.settings)
 
 
-def _progress(problem: Problem) -> tqdm:
-    return tqdm(
-        total=len(problem.steps), desc=f"generate {problem.problem_id}", unit="step",
-        leave=False, file=sys.stderr, disable=None, dynamic_ncols=True,
-    )
-
-
 def _walk_steps(run: ProblemRun, previous: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
     """Every step in order, the artifact written after each; the final record and the error that stopped it."""
     steps = run.problem.steps
-    with _progress(run.problem) as bar:
-        for index, step in enumerate(steps):
-            record = run.step_record(index, previous)
-            run.add(record)
-            if record["status"] == "error":
-                message = f"step {step.step_id}: {record['error']}"
-                return run.write("error", message), message
-            if index + 1 < len(steps):
-                run.write("error", f"incomplete: stopped before step {steps[index + 1].step_id}")
-            bar.update(1)
-        return run.write("complete", None), None
+    for index, step in enumerate(steps):
+        record = run.step_record(index, previous)
+        run.add(record)
+        if record["status"] == "error":
+            message = f"step {step.step_id}: {record['error']}"
+            return run.write("error", message), message
+        if index + 1 < len(steps):
+            run.write("error", f"incomplete: stopped before step {steps[index + 1].step_id}")
+    return run.write("complete", None), None
 
 
 def run_generate(settings: Any, problem_id: str, attempt: int = 0) -> dict[str, Any]:
@@ -330,10 +322,21 @@ def generations_current(settings: Any, problem_id: str) -> bool:
     return all(generation_current(settings, problem_id, attempt) for attempt in range(settings.attempts))
 
 
-def run_generate_attempts(settings: Any, problem_id: str) -> dict[str, Any]:
+def problem_slots(settings: Any) -> PrioritySlots:
+    """The process-wide admission of problems: at most `concurrency` problems are generated at once."""
+    return named_slots("problems generated", settings.concurrency)
+
+
+def run_generate_attempts(settings: Any, problem_id: str, priority: float = 0.0) -> dict[str, Any]:
     """Generate (or resume) attempts 0..settings.attempts-1 of one problem, in order; each is independent and
     resumable on its own (`run_generate`). Returns a small JSON-native dict: each attempt's status.
 
+    The problem first waits for one of the `concurrency` problem slots; waiting problems are admitted
+    highest `priority` first (the pipeline passes the problem's expected scoring seconds, so the problems
+    slowest to score are generated, and scored, first), then in arrival order. A problem finishes all its
+    attempts before it frees its slot, so its scoring can start while other problems are generated.
+
     RunAborted (from `run_generate`) stops the remaining attempts."""
-    statuses = [run_generate(settings, problem_id, attempt)["status"] for attempt in range(settings.attempts)]
+    with problem_slots(settings).slot(priority):
+        statuses = [run_generate(settings, problem_id, attempt)["status"] for attempt in range(settings.attempts)]
     return {"problem_id": problem_id, "attempts": statuses}

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from stages.activity import ACTIVITY
 from stages.config import Settings
 from stages.score.engine import StepJob, StepVerdict, execute_step
 from stages.score.pool import PrioritySlots, shared_slots
@@ -91,7 +92,7 @@ class LocalExecutor:
         loaded = with_targets(request.job)  # read outside the slot: file I/O, no test process yet
         if isinstance(loaded, StepVerdict):
             return loaded
-        with self.slots.slot(request.expected_seconds):
+        with self.slots.slot(request.expected_seconds), ACTIVITY.busy("test_processes"):
             return execute_step(loaded)
 
 

@@ -1,5 +1,7 @@
 """A bounded pool of test-process slots shared by every thread of the process, longest step first.
 
+`PrioritySlots` is generic (the generate stage also admits problems through one, `named_slots`).
+
 doit runs `score:<id>` tasks in threads of one process, and each task scores its steps in threads:
 all of them draw from one module-level `PrioritySlots` per worker count, so at most
 `settings.score_workers` test processes run at once across the whole run. Waiters are served by
@@ -45,14 +47,19 @@ class PrioritySlots:
                 self._condition.notify_all()
 
 
-_POOLS: dict[int, PrioritySlots] = {}
+_POOLS: dict[tuple[str, int], PrioritySlots] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def shared_slots(capacity: int) -> PrioritySlots:
-    """The process-wide pool for `capacity` workers."""
+def named_slots(name: str, capacity: int) -> PrioritySlots:
+    """The process-wide pool called `name` with `capacity` slots (one per name and capacity)."""
     with _POOLS_LOCK:
-        pool = _POOLS.get(capacity)
+        pool = _POOLS.get((name, capacity))
         if pool is None:
-            pool = _POOLS[capacity] = PrioritySlots(capacity)
+            pool = _POOLS[(name, capacity)] = PrioritySlots(capacity)
         return pool
+
+
+def shared_slots(capacity: int) -> PrioritySlots:
+    """The process-wide pool of test processes for `capacity` workers."""
+    return named_slots("test processes", capacity)

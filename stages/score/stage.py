@@ -18,7 +18,6 @@ problem record, the targets identity and the scoring engine's source hash.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 import sys
 import threading
@@ -27,8 +26,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
-
-from tqdm import tqdm
 
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
@@ -195,7 +192,6 @@ def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) 
 # Running
 # ---------------------------------------------------------------------------
 
-_BAR_POSITIONS = itertools.count()
 EXECUTIONS = {"count": 0}  # test processes started by this process's scoring (any executor)
 _EXECUTIONS_LOCK = threading.Lock()
 
@@ -218,6 +214,18 @@ def reference_seconds() -> dict[str, float]:
     return {str(k): float(v) for k, v in pins().get("reference_step_seconds", {}).items()}
 
 
+def expected_step_seconds(cache: VerdictCache, step_id: str) -> float:
+    """The step's last duration measured here, else its pinned reference duration, else the default."""
+    return cache.expected_seconds(step_id, default=reference_seconds().get(step_id, DEFAULT_EXPECTED_SECONDS))
+
+
+def expected_problem_seconds(settings: Settings, problem_id: str) -> float:
+    """Expected test-process seconds of scoring one attempt of a problem (its scored steps)."""
+    problem = problem_by_id(settings.data_paths, problem_id)
+    cache = cache_at(settings.state_paths.verdict_cache)
+    return sum(expected_step_seconds(cache, step.step_id) for step in problem.steps if not step.prefilled)
+
+
 def _run_planned(context: ScoringContext, item: PlannedStep) -> StepVerdict:
     assert item.key is not None
     cached = context.cache.get(item.key)
@@ -226,8 +234,7 @@ def _run_planned(context: ScoringContext, item: PlannedStep) -> StepVerdict:
     built = _build_job(context.settings, item, context.targets)
     if isinstance(built, StepVerdict):
         return built
-    step_id = item.step.step_id
-    expected = context.cache.expected_seconds(step_id, default=reference_seconds().get(step_id, DEFAULT_EXPECTED_SECONDS))
+    expected = expected_step_seconds(context.cache, item.step.step_id)
     request = StepRequest(built, context.targets_sha256, tuple(sorted(context.versions.items())), expected)
     verdict = context.executor.run(request)
     if verdict.launch_mode:
@@ -244,21 +251,15 @@ def score_steps(context: ScoringContext, problem: Problem, planned: list[Planned
         if item.verdict is None:
             assert item.key is not None
             runnable.setdefault(item.key, []).append(item)
-    bar = tqdm(total=len(planned), desc=f"score {problem.problem_id}", unit="step", file=sys.stderr, leave=False,
-               position=next(_BAR_POSITIONS) % 8, disable=not sys.stderr.isatty())
-    bar.update(len(planned) - sum(len(items) for items in runnable.values()))
-    try:
-        if runnable:
-            with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix=f"score-{problem.problem_id}") as pool:
-                futures = {key: pool.submit(_run_planned, context, items[0]) for key, items in runnable.items()}
-                for key, items in runnable.items():
-                    verdict = futures[key].result()
-                    items[0].verdict = verdict
-                    for twin in items[1:]:  # the same script in another attempt: the same verdict, not run again
-                        twin.verdict = dataclasses.replace(verdict, cached=True)
-                    bar.update(len(items))
-    finally:
-        bar.close()
+    if not runnable:
+        return
+    with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix=f"score-{problem.problem_id}") as pool:
+        futures = {key: pool.submit(_run_planned, context, items[0]) for key, items in runnable.items()}
+        for key, items in runnable.items():
+            verdict = futures[key].result()
+            items[0].verdict = verdict
+            for twin in items[1:]:  # the same script in another attempt: the same verdict, not run again
+                twin.verdict = dataclasses.replace(verdict, cached=True)
 
 
 def _details_status(generation: dict[str, Any] | None) -> DetailsStatus:

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import openai
@@ -12,6 +13,7 @@ import pytest
 
 from stages.config import ConfigError, load_settings
 from stages.generate.builtin import (
+    LATENCY_VARIABLE,
     STEP_HEADER,
     BuiltinModelError,
     BuiltinModelService,
@@ -241,3 +243,21 @@ def test_edited_replay_file_gets_a_fresh_responder(staged_data_dir: Path, servic
     assert second_url != first_url
     reply = ask_chat(second_url, "10.1", [{"role": "user", "content": "x"}], model=f"replay:{path}")
     assert reply.choices[0].message.content == "second, longer"
+
+
+def test_latency_variable_slows_every_answer(staged_data_dir: Path, service, monkeypatch) -> None:
+    monkeypatch.setenv(LATENCY_VARIABLE, "0.6")
+    base_url = service.base_url_for(gold_settings(staged_data_dir))
+    for step_id in ("10.1", "10.2"):
+        started = time.monotonic()
+        completion = ask_chat(base_url, step_id, [{"role": "user", "content": f"write step {step_id}"}])
+        assert time.monotonic() - started >= 0.6
+        assert extract_fenced_code(completion.choices[0].message.content).strip() == reference(staged_data_dir, step_id).strip()
+
+
+@pytest.mark.parametrize("value", ["slow", "-1", "1e9", "nan"])
+def test_invalid_latency_is_one_line_naming_the_variable(staged_data_dir: Path, service, monkeypatch, value: str) -> None:
+    monkeypatch.setenv(LATENCY_VARIABLE, value)
+    expected = f"invalid {LATENCY_VARIABLE}={value}: expected seconds between 0 and 600"
+    with pytest.raises(BuiltinModelError, match=expected):
+        service.base_url_for(gold_settings(staged_data_dir))

@@ -1,0 +1,141 @@
+"""Benchmark: one streaming `doit run` against generation and scoring run one after the other.
+
+The validation split (15 problems, 50 steps), the built-in `gold` model served by the local endpoint made
+slow (`SCICODE_BUILTIN_LATENCY_SECONDS`, default 3 s per answer), `concurrency=4`, `mode=naive`, the
+official-layout validation targets (`test_data_dev.h5`, so no run derives targets). Each measurement
+starts from fresh state in its own temp folder (doit database, verdict cache, results):
+
+  generation  `doit generate`                       (download, select, generate)
+  scoring     `doit score` on those generations     (no model call; fresh verdict cache)
+  whole       `doit run`                            (download ... summarize, in a second fresh folder)
+
+and prints the wall times and ratio = whole / (generation + scoring): 1.0 means no overlap at all, and
+scoring that starts as soon as each problem is generated brings it towards the floor
+max(generation, scoring) / (generation + scoring), printed too: when one stage dominates (a loaded
+machine makes scoring, which is CPU-bound, much longer) no overlap can bring the ratio under it. With
+--repeat N the rounds alternate the order (whole first on even rounds), because these machines drift.
+
+    python bench/pipeline_bench.py [--latency 3] [--concurrency 4] [--repeat 1] [--data ../shared/scicode]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT))
+
+from stages.generate.builtin import LATENCY_VARIABLE  # noqa: E402
+from stages.pins import required_files  # noqa: E402
+
+DODO = PROJECT / "dodo.py"
+DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens there: download uses the staged files
+TARGETS_FILE = "test_data_dev.h5"
+TIMEOUT_S = 1800
+
+
+@dataclass(frozen=True)
+class Round:
+    generation_s: float
+    scoring_s: float
+    whole_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.whole_s / (self.generation_s + self.scoring_s)
+
+    @property
+    def perfect_overlap_ratio(self) -> float:
+        """The ratio of a whole run taking only its slower stage: the floor, whatever the overlap."""
+        return max(self.generation_s, self.scoring_s) / (self.generation_s + self.scoring_s)
+
+
+class Bench:
+    def __init__(self, data: Path, latency_s: float, concurrency: int) -> None:
+        self.data = data
+        self.latency_s = latency_s
+        self.concurrency = concurrency
+
+    def fresh_folder(self, parent: Path, name: str) -> Path:
+        """A working folder with the official problem files staged under data/scicode/ (no state, no results)."""
+        folder = parent / name
+        staged = folder / "data" / "scicode"
+        staged.mkdir(parents=True)
+        for file_name in required_files():
+            shutil.copyfile(self.data / file_name, staged / file_name)
+        return folder
+
+    def doit(self, folder: Path, *words: str) -> float:
+        """Wall seconds of one doit command in `folder`; exits with its output when it fails."""
+        settings = (f"data_dir={folder / 'data'}", f"dataset_zip_url={DEAD_URL}",
+                    f"h5py_file={self.data / TARGETS_FILE}", "model=gold", "split=validation", "mode=naive",
+                    f"concurrency={self.concurrency}")
+        command = [sys.executable, "-m", "doit", "-f", str(DODO), "-d", str(folder), *words, *settings]
+        environment = {**os.environ, LATENCY_VARIABLE: str(self.latency_s)}
+        started = time.monotonic()
+        result = subprocess.run(command, cwd=folder, env=environment, capture_output=True, text=True, timeout=TIMEOUT_S)
+        elapsed = time.monotonic() - started
+        if result.returncode != 0:
+            sys.exit(f"`doit {' '.join(words)}` failed (exit {result.returncode}):\n{result.stdout}\n{result.stderr}")
+        return elapsed
+
+    def stages_apart(self, parent: Path) -> tuple[float, float]:
+        folder = self.fresh_folder(parent, "apart")
+        return self.doit(folder, "generate"), self.doit(folder, "score")
+
+    def whole(self, parent: Path) -> float:
+        return self.doit(self.fresh_folder(parent, "whole"), "run")
+
+    def round(self, number: int) -> Round:
+        with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as temp:
+            parent = Path(temp)
+            if number % 2:
+                generation, scoring = self.stages_apart(parent)
+                whole = self.whole(parent)
+            else:
+                whole = self.whole(parent)
+                generation, scoring = self.stages_apart(parent)
+        return Round(generation, scoring, whole)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency", type=float, default=3.0, help="seconds per answer of the built-in endpoint")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--data", type=Path, default=PROJECT.parent / "shared" / "scicode",
+                        help="folder with the official problem files and test_data_dev.h5")
+    args = parser.parse_args()
+    missing = [name for name in (*required_files(), TARGETS_FILE) if not (args.data / name).is_file()]
+    if missing:
+        sys.exit(f"invalid --data {args.data}: missing {', '.join(missing)}")
+
+    bench = Bench(args.data.resolve(), args.latency, args.concurrency)
+    print(f"validation split, model=gold, {LATENCY_VARIABLE}={args.latency:g}, concurrency={args.concurrency}, "
+          f"mode=naive, CPUs={os.cpu_count()}")
+    print(f"{'round':>5}  {'generation':>10}  {'scoring':>8}  {'gen+score':>9}  {'whole':>7}  {'ratio':>5}  "
+          f"{'floor':>5}")
+    rounds = []
+    for number in range(1, args.repeat + 1):
+        result = bench.round(number)
+        rounds.append(result)
+        print(f"{number:>5}  {result.generation_s:>9.1f}s  {result.scoring_s:>7.1f}s  "
+              f"{result.generation_s + result.scoring_s:>8.1f}s  {result.whole_s:>6.1f}s  {result.ratio:>5.2f}  "
+              f"{result.perfect_overlap_ratio:>5.2f}", flush=True)
+    if len(rounds) > 1:
+        ratios = sorted(r.ratio for r in rounds)
+        print(f"ratio whole / (generation + scoring): min {ratios[0]:.2f}, median {ratios[len(ratios) // 2]:.2f}, "
+              f"max {ratios[-1]:.2f} (target <= 0.75)")
+    else:
+        print(f"ratio whole / (generation + scoring): {rounds[0].ratio:.2f} (target <= 0.75)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""What the run is doing right now: gauges and tallies the stages publish and the live view reads.
+
+One process-wide `ACTIVITY` (doit runs every task in threads of one process):
+
+* gauges, held with `ACTIVITY.busy(gauge)` around the work they count: `model_calls` (requests in
+  flight, stages.generate.client) and `test_processes` (test processes running on this machine,
+  stages.score.executor's local executor);
+* tallies: the number of problems the task graph holds (set when the problem tasks are created) and
+  the scored steps of attempt 0 of every problem scored or found up to date (`add_scored`).
+
+Publishing never blocks on the display and never fails the work: the live view only reads snapshots.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Literal
+
+Gauge = Literal["model_calls", "test_processes"]
+GAUGES: tuple[Gauge, ...] = ("model_calls", "test_processes")
+
+
+@dataclass(frozen=True)
+class ActivitySnapshot:
+    problems: int | None      # problems in the task graph; None until the problem tasks exist
+    model_calls: int          # model requests in flight
+    test_processes: int       # test processes running here
+    steps_passed: int         # scored steps that passed (attempt 0), over the problems counted so far
+    steps_scored: int         # scored steps (attempt 0; prefilled steps excluded)
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.steps_passed / self.steps_scored if self.steps_scored else None
+
+
+class Activity:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._gauges: dict[Gauge, int] = dict.fromkeys(GAUGES, 0)
+        self._problems: int | None = None
+        self._scored: dict[str, tuple[int, int]] = {}
+
+    @contextmanager
+    def busy(self, gauge: Gauge) -> Iterator[None]:
+        """Count one unit of `gauge` for the duration of the block."""
+        with self._lock:
+            self._gauges[gauge] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._gauges[gauge] -= 1
+
+    def set_problems(self, count: int) -> None:
+        with self._lock:
+            self._problems = count
+
+    def add_scored(self, problem_id: str, passed: int, scored: int) -> None:
+        """The scored steps of one problem (attempt 0); a problem counted again replaces its earlier figures."""
+        with self._lock:
+            self._scored[problem_id] = (passed, scored)
+
+    def snapshot(self) -> ActivitySnapshot:
+        with self._lock:
+            return ActivitySnapshot(
+                problems=self._problems,
+                model_calls=self._gauges["model_calls"],
+                test_processes=self._gauges["test_processes"],
+                steps_passed=sum(passed for passed, _ in self._scored.values()),
+                steps_scored=sum(scored for _, scored in self._scored.values()),
+            )
+
+
+ACTIVITY = Activity()

@@ -251,9 +251,9 @@ def rescore_only(argv: Sequence[str]) -> bool:
 
 def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
     """A doit python-action that turns the pipeline's own errors into a one-line task failure."""
-    from stages.errors import PIPELINE_ERRORS
-
     def action() -> TaskFailed | None:
+        from stages.errors import PIPELINE_ERRORS  # imports every stage (openai among them): only when a task runs
+
         try:
             outcome = function(*args)
         except PIPELINE_ERRORS as error:

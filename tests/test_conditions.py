@@ -55,8 +55,8 @@ def cmdlines(pids: set[int]) -> dict[int, str]:
     return found
 
 
-def children_running(process: subprocess.Popen[str], marker: str) -> set[int]:
-    return {pid for pid, line in cmdlines(descendants(process.pid)).items() if marker in line}
+def children_running(process: subprocess.Popen[str], marker: str, unless: str = "\0") -> set[int]:
+    return {pid for pid, line in cmdlines(descendants(process.pid)).items() if marker in line and unless not in line}
 
 
 @pytest.fixture
@@ -188,7 +188,7 @@ def test_sigterm_during_generation_kills_the_tool_snippets_at_once(tmp_path: Pat
     process = start_doit(tmp_path, *args)
     reaper.append(process)
     wait_until(lambda: len(list((run / "generations").glob("*.json"))) == len(SMALL)
-               and len(children_running(process, "_guard.py")) == len(SMALL), process,
+               and len(children_running(process, "_runner.py", unless="confine.py")) == len(SMALL), process,
                "ran the second steps' tool snippets")
     time.sleep(0.5)
     seen = descendants(process.pid)

@@ -396,8 +396,11 @@ def test_first_problem_is_scored_while_generation_is_still_running(workdir: Path
             process.communicate(timeout=30)
     assert process.returncode == 0, stdout + stderr
 
-    assert sorted(generations, key=generations.get) == ["1", "29", "38", "19"]  # slowest to score first
-    assert min(details, key=details.get) == "1"
+    # Slowest to score first among waiting problems: 38 and 19 always after 1 and 29. The very first admission
+    # goes to whichever problem's thread reaches the free slot first (1 or 29; see the note in stages/score/pool.py).
+    ranked = sorted(generations, key=generations.get)
+    assert ranked[2:] == ["38", "19"] and set(ranked[:2]) == {"1", "29"}, ranked
+    assert min(details, key=details.get) == ranked[0]
     # When problem 1's details appeared, later problems were still being generated (19, the last one, at least).
     timeline = f"unfinished: {unfinished_at_first_details}, generations: {generations}, details: {details}"
     assert unfinished_at_first_details[-1] == "checked" and "19" in unfinished_at_first_details, timeline

@@ -187,10 +187,11 @@ def children(pid: int) -> list[int]:
 
 
 def step_processes(worker_pid: int) -> list[int]:
-    """The test processes forked by the zygote(s) a worker process started."""
+    """The test processes forked by the zygote(s) a worker process started: the zygote's children that have a
+    child of their own (the confined test process); the step's checker, also forked by the zygote, has none."""
     zygotes = [child for child in children(worker_pid)
                if b"zygote.py" in Path(f"/proc/{child}/cmdline").read_bytes()]
-    return [pid for zygote in zygotes for pid in children(zygote) if alive(pid)]
+    return [pid for zygote in zygotes for pid in children(zygote) if alive(pid) and children(pid)]
 
 
 def kill_worker_during_step(executor: DaskExecutor, request: StepRequest) -> tuple[StepVerdict, str, int]:

@@ -20,11 +20,12 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
-import openai
-from openai.types.chat import ChatCompletion
-from openai.types.responses import Response
+from types import ModuleType
+
+if TYPE_CHECKING:
+    import openai
 
 from stages.activity import ACTIVITY
 from stages.generate import builtin
@@ -224,8 +225,19 @@ def _status_error_detail(error: openai.APIStatusError) -> str:
     return error.message
 
 
+def _openai() -> ModuleType:
+    """The openai package, imported on first use: it takes about a second, which no-op reruns and task
+    listings (that never call a model) should not pay."""
+    import openai
+    import openai.types.chat
+    import openai.types.responses
+
+    return openai
+
+
 def classify_failure(error: Exception, endpoint: str, timeout_s: float) -> ModelCallError:
     """The failure as a ModelCallError telling whether it is worth retrying; other errors re-raise."""
+    openai = _openai()
     if isinstance(error, openai.APITimeoutError):
         return ModelCallError(f"request to {endpoint} timed out after {timeout_s:g} s", transient=True)
     if isinstance(error, openai.APIConnectionError):
@@ -294,7 +306,7 @@ def _usage_from(raw_usage: Any, input_name: str, output_name: str) -> Usage:
 
 
 def parse_chat_completion(completion: Any) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, Usage, tuple]:
-    if not isinstance(completion, ChatCompletion):
+    if not isinstance(completion, _openai().types.chat.ChatCompletion):
         raise MalformedResponse(f"expected a chat completion, got {_short(repr(completion))[:200]}")
     if not completion.choices or completion.choices[0].message is None:
         raise MalformedResponse(f"chat completion {completion.id!r} has no choices")
@@ -316,7 +328,7 @@ def _responses_finish_reason(response: Any, has_calls: bool) -> str:
 
 
 def parse_responses_response(response: Any) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, Usage, tuple]:
-    if not isinstance(response, Response):
+    if not isinstance(response, _openai().types.responses.Response):
         raise MalformedResponse(f"expected a response object, got {_short(repr(response))[:200]}")
     if response.status == "failed":
         detail = getattr(response.error, "message", None) or "no detail"
@@ -363,7 +375,7 @@ class ModelClient:
         self.is_builtin = builtin.is_builtin_model(settings.model)
         base_url = builtin.BuiltinModelService.base_url_for(settings) if self.is_builtin else (settings.base_url or None)
         self.endpoint = base_url or "the default OpenAI endpoint"
-        self._client = openai.OpenAI(
+        self._client = _openai().OpenAI(
             base_url=base_url,
             api_key=_api_key(settings, self.is_builtin),
             max_retries=0,

@@ -396,15 +396,15 @@ def test_first_problem_is_scored_while_generation_is_still_running(workdir: Path
             process.communicate(timeout=30)
     assert process.returncode == 0, stdout + stderr
 
-    # Slowest to score first among waiting problems: 38 and 19 always after 1 and 29. The very first admission
-    # goes to whichever problem's thread reaches the free slot first (1 or 29; see the note in stages/score/pool.py).
+    # Slowest to score first among waiting problems. The very first admission goes to whichever problem's
+    # thread reaches the free slot first; every later one follows the expected scoring time.
     ranked = sorted(generations, key=generations.get)
-    assert ranked[2:] == ["38", "19"] and set(ranked[:2]) == {"1", "29"}, ranked
+    assert ranked[1:] == [problem for problem in ("1", "29", "38", "19") if problem != ranked[0]], ranked
     assert min(details, key=details.get) == ranked[0]
     # When problem 1's details appeared, later problems were still being generated (19, the last one, at least).
     timeline = f"unfinished: {unfinished_at_first_details}, generations: {generations}, details: {details}"
     assert unfinished_at_first_details[-1] == "checked" and "19" in unfinished_at_first_details, timeline
-    summary = load_json(run / "summary.json")
+    summary = load_json(summary_file(run, "json"))  # a sample_ids subset: summary-<tag>.json
     assert (summary["subproblem_correct"], summary["subproblem_total"], summary["main_problem_resolved"]) == (9, 9, 4)
     progress = [line for line in stderr.splitlines() if line.startswith("progress: ")]
     assert progress and progress[-1].startswith("progress: generated 4/4, scored 4/4, steps passed 9/9 (100.0%)")

@@ -71,6 +71,25 @@ def test_waiting_problems_are_admitted_highest_priority_first(tmp_path: Path, st
     assert slots.peak == 1
 
 
+def test_problems_started_together_are_admitted_in_priority_order(tmp_path: Path, staged_data_dir: Path) -> None:
+    """No waiting holder here: the first arrival would take the free slot at once without the settling time."""
+    slots = problem_slots(_settings(tmp_path, staged_data_dir, concurrency="1"))
+    assert slots.settle_s > 0
+    admitted: list[float] = []
+
+    def generate(priority: float) -> None:
+        with slots.slot(priority):
+            admitted.append(priority)
+
+    threads = [threading.Thread(target=generate, args=(priority,)) for priority in (1.0, 40.0, 7.0, 90.0)]
+    for thread in threads:  # lowest priority first, each a little later than the one before
+        thread.start()
+        time.sleep(slots.settle_s / 10)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert admitted == [90.0, 40.0, 7.0, 1.0]
+
+
 def test_one_doit_thread_per_problem_the_run_can_select(tmp_path: Path, staged_data_dir: Path) -> None:
     assert problem_bound(_settings(tmp_path, staged_data_dir)) == 15
     assert problem_bound(_settings(tmp_path, staged_data_dir, model="m")) == 80

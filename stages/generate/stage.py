@@ -322,9 +322,14 @@ def generations_current(settings: Any, problem_id: str) -> bool:
     return all(generation_current(settings, problem_id, attempt) for attempt in range(settings.attempts))
 
 
+PROBLEM_ADMISSION_SETTLE_S = 0.3
+
+
 def problem_slots(settings: Any) -> PrioritySlots:
-    """The process-wide admission of problems: at most `concurrency` problems are generated at once."""
-    return named_slots("problems generated", settings.concurrency)
+    """The process-wide admission of problems: at most `concurrency` problems are generated at once (the
+    first admission waits PROBLEM_ADMISSION_SETTLE_S, against a model call of seconds, so that the problems
+    doit starts together are admitted in priority order)."""
+    return named_slots("problems generated", settings.concurrency, PROBLEM_ADMISSION_SETTLE_S)
 
 
 def run_generate_attempts(settings: Any, problem_id: str, priority: float = 0.0) -> dict[str, Any]:

@@ -77,8 +77,8 @@ def _from_record(record: Mapping[str, Any]) -> Category | None:
             subfield, field = stated, _field_of_subfield(stated)
     if not field and not subfield:
         return None
-    subfield = subfield or field
-    return Category(str(field or _field_of_subfield(subfield) or UNCLASSIFIED), str(subfield))
+    subfield = str(subfield or field)
+    return Category(str(field or _field_of_subfield(subfield) or UNCLASSIFIED), subfield)
 
 
 def category_of(problem_id: str, record: Mapping[str, Any] | None = None) -> Category:

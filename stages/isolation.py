@@ -135,6 +135,7 @@ def run_isolated(
         close_fds=True,
     )
     live_processes.register(process.pid)  # stopped at once by a Ctrl-C / SIGTERM
+    assert process.stdout is not None and process.stderr is not None  # both are pipes
     readers = [BoundedReader(process.stdout, limits.output_limit_bytes), BoundedReader(process.stderr, limits.output_limit_bytes)]
     for reader in readers:
         reader.start()

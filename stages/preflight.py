@@ -96,7 +96,7 @@ def missing_targets(settings: Settings, problems: tuple[Problem, ...], targets: 
     elif targets.kind in DERIVABLE_KINDS and settings.explicit_targets_file() is None:
         derivable = {step.step_id for problem in problems if problem.split == "validation" and problem.has_reference_code
                      for step in problem.scored_steps}
-        present = derivable if targets.kind == "missing" else derivable & steps_with_targets_in(targets.path, scorable)
+        present = derivable if targets.path is None else derivable & steps_with_targets_in(targets.path, scorable)
         why = "no official test_data.h5, and no reference code to derive targets from"
     else:
         present, why = set(), targets.note

@@ -253,6 +253,7 @@ def _step_view(result: ProblemResult, problem: Problem | None, step_id: str, att
     verdict = scored.verdict(step_id) if scored else None
     generated = generation.step(step_id) if generation else None
     index = next((i for i, step in enumerate(problem.steps) if step.step_id == step_id), None) if problem else None
+    script: tuple[ScriptPart, ...]
     if index is None:
         script, note = (), "test script unavailable: the step is not in the staged problem file"
     else:

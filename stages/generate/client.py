@@ -219,9 +219,10 @@ def _short(text: str) -> str:
 def _status_error_detail(error: openai.APIStatusError) -> str:
     body = error.body
     if isinstance(body, dict):
-        nested = body.get("error") if isinstance(body.get("error"), dict) else body
-        if isinstance(nested.get("message"), str):
-            return nested["message"]
+        nested = body.get("error")
+        message = (nested if isinstance(nested, dict) else body).get("message")
+        if isinstance(message, str):
+            return message
     return error.message
 
 

@@ -476,4 +476,8 @@ class ModelServer:
             reply = self.responder(request)
         except Exception as error:  # a responder bug must reach the client as a server error, not a hang
             return ErrorReply(500, f"responder failed: {type(error).__name__}: {error}", code="responder_error")
-        return StallReply(self.latency_seconds, reply) if self.latency_seconds > 0 else reply
+        if self.latency_seconds <= 0:
+            return reply
+        if isinstance(reply, StallReply):  # the responder's own stall comes on top of the server's latency
+            return StallReply(self.latency_seconds + reply.seconds, reply.then)
+        return StallReply(self.latency_seconds, reply)

@@ -8,6 +8,7 @@ run as fresh `python harness.py` processes.
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import json
 import os
@@ -142,7 +143,7 @@ class ZygoteClient:
             raise LaunchError(f"the zygote could not fork: {reply.get('error')}")
         pid = int(reply["pid"])
         live_processes.register(pid)  # stopped at once by a Ctrl-C / SIGTERM; the engine unregisters it when reaped
-        return Launched(pid=pid, mode="zygote", wait=lambda timeout, pid=pid: self._wait(pid, timeout))
+        return Launched(pid=pid, mode="zygote", wait=functools.partial(self._wait, pid))
 
     def _wait(self, pid: int, timeout: float | None) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout

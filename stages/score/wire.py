@@ -65,6 +65,9 @@ class BadFrame(ValueError):
 # Encoding (untrusted side)
 # ---------------------------------------------------------------------------
 
+_COLLECTION_TAGS: dict[type, str] = {list: "l", tuple: "t", set: "set", frozenset: "fset"}
+
+
 class _Buffers(list):
     """The raw buffers of one frame and their running length."""
 
@@ -107,7 +110,7 @@ def _encode(value: Any, buffers: _Buffers, depth: int) -> list:
     if kind is bytes:
         return ["y", _buffer(buffers, value)]
     if kind in (list, tuple, set, frozenset):
-        tag = {list: "l", tuple: "t", set: "set", frozenset: "fset"}[kind]
+        tag = _COLLECTION_TAGS[kind]
         return [tag, [_encode(item, buffers, depth + 1) for item in value]]
     if kind is dict:
         return ["d", [[_encode(key, buffers, depth + 1), _encode(item, buffers, depth + 1)] for key, item in value.items()]]
@@ -121,7 +124,7 @@ def _encode(value: Any, buffers: _Buffers, depth: int) -> list:
         _check_dtype(array.dtype)
         return ["g", array.dtype.str, _buffer(buffers, array.tobytes())]
     sparse = sys.modules.get("scipy.sparse")
-    if sparse is not None and kind.__name__ in SPARSE_CLASSES and kind.__module__.startswith("scipy.sparse"):
+    if numpy is not None and sparse is not None and kind.__name__ in SPARSE_CLASSES and kind.__module__.startswith("scipy.sparse"):
         coo = value.tocoo()
         parts = [_encode_array(numpy, numpy.asarray(part), buffers) for part in (coo.data, coo.row, coo.col)]
         return ["sp", kind.__name__, [int(size) for size in value.shape], parts]

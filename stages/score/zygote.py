@@ -152,7 +152,7 @@ def _serve_requests(control: socket.socket, wake_read: int, children: set[int], 
 
     _send(control, {"op": "ready", "versions": child_runtime.environment_versions(), "pid": os.getpid()})
     while True:
-        readable, _, _ = select.select([control, wake_read], [], [], 1.0)
+        readable, _, _ = select.select([control.fileno(), wake_read], [], [], 1.0)
         if wake_read in readable:
             try:
                 while os.read(wake_read, 512):
@@ -161,7 +161,7 @@ def _serve_requests(control: socket.socket, wake_read: int, children: set[int], 
                 pass
         _reap(control, children)
         _kill_orphans(children)
-        if control not in readable:
+        if control.fileno() not in readable:
             continue
         try:
             message, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 8)

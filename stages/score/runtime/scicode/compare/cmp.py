@@ -27,7 +27,7 @@ def process_symbol_in_dict(mapping: dict[Any, Any]) -> dict[Any, Any]:
     return converted
 
 
-def _close_or_equal(left: Any, right: Any, **tolerances: float) -> bool:
+def _close_or_equal(left: Any, right: Any, **tolerances: Any) -> bool:
     try:
         return bool(np.allclose(left, right, **tolerances))
     except ValueError as error:

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
+from tests.fake_sandbox import FakeSandbox, run_result
 from tests.run_files import summary_file
 from tests.test_pipeline import (  # noqa: F401  (dev_targets, start_server are fixtures)
     ScriptedModel, TEST_API_KEY, assert_every_artifact_validates, assert_ok, data_args, descendants, dev_targets,
@@ -317,57 +315,14 @@ def test_clean_removes_derived_outputs_and_generations_only_by_name(tmp_path: Pa
 # A sandbox that fails
 # ---------------------------------------------------------------------------
 
-class ProbeThenFailSandbox:
-    """A /run_code service that runs the preflight probe, then answers every call with HTTP 503."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # noqa: ANN002
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                outer.calls += 1
-                if outer.calls == 1:
-                    body = {"status": "Success", "message": "", "run_result": {
-                        "status": "Finished", "return_code": 0, "stdout": "probe 1 2 3\n", "stderr": ""}}
-                    self._reply(200, body)
-                else:
-                    self._reply(503, {"detail": "overloaded"})
-
-            def _reply(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.mark.slow
 def test_a_run_whose_tool_calls_failed_in_the_sandbox_ends_non_zero(tmp_path: Path, staged_data_dir: Path,
                                                                      dev_targets: Path) -> None:
-    sandbox = ProbeThenFailSandbox()
-    try:
+    # The preflight probe succeeds, then every call gets HTTP 503.
+    with FakeSandbox([(200, run_result(stdout="probe 1 2 3\n")), (503, {"detail": "overloaded"})]) as sandbox:
         args = (*data_args(staged_data_dir, dev_targets), "model=gold", "mode=tool_use", "sample_ids=1,3",
                 f"sandbox_url={sandbox.url}", "sandbox_max_retries=0")
         result = run_doit(tmp_path, *args)
-    finally:
-        sandbox.close()
     assert result.returncode != 0
     assert "2 of 2 tool calls failed in the code sandbox (sandbox_error)" in output_of(result)
     run = tmp_path / "results" / "scicode" / "gold" / "validation-tool_use-bg"

@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
+
+from stages.generate.server import ModelRequest, ModelServer, Reply
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_SCICODE = PROJECT_ROOT.parent / "shared" / "scicode"
@@ -95,3 +97,34 @@ def sandboxfusion_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_process(pid)
+
+
+# Fixtures of the pipeline tests (tests/pipeline_support.py holds their helpers).
+
+@pytest.fixture(scope="session")
+def dev_targets(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> Path:
+    """A read-only temp copy of the official-layout validation targets (50 steps)."""
+    path = tmp_path_factory.mktemp("targets") / "test_data_dev.h5"
+    shutil.copyfile(shared_scicode / "test_data_dev.h5", path)
+    path.chmod(0o444)
+    return path
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, staged_data_dir: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def start_server() -> Iterator[Callable[[Callable[[ModelRequest], Reply]], ModelServer]]:
+    servers: list[ModelServer] = []
+
+    def start(responder: Callable[[ModelRequest], Reply]) -> ModelServer:
+        server = ModelServer(responder).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+

@@ -19,10 +19,24 @@ import pytest
 
 from tests.fake_sandbox import FakeSandbox, run_result
 from tests.run_files import summary_file
-from tests.test_pipeline import (  # noqa: F401  (dev_targets, start_server are fixtures)
-    ScriptedModel, TEST_API_KEY, assert_every_artifact_validates, assert_ok, data_args, descendants, dev_targets,
-    doit_command, doit_environment, load_json, looping_answer, model_args, output_of, run_doit, running,
-    start_server, step_statuses, steps_of, wrong_answer,
+from tests.pipeline_support import (
+    ScriptedModel,
+    TEST_API_KEY,
+    assert_every_artifact_validates,
+    assert_ok,
+    data_args,
+    descendants,
+    doit_command,
+    doit_environment,
+    load_json,
+    looping_answer,
+    model_args,
+    output_of,
+    run_doit,
+    running,
+    step_statuses,
+    steps_of,
+    wrong_answer,
 )
 
 STOP_LIMIT_SECONDS = 2.0

@@ -20,8 +20,7 @@ from typing import Iterator
 import pytest
 
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, ToolCallSpec
-from run_files import report_file, summary_file
-from test_pipeline import (
+from tests.pipeline_support import (
     DEAD_URL,
     TEST_API_KEY,
     load_json,
@@ -31,6 +30,7 @@ from test_pipeline import (
     steps_of,
     text_reply,
 )
+from tests.run_files import report_file, summary_file
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,13 @@ import pytest
 
 from tests.run_files import summary_file
 
-from tests.test_pipeline import assert_ok, data_args, dev_targets, load_json, run_doit, step_statuses  # noqa: F401
+from tests.pipeline_support import (
+    assert_ok,
+    data_args,
+    load_json,
+    run_doit,
+    step_statuses,
+)
 
 GOLD_PROBLEMS = ("70", "29", "38")  # 14 steps, each first run through the tool by the gold model
 

@@ -1,0 +1,258 @@
+"""Running the real pipeline in tests: doit subprocesses, scripted model servers, answers and run files."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import threading
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from stages.artifacts import validate
+from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, StallReply
+from stages.paths import DataPaths
+from stages.problems import Step, load_problems
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+DODO = PROJECT_ROOT / "dodo.py"
+
+
+DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download uses staged files
+
+
+TEST_API_KEY = "sk-pipeline-test-6f1c0d9e2b"  # must reach the server and never land in a file
+
+
+NEXT_STEP_MARKER = "NEXT STEP - PROBLEM STEP AND FUNCTION HEADER:"
+
+
+DEPENDENCIES_MARKER = "\nDEPENDENCIES:"
+
+
+NOTHING_TO_DO = "nothing to do: everything up to date"
+
+
+NOOP_RERUN_LIMIT_SECONDS = 3.0
+
+
+def doit_command(workdir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "doit", "-f", str(DODO), "-d", str(workdir), *args]
+
+
+def doit_environment(api_key: str | None = None) -> dict[str, str]:
+    """The caller's environment without any real key; `api_key` as OPENAI_API_KEY when given."""
+    env = {name: value for name, value in os.environ.items() if name != "OPENAI_API_KEY"}
+    if api_key is not None:
+        env["OPENAI_API_KEY"] = api_key
+    return env
+
+
+def run_doit(workdir: Path, *args: str, api_key: str | None = None, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(doit_command(workdir, *args), capture_output=True, text=True, timeout=timeout, cwd=workdir,
+                          env=doit_environment(api_key))
+
+
+def output_of(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout + result.stderr
+
+
+def assert_ok(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 0, output_of(result)
+
+
+def steps_of(data_dir: Path, problem_ids: Iterable[str], split: str = "all") -> dict[str, Step]:
+    wanted = set(problem_ids)
+    return {step.step_id: step for problem in load_problems(DataPaths(data_dir), split)
+            if problem.problem_id in wanted for step in problem.steps}
+
+
+def next_step_block(request: ModelRequest) -> str:
+    """The next-step part of the step prompt (the last user message holding it)."""
+    for message in reversed(request.messages):
+        content = message.get("content") or ""
+        if message.get("role") == "user" and NEXT_STEP_MARKER in content:
+            return content.split(NEXT_STEP_MARKER, 1)[1].split(DEPENDENCIES_MARKER, 1)[0]
+    raise AssertionError("no step prompt in the request")
+
+
+def step_asked(request: ModelRequest, steps: Mapping[str, Step]) -> str:
+    """The id of the step whose header and return line end the prompt's next-step block (exactly one)."""
+    block = next_step_block(request).rstrip()
+    matches = [step_id for step_id, step in steps.items()
+               if block.endswith((step.function_header + "\n\n" + step.return_line).rstrip())]
+    assert len(matches) == 1, f"prompt matches steps {matches}"
+    return matches[0]
+
+
+def fenced(code: str) -> str:
+    return f"Here is the implementation.\n\n```python\n{code.rstrip()}\n```\n"
+
+
+def body_indent(header: str) -> str:
+    """The indentation of the header's last line (its docstring's end): where the body goes."""
+    last = [line for line in header.rstrip().splitlines() if line.strip()][-1]
+    return last[: len(last) - len(last.lstrip())] or "    "
+
+
+def reference_answer(step: Step) -> str:
+    assert step.ground_truth_code, f"step {step.step_id} has no reference code"
+    return fenced(step.ground_truth_code)
+
+
+def checked_fence(code: str) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # official docstrings hold invalid escapes such as "\\p"
+        ast.parse(code)
+    return fenced(code)
+
+
+def wrong_answer(step: Step) -> str:
+    """The step's header with a body returning None: valid code, wrong answer, fast to test."""
+    return checked_fence(f"{step.function_header.rstrip()}\n{body_indent(step.function_header)}return None\n")
+
+
+def looping_answer(step: Step) -> str:
+    indent = body_indent(step.function_header)
+    return checked_fence(f"{step.function_header.rstrip()}\n{indent}while True:\n{indent}    pass\n")
+
+
+PROSE_ANSWER = "I would solve this with a few numpy calls, iterating until the residual is small."
+
+
+def text_reply(text: str) -> ModelReply:
+    return ModelReply(text=text, prompt_tokens=100, completion_tokens=len(text) // 4)
+
+
+class ScriptedModel:
+    """A responder that answers each step from a table of step id -> reply (default: the reference code).
+
+    Records the step id of every request in `asked`; rejects requests without the expected bearer key.
+    """
+
+    def __init__(self, steps: Mapping[str, Step], replies: Mapping[str, Reply | str] | None = None, *,
+                 default: Callable[[Step], Reply | str] = reference_answer, api_key: str | None = TEST_API_KEY,
+                 stall_seconds: float = 0.0) -> None:
+        self.steps = dict(steps)
+        self.replies = dict(replies or {})
+        self.default = default
+        self.api_key = api_key
+        self.stall_seconds = stall_seconds
+        self.asked: list[str] = []
+        self.unauthorized = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request: ModelRequest) -> Reply:
+        if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
+            with self._lock:
+                self.unauthorized += 1
+            return ErrorReply(401, "invalid api key", code="invalid_api_key")
+        step_id = step_asked(request, self.steps)
+        with self._lock:
+            self.asked.append(step_id)
+        reply = self.replies.get(step_id) or self.default(self.steps[step_id])
+        if isinstance(reply, str):
+            reply = text_reply(reply)
+        return StallReply(self.stall_seconds, reply) if self.stall_seconds else reply
+
+    def counts(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self.asked)
+
+    def total(self) -> int:
+        with self._lock:
+            return len(self.asked)
+
+
+def data_args(data_dir: Path, targets: Path | None) -> tuple[str, ...]:
+    args = (f"data_dir={data_dir}", f"dataset_zip_url={DEAD_URL}")
+    return args + ((f"h5py_file={targets}",) if targets is not None else ())
+
+
+def model_args(server: ModelServer, name: str = "acme-coder-1", **extra: str) -> tuple[str, ...]:
+    return (f"model={name}", f"base_url={server.base_url}", *(f"{key}={value}" for key, value in extra.items()))
+
+
+def run_dir(workdir: Path, model: str, run: str) -> Path:
+    return workdir / "results" / "scicode" / model / run
+
+
+def load_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def step_statuses(details_dir: Path) -> dict[str, str]:
+    statuses: dict[str, str] = {}
+    for path in sorted(details_dir.glob("*.json")):
+        for step in load_json(path)["attempts"][0]["meta"]["evaluation"]["steps"]:
+            statuses[step["step_id"]] = step["status"]
+    return statuses
+
+
+def mtimes(paths: Iterable[Path]) -> dict[str, int]:
+    return {path.name: path.stat().st_mtime_ns for path in paths}
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    data = needle.encode()
+    return [path for path in root.rglob("*") if path.is_file() and data in path.read_bytes()]
+
+
+ARTIFACT_KINDS = {"config.json": "config", "selection.json": "selection", "summary.json": "summary"}
+
+
+def artifact_kind(run: Path, path: Path) -> str:
+    relative = path.relative_to(run)
+    if relative.parts[0] == "generations":
+        return "generation"
+    if relative.parts[0] == "details":
+        return "details"
+    return "summary" if relative.name.startswith("summary") else ARTIFACT_KINDS[relative.name]
+
+
+def assert_every_artifact_validates(run: Path) -> None:
+    paths = sorted(run.rglob("*.json"))
+    assert paths
+    for path in paths:
+        validate(artifact_kind(run, path), load_json(path))  # raises on any invalid or half-written file
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state letter) of every process, from /proc."""
+    table: dict[int, tuple[int, str]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        table[int(stat.parent.name)] = (int(fields[1]), fields[0])
+    return table
+
+
+def descendants(pid: int) -> set[int]:
+    table = process_table()
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, (parent, _) in table.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "(gone)"
+
+
+def running(pids: Iterable[int]) -> set[int]:
+    table = process_table()
+    return {pid for pid in pids if pid in table and table[pid][1] != "Z"}
+

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import jsonschema
 
 from stages import live_processes
+from stages.errors import PipelineError
 from stages.paths import SCHEMAS_DIR
 
 SCHEMA_VERSION = 1
@@ -19,7 +20,7 @@ SCHEMA_VERSION = 1
 ArtifactKind = Literal["manifest", "targets", "selection", "config", "generation", "details", "summary"]
 
 
-class ArtifactError(ValueError):
+class ArtifactError(PipelineError, ValueError):
     """An artifact failed validation against its schema."""
 
 

@@ -19,6 +19,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from stages.artifacts import fingerprint
+from stages.errors import PipelineError
 from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths, safe_name
 from stages.pins import pins
 from stages.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
@@ -47,7 +48,7 @@ RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
 CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
 
 
-class ConfigError(ValueError):
+class ConfigError(PipelineError, ValueError):
     """A configuration problem, stated in one line."""
 
 

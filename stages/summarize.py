@@ -27,6 +27,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 from stages.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
 from stages.categories import fields
 from stages.config import Settings
+from stages.errors import PipelineError
 from stages.paths import RunPaths
 from stages.problems import ProblemDataError, load_problems, prefilled_reason
 from stages.run_conditions import conditions_markdown, conditions_record, unscored_steps
@@ -53,7 +54,7 @@ TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
 SCORED_ATTEMPT = 0
 
 
-class SummarizeError(ValueError):
+class SummarizeError(PipelineError, ValueError):
     """The run cannot be summarized (no selection), stated in one line."""
 
 

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from tqdm import tqdm
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
+from stages.errors import PipelineError
 from stages.generate import builtin
 from stages.generate.client import ModelCallError, ModelClient, Usage
 from stages.generate.loops import StepOutcome, run_step
@@ -43,7 +44,7 @@ ARTIFACT_KIND = "generation"
 ATTEMPT_SEPARATOR = "@"
 
 
-class RunAborted(RuntimeError):
+class RunAborted(PipelineError, RuntimeError):
     """Every problem attempted so far failed with the same permanent model-level error."""
 
 

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
+from stages.errors import PipelineError
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.run_conditions import generation_tool_outcomes
 from stages.pins import pins
@@ -46,7 +47,7 @@ TARGETS_PLACEHOLDER = "<targets>"
 LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
 
 
-class ScoringError(RuntimeError):
+class ScoringError(PipelineError, RuntimeError):
     """A problem cannot be scored at all (unknown id, unreadable generation); one line."""
 
 

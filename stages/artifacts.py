@@ -7,7 +7,7 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 
@@ -16,8 +16,6 @@ from stages.errors import PipelineError
 from stages.paths import SCHEMAS_DIR
 
 SCHEMA_VERSION = 1
-
-ArtifactKind = Literal["manifest", "targets", "selection", "config", "generation", "details", "summary"]
 
 
 class ArtifactError(PipelineError, ValueError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
@@ -488,15 +488,3 @@ def _check_consistency(settings: Settings) -> None:
         raise ConfigError(f"invalid sample_ids: problem id {duplicate} is listed twice")
     if settings.run and settings.run != settings.run.strip():
         raise ConfigError(f"invalid run={settings.run!r}: no leading or trailing spaces")
-
-
-def settings_from_doit() -> Settings:
-    """Settings from doit's command-line variables (call inside task creators only)."""
-    from doit import doit_cmd
-
-    cli_vars = dict(doit_cmd._CMDLINE_VARS or {})
-    return load_settings(cli_vars)
-
-
-def as_dict(settings: Settings) -> dict[str, Any]:
-    return {name: _jsonable(value) for name, value in asdict(settings).items()}

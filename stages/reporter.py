@@ -498,8 +498,3 @@ class ProgressReporter(ConsoleReporter):
                        "ignored": t.ignored, "running": len(t.running)}
                 for name, t in self._stages.items()
             }
-
-    @property
-    def failure_notes(self) -> tuple[FailureNote, ...]:
-        with self._lock:
-            return tuple(self._notes)

@@ -42,13 +42,6 @@ def generation_tool_outcomes(generation: Mapping[str, Any] | None) -> dict[str, 
     return {"total": total, "steps": steps}
 
 
-def run_tool_outcomes(generations: Iterable[Mapping[str, Any] | None]) -> dict[str, int]:
-    total = dict.fromkeys(TOOL_STATUSES, 0)
-    for generation in generations:
-        total = add_counts(total, generation_tool_outcomes(generation)["total"])
-    return total
-
-
 def sandbox_failure_line(counts: Mapping[str, int]) -> str | None:
     """One line when most tool calls of the run failed on the sandbox's side (the answers are not the model's)."""
     calls = sum(counts.get(status, 0) for status in TOOL_STATUSES)

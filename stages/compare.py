@@ -30,10 +30,10 @@ from stages.results import (
     ProblemState,
     ResultsError,
     RunResults,
-    StepStatus,
     max_attempts,
     read_run,
 )
+from stages.statuses import StepStatus
 from stages.usage import Usage
 
 COMPARED_ATTEMPT = 0

@@ -3,11 +3,10 @@ per run, and the scored steps that had no targets. Counted from the generation f
 details and summary, and the reason a run whose tool calls mostly failed on the sandbox's side ends non-zero."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence, get_args
+from typing import Any, Iterable, Mapping, Sequence
 
-from stages.generate.tools import ToolStatus
+from stages.statuses import TOOL_STATUSES
 
-TOOL_STATUSES: tuple[str, ...] = get_args(ToolStatus)
 # The reasons of an eval_error step scored without targets (score stage, targets_io).
 TARGETS_MISSING_MARKERS: tuple[str, ...] = ("targets missing", "no targets file", "missing from", "targets file")
 

@@ -42,13 +42,13 @@ from stages.results import (
     RunResults,
     Selection,
     ToolStats,
-    Verdict,
     read_config,
     read_run,
     read_selection,
     read_summary,
 )
 from stages.usage import Usage
+from stages.verdict import StepVerdict
 
 TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
 SCORED_ATTEMPT = 0
@@ -289,7 +289,7 @@ def _rows_without_details(layout: Sequence[tuple[str, bool]], reason: str) -> tu
                  for sid, prefilled in layout)
 
 
-def _merge_steps(layout: Sequence[tuple[str, bool]], verdicts: Sequence[Verdict]) -> tuple[StepRow, ...]:
+def _merge_steps(layout: Sequence[tuple[str, bool]], verdicts: Sequence[StepVerdict]) -> tuple[StepRow, ...]:
     """Verdicts of the details file in data order; steps it lacks become `no_verdict`, extra ones are kept last."""
     by_id = {verdict.step_id: verdict for verdict in verdicts}
     rows = []

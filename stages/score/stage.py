@@ -34,12 +34,13 @@ from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.run_conditions import generation_tool_outcomes
 from stages.pins import pins
 from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, harness_hash, verdict_key
-from stages.score.engine import StepJob, StepVerdict
+from stages.score.engine import StepJob
 from stages.score.executor import ExecutorError, StepExecutor, StepRequest, executor_for
 from stages.score.launcher import environment_versions
 from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
 from stages.score.script import StepScript, build_step_script
 from stages.targets import ResolvedTargets, resolve_targets
+from stages.verdict import StepVerdict
 from stages.versions import package_versions
 
 DetailsStatus = Literal["complete", "generation_error", "missing_generation"]

@@ -54,8 +54,6 @@ class StagedFile:
     source: str
 
 
-
-
 def stream_to_temp(reader: BinaryIO, dest: Path, name: str, source: str) -> StagedFile:
     """Copy `reader` into a temp file in `dest`, hashing on the way."""
     fd, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+
 def target_file_differences(
     candidate: Path,
     reference: Path,

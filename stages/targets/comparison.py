@@ -22,6 +22,7 @@ CAPTURE_NAME = "__scicode_capture_target__"
 HELPER_PACKAGE = "scicode"  # test cases import comparison helpers from it; derivation never calls them
 EQUALITY_OPERATORS = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
 
+
 @dataclass(frozen=True)
 class TargetComparison:
     """What one test case does with `target`.

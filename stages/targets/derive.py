@@ -46,6 +46,7 @@ ENVIRONMENT_PACKAGES = ("numpy", "scipy", "sympy", "h5py")
 CHILD_OUTPUT_LIMIT = 16 * 1024
 DERIVATION_CODE = ("comparison.py", "layout.py", "derive.py")  # the modules whose source the fingerprint covers
 
+
 @dataclass(frozen=True)
 class DerivationJob:
     step_id: str

@@ -20,6 +20,7 @@ from stages.targets.errors import DerivationError
 GZIP_MIN_BYTES = 4096  # arrays at least this large are stored gzip-compressed (level 9, shuffled)
 GZIP_LEVEL = 9
 
+
 @dataclass(frozen=True)
 class H5Dataset:
     data: Any  # a numpy array, numpy scalar, Python scalar or str

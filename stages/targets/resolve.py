@@ -12,6 +12,7 @@ from stages.targets.derive import RECORD_KIND, derived_record_path, derived_targ
 
 TargetsKind = Literal["official", "explicit", "derived", "missing"]
 
+
 @dataclass(frozen=True)
 class ResolvedTargets:
     kind: TargetsKind

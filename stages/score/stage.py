@@ -101,12 +101,12 @@ def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTarg
         "generation": [_generation_content(generation) for generation in generations],
         "targets": targets_identity(targets),
         "harness": harness_hash(),
-        "libraries": library_versions(settings.python_binary),
+        "libraries": scoring_library_versions(settings.python_binary),
     })
 
 
 @lru_cache(maxsize=8)
-def library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
+def scoring_library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
     """Versions of the test process's libraries: from package metadata (no import) for this interpreter."""
     if os.path.realpath(python_binary) != os.path.realpath(sys.executable):
         return tuple(sorted(environment_versions(python_binary).items()))

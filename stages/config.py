@@ -324,7 +324,7 @@ def _memory_limit(name: str, value: Any) -> int:
     if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
         return 0
     try:
-        return _to_number(name, value, int, 16, False)
+        return int(_to_number(name, value, int, 16, False))
     except ConfigError:
         raise _fail(name, value, "0 (no limit) or a whole number >= 16") from None
 
@@ -461,7 +461,7 @@ def load_settings(
     # Order: TOML (with its own blocks) < command-line JSON blocks < command-line name=value.
     toml_values = _expand_blocks(toml_layer, "in the config file")
     cli_blocks = _expand_blocks({k: v for k, v in cli_vars.items() if k in PARAM_BLOCKS}, "on the command line")
-    cli_words = {k: v for k, v in cli_vars.items() if k not in PARAM_BLOCKS}
+    cli_words: dict[str, Any] = {k: v for k, v in cli_vars.items() if k not in PARAM_BLOCKS}
     if "model_params" in cli_words:
         cli_words["model_params"] = _to_dict("model_params", cli_words["model_params"])
     raw = deep_merge(deep_merge(toml_values, cli_blocks), cli_words)

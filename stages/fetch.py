@@ -22,7 +22,7 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import IO, Callable, Iterator
 
 from tqdm import tqdm
 
@@ -54,7 +54,7 @@ class StagedFile:
     source: str
 
 
-def stream_to_temp(reader: BinaryIO, dest: Path, name: str, source: str) -> StagedFile:
+def stream_to_temp(reader: IO[bytes], dest: Path, name: str, source: str) -> StagedFile:
     """Copy `reader` into a temp file in `dest`, hashing on the way."""
     fd, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)
     digest = hashlib.sha256()

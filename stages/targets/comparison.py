@@ -109,7 +109,8 @@ def _target_aliases(tree: ast.AST) -> _Aliases:
             paths[bound.id] = ()
             statements.append(node)
         elif isinstance(bound, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in bound.elts):
-            paths.update({element.id: (index,) for index, element in enumerate(bound.elts)})  # type: ignore[union-attr]
+            names = [element for element in bound.elts if isinstance(element, ast.Name)]
+            paths.update({element.id: (index,) for index, element in enumerate(names)})
             statements.append(node)
             unpacked_length = len(bound.elts)
     return _Aliases(paths, tuple(statements), unpacked_length)
@@ -189,7 +190,7 @@ def _match_same_wrapper(left: ast.expr, right: ast.expr, aliases: _Aliases) -> l
 
 
 def _match_same_call(left: ast.Call, right: ast.Call, aliases: _Aliases) -> list[_Match] | None:
-    if len(left.args) != len(right.args) or not _same(ast.List(left.keywords), ast.List(right.keywords)):
+    if len(left.args) != len(right.args) or [ast.dump(k) for k in left.keywords] != [ast.dump(k) for k in right.keywords]:
         return None
     if isinstance(left.func, ast.Attribute) and isinstance(right.func, ast.Attribute):
         if left.func.attr != right.func.attr or not all(_same(a, b) for a, b in zip(left.args, right.args)):
@@ -319,7 +320,7 @@ def capture_program(test_case_source: str, capture_name: str = CAPTURE_NAME) -> 
     if comparison.kind == "unsupported":
         raise DerivationError(comparison.reason)
     replacements: dict[int, ast.stmt] = {id(s): ast.Pass() for s in comparison.alias_statements}
-    if comparison.kind == "compared":
+    if comparison.kind == "compared" and comparison.expression is not None:
         call = ast.Call(func=ast.Name(capture_name, ast.Load()), args=[comparison.expression], keywords=[])
         replacements[id(comparison.assert_node)] = ast.Expr(call)
     helper_names: set[str] = set()

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from stages.artifacts import sha256_file
 from stages.targets.errors import DerivationError
@@ -169,7 +169,7 @@ def _compression(data: Any) -> dict[str, Any]:
     return {}
 
 
-def write_targets_file(path: Path, steps: dict[str, Sequence[H5Group]]) -> str:
+def write_targets_file(path: Path, steps: Mapping[str, Sequence[H5Group]]) -> str:
     """Write `/<step_id>/test<i>/...` for every step atomically; returns the file's sha256."""
     import h5py
 

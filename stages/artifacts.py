@@ -7,19 +7,18 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 
 from stages import live_processes
+from stages.errors import PipelineError
 from stages.paths import SCHEMAS_DIR
 
 SCHEMA_VERSION = 1
 
-ArtifactKind = Literal["manifest", "targets", "selection", "config", "generation", "details", "summary"]
 
-
-class ArtifactError(ValueError):
+class ArtifactError(PipelineError, ValueError):
     """An artifact failed validation against its schema."""
 
 

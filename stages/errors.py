@@ -1,32 +1,23 @@
-"""The pipeline's own error classes: reported as one line, never as a traceback."""
+"""The base class of the pipeline's own errors: reported as one line, never as a traceback.
+
+Every error the stages raise for a bad input or a failed stage derives from `PipelineError` (most also
+keep a builtin base, e.g. `ValueError`, for code that catches them by it). The reporting code catches
+`PipelineError` and shows `ErrorClass: message`; any other exception is a bug and keeps its traceback.
+This module imports nothing from the stages, so every stage can import it.
+"""
 from __future__ import annotations
 
-from importlib import import_module
 
-from stages.artifacts import ArtifactError
-from stages.config import ConfigError
-from stages.problems import ProblemDataError
-
-# (module, class) of errors defined by the stages themselves.
-_STAGE_ERRORS = (
-    ("stages.download", "DownloadError"),
-    ("stages.targets", "TargetsError"),
-    ("stages.generate.stage", "RunAborted"),
-    ("stages.score.stage", "ScoringError"),
-    ("stages.compare", "CompareError"),
-    ("stages.summarize", "SummarizeError"),
-)
+class PipelineError(Exception):
+    """An error of the pipeline itself: its message is the one line the user sees."""
 
 
-def _stage_errors() -> tuple[type[BaseException], ...]:
-    found: list[type[BaseException]] = []
-    for module_name, class_name in _STAGE_ERRORS:
-        try:
-            error_class = getattr(import_module(module_name), class_name)
-        except (ImportError, AttributeError):
-            continue
-        found.append(error_class)
-    return tuple(found)
-
-
-PIPELINE_ERRORS: tuple[type[BaseException], ...] = (ConfigError, ProblemDataError, ArtifactError, *_stage_errors())
+def pipeline_error_names() -> frozenset[str]:
+    """Class names of every `PipelineError` subclass defined so far (those of the imported modules)."""
+    names: set[str] = set()
+    pending: list[type[PipelineError]] = [PipelineError]
+    while pending:
+        error_class = pending.pop()
+        names.add(error_class.__name__)
+        pending.extend(error_class.__subclasses__())
+    return frozenset(names)

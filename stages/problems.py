@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from stages.artifacts import fingerprint
 from stages.categories import Category, category_of
+from stages.errors import PipelineError
 from stages.paths import DataPaths
 from stages.pins import pins, prefilled_steps, split_files
 
@@ -62,7 +63,7 @@ class Problem:
         return all(step.ground_truth_code for step in self.steps if not step.prefilled)
 
 
-class ProblemDataError(ValueError):
+class ProblemDataError(PipelineError, ValueError):
     """The problem files are missing or malformed."""
 
 

@@ -36,15 +36,15 @@ from stages.problems import Problem, ProblemDataError, load_problems
 from stages.protocol import Carry
 from stages.results import (
     CELL_STATUSES,
-    TOOL_STATUSES,
     GeneratedStep,
     Generation,
     ProblemResult,
     RunResults,
     ScoredAttempt,
-    ToolCall,
-    Verdict,
+    ToolRun,
 )
+from stages.statuses import TOOL_STATUSES
+from stages.verdict import StepVerdict
 
 TEMPLATES_DIR = Path(__file__).with_name("report_templates")
 RUN_TEMPLATE = "report.html.j2"
@@ -110,9 +110,9 @@ class StepView:
     attempts: int
     status: str
     reason: str
-    verdict: Verdict | None
+    verdict: StepVerdict | None
     generated: GeneratedStep | None
-    tool_calls: tuple[ToolCall, ...]
+    tool_calls: tuple[ToolRun, ...]
     script: tuple[ScriptPart, ...]
     script_note: str
     other_attempts: tuple[tuple[int, str, str], ...]  # (attempt, status, anchor) of the same step
@@ -217,7 +217,7 @@ def _codes(generation: Generation | None, attempt: ScoredAttempt | None) -> dict
     return dict(attempt.step_codes) if attempt is not None else {}
 
 
-def _script_of(problem: Problem | None, index: int, codes: Mapping[str, str | None], verdict: Verdict | None,
+def _script_of(problem: Problem | None, index: int, codes: Mapping[str, str | None], verdict: StepVerdict | None,
                data_paths: DataPaths, carry: Carry) -> tuple[tuple[ScriptPart, ...], str]:
     step_id = problem.steps[index].step_id if problem else ""
     if problem is None:

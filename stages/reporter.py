@@ -17,7 +17,7 @@ main thread, so every method takes one lock. Lines are written whole through `tq
 any progress bar drawn on the same stream out of the way. The reporter never raises: a display problem
 must not change doit's exit code, which stays doit's own (the reporter only watches).
 
-Failures of the pipeline's own error classes (modules under `stages.`, see `stages.errors`) are shown as
+Failures of the pipeline's own error classes (modules under `stages.`, `stages.errors.PipelineError`) are shown as
 `ErrorClass: message`; an unexpected exception also gets its traceback at the end of the run.
 
 During a doit run (from `initialize` to `complete_run`) the problem stages (`LIVE_STAGES`) are shown by
@@ -42,6 +42,7 @@ from tqdm import tqdm
 
 from stages import live_processes
 from stages.activity import ACTIVITY, Activity
+from stages.errors import pipeline_error_names
 from stages.live_view import LiveStatus, LiveView, StageCount, estimate_eta, format_elapsed
 
 TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
@@ -113,14 +114,6 @@ def group_failures(notes: list[FailureNote] | tuple[FailureNote, ...]) -> list[F
         detail = next((note.detail for note in members if note.detail), None)
         groups.append(FailureGroup(tuple(note.task_name for note in members), reason, detail))
     return groups
-
-
-def _own_error_names() -> frozenset[str]:
-    try:
-        from stages.errors import PIPELINE_ERRORS
-    except Exception:  # the `stages.` module prefix still marks our own errors
-        return frozenset()
-    return frozenset(error.__name__ for error in PIPELINE_ERRORS)
 
 
 def _exception_only(traceback_lines: list[str]) -> str:
@@ -256,7 +249,6 @@ class ProgressReporter(ConsoleReporter):
         self._notes: list[FailureNote] = []
         self._cleanup_errors: list[str] = []
         self._shown_failures: set[tuple[str, str]] = set()
-        self._own_errors = _own_error_names()
         self._activity = activity
         self._interactive = interactive
         self._selected: tuple[str, ...] = ()
@@ -428,7 +420,7 @@ class ProgressReporter(ConsoleReporter):
         if isinstance(fail, UnmetDependency) and not _has_actions(task):
             return  # a group task (e.g. `score`) whose sub-task failed: that failure is already reported
         with self._lock:
-            note = describe_failure(task, fail, self._own_errors)
+            note = describe_failure(task, fail, pipeline_error_names())
             self._notes.append(note)
             self.failures.append({"task": task, "exception": fail})
             if note.group_key not in self._shown_failures:  # the same reason again: counted, listed at the end
@@ -506,8 +498,3 @@ class ProgressReporter(ConsoleReporter):
                        "ignored": t.ignored, "running": len(t.running)}
                 for name, t in self._stages.items()
             }
-
-    @property
-    def failure_notes(self) -> tuple[FailureNote, ...]:
-        with self._lock:
-            return tuple(self._notes)

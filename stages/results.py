@@ -1,8 +1,8 @@
 """The one reader of a run's results: typed records of its selection, generations and details.
 
 Every report (summary, comparison, pass@k, the HTML report) reads a run through `read_run` and works on
-these records; none parses the JSON artifacts itself. This module also holds the one status vocabulary
-and the one definition of a *resolved* problem attempt:
+these records; none parses the JSON artifacts itself. This module also holds the problem states (the step
+statuses are `stages.statuses`) and the one definition of a *resolved* problem attempt:
 
     generation reported no error for the attempt, the problem has scored steps, and every scored step
     of the attempt has a verdict `pass` (prefilled steps, status `skipped`, are not scored).
@@ -21,21 +21,18 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 from stages.artifacts import read_artifact
 from stages.categories import UNCLASSIFIED, Category, category_of
 from stages.paths import RunPaths
+from stages.statuses import STEP_STATUSES, TOOL_STATUSES
 from stages.usage import Usage
+from stages.verdict import StepVerdict
 
 # ---------------------------------------------------------------------------
 # Vocabulary
 # ---------------------------------------------------------------------------
 
-StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
 CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"]
 ProblemState = Literal["complete", "generation_error", "missing_generation", "missing_details", "invalid_details"]
-ToolStatus = Literal["ok", "error", "timeout", "sandbox_error"]
-GenerationStepStatus = Literal["ok", "truncated", "no_code", "error", "prefilled"]
 
-STEP_STATUSES: tuple[StepStatus, ...] = ("pass", "fail", "timeout", "parse_error", "eval_error", "skipped")
 CELL_STATUSES: tuple[CellStatus, ...] = (*STEP_STATUSES, "no_verdict")
-TOOL_STATUSES: tuple[ToolStatus, ...] = ("ok", "error", "timeout", "sandbox_error")
 GENERATION_FAILED_STATES: frozenset[str] = frozenset({"generation_error", "missing_generation"})
 NO_DETAILS_STATES: frozenset[str] = frozenset({"missing_details", "invalid_details"})
 ERROR_STATES: frozenset[str] = GENERATION_FAILED_STATES | NO_DETAILS_STATES
@@ -102,35 +99,11 @@ class Selection:
 # ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Verdict:
-    """One step's verdict in a details file, with the test process's bounded output."""
-
-    step_id: str
-    status: StepStatus
-    reason: str
-    tests_total: int = 0
-    tests_passed: int = 0
-    returncode: int | None = None
-    stdout: str = ""
-    stderr: str = ""
-    duration_s: float = 0.0
-    cached: bool = False
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "Verdict":
-        tests = record.get("tests") or {}
-        return cls(str(record["step_id"]), record["status"], str(record.get("reason", "")),
-                   int(tests.get("total", 0)), int(tests.get("passed", 0)), record.get("returncode"),
-                   str(record.get("stdout", "")), str(record.get("stderr", "")), float(record.get("duration_s", 0.0)),
-                   bool(record.get("cached", False)))
-
-
-@dataclass(frozen=True)
 class ScoredAttempt:
     """One attempt of a details file: its verdicts, codes and the cost its meta reports."""
 
     index: int
-    verdicts: tuple[Verdict, ...]
+    verdicts: tuple[StepVerdict, ...]
     evaluation_error: str | None
     step_codes: Mapping[str, str]
     usage: Usage | None
@@ -150,10 +123,10 @@ class ScoredAttempt:
         return frozenset(v.step_id for v in self.verdicts if v.status == "pass")
 
     @property
-    def scored_verdicts(self) -> tuple[Verdict, ...]:
+    def scored_verdicts(self) -> tuple[StepVerdict, ...]:
         return tuple(v for v in self.verdicts if v.status != "skipped")
 
-    def verdict(self, step_id: str) -> Verdict | None:
+    def verdict(self, step_id: str) -> StepVerdict | None:
         return next((v for v in self.verdicts if v.step_id == step_id), None)
 
 
@@ -179,7 +152,7 @@ def _scored_attempt(index: int, record: Mapping[str, Any], record_failed: bool) 
     error = evaluation.get("error")
     return ScoredAttempt(
         index=index,
-        verdicts=tuple(Verdict.from_record(step) for step in evaluation["steps"]),
+        verdicts=tuple(StepVerdict.from_record(step) for step in evaluation["steps"]),
         evaluation_error=None if error is None else str(error),
         step_codes=dict((record.get("final_answer") or {}).get("step_codes") or {}),
         usage=Usage.from_record(meta.get("usage")),
@@ -194,7 +167,7 @@ def _scored_attempt(index: int, record: Mapping[str, Any], record_failed: bool) 
 # ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class ToolCall:
+class ToolRun:
     """One tool run of a tool_use step: the code the model sent and what it got back."""
 
     call_id: str
@@ -223,7 +196,7 @@ class ToolStats:
                          self.other + other.other)
 
     @classmethod
-    def of(cls, calls: Iterable[ToolCall]) -> "ToolStats":
+    def of(cls, calls: Iterable[ToolRun]) -> "ToolStats":
         counts = Counter(call.status for call in calls)
         known = {status: counts.get(status, 0) for status in TOOL_STATUSES}
         return cls(sum(counts.values()), other=sum(counts.values()) - sum(known.values()), **known)
@@ -246,7 +219,7 @@ class GeneratedStep:
     latency_s: float
     prompt: str | None
     model_calls: int
-    tool_calls: tuple[ToolCall, ...]
+    tool_calls: tuple[ToolRun, ...]
     messages: tuple[Mapping[str, Any], ...]
 
     @property
@@ -301,14 +274,14 @@ def _tool_code(arguments: Any) -> str:
     return parsed["code"] if isinstance(parsed, dict) and isinstance(parsed.get("code"), str) else arguments
 
 
-def _tool_calls(trajectory: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+def _tool_calls(trajectory: Mapping[str, Any]) -> tuple[ToolRun, ...]:
     sent = {}
     for message in trajectory.get("messages") or ():
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             sent[str(call.get("id"))] = _tool_code(function.get("arguments", ""))
     return tuple(
-        ToolCall(str(result.get("call_id")), str(result.get("name", "")), sent.get(str(result.get("call_id")), ""),
+        ToolRun(str(result.get("call_id")), str(result.get("name", "")), sent.get(str(result.get("call_id")), ""),
                  str(result.get("status", "")), float(result.get("duration_s", 0.0)), bool(result.get("truncated")),
                  str(result.get("output", "")))
         for result in trajectory.get("tool_results") or ()

@@ -3,11 +3,10 @@ per run, and the scored steps that had no targets. Counted from the generation f
 details and summary, and the reason a run whose tool calls mostly failed on the sandbox's side ends non-zero."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence, get_args
+from typing import Any, Iterable, Mapping, Sequence
 
-from stages.generate.tools import ToolStatus
+from stages.statuses import TOOL_STATUSES
 
-TOOL_STATUSES: tuple[str, ...] = get_args(ToolStatus)
 # The reasons of an eval_error step scored without targets (score stage, targets_io).
 TARGETS_MISSING_MARKERS: tuple[str, ...] = ("targets missing", "no targets file", "missing from", "targets file")
 
@@ -40,13 +39,6 @@ def generation_tool_outcomes(generation: Mapping[str, Any] | None) -> dict[str, 
             steps[step["step_id"]] = counts
             total = add_counts(total, counts)
     return {"total": total, "steps": steps}
-
-
-def run_tool_outcomes(generations: Iterable[Mapping[str, Any] | None]) -> dict[str, int]:
-    total = dict.fromkeys(TOOL_STATUSES, 0)
-    for generation in generations:
-        total = add_counts(total, generation_tool_outcomes(generation)["total"])
-    return total
 
 
 def sandbox_failure_line(counts: Mapping[str, int]) -> str | None:

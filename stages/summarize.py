@@ -27,6 +27,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 from stages.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
 from stages.categories import fields
 from stages.config import Settings
+from stages.errors import PipelineError
 from stages.paths import RunPaths
 from stages.problems import ProblemDataError, load_problems, prefilled_reason
 from stages.run_conditions import conditions_markdown, conditions_record, unscored_steps
@@ -41,19 +42,19 @@ from stages.results import (
     RunResults,
     Selection,
     ToolStats,
-    Verdict,
     read_config,
     read_run,
     read_selection,
     read_summary,
 )
 from stages.usage import Usage
+from stages.verdict import StepVerdict
 
 TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
 SCORED_ATTEMPT = 0
 
 
-class SummarizeError(ValueError):
+class SummarizeError(PipelineError, ValueError):
     """The run cannot be summarized (no selection), stated in one line."""
 
 
@@ -288,7 +289,7 @@ def _rows_without_details(layout: Sequence[tuple[str, bool]], reason: str) -> tu
                  for sid, prefilled in layout)
 
 
-def _merge_steps(layout: Sequence[tuple[str, bool]], verdicts: Sequence[Verdict]) -> tuple[StepRow, ...]:
+def _merge_steps(layout: Sequence[tuple[str, bool]], verdicts: Sequence[StepVerdict]) -> tuple[StepRow, ...]:
     """Verdicts of the details file in data order; steps it lacks become `no_verdict`, extra ones are kept last."""
     by_id = {verdict.step_id: verdict for verdict in verdicts}
     rows = []

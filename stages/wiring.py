@@ -17,6 +17,7 @@ from doit.exceptions import TaskFailed
 from stages import live_processes
 from stages.confinement import ConfinementUnavailable, check_confinement
 from stages.config import ConfigError, Settings, load_settings
+from stages.errors import PipelineError
 
 # doit run options that take a value (so the word after them is not a task name).
 _OPTIONS_WITH_VALUE = frozenset(
@@ -252,11 +253,9 @@ def rescore_only(argv: Sequence[str]) -> bool:
 def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
     """A doit python-action that turns the pipeline's own errors into a one-line task failure."""
     def action() -> TaskFailed | None:
-        from stages.errors import PIPELINE_ERRORS  # imports every stage (openai among them): only when a task runs
-
         try:
             outcome = function(*args)
-        except PIPELINE_ERRORS as error:
+        except PipelineError as error:
             return TaskFailed(f"{type(error).__name__}: {error}")
         except OSError as error:
             if error.errno not in WRITE_ERRNOS:

@@ -24,7 +24,7 @@ from stages.targets import (
     H5Dataset,
     H5Group,
     ResolvedTargets,
-    StepJob,
+    DerivationJob,
     capture_program,
     compared_expression,
     derive_targets,
@@ -39,11 +39,11 @@ from stages.targets import (
     run_step_isolated,
     step_jobs,
     survey_comparisons,
-    target_file_differences,
     layout_of_test,
     value_layout,
     write_targets_file,
 )
+from tests.targets_diff import target_file_differences
 
 DEV_TARGETS = "test_data_dev.h5"
 # Small validation problems covering tuples (3.1, 10.3), ragged lists (70.6), complex values, strings for
@@ -150,7 +150,7 @@ def test_capture_program_refuses_helpers_used_outside_the_target_assert() -> Non
 
 
 def test_evaluate_step_shares_one_namespace_and_evaluates_each_expression_once() -> None:
-    job = StepJob(
+    job = DerivationJob(
         "9.1",
         (("<deps>", "import numpy as np"), ("<9.1 reference code>", "calls = []\ndef f(x):\n    calls.append(x)\n    return np.arange(x)")),
         (
@@ -173,7 +173,7 @@ def test_evaluate_step_shares_one_namespace_and_evaluates_each_expression_once()
 
 
 def test_evaluate_step_fails_on_a_wrong_assert_in_a_test_without_target() -> None:
-    job = StepJob("9.2", (("<code>", "x = 1"),), ("assert x == 2, 'reference disagrees'",))
+    job = DerivationJob("9.2", (("<code>", "x = 1"),), ("assert x == 2, 'reference disagrees'",))
     with pytest.raises(AssertionError, match="reference disagrees"):
         evaluate_step(job)
 
@@ -254,7 +254,7 @@ LIMITS = Limits(timeout_seconds=20, memory_mb=4096)
     ],
 )
 def test_run_step_isolated_reports_each_outcome(tmp_path: Path, code: str, status: str, reason_part: str) -> None:
-    job = StepJob("5.1", (("<5.1 reference code>", code),), ("assert x == target", "assert x == 1"))
+    job = DerivationJob("5.1", (("<5.1 reference code>", code),), ("assert x == target", "assert x == 1"))
     outcome = run_step_isolated(job, tmp_path, LIMITS)
     assert outcome.status == status
     assert reason_part in outcome.reason
@@ -263,14 +263,14 @@ def test_run_step_isolated_reports_each_outcome(tmp_path: Path, code: str, statu
 
 
 def test_run_step_isolated_times_out(tmp_path: Path) -> None:
-    job = StepJob("5.2", (("<code>", "import time\ntime.sleep(30)"),), ("assert 1 == target",))
+    job = DerivationJob("5.2", (("<code>", "import time\ntime.sleep(30)"),), ("assert 1 == target",))
     started = time.monotonic()
     outcome = run_step_isolated(job, tmp_path, Limits(timeout_seconds=1.5))
     assert outcome.status == "timeout" and time.monotonic() - started < 10
 
 
 def test_longest_steps_start_first() -> None:
-    jobs = [StepJob(step, (("<c>", "x" * size),), ()) for step, size in (("1.1", 10), ("2.1", 500), ("3.1", 20), ("4.1", 1))]
+    jobs = [DerivationJob(step, (("<c>", "x" * size),), ()) for step, size in (("1.1", 10), ("2.1", 500), ("3.1", 20), ("4.1", 1))]
     durations = expected_durations({"steps": [{"step_id": "3.1", "duration_s": 9.0}, {"step_id": "4.1", "duration_s": 30.0}]})
     assert [job.step_id for job in longest_first(jobs, durations)] == ["4.1", "3.1", "2.1", "1.1"]
 

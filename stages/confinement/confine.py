@@ -65,7 +65,6 @@ SYSTEM_READ_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/
                      "/dev/zero")
 SYSTEM_READ_FOLDERS_ETC = ("/etc/ld.so.conf.d", "/etc/alternatives", "/etc/fonts")
 WRITABLE_DEVICES = ("/dev/null",)
-PROBE_MARKER = "confinement-probe"
 
 
 class ConfinementError(RuntimeError):

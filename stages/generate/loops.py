@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from stages import live_processes
 from stages.generate import tools
-from stages.generate.client import ModelCallError, ModelClient, ModelResponse, Usage
+from stages.generate.client import CallTokens, ModelCallError, ModelClient, ModelResponse
 from stages.generate.prompts import StepPrompt
 from stages.protocol import answer_to_code
-
-StepStatus = Literal["ok", "truncated", "no_code", "error", "prefilled"]
+from stages.statuses import GenerationStepStatus
 
 REMINDER = (
     "Your answer has no code block. Reply with the complete implementation of the next step "
@@ -36,19 +35,19 @@ FINAL_ANSWER_REQUEST = (
 
 @dataclass(frozen=True)
 class StepOutcome:
-    status: StepStatus
+    status: GenerationStepStatus
     code: str | None
     raw_answer: str | None
     finish_reason: str | None
     error: str | None
     trajectory: dict[str, Any]
-    usage: Usage
+    usage: CallTokens
     calls: int
     latency_s: float
     failure: ModelCallError | None = None  # the exception behind status "error" (not serialized)
 
 
-def final_status(answer: str | None, finish_reason: str | None, defines: str | None) -> tuple[StepStatus, str | None]:
+def final_status(answer: str | None, finish_reason: str | None, defines: str | None) -> tuple[GenerationStepStatus, str | None]:
     """Status and code of a final answer (`defines`: the name the step's header defines): truncated when
     cut by the length limit (code kept if any)."""
     code = answer_to_code(answer or "", defines)
@@ -67,7 +66,7 @@ class Conversation:
     messages: list[dict[str, Any]]
     calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
-    usage: Usage = Usage()
+    usage: CallTokens = CallTokens()
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
@@ -119,7 +118,7 @@ class Conversation:
         return self._outcome("error", None, None, None, str(error), error)
 
     def _outcome(
-        self, status: StepStatus, code: str | None, answer: str | None, finish_reason: str | None,
+        self, status: GenerationStepStatus, code: str | None, answer: str | None, finish_reason: str | None,
         error_text: str | None, failure: ModelCallError | None,
     ) -> StepOutcome:
         return StepOutcome(
@@ -139,7 +138,7 @@ class Conversation:
 def _failed_call_record(error: ModelCallError) -> dict[str, Any]:
     return {
         "latency_s": 0.0,
-        "usage": Usage().to_record(),
+        "usage": CallTokens().to_record(),
         "finish_reason": None,
         "response_id": None,
         "retries": len(error.retries),

@@ -28,8 +28,9 @@ from typing import Any, Literal
 from tqdm import tqdm
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
+from stages.errors import PipelineError
 from stages.generate import builtin
-from stages.generate.client import ModelCallError, ModelClient, Usage
+from stages.generate.client import CallTokens, ModelCallError, ModelClient
 from stages.generate.loops import StepOutcome, run_step
 from stages.generate.prompts import StepPrompt, build_step_prompt
 from stages.paths import DataPaths
@@ -43,7 +44,7 @@ ARTIFACT_KIND = "generation"
 ATTEMPT_SEPARATOR = "@"
 
 
-class RunAborted(RuntimeError):
+class RunAborted(PipelineError, RuntimeError):
     """Every problem attempted so far failed with the same permanent model-level error."""
 
 
@@ -158,7 +159,7 @@ def prefilled_step_record(step: Step, data_paths: DataPaths) -> dict[str, Any]:
         "error": None,
         "finish_reason": None,
         "trajectory": _empty_trajectory(),
-        "usage": Usage().to_record(calls=0),
+        "usage": CallTokens().to_record(calls=0),
         "latency_s": 0.0,
     }
 
@@ -239,7 +240,7 @@ class ProblemRun:
             try:
                 self.model = ModelClient(self.settings)
             except ModelCallError as error:
-                return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), Usage(), 0, 0.0, error)
+                return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), CallTokens(), 0, 0.0, error)
         return run_step(self.model, self.settings, prompt)
 
     def add(self, record: dict[str, Any]) -> None:
@@ -248,10 +249,10 @@ class ProblemRun:
         self.carried.append(carried_forward(step, record["code"], self.settings.data_paths, self.settings.carry))
 
     def write(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
-        usage = Usage()
+        usage = CallTokens()
         calls = 0
         for step in self.steps:
-            usage = usage + Usage(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
+            usage = usage + CallTokens(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
             calls += step["usage"].get("calls", 0)
         return write_artifact(self.path, ARTIFACT_KIND, {
             "fingerprint": self.fingerprint,

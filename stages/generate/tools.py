@@ -25,10 +25,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from stages import live_processes
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
+from stages.statuses import ToolStatus
 
 CODE_INTERPRETER = "code_interpreter"
 OUTPUT_LIMIT = 20_000  # characters of output returned to the model
@@ -39,7 +40,6 @@ RUNNER_FILE = "_runner.py"
 PREAMBLE_FILE = "_preamble.py"
 CONFINE_SCRIPT = Path(__file__).resolve().parents[1] / "confinement" / "confine.py"
 SINGLE_THREAD_DEFAULTS: dict[str, str] = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-ToolStatus = Literal["ok", "error", "timeout", "sandbox_error"]
 
 TOOL_DESCRIPTION = (
     "Run a Python 3 snippet in a fresh interpreter and return its stdout and stderr "

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.artifacts import atomic_write_text, fingerprint
-from stages.score.engine import StepVerdict
+from stages.verdict import StepVerdict
 
 CACHE_FORMAT = 1
 CACHEABLE = ("pass", "fail", "timeout")

@@ -78,7 +78,7 @@ def preload(extra: tuple[str, ...] = ()) -> list[str]:
     return missing
 
 
-def environment_versions() -> dict[str, str]:
+def running_interpreter_versions() -> dict[str, str]:
     """Interpreter and library versions (part of the verdict cache key)."""
     versions = {"python": sys.version.split()[0], "implementation": sys.implementation.name, "executable": sys.executable}
     for name in ("numpy", "scipy", "sympy", "mpmath", "h5py"):

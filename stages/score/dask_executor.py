@@ -45,8 +45,8 @@ from types import ModuleType
 from typing import Any
 
 from stages.artifacts import sha256_file
-from stages.score.engine import StepVerdict
 from stages.score.executor import ExecutorError, ExecutorName, StepRequest, run_request
+from stages.verdict import StepVerdict
 
 START_TOPIC = "scicode-step-start"
 WORKER_LOSS_RESUBMITS = 1

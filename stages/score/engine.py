@@ -22,16 +22,17 @@ import select
 import signal
 import socket
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 from stages import live_processes
 from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
 from stages.score import child_runtime
 from stages.score.launcher import LaunchError, Launched, Role, kill_group, launch
 from stages.score.rewrite import RewrittenTest
+from stages.statuses import StepStatus
+from stages.verdict import StepVerdict
 
-StepStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
 OUTPUT_LIMIT_BYTES = DEFAULT_OUTPUT_LIMIT
 CHECKER_ERROR_LIMIT = 8 * 1024
 MAX_VALUES_FRAME_BYTES = 1 << 30
@@ -39,45 +40,6 @@ EXIT_GRACE_SECONDS = 10.0
 SCRATCH_PREFIX = "scicode-step-"
 PROTOCOL_VERSION = 2
 PICKLE_PROTOCOL = 4
-
-
-@dataclass(frozen=True)
-class StepVerdict:
-    step_id: str
-    status: StepStatus
-    reason: str
-    tests_total: int = 0
-    tests_passed: int = 0
-    returncode: int | None = None
-    stdout: str = ""
-    stderr: str = ""
-    duration_s: float = 0.0
-    cached: bool = False
-    launch_mode: str = ""
-    executed_on: str = ""  # the dask worker that ran the test process ("" when run by this process)
-
-    @property
-    def correct(self) -> bool:
-        return self.status == "pass"
-
-    def as_record(self) -> dict[str, Any]:
-        record = {
-            "step_id": self.step_id, "status": self.status, "correct": self.correct,
-            "tests": {"total": self.tests_total, "passed": self.tests_passed},
-            "returncode": self.returncode, "stdout": self.stdout, "stderr": self.stderr,
-            "duration_s": round(self.duration_s, 3), "reason": self.reason, "cached": self.cached,
-        }
-        if self.executed_on:
-            record["executed_on"] = self.executed_on
-        return record
-
-    def to_cache(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_cache(cls, record: dict[str, Any]) -> "StepVerdict":
-        known = {name: record[name] for name in cls.__dataclass_fields__ if name in record}
-        return cls(**{**known, "cached": True})
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,10 @@ from typing import Literal, Protocol
 
 from stages.activity import ACTIVITY
 from stages.config import Settings
-from stages.score.engine import StepJob, StepVerdict, execute_step
+from stages.score.engine import StepJob, execute_step
 from stages.score.pool import PrioritySlots, shared_slots
 from stages.score.targets_io import TargetsUnavailable, load_step_targets
+from stages.verdict import StepVerdict
 
 ExecutorName = Literal["local", "dask"]
 

@@ -259,7 +259,7 @@ _VERSIONS: dict[str, dict[str, str]] = {}
 def _versions_by_subprocess(python_binary: str) -> dict[str, str]:
     if python_binary not in _VERSIONS:
         code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import json, child_runtime; "
-                "print(json.dumps(child_runtime.environment_versions()))")
+                "print(json.dumps(child_runtime.running_interpreter_versions()))")
         result = subprocess.run([python_binary, "-c", code], capture_output=True, env=scrubbed_environment(), timeout=300, check=False)
         if result.returncode != 0:
             raise LaunchError(f"cannot run {python_binary}: {result.stderr.decode('utf-8', 'replace').strip()[-200:]}")

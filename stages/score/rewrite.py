@@ -37,7 +37,7 @@ import ast
 import builtins
 import copy
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, TypeGuard
 
 from stages import safe_ast
 
@@ -137,7 +137,7 @@ def _function_globals(function: ast.FunctionDef) -> set[str]:
 # Inlining `test_case_k()` calls
 # ---------------------------------------------------------------------------
 
-def _inlinable(statement: ast.stmt) -> bool:
+def _inlinable(statement: ast.stmt) -> TypeGuard[ast.FunctionDef]:
     if not isinstance(statement, ast.FunctionDef) or statement.decorator_list:
         return False
     arguments = statement.args

@@ -29,16 +29,18 @@ from typing import Any, Literal
 
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
+from stages.errors import PipelineError
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.run_conditions import generation_tool_outcomes
 from stages.pins import pins
 from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, harness_hash, verdict_key
-from stages.score.engine import StepJob, StepVerdict
+from stages.score.engine import StepJob
 from stages.score.executor import ExecutorError, StepExecutor, StepRequest, executor_for
 from stages.score.launcher import environment_versions
 from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
 from stages.score.script import StepScript, build_step_script
 from stages.targets import ResolvedTargets, resolve_targets
+from stages.verdict import StepVerdict
 from stages.versions import package_versions
 
 DetailsStatus = Literal["complete", "generation_error", "missing_generation"]
@@ -46,7 +48,7 @@ TARGETS_PLACEHOLDER = "<targets>"
 LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
 
 
-class ScoringError(RuntimeError):
+class ScoringError(PipelineError, RuntimeError):
     """A problem cannot be scored at all (unknown id, unreadable generation); one line."""
 
 
@@ -99,12 +101,12 @@ def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTarg
         "generation": [_generation_content(generation) for generation in generations],
         "targets": targets_identity(targets),
         "harness": harness_hash(),
-        "libraries": library_versions(settings.python_binary),
+        "libraries": scoring_library_versions(settings.python_binary),
     })
 
 
 @lru_cache(maxsize=8)
-def library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
+def scoring_library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
     """Versions of the test process's libraries: from package metadata (no import) for this interpreter."""
     if os.path.realpath(python_binary) != os.path.realpath(sys.executable):
         return tuple(sorted(environment_versions(python_binary).items()))

@@ -150,7 +150,7 @@ def serve(control_fd: int) -> None:
 def _serve_requests(control: socket.socket, wake_read: int, children: set[int], read_paths: list[str]) -> None:
     import child_runtime
 
-    _send(control, {"op": "ready", "versions": child_runtime.environment_versions(), "pid": os.getpid()})
+    _send(control, {"op": "ready", "versions": child_runtime.running_interpreter_versions(), "pid": os.getpid()})
     while True:
         readable, _, _ = select.select([control.fileno(), wake_read], [], [], 1.0)
         if wake_read in readable:

@@ -29,9 +29,10 @@ from tests.run_files import summary_file
 from score_helpers import make_job, problem
 from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 from stages.score.dask_executor import DaskExecutor, require_distributed
-from stages.score.engine import StepJob, StepVerdict
+from stages.score.engine import StepJob
 from stages.score.executor import ExecutorError, LocalExecutor, StepRequest
 from stages.score.launcher import environment_versions
+from stages.verdict import StepVerdict
 from stages.score.stage import reference_seconds
 
 distributed = pytest.importorskip("distributed", reason="the optional dask extra is not installed")

@@ -1,0 +1,63 @@
+"""Which targets file the scorer reads: official or explicit targets from the download manifest, else
+current derived targets, else missing. Never hashes the large HDF5 file."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from stages.artifacts import read_artifact
+from stages.config import Settings
+from stages.targets.derive import RECORD_KIND, derived_record_path, derived_targets_current
+
+TargetsKind = Literal["official", "explicit", "derived", "missing"]
+
+
+@dataclass(frozen=True)
+class ResolvedTargets:
+    kind: TargetsKind
+    path: Path | None
+    sha256: str | None
+    note: str
+
+
+def resolve_targets(settings: Settings) -> ResolvedTargets:
+    """Official or explicit targets from the download manifest, else current derived targets, else missing.
+
+    With `h5py_file=` set, only that file counts: when the manifest does not describe it, targets are missing.
+
+    Cheap: reads two small JSON records and stats files; the sha256 comes from those records.
+    """
+    data_paths = settings.data_paths
+    from_manifest, manifest_note = _manifest_targets(settings)
+    if from_manifest is not None:
+        return from_manifest
+    if settings.explicit_targets_file() is not None:  # an explicit file is never silently replaced
+        return ResolvedTargets("missing", None, None, manifest_note)
+    record = read_artifact(derived_record_path(data_paths), RECORD_KIND)
+    if record is not None and derived_targets_current(settings):
+        failed = [s["step_id"] for s in record["steps"] if s["status"] != "ok"]
+        note = f"{record['counts']['steps_ok']} validation steps"
+        if failed:
+            note += f"; no targets for {len(failed)} steps whose derivation failed: {', '.join(failed)}"
+        return ResolvedTargets("derived", data_paths.derived_targets, record["sha256"], note)
+    derived_note = ("derived targets are out of date (run the targets stage)" if record is not None
+                    else "no derived targets")
+    return ResolvedTargets("missing", None, None, f"{manifest_note}; {derived_note}")
+
+
+def _manifest_targets(settings: Settings) -> tuple[ResolvedTargets | None, str]:
+    manifest = read_artifact(settings.data_paths.manifest, "manifest")
+    if manifest is None:
+        return None, "no download manifest"
+    targets = manifest["targets"]
+    kind, path_text = targets["kind"], targets.get("path")
+    explicit = settings.explicit_targets_file()
+    if explicit is not None and (kind != "explicit" or path_text != str(explicit)):
+        return None, f"the download manifest does not describe h5py_file={settings.h5py_file} (run the download stage)"
+    if kind not in ("official", "explicit"):
+        return None, targets.get("note") or f"official targets {kind}"
+    path = Path(path_text)
+    if not path.is_file():
+        return None, f"the {kind} targets file {path} listed in the download manifest is gone"
+    return ResolvedTargets(kind, path, targets.get("sha256"), targets.get("note") or f"{kind} targets"), ""

@@ -51,8 +51,7 @@ def clean_details(settings: Settings, problem_id: str) -> None:
 
 
 def generation_files(settings: Settings, problem_id: str) -> list[Path]:
-    folder = settings.run_paths.generations_dir
-    return sorted(folder.glob(f"{problem_id}.json")) + sorted(folder.glob(f"{problem_id}@*.json"))
+    return settings.run_paths.generation_files(problem_id)
 
 
 def generate_named(argv: Sequence[str]) -> bool:

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from stages.artifacts import atomic_write_text
 from stages.config import Settings
 from stages.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, result_outcomes
-from stages.paths import RunPaths
+from stages.paths import ResultsPaths, RunPaths
 from stages.results import (
     CELL_STATUSES,
     ERROR_STATES,
@@ -36,7 +36,6 @@ from stages.results import (
 from stages.usage import Usage
 
 COMPARED_ATTEMPT = 0
-COMPARE_DIR_NAME = "compare"
 UNKNOWN = "(unknown)"
 
 
@@ -590,12 +589,12 @@ def resolve_run_dir(entry: str, results_dir: Path) -> Path:
     given = Path(entry)
     if given.is_dir():
         return given
-    under_results = Path(results_dir) / "scicode" / entry
+    under_results = ResultsPaths(Path(results_dir)).named_run(entry)
     return under_results if under_results.is_dir() else given
 
 
 def comparison_path(results_dir: Path, run_a: RunInfo, run_b: RunInfo) -> Path:
-    return Path(results_dir) / "scicode" / COMPARE_DIR_NAME / f"{run_a.file_label}__vs__{run_b.file_label}.md"
+    return ResultsPaths(Path(results_dir)).comparison(run_a.file_label, run_b.file_label)
 
 
 def write_comparison(settings: Settings) -> Path:

@@ -333,23 +333,9 @@ def _generated_step(record: Mapping[str, Any]) -> GeneratedStep:
     )
 
 
-@dataclass(frozen=True)
-class _RunPathsOnly:
-    """What `generation_path` needs of a settings object, for a reader that holds only a run's paths."""
-
-    run_paths: RunPaths
-
-
-def generation_file(paths: RunPaths, problem_id: str, attempt: int) -> Path:
-    """The generation file of `attempt`, named by the generate stage (`<id>.json`, `<id>@<k>.json`)."""
-    from stages.generate.stage import generation_path  # imported here: the generate stage imports the model client
-
-    return generation_path(_RunPathsOnly(paths), problem_id, attempt)
-
-
 def read_generation(paths: RunPaths, problem_id: str, attempt: int) -> Generation | None:
     """The generation of `attempt`; None when it is absent, invalid or records another attempt."""
-    record = read_artifact(generation_file(paths, problem_id, attempt), "generation")
+    record = read_artifact(paths.generation(problem_id, attempt), "generation")
     if record is None or record["attempt"] != attempt or str(record["problem_id"]) != problem_id:
         return None
     return Generation.from_record(record)

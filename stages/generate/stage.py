@@ -23,7 +23,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tqdm import tqdm
 
@@ -38,9 +38,11 @@ from stages.protocol import carried_forward
 from stages.run_conditions import tool_outcome_counts
 from stages.score.pool import PrioritySlots, named_slots
 
+if TYPE_CHECKING:
+    from stages.config import Settings
+
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
-ATTEMPT_SEPARATOR = "@"
 
 
 class RunAborted(RuntimeError):
@@ -51,10 +53,9 @@ class RunAborted(RuntimeError):
 # Paths and fingerprints
 # ---------------------------------------------------------------------------
 
-def generation_path(settings: Any, problem_id: str, attempt: int = 0) -> Path:
-    """`generations/<id>.json` for attempt 0, `generations/<id>@<attempt>.json` for later attempts."""
-    first = settings.run_paths.generation(problem_id)
-    return first if attempt == 0 else first.with_name(f"{problem_id}{ATTEMPT_SEPARATOR}{attempt}.json")
+def generation_path(settings: Settings, problem_id: str, attempt: int = 0) -> Path:
+    """The generation file of one attempt (named by `RunPaths.generation`)."""
+    return settings.run_paths.generation(problem_id, attempt)
 
 
 def generate_settings_fingerprint(settings: Any) -> str:

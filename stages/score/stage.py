@@ -80,18 +80,11 @@ def _generation_content(record: dict[str, Any] | None) -> Any:
     }
 
 
-def attempt_generation_path(settings: Settings, problem_id: str, attempt: int) -> Path:
-    """The generation file of one attempt (the naming lives with the generate stage)."""
-    from stages.generate.stage import generation_path
-
-    return generation_path(settings, problem_id, attempt)
-
-
 def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> str:
     """sha256 of everything a problem's details depend on (see the module docstring)."""
     targets = targets or resolve_targets(settings)
     problem = problem_by_id(settings.data_paths, problem_id)
-    generations = [read_artifact(attempt_generation_path(settings, problem_id, attempt), "generation")
+    generations = [read_artifact(settings.run_paths.generation(problem_id, attempt), "generation")
                    for attempt in range(settings.attempts)]
     return fingerprint({
         "settings": settings.fingerprint("score"),
@@ -309,7 +302,7 @@ def build_details(problem: Problem, generations: list[dict[str, Any] | None], ve
 
 
 def _read_generation(settings: Settings, problem_id: str, attempt: int) -> dict[str, Any] | None:
-    path = attempt_generation_path(settings, problem_id, attempt)
+    path = settings.run_paths.generation(problem_id, attempt)
     generation = read_artifact(path, "generation")
     if generation is None and path.exists():
         raise ScoringError(f"generation file {path} does not validate against generation.schema.json")

@@ -29,6 +29,7 @@ from stages.results import (
     ProblemState,
     ResultsError,
     RunResults,
+    SelectionEntry,
     StepStatus,
     max_attempts,
     read_run,
@@ -70,7 +71,7 @@ class RunInfo:
     split: str
     mode: str
     with_background: str
-    selection: tuple[Mapping[str, Any], ...]
+    selection: tuple[SelectionEntry, ...]
     results: RunResults
 
     @property
@@ -83,8 +84,8 @@ class RunInfo:
         return f"{self.run_dir.parent.name}--{self.run_dir.name}"
 
     @property
-    def entries(self) -> dict[str, Mapping[str, Any]]:
-        return {str(entry["problem_id"]): entry for entry in self.selection}
+    def entries(self) -> dict[str, SelectionEntry]:
+        return {entry.problem_id: entry for entry in self.selection}
 
 
 @dataclass(frozen=True)
@@ -174,8 +175,7 @@ def load_run(run_dir: Path) -> RunInfo:
         split=results.selection.split,
         mode=str(settings.get("mode") or UNKNOWN),
         with_background=UNKNOWN if background is None else str(bool(background)).lower(),
-        selection=tuple({"problem_id": e.problem_id, "fingerprint": e.fingerprint, "steps": e.steps,
-                         "scored_steps": e.scored_steps} for e in results.selection.entries),
+        selection=results.selection.entries,
         results=results,
     )
 
@@ -360,7 +360,7 @@ def _scope_notes(run_a: RunInfo, run_b: RunInfo, common: Sequence[str]) -> list[
         notes.append(("item", f"only in A ({len(only_a)}): {', '.join(only_a)}"))
     if only_b:
         notes.append(("item", f"only in B ({len(only_b)}): {', '.join(only_b)}"))
-    changed = [pid for pid in common if run_a.entries[pid]["fingerprint"] != run_b.entries[pid]["fingerprint"]]
+    changed = [pid for pid in common if run_a.entries[pid].fingerprint != run_b.entries[pid].fingerprint]
     if changed:
         notes.append(("item", f"problem statement differs between the runs ({len(changed)}): {', '.join(changed)}"))
     notes.append(("text", f"Verdicts, flips and status counts are those of attempt {COMPARED_ATTEMPT + 1} of each "

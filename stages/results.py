@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
@@ -53,7 +54,28 @@ def is_resolved(statuses: Iterable[str], scored_steps: int, generation_ok: bool)
 # ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class LayoutStep:
+    """One step of a selected problem, in problem order: scored, or prefilled (official code, not scored)."""
+
+    step_id: str
+    prefilled: bool
+
+    def to_record(self) -> dict[str, Any]:
+        return {"step_id": self.step_id, "prefilled": self.prefilled}
+
+
+StepLayout = tuple[LayoutStep, ...]
+
+
+def layout_of(records: Iterable[Mapping[str, Any]]) -> StepLayout:
+    return tuple(LayoutStep(str(step["step_id"]), bool(step["prefilled"])) for step in records)
+
+
+@dataclass(frozen=True)
 class SelectionEntry:
+    """A selected problem as selection.json records it: identity, category and step layout (the one source of
+    its step ids and of which steps are scored, for every stage after select)."""
+
     problem_id: str
     split: str
     category: str
@@ -61,10 +83,15 @@ class SelectionEntry:
     fingerprint: str
     steps: int
     scored_steps: int
+    layout: StepLayout
 
     @property
     def skipped_steps(self) -> int:
         return self.steps - self.scored_steps
+
+    @property
+    def scored_step_ids(self) -> tuple[str, ...]:
+        return tuple(step.step_id for step in self.layout if not step.prefilled)
 
     @classmethod
     def from_record(cls, entry: Mapping[str, Any]) -> "SelectionEntry":
@@ -75,7 +102,7 @@ class SelectionEntry:
             "category": stated if stated != UNCLASSIFIED else None,
         })
         return cls(str(entry["problem_id"]), str(entry["split"]), str(entry["category"]), taxonomy,
-                   str(entry["fingerprint"]), int(entry["steps"]), int(entry["scored_steps"]))
+                   str(entry["fingerprint"]), int(entry["steps"]), int(entry["scored_steps"]), layout_of(entry["layout"]))
 
 
 @dataclass(frozen=True)
@@ -443,11 +470,26 @@ class ResultsError(ValueError):
 
 
 def read_selection(paths: RunPaths) -> Selection:
-    record = read_artifact(paths.selection, "selection")
-    if record is None:
+    selection = cached_selection(paths)
+    if selection is None:
         state = "invalid" if paths.selection.exists() else "missing"
         raise ResultsError(f"{state} {paths.selection}")
-    return Selection.from_record(record)
+    return selection
+
+
+def cached_selection(paths: RunPaths) -> Selection | None:
+    """The run's selection.json, read and validated once per version of the file; None when missing or invalid."""
+    try:
+        stat = paths.selection.stat()
+    except FileNotFoundError:
+        return None
+    return _selection_version(paths.selection, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+
+@lru_cache(maxsize=16)
+def _selection_version(path: Path, mtime_ns: int, size: int, inode: int) -> Selection | None:
+    record = read_artifact(path, "selection")
+    return None if record is None else Selection.from_record(record)
 
 
 @dataclass(frozen=True)

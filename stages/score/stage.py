@@ -30,6 +30,7 @@ from typing import Any, Literal
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
+from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
 from stages.pins import pins
 from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, harness_hash, verdict_key
@@ -213,10 +214,14 @@ def expected_step_seconds(cache: VerdictCache, step_id: str) -> float:
 
 
 def expected_problem_seconds(settings: Settings, problem_id: str) -> float:
-    """Expected test-process seconds of scoring one attempt of a problem (its scored steps)."""
-    problem = problem_by_id(settings.data_paths, problem_id)
+    """Expected test-process seconds of scoring one attempt of a selected problem (its scored steps, as
+    selection.json lays them out); ScoringError when the problem is not in the run's selection."""
+    selection = cached_selection(settings.run_paths)
+    entry = selection.by_id.get(problem_id) if selection is not None else None
+    if entry is None:
+        raise ScoringError(f"problem {problem_id} is not in {settings.run_paths.selection}: run `doit select` first")
     cache = cache_at(settings.state_paths.verdict_cache)
-    return sum(expected_step_seconds(cache, step.step_id) for step in problem.steps if not step.prefilled)
+    return sum(expected_step_seconds(cache, step_id) for step_id in entry.scored_step_ids)
 
 
 def _run_planned(context: ScoringContext, item: PlannedStep) -> StepVerdict:

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 from stages.artifacts import read_artifact
 from stages.categories import UNCLASSIFIED, Category, category_of
 from stages.paths import RunPaths
-from stages.usage import Usage
+from stages.usage import AttemptCost, Usage
 
 # ---------------------------------------------------------------------------
 # Vocabulary
@@ -371,18 +371,6 @@ def read_generation(paths: RunPaths, problem_id: str, attempt: int) -> Generatio
 # ---------------------------------------------------------------------------
 # One problem of a run
 # ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class AttemptCost:
-    """Usage and model latency of one attempt; None where neither the details nor the generation report it."""
-
-    usage: Usage | None
-    latency_s: float | None
-
-    @property
-    def complete(self) -> bool:
-        return self.usage is not None and self.latency_s is not None
-
 
 def attempt_cost(scored: ScoredAttempt | None, generation: Generation | None) -> AttemptCost:
     """The details attempt's meta first; what it lacks from the attempt's generation."""

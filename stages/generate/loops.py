@@ -18,9 +18,10 @@ from typing import Any, Literal
 
 from stages import live_processes
 from stages.generate import tools
-from stages.generate.client import ModelCallError, ModelClient, ModelResponse, Usage
+from stages.generate.client import ModelCallError, ModelClient, ModelResponse
 from stages.generate.prompts import StepPrompt
 from stages.protocol import answer_to_code
+from stages.usage import Tokens
 
 StepStatus = Literal["ok", "truncated", "no_code", "error", "prefilled"]
 
@@ -42,7 +43,7 @@ class StepOutcome:
     finish_reason: str | None
     error: str | None
     trajectory: dict[str, Any]
-    usage: Usage
+    usage: Tokens
     calls: int
     latency_s: float
     failure: ModelCallError | None = None  # the exception behind status "error" (not serialized)
@@ -67,7 +68,7 @@ class Conversation:
     messages: list[dict[str, Any]]
     calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
-    usage: Usage = Usage()
+    usage: Tokens = Tokens()
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
@@ -139,7 +140,7 @@ class Conversation:
 def _failed_call_record(error: ModelCallError) -> dict[str, Any]:
     return {
         "latency_s": 0.0,
-        "usage": Usage().to_record(),
+        "usage": Tokens().to_record(),
         "finish_reason": None,
         "response_id": None,
         "retries": len(error.retries),

@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
 from stages.generate import builtin
-from stages.generate.client import ModelCallError, ModelClient, Usage
+from stages.generate.client import ModelCallError, ModelClient
 from stages.generate.loops import StepOutcome, run_step
 from stages.generate.prompts import StepPrompt, build_step_prompt
 from stages.paths import DataPaths
@@ -37,6 +37,7 @@ from stages.problems import Problem, ProblemDataError, Step, prefilled_code, pro
 from stages.protocol import carried_forward
 from stages.run_conditions import tool_outcome_counts
 from stages.score.pool import PrioritySlots, named_slots
+from stages.usage import Tokens
 
 if TYPE_CHECKING:
     from stages.config import Settings
@@ -159,7 +160,7 @@ def prefilled_step_record(step: Step, data_paths: DataPaths) -> dict[str, Any]:
         "error": None,
         "finish_reason": None,
         "trajectory": _empty_trajectory(),
-        "usage": Usage().to_record(calls=0),
+        "usage": Tokens().to_record(calls=0),
         "latency_s": 0.0,
     }
 
@@ -240,7 +241,7 @@ class ProblemRun:
             try:
                 self.model = ModelClient(self.settings)
             except ModelCallError as error:
-                return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), Usage(), 0, 0.0, error)
+                return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), Tokens(), 0, 0.0, error)
         return run_step(self.model, self.settings, prompt)
 
     def add(self, record: dict[str, Any]) -> None:
@@ -249,10 +250,10 @@ class ProblemRun:
         self.carried.append(carried_forward(step, record["code"], self.settings.data_paths, self.settings.carry))
 
     def write(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
-        usage = Usage()
+        usage = Tokens()
         calls = 0
         for step in self.steps:
-            usage = usage + Usage(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
+            usage = usage + Tokens(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
             calls += step["usage"].get("calls", 0)
         return write_artifact(self.path, ARTIFACT_KIND, {
             "fingerprint": self.fingerprint,

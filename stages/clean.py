@@ -33,10 +33,7 @@ def _removed_line(paths: Sequence[Path], what: str) -> None:
 
 def derived_outputs(settings: Settings) -> list[Path]:
     """The run's details, summaries, plots and reports (every selection's, see Settings.summary_tag)."""
-    run_dir = settings.run_paths.run_dir
-    patterns = ("summary*.md", "summary*.json", "plots*", "report*.html")
-    found = [path for pattern in patterns for path in sorted(run_dir.glob(pattern))]
-    return [settings.run_paths.details_dir, *found]
+    return settings.run_paths.derived_outputs()
 
 
 def clean_derived(settings: Settings) -> None:

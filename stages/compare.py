@@ -593,10 +593,6 @@ def resolve_run_dir(entry: str, results_dir: Path) -> Path:
     return under_results if under_results.is_dir() else given
 
 
-def comparison_path(results_dir: Path, run_a: RunInfo, run_b: RunInfo) -> Path:
-    return ResultsPaths(Path(results_dir)).comparison(run_a.file_label, run_b.file_label)
-
-
 def write_comparison(settings: Settings) -> Path:
     """Write the comparison of the two runs named by `runs=` (Markdown, and an HTML page beside it linking to
     both runs' reports) and return the Markdown path (both are printed)."""
@@ -604,9 +600,10 @@ def write_comparison(settings: Settings) -> Path:
         raise CompareError(f"invalid runs={','.join(settings.runs)}: expected exactly two run folders, A,B")
     run_a, run_b = (resolve_run_dir(entry, Path(settings.results_dir)) for entry in settings.runs)
     comparison = _compare(run_a, run_b, settings.allow_split_mismatch)
-    path = comparison_path(Path(settings.results_dir), comparison.run_a, comparison.run_b)
+    results = ResultsPaths(Path(settings.results_dir))
+    path = results.comparison(comparison.run_a.file_label, comparison.run_b.file_label)
     atomic_write_text(path, render_markdown(comparison))
-    page = path.with_suffix(".html")
+    page = results.comparison_page(comparison.run_a.file_label, comparison.run_b.file_label)
     atomic_write_text(page, render_html(comparison, page.parent))
     print(f"comparison written to {path}")
     print(f"comparison page: {page}")

@@ -82,6 +82,10 @@ class ResultsPaths:
         """The Markdown comparison of two runs; its HTML page is the same name with `.html`."""
         return self.compare_dir / f"{label_a}__vs__{label_b}.md"
 
+    def comparison_page(self, label_a: str, label_b: str) -> Path:
+        """The HTML page beside the Markdown comparison."""
+        return self.comparison(label_a, label_b).with_suffix(".html")
+
 
 @dataclass(frozen=True)
 class RunPaths:
@@ -149,6 +153,12 @@ class RunPaths:
     @property
     def report_html(self) -> Path:
         return self.run_dir / f"report{self._tag_suffix}.html"
+
+    def derived_outputs(self) -> list[Path]:
+        """Everything the run derives from its generations: details, and the summaries, plots and reports of
+        every selection (any summary tag)."""
+        patterns = ("summary*.md", "summary*.json", "plots*", "report*.html")
+        return [self.details_dir, *(path for pattern in patterns for path in sorted(self.run_dir.glob(pattern)))]
 
     def written_report(self) -> Path:
         """The report a reader should open: the full run's, else the one of the only summarized selection."""

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from stages.artifacts import read_artifact
+from stages.artifacts import SCHEMA_VERSION, ArtifactError, read_artifact, validate
 from stages.categories import UNCLASSIFIED, Category, category_of
 from stages.paths import RunPaths
 from stages.usage import AttemptCost, Usage
@@ -466,18 +466,27 @@ def read_selection(paths: RunPaths) -> Selection:
 
 
 def cached_selection(paths: RunPaths) -> Selection | None:
-    """The run's selection.json, read and validated once per version of the file; None when missing or invalid."""
+    """The run's selection.json, parsed and validated once per content; None when it is missing or invalid."""
     try:
-        stat = paths.selection.stat()
-    except FileNotFoundError:
+        text = paths.selection.read_text(encoding="utf-8")
+    except (OSError, ValueError):
         return None
-    return _selection_version(paths.selection, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    return _selection_of(text)
 
 
 @lru_cache(maxsize=16)
-def _selection_version(path: Path, mtime_ns: int, size: int, inode: int) -> Selection | None:
-    record = read_artifact(path, "selection")
-    return None if record is None else Selection.from_record(record)
+def _selection_of(text: str) -> Selection | None:
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("schema_version") != SCHEMA_VERSION:
+        return None
+    try:
+        validate("selection", record)
+    except ArtifactError:
+        return None
+    return Selection.from_record(record)
 
 
 @dataclass(frozen=True)

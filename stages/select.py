@@ -10,7 +10,7 @@ from stages.config import ConfigError, Settings
 from stages.confinement import check_confinement
 from stages.pins import prefilled_steps
 from stages.problems import Problem, load_problems
-from stages.results import Selection, SelectionEntry, cached_selection
+from stages.results import LayoutStep, Selection, SelectionEntry, cached_selection
 from stages.versions import package_versions
 
 VERSIONED_PACKAGES: tuple[str, ...] = ("doit", "openai", "numpy", "scipy", "sympy", "h5py")
@@ -106,7 +106,7 @@ def write_run_config(settings: Settings) -> dict[str, Any]:
 
 def step_layout(problem: Problem) -> list[dict[str, Any]]:
     """Every step of the problem in order, marked prefilled (official code, not scored) or not."""
-    return [{"step_id": step.step_id, "prefilled": step.prefilled} for step in problem.steps]
+    return [LayoutStep(step.step_id, step.prefilled).to_record() for step in problem.steps]
 
 
 def selection_entry(problem: Problem) -> dict[str, Any]:

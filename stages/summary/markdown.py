@@ -180,7 +180,8 @@ def _tool_cells(stats: ToolStats) -> tuple[int, ...]:
 def _status_lines(counts: Mapping[str, int]) -> list[str]:
     shown = [status for status in CELL_STATUSES if status != "no_verdict" or counts["no_verdict"]]
     total = sum(counts[status] for status in shown)
-    rows = [(status, counts[status], f"{100.0 * counts[status] / total:.1f}%" if total else "n/a") for status in shown]
+    rows: list[tuple[str, int, str]] = [
+        (status, counts[status], f"{100.0 * counts[status] / total:.1f}%" if total else "n/a") for status in shown]
     rows.append(("all steps", total, "100.0%" if total else "n/a"))
     lines = ["## Step statuses", ""] + markdown_table(("status", "steps", "share"), rows, (False, True, True))
     if counts["no_verdict"]:

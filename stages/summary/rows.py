@@ -143,23 +143,28 @@ def _scoring_error(rows: Sequence[StepRow], scored_expected: int, evaluation_err
 
 def problem_row(result: ProblemResult) -> ProblemRow:
     """The summarized record of one selected problem (selection entry, with its step layout, + its details)."""
-    entry = result.entry
-    layout = entry.layout
-    usage, latency = _attempts_cost(result)
-    common = {"problem_id": entry.problem_id, "split": entry.split, "category": entry.category,
-              "field": entry.taxonomy.field, "subfield": entry.taxonomy.subfield,
-              "scored_expected": entry.scored_steps, "skipped_expected": entry.skipped_steps,
-              "usage": usage, "latency_s": latency, "tools": result.tool_stats}
     attempt = result.scored_attempt(SCORED_ATTEMPT)
     if attempt is None:
-        return ProblemRow(state=result.state, error=result.details_error, resolved=False,
-                          steps=_with_tools(_rows_without_details(layout, result.missing_reason or ""), result), **common)
-    rows = _with_tools(_merge_steps(layout, attempt.verdicts), result)
+        steps = _with_tools(_rows_without_details(result.entry.layout, result.missing_reason or ""), result)
+        return _row(result, steps, result.details_error, resolved=False)
+    steps = _with_tools(_merge_steps(result.entry.layout, attempt.verdicts), result)
+    error: str | None
     if result.state in GENERATION_FAILED_STATES:
         error = attempt.evaluation_error or result.state.replace("_", " ")
     else:
-        error = _scoring_error(rows, entry.scored_steps, attempt.evaluation_error)
-    return ProblemRow(state=result.state, steps=rows, error=error, resolved=result.resolved(SCORED_ATTEMPT), **common)
+        error = _scoring_error(steps, result.entry.scored_steps, attempt.evaluation_error)
+    return _row(result, steps, error, resolved=result.resolved(SCORED_ATTEMPT))
+
+
+def _row(result: ProblemResult, steps: tuple[StepRow, ...], error: str | None, *, resolved: bool) -> ProblemRow:
+    entry = result.entry
+    usage, latency = _attempts_cost(result)
+    return ProblemRow(
+        problem_id=entry.problem_id, split=entry.split, category=entry.category, field=entry.taxonomy.field,
+        subfield=entry.taxonomy.subfield, state=result.state, steps=steps, scored_expected=entry.scored_steps,
+        usage=usage, latency_s=latency, error=error, resolved=resolved, tools=result.tool_stats,
+        skipped_expected=entry.skipped_steps,
+    )
 
 
 def collect_rows(run: RunResults) -> tuple[ProblemRow, ...]:

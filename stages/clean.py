@@ -33,10 +33,7 @@ def _removed_line(paths: Sequence[Path], what: str) -> None:
 
 def derived_outputs(settings: Settings) -> list[Path]:
     """The run's details, summaries, plots and reports (every selection's, see Settings.summary_tag)."""
-    run_dir = settings.run_paths.run_dir
-    patterns = ("summary*.md", "summary*.json", "plots*", "report*.html")
-    found = [path for pattern in patterns for path in sorted(run_dir.glob(pattern))]
-    return [settings.run_paths.details_dir, *found]
+    return settings.run_paths.derived_outputs()
 
 
 def clean_derived(settings: Settings) -> None:
@@ -51,8 +48,7 @@ def clean_details(settings: Settings, problem_id: str) -> None:
 
 
 def generation_files(settings: Settings, problem_id: str) -> list[Path]:
-    folder = settings.run_paths.generations_dir
-    return sorted(folder.glob(f"{problem_id}.json")) + sorted(folder.glob(f"{problem_id}@*.json"))
+    return settings.run_paths.generation_files(problem_id)
 
 
 def generate_named(argv: Sequence[str]) -> bool:

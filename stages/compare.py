@@ -20,7 +20,7 @@ from stages.artifacts import atomic_write_text
 from stages.config import Settings
 from stages.errors import PipelineError
 from stages.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, result_outcomes
-from stages.paths import RunPaths
+from stages.paths import ResultsPaths, RunPaths
 from stages.results import (
     CELL_STATUSES,
     ERROR_STATES,
@@ -30,6 +30,7 @@ from stages.results import (
     ProblemState,
     ResultsError,
     RunResults,
+    SelectionEntry,
     max_attempts,
     read_run,
 )
@@ -37,7 +38,6 @@ from stages.statuses import StepStatus
 from stages.usage import Usage
 
 COMPARED_ATTEMPT = 0
-COMPARE_DIR_NAME = "compare"
 UNKNOWN = "(unknown)"
 
 
@@ -72,7 +72,7 @@ class RunInfo:
     split: str
     mode: str
     with_background: str
-    selection: tuple[Mapping[str, Any], ...]
+    selection: tuple[SelectionEntry, ...]
     results: RunResults
 
     @property
@@ -85,8 +85,8 @@ class RunInfo:
         return f"{self.run_dir.parent.name}--{self.run_dir.name}"
 
     @property
-    def entries(self) -> dict[str, Mapping[str, Any]]:
-        return {str(entry["problem_id"]): entry for entry in self.selection}
+    def entries(self) -> dict[str, SelectionEntry]:
+        return {entry.problem_id: entry for entry in self.selection}
 
 
 @dataclass(frozen=True)
@@ -176,8 +176,7 @@ def load_run(run_dir: Path) -> RunInfo:
         split=results.selection.split,
         mode=str(settings.get("mode") or UNKNOWN),
         with_background=UNKNOWN if background is None else str(bool(background)).lower(),
-        selection=tuple({"problem_id": e.problem_id, "fingerprint": e.fingerprint, "steps": e.steps,
-                         "scored_steps": e.scored_steps} for e in results.selection.entries),
+        selection=results.selection.entries,
         results=results,
     )
 
@@ -362,7 +361,7 @@ def _scope_notes(run_a: RunInfo, run_b: RunInfo, common: Sequence[str]) -> list[
         notes.append(("item", f"only in A ({len(only_a)}): {', '.join(only_a)}"))
     if only_b:
         notes.append(("item", f"only in B ({len(only_b)}): {', '.join(only_b)}"))
-    changed = [pid for pid in common if run_a.entries[pid]["fingerprint"] != run_b.entries[pid]["fingerprint"]]
+    changed = [pid for pid in common if run_a.entries[pid].fingerprint != run_b.entries[pid].fingerprint]
     if changed:
         notes.append(("item", f"problem statement differs between the runs ({len(changed)}): {', '.join(changed)}"))
     notes.append(("text", f"Verdicts, flips and status counts are those of attempt {COMPARED_ATTEMPT + 1} of each "
@@ -591,12 +590,8 @@ def resolve_run_dir(entry: str, results_dir: Path) -> Path:
     given = Path(entry)
     if given.is_dir():
         return given
-    under_results = Path(results_dir) / "scicode" / entry
+    under_results = ResultsPaths(Path(results_dir)).named_run(entry)
     return under_results if under_results.is_dir() else given
-
-
-def comparison_path(results_dir: Path, run_a: RunInfo, run_b: RunInfo) -> Path:
-    return Path(results_dir) / "scicode" / COMPARE_DIR_NAME / f"{run_a.file_label}__vs__{run_b.file_label}.md"
 
 
 def write_comparison(settings: Settings) -> Path:
@@ -606,9 +601,10 @@ def write_comparison(settings: Settings) -> Path:
         raise CompareError(f"invalid runs={','.join(settings.runs)}: expected exactly two run folders, A,B")
     run_a, run_b = (resolve_run_dir(entry, Path(settings.results_dir)) for entry in settings.runs)
     comparison = _compare(run_a, run_b, settings.allow_split_mismatch)
-    path = comparison_path(Path(settings.results_dir), comparison.run_a, comparison.run_b)
+    results = ResultsPaths(Path(settings.results_dir))
+    path = results.comparison(comparison.run_a.file_label, comparison.run_b.file_label)
     atomic_write_text(path, render_markdown(comparison))
-    page = path.with_suffix(".html")
+    page = results.comparison_page(comparison.run_a.file_label, comparison.run_b.file_label)
     atomic_write_text(page, render_html(comparison, page.parent))
     print(f"comparison written to {path}")
     print(f"comparison page: {page}")

@@ -8,6 +8,8 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS_DIR = PROJECT_ROOT / "schemas"
 STATE_DIR_NAME = ".scicode"
+ATTEMPT_SEPARATOR = "@"
+COMPARE_DIR_NAME = "compare"
 
 
 def safe_name(name: str) -> str:
@@ -56,6 +58,36 @@ class DataPaths:
 
 
 @dataclass(frozen=True)
+class ResultsPaths:
+    """`<results_dir>/scicode/`: every run folder, and the comparisons of two runs."""
+
+    results_dir: Path
+
+    @property
+    def root(self) -> Path:
+        return Path(self.results_dir) / "scicode"
+
+    def run_dir(self, model: str, run: str) -> Path:
+        return self.root / safe_name(model) / safe_name(run)
+
+    def named_run(self, model_and_run: str) -> Path:
+        """A run folder named as `<model>/<run>` (as written, under the results folder)."""
+        return self.root / model_and_run
+
+    @property
+    def compare_dir(self) -> Path:
+        return self.root / COMPARE_DIR_NAME
+
+    def comparison(self, label_a: str, label_b: str) -> Path:
+        """The Markdown comparison of two runs; its HTML page is the same name with `.html`."""
+        return self.compare_dir / f"{label_a}__vs__{label_b}.md"
+
+    def comparison_page(self, label_a: str, label_b: str) -> Path:
+        """The HTML page beside the Markdown comparison."""
+        return self.comparison(label_a, label_b).with_suffix(".html")
+
+
+@dataclass(frozen=True)
 class RunPaths:
     """`<results_dir>/scicode/<model>/<run>/` and everything inside it.
 
@@ -67,7 +99,7 @@ class RunPaths:
 
     @classmethod
     def of(cls, results_dir: Path, model: str, run: str, summary_tag: str = "") -> "RunPaths":
-        return cls(Path(results_dir) / "scicode" / safe_name(model) / safe_name(run), summary_tag)
+        return cls(ResultsPaths(Path(results_dir)).run_dir(model, run), summary_tag)
 
     @property
     def _tag_suffix(self) -> str:
@@ -85,8 +117,15 @@ class RunPaths:
     def generations_dir(self) -> Path:
         return self.run_dir / "generations"
 
-    def generation(self, problem_id: str) -> Path:
-        return self.generations_dir / f"{problem_id}.json"
+    def generation(self, problem_id: str, attempt: int = 0) -> Path:
+        """`generations/<id>.json` for attempt 0, `generations/<id>@<attempt>.json` for later attempts."""
+        suffix = f"{ATTEMPT_SEPARATOR}{attempt}" if attempt else ""
+        return self.generations_dir / f"{problem_id}{suffix}.json"
+
+    def generation_files(self, problem_id: str) -> list[Path]:
+        """The generation files of every attempt of a problem that exist."""
+        folder = self.generations_dir
+        return sorted(folder.glob(f"{problem_id}.json")) + sorted(folder.glob(f"{problem_id}{ATTEMPT_SEPARATOR}*.json"))
 
     @property
     def details_dir(self) -> Path:
@@ -114,6 +153,12 @@ class RunPaths:
     @property
     def report_html(self) -> Path:
         return self.run_dir / f"report{self._tag_suffix}.html"
+
+    def derived_outputs(self) -> list[Path]:
+        """Everything the run derives from its generations: details, and the summaries, plots and reports of
+        every selection (any summary tag)."""
+        patterns = ("summary*.md", "summary*.json", "plots*", "report*.html")
+        return [self.details_dir, *(path for pattern in patterns for path in sorted(self.run_dir.glob(pattern)))]
 
     def written_report(self) -> Path:
         """The report a reader should open: the full run's, else the one of the only summarized selection."""

@@ -15,14 +15,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from stages.artifacts import read_artifact
+from stages.artifacts import SCHEMA_VERSION, ArtifactError, read_artifact, validate
 from stages.categories import UNCLASSIFIED, Category, category_of
 from stages.paths import RunPaths
 from stages.statuses import STEP_STATUSES, TOOL_STATUSES
-from stages.usage import Usage
+from stages.usage import AttemptCost, Usage
 from stages.verdict import StepVerdict
 
 # ---------------------------------------------------------------------------
@@ -50,7 +51,28 @@ def is_resolved(statuses: Iterable[str], scored_steps: int, generation_ok: bool)
 # ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class LayoutStep:
+    """One step of a selected problem, in problem order: scored, or prefilled (official code, not scored)."""
+
+    step_id: str
+    prefilled: bool
+
+    def to_record(self) -> dict[str, Any]:
+        return {"step_id": self.step_id, "prefilled": self.prefilled}
+
+
+StepLayout = tuple[LayoutStep, ...]
+
+
+def layout_of(records: Iterable[Mapping[str, Any]]) -> StepLayout:
+    return tuple(LayoutStep(str(step["step_id"]), bool(step["prefilled"])) for step in records)
+
+
+@dataclass(frozen=True)
 class SelectionEntry:
+    """A selected problem as selection.json records it: identity, category and step layout (the one source of
+    its step ids and of which steps are scored, for every stage after select)."""
+
     problem_id: str
     split: str
     category: str
@@ -58,10 +80,15 @@ class SelectionEntry:
     fingerprint: str
     steps: int
     scored_steps: int
+    layout: StepLayout
 
     @property
     def skipped_steps(self) -> int:
         return self.steps - self.scored_steps
+
+    @property
+    def scored_step_ids(self) -> tuple[str, ...]:
+        return tuple(step.step_id for step in self.layout if not step.prefilled)
 
     @classmethod
     def from_record(cls, entry: Mapping[str, Any]) -> "SelectionEntry":
@@ -72,7 +99,7 @@ class SelectionEntry:
             "category": stated if stated != UNCLASSIFIED else None,
         })
         return cls(str(entry["problem_id"]), str(entry["split"]), str(entry["category"]), taxonomy,
-                   str(entry["fingerprint"]), int(entry["steps"]), int(entry["scored_steps"]))
+                   str(entry["fingerprint"]), int(entry["steps"]), int(entry["scored_steps"]), layout_of(entry["layout"]))
 
 
 @dataclass(frozen=True)
@@ -306,23 +333,9 @@ def _generated_step(record: Mapping[str, Any]) -> GeneratedStep:
     )
 
 
-@dataclass(frozen=True)
-class _RunPathsOnly:
-    """What `generation_path` needs of a settings object, for a reader that holds only a run's paths."""
-
-    run_paths: RunPaths
-
-
-def generation_file(paths: RunPaths, problem_id: str, attempt: int) -> Path:
-    """The generation file of `attempt`, named by the generate stage (`<id>.json`, `<id>@<k>.json`)."""
-    from stages.generate.stage import generation_path  # imported here: the generate stage imports the model client
-
-    return generation_path(_RunPathsOnly(paths), problem_id, attempt)
-
-
 def read_generation(paths: RunPaths, problem_id: str, attempt: int) -> Generation | None:
     """The generation of `attempt`; None when it is absent, invalid or records another attempt."""
-    record = read_artifact(generation_file(paths, problem_id, attempt), "generation")
+    record = read_artifact(paths.generation(problem_id, attempt), "generation")
     if record is None or record["attempt"] != attempt or str(record["problem_id"]) != problem_id:
         return None
     return Generation.from_record(record)
@@ -331,18 +344,6 @@ def read_generation(paths: RunPaths, problem_id: str, attempt: int) -> Generatio
 # ---------------------------------------------------------------------------
 # One problem of a run
 # ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class AttemptCost:
-    """Usage and model latency of one attempt; None where neither the details nor the generation report it."""
-
-    usage: Usage | None
-    latency_s: float | None
-
-    @property
-    def complete(self) -> bool:
-        return self.usage is not None and self.latency_s is not None
-
 
 def attempt_cost(scored: ScoredAttempt | None, generation: Generation | None) -> AttemptCost:
     """The details attempt's meta first; what it lacks from the attempt's generation."""
@@ -430,10 +431,34 @@ class ResultsError(ValueError):
 
 
 def read_selection(paths: RunPaths) -> Selection:
-    record = read_artifact(paths.selection, "selection")
-    if record is None:
+    selection = cached_selection(paths)
+    if selection is None:
         state = "invalid" if paths.selection.exists() else "missing"
         raise ResultsError(f"{state} {paths.selection}")
+    return selection
+
+
+def cached_selection(paths: RunPaths) -> Selection | None:
+    """The run's selection.json, parsed and validated once per content; None when it is missing or invalid."""
+    try:
+        text = paths.selection.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+    return _selection_of(text)
+
+
+@lru_cache(maxsize=16)
+def _selection_of(text: str) -> Selection | None:
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("schema_version") != SCHEMA_VERSION:
+        return None
+    try:
+        validate("selection", record)
+    except ArtifactError:
+        return None
     return Selection.from_record(record)
 
 

@@ -7,8 +7,10 @@ from typing import Any
 from stages.artifacts import fingerprint, read_artifact, write_artifact
 from stages.categories import allowed_names_text, table_digest, unknown_names
 from stages.config import ConfigError, Settings
-from stages.problems import Problem, load_problems
 from stages.confinement import check_confinement
+from stages.pins import prefilled_steps
+from stages.problems import Problem, load_problems
+from stages.results import LayoutStep, Selection, SelectionEntry, cached_selection
 from stages.versions import package_versions
 
 VERSIONED_PACKAGES: tuple[str, ...] = ("doit", "openai", "numpy", "scipy", "sympy", "h5py")
@@ -59,11 +61,18 @@ def _id_range(ids: set[str]) -> str:
     return ", ".join(ordered) if len(ordered) <= 12 else f"{', '.join(ordered[:6])}, ..., {', '.join(ordered[-3:])}"
 
 
+LAYOUT_FORMAT = 1  # how a problem's step layout is recorded (`step_layout`); a change makes every selection stale
+
+
 def selection_fingerprint(settings: Settings) -> str:
-    """What selection.json must carry to be current: the select settings, the problem files' identity and the
-    category table's."""
+    """What selection.json must carry to be current: the select settings, the problem files' identity, the
+    category table's, and what decides each problem's step layout (the prefilled steps, the layout format)."""
     return fingerprint({"settings": settings.fingerprint("select"), "problems": _problem_files_identity(settings),
-                        "categories": table_digest()})
+                        "categories": table_digest(), "layout": _layout_identity()})
+
+
+def _layout_identity() -> dict[str, Any]:
+    return {"format": LAYOUT_FORMAT, "prefilled": sorted(prefilled_steps())}
 
 
 def _problem_files_identity(settings: Settings) -> Any:
@@ -95,6 +104,26 @@ def write_run_config(settings: Settings) -> dict[str, Any]:
     return write_artifact(settings.run_paths.config, "config", record)
 
 
+def step_layout(problem: Problem) -> list[dict[str, Any]]:
+    """Every step of the problem in order, marked prefilled (official code, not scored) or not."""
+    return [LayoutStep(step.step_id, step.prefilled).to_record() for step in problem.steps]
+
+
+def selection_entry(problem: Problem) -> dict[str, Any]:
+    """One selected problem as selection.json records it: what later stages need without the problem files."""
+    return {
+        "problem_id": problem.problem_id,
+        "category": problem.category,
+        "field": problem.field,
+        "subfield": problem.subfield,
+        "fingerprint": problem.fingerprint,
+        "split": problem.split,
+        "steps": len(problem.steps),
+        "scored_steps": len(problem.scored_steps),
+        "layout": step_layout(problem),
+    }
+
+
 def run_select(settings: Settings) -> dict[str, Any]:
     """Write `<run>/selection.json` and `<run>/config.json`; returns the selection record."""
     problems = select_problems(settings)
@@ -104,27 +133,27 @@ def run_select(settings: Settings) -> dict[str, Any]:
         "split": settings.split,
         "category": list(settings.category),
         "sample_ids": list(settings.sample_ids),
-        "problems": [
-            {
-                "problem_id": problem.problem_id,
-                "category": problem.category,
-                "field": problem.field,
-                "subfield": problem.subfield,
-                "fingerprint": problem.fingerprint,
-                "split": problem.split,
-                "steps": len(problem.steps),
-                "scored_steps": len(problem.scored_steps),
-            }
-            for problem in problems
-        ],
+        "problems": [selection_entry(problem) for problem in problems],
     }
     write_run_config(settings)
     return write_artifact(settings.run_paths.selection, "selection", record)
 
 
+def current_selection(settings: Settings) -> Selection | None:
+    """The run's selection.json when it is current; None when it is missing or stale."""
+    selection = cached_selection(settings.run_paths)
+    if selection is None or selection.fingerprint != selection_fingerprint(settings):
+        return None
+    return selection
+
+
 def selected_problem_ids(settings: Settings) -> list[str] | None:
     """The problem ids of a current selection.json; None when it is missing or stale."""
-    record = read_artifact(settings.run_paths.selection, "selection")
-    if record is None or record["fingerprint"] != selection_fingerprint(settings):
-        return None
-    return [entry["problem_id"] for entry in record["problems"]]
+    selection = current_selection(settings)
+    return None if selection is None else [entry.problem_id for entry in selection.entries]
+
+
+def selected_entries(settings: Settings) -> tuple[SelectionEntry, ...]:
+    """The entries of a current selection.json (ids, split, step layout); empty when it is missing or stale."""
+    selection = current_selection(settings)
+    return () if selection is None else selection.entries

@@ -1,7 +1,15 @@
-"""Token usage: the typed form of the JSON usage record `{input_tokens, output_tokens, total_tokens, calls?}`.
+"""Token usage and model latency, in one place.
 
-How a report finds an attempt's usage and latency (details meta first, then the generation file) is
-`stages.results.attempt_cost`.
+- `Tokens`: what the model client counts for one call (or a sum of calls): input and output tokens, the
+  total always their sum; written into generation files as `{input_tokens, output_tokens, total_tokens}`
+  (with `calls` where a step or a problem sums several calls).
+- `Usage`: the typed form of such a JSON usage record as reports read it back, calls included.
+- `AttemptCost`: the usage and latency of one attempt of a problem.
+
+The one reading path: a generation file holds the usage and latency of every step and of the whole attempt;
+the score stage copies the attempt's totals into the details file (`meta.usage`, `meta.latency_s`); every
+report finds an attempt's cost through `stages.results.attempt_cost` (details meta first, what it lacks from
+the generation file).
 """
 from __future__ import annotations
 
@@ -36,3 +44,35 @@ class Usage:
         if include_calls:
             record["calls"] = self.calls
         return record
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The tokens of one model call (or a sum of calls): the total is always input + output."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: "Tokens") -> "Tokens":
+        return Tokens(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+
+    def to_record(self, calls: int | None = None) -> dict[str, int]:
+        """The JSON usage record (`Usage`'s layout), with `calls` only when given."""
+        return Usage(self.input_tokens, self.output_tokens, self.total_tokens, calls or 0).to_record(
+            include_calls=calls is not None)
+
+
+@dataclass(frozen=True)
+class AttemptCost:
+    """Usage and model latency of one attempt; None where neither the details nor the generation report it."""
+
+    usage: Usage | None
+    latency_s: float | None
+
+    @property
+    def complete(self) -> bool:
+        return self.usage is not None and self.latency_s is not None

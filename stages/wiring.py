@@ -348,14 +348,12 @@ def details_current(settings: Settings, problem_id: str) -> bool:
 
 def targets_needed(settings: Settings) -> bool:
     """True when the selection has validation problems and no usable targets exist yet."""
-    from stages.select import selected_problem_ids
-    from stages.problems import load_problems
+    from stages.select import selected_entries
     from stages.targets import resolve_targets
 
     if resolve_targets(settings).kind != "missing":
         return False
-    selected = set(selected_problem_ids(settings) or ())
-    return any(problem.problem_id in selected for problem in load_problems(settings.data_paths, "validation"))
+    return any(entry.split == "validation" for entry in selected_entries(settings))
 
 
 def summarize_and_report(settings: Settings) -> TaskFailed | None:

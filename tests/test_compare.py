@@ -38,7 +38,8 @@ def make_run(results: Path, model: str, split: str, problem_ids: list[str], *, m
         "category": ["all"], "sample_ids": [],
         "problems": [
             {"problem_id": pid, "category": "unclassified", "fingerprint": fingerprint(pid), "split": SPLIT_OF[pid],
-             "steps": len(PROBLEMS[pid][0]), "scored_steps": len(PROBLEMS[pid][0]) - len(PROBLEMS[pid][1])}
+             "steps": len(PROBLEMS[pid][0]), "scored_steps": len(PROBLEMS[pid][0]) - len(PROBLEMS[pid][1]),
+             "layout": [{"step_id": sid, "prefilled": sid in PROBLEMS[pid][1]} for sid in PROBLEMS[pid][0]]}
             for pid in problem_ids
         ],
     })

@@ -51,7 +51,8 @@ def write_run(run_dir: Path, *, details_for: dict[str, str]) -> RunPaths:
     """Problems A (details + generation), B (no details file), C (details of another task)."""
     paths = RunPaths(run_dir)
     entries = [{"problem_id": pid, "category": "unclassified", "fingerprint": fingerprint(pid), "split": "test",
-                "steps": 2, "scored_steps": 2} for pid in ("A", "B", "C")]
+                "steps": 2, "scored_steps": 2,
+                "layout": [{"step_id": f"{pid}.{n}", "prefilled": False} for n in (1, 2)]} for pid in ("A", "B", "C")]
     write_artifact(paths.selection, "selection", {"fingerprint": ZERO_SHA, "status": "complete", "split": "test",
                                                   "category": ["all"], "sample_ids": [], "problems": entries})
     write_artifact(paths.generation("A"), "generation", {
@@ -109,7 +110,8 @@ def test_not_a_run(tmp_path: Path) -> None:
 
 
 def test_selection_entry_categories() -> None:
-    base = {"problem_id": "2", "split": "test", "fingerprint": ZERO_SHA, "steps": 3, "scored_steps": 3}
+    base = {"problem_id": "2", "split": "test", "fingerprint": ZERO_SHA, "steps": 3, "scored_steps": 3,
+            "layout": [{"step_id": f"2.{n}", "prefilled": False} for n in (1, 2, 3)]}
     recorded = SelectionEntry.from_record({**base, "category": "Physics / Optics", "field": "Physics", "subfield": "Optics"})
     assert (recorded.taxonomy.field, recorded.taxonomy.subfield) == ("Physics", "Optics")
     older = SelectionEntry.from_record({**base, "category": "unclassified"})  # written before categories existed

@@ -12,6 +12,7 @@ from stages.artifacts import fingerprint, read_artifact, write_artifact
 from stages.config import Settings, load_settings
 from stages.paths import DataPaths
 from stages.problems import Problem, load_problems
+from stages.select import step_layout
 from stages.summarize import (
     SummarizeError,
     TargetsInfo,
@@ -38,9 +39,12 @@ def make_settings(tmp_path: Path, data_dir: Path | None = None, **overrides: str
 
 
 def selection_entry(problem_id: str, category: str, steps: int, scored: int, split: str = "test",
-                    problem_fingerprint: str | None = None) -> dict[str, Any]:
+                    problem_fingerprint: str | None = None,
+                    layout: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A selection entry; its layout is the given one, else `<id>.1..<id>.<steps>` with the unscored steps last."""
+    layout = layout or [{"step_id": f"{problem_id}.{index + 1}", "prefilled": index >= scored} for index in range(steps)]
     return {"problem_id": problem_id, "category": category, "fingerprint": problem_fingerprint or fingerprint(problem_id),
-            "split": split, "steps": steps, "scored_steps": scored}
+            "split": split, "steps": steps, "scored_steps": scored, "layout": layout}
 
 
 def write_selection(settings: Settings, entries: Sequence[dict[str, Any]]) -> None:
@@ -254,8 +258,8 @@ def test_ratio_prints_the_denominator() -> None:
 # ---------------------------------------------------------------------------
 
 def real_entries(problems: Sequence[Problem]) -> list[dict[str, Any]]:
-    return [selection_entry(p.problem_id, p.category, len(p.steps), len(p.scored_steps), p.split, p.fingerprint)
-            for p in problems]
+    return [selection_entry(p.problem_id, p.category, len(p.steps), len(p.scored_steps), p.split, p.fingerprint,
+                            step_layout(p)) for p in problems]
 
 
 def write_all_pass(settings: Settings, problems: Sequence[Problem]) -> None:

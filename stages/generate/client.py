@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 from stages.activity import ACTIVITY
 from stages.config import ApiProtocol
 from stages.generate import builtin
-from stages.usage import Usage as UsageRecord
+from stages.usage import Tokens
 
 TRANSIENT_STATUSES = frozenset({408, 409, 429})
 MODEL_LEVEL_STATUSES = frozenset({401, 403, 404})  # wrong key, no access, wrong model or endpoint
@@ -49,26 +49,6 @@ jitter: Callable[[float, float], float] = random.uniform
 # ---------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CallTokens:
-    """The tokens of one call (or a sum of calls): the total is always input + output."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def __add__(self, other: "CallTokens") -> "CallTokens":
-        return CallTokens(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
-
-    def to_record(self, calls: int | None = None) -> dict[str, int]:
-        """The JSON usage record (stages.usage.Usage's layout), with `calls` only when given."""
-        record = UsageRecord(self.input_tokens, self.output_tokens, self.total_tokens, calls or 0)
-        return record.to_record(include_calls=calls is not None)
-
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -90,7 +70,7 @@ class RetryRecord:
 @dataclass(frozen=True)
 class CallRecord:
     latency_s: float  # the request that succeeded
-    usage: CallTokens
+    usage: Tokens
     finish_reason: str | None
     response_id: str | None
     retries: tuple[RetryRecord, ...] = ()
@@ -299,13 +279,13 @@ def to_responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
 # Response parsing
 # ---------------------------------------------------------------------------
 
-def _usage_from(raw_usage: Any, input_name: str, output_name: str) -> CallTokens:
+def _usage_from(raw_usage: Any, input_name: str, output_name: str) -> Tokens:
     if raw_usage is None:
-        return CallTokens()
-    return CallTokens(int(getattr(raw_usage, input_name, 0) or 0), int(getattr(raw_usage, output_name, 0) or 0))
+        return Tokens()
+    return Tokens(int(getattr(raw_usage, input_name, 0) or 0), int(getattr(raw_usage, output_name, 0) or 0))
 
 
-def parse_chat_completion(completion: Any) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, CallTokens, tuple]:
+def parse_chat_completion(completion: Any) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, Tokens, tuple]:
     if not isinstance(completion, _openai().types.chat.ChatCompletion):
         raise MalformedResponse(f"expected a chat completion, got {_short(repr(completion))[:200]}")
     if not completion.choices or completion.choices[0].message is None:
@@ -327,7 +307,7 @@ def _responses_finish_reason(response: Any, has_calls: bool) -> str:
     return "tool_calls" if has_calls else "stop"
 
 
-def parse_responses_response(response: Any) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, CallTokens, tuple]:
+def parse_responses_response(response: Any) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, Tokens, tuple]:
     if not isinstance(response, _openai().types.responses.Response):
         raise MalformedResponse(f"expected a response object, got {_short(repr(response))[:200]}")
     if response.status == "failed":

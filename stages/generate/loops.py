@@ -18,10 +18,11 @@ from typing import Any
 
 from stages import live_processes
 from stages.generate import tools
-from stages.generate.client import CallTokens, ModelCallError, ModelClient, ModelResponse
+from stages.generate.client import ModelCallError, ModelClient, ModelResponse
 from stages.generate.prompts import StepPrompt
 from stages.protocol import answer_to_code
 from stages.statuses import GenerationStepStatus
+from stages.usage import Tokens
 
 REMINDER = (
     "Your answer has no code block. Reply with the complete implementation of the next step "
@@ -41,7 +42,7 @@ class StepOutcome:
     finish_reason: str | None
     error: str | None
     trajectory: dict[str, Any]
-    usage: CallTokens
+    usage: Tokens
     calls: int
     latency_s: float
     failure: ModelCallError | None = None  # the exception behind status "error" (not serialized)
@@ -66,7 +67,7 @@ class Conversation:
     messages: list[dict[str, Any]]
     calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
-    usage: CallTokens = CallTokens()
+    usage: Tokens = Tokens()
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
@@ -138,7 +139,7 @@ class Conversation:
 def _failed_call_record(error: ModelCallError) -> dict[str, Any]:
     return {
         "latency_s": 0.0,
-        "usage": CallTokens().to_record(),
+        "usage": Tokens().to_record(),
         "finish_reason": None,
         "response_id": None,
         "retries": len(error.retries),

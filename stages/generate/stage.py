@@ -23,14 +23,14 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tqdm import tqdm
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
 from stages.errors import PipelineError
 from stages.generate import builtin
-from stages.generate.client import CallTokens, ModelCallError, ModelClient
+from stages.generate.client import ModelCallError, ModelClient
 from stages.generate.loops import StepOutcome, run_step
 from stages.generate.prompts import StepPrompt, build_step_prompt
 from stages.paths import DataPaths
@@ -38,10 +38,13 @@ from stages.problems import Problem, ProblemDataError, Step, prefilled_code, pro
 from stages.protocol import carried_forward
 from stages.run_conditions import tool_outcome_counts
 from stages.score.pool import PrioritySlots, named_slots
+from stages.usage import Tokens
+
+if TYPE_CHECKING:
+    from stages.config import Settings
 
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
-ATTEMPT_SEPARATOR = "@"
 
 
 class RunAborted(PipelineError, RuntimeError):
@@ -52,10 +55,9 @@ class RunAborted(PipelineError, RuntimeError):
 # Paths and fingerprints
 # ---------------------------------------------------------------------------
 
-def generation_path(settings: Any, problem_id: str, attempt: int = 0) -> Path:
-    """`generations/<id>.json` for attempt 0, `generations/<id>@<attempt>.json` for later attempts."""
-    first = settings.run_paths.generation(problem_id)
-    return first if attempt == 0 else first.with_name(f"{problem_id}{ATTEMPT_SEPARATOR}{attempt}.json")
+def generation_path(settings: Settings, problem_id: str, attempt: int = 0) -> Path:
+    """The generation file of one attempt (named by `RunPaths.generation`)."""
+    return settings.run_paths.generation(problem_id, attempt)
 
 
 def generate_settings_fingerprint(settings: Any) -> str:
@@ -159,7 +161,7 @@ def prefilled_step_record(step: Step, data_paths: DataPaths) -> dict[str, Any]:
         "error": None,
         "finish_reason": None,
         "trajectory": _empty_trajectory(),
-        "usage": CallTokens().to_record(calls=0),
+        "usage": Tokens().to_record(calls=0),
         "latency_s": 0.0,
     }
 
@@ -240,7 +242,7 @@ class ProblemRun:
             try:
                 self.model = ModelClient(self.settings)
             except ModelCallError as error:
-                return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), CallTokens(), 0, 0.0, error)
+                return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), Tokens(), 0, 0.0, error)
         return run_step(self.model, self.settings, prompt)
 
     def add(self, record: dict[str, Any]) -> None:
@@ -249,10 +251,10 @@ class ProblemRun:
         self.carried.append(carried_forward(step, record["code"], self.settings.data_paths, self.settings.carry))
 
     def write(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
-        usage = CallTokens()
+        usage = Tokens()
         calls = 0
         for step in self.steps:
-            usage = usage + CallTokens(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
+            usage = usage + Tokens(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
             calls += step["usage"].get("calls", 0)
         return write_artifact(self.path, ARTIFACT_KIND, {
             "fingerprint": self.fingerprint,

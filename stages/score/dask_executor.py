@@ -7,7 +7,7 @@
 `DaskExecutor.run(request)` submits `run_on_worker` with `client.submit(..., key=<unique>, pure=False,
 priority=<expected milliseconds>)`, so among queued steps the longest expected starts first, and
 waits for the verdict. On the worker, `run_on_worker` runs exactly what the local executor runs
-(`executor.run_request`: read the step's targets from `job.targets_file`, then `engine.execute_step`
+(`request.run_request`: read the step's targets from `job.targets_file`, then `engine.execute_step`
 with its timeout, memory limit, scrubbed environment and kernel confinement of the test process; the
 targets go to the checker process only, so the code under test never gets the targets file or the
 target values). The verdict cache stays on the submitting side.
@@ -45,7 +45,7 @@ from types import ModuleType
 from typing import Any
 
 from stages.artifacts import sha256_file
-from stages.score.executor import ExecutorError, ExecutorName, StepRequest, run_request
+from stages.score.request import ExecutorError, ExecutorName, StepRequest, run_request
 from stages.verdict import StepVerdict
 
 START_TOPIC = "scicode-step-start"
@@ -149,7 +149,7 @@ def _versions_problem(request: StepRequest) -> str | None:
 
 
 def run_on_worker(request: StepRequest, key: str) -> StepVerdict:
-    """What a dask worker runs for one step: checks of its environment, then `executor.run_request`."""
+    """What a dask worker runs for one step: checks of its environment, then `request.run_request`."""
     worker = _worker_address()
     _announce_start(key, worker)
     problem = _targets_problem(request) or _versions_problem(request)

@@ -11,74 +11,22 @@ verdict cache key assumes, and the step's expected duration) and hands it to a `
   Dask distributed cluster (`scheduler=tcp://host:port`, or a `distributed.LocalCluster` of
   `score_workers` processes started once per process); see that module.
 
-Either way the executing side runs `run_request`: read the step's targets from `job.targets_file`
+Either way the executing side runs `request.run_request`: read the step's targets from `job.targets_file`
 (a path that side can see), then the same `execute_step` (timeout, process group, memory limit,
 scrubbed environment, kernel confinement; the targets go to the checker, never to the test process).
 The verdict cache stays with the caller (the score stage).
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal, Protocol
-
 from stages.activity import ACTIVITY
 from stages.config import Settings
-from stages.score.engine import StepJob, execute_step
+from stages.score.engine import execute_step
 from stages.score.pool import PrioritySlots, shared_slots
-from stages.score.targets_io import TargetsUnavailable, load_step_targets
+from stages.score.request import ExecutorError, ExecutorName, StepExecutor, StepRequest, run_request, with_targets
 from stages.verdict import StepVerdict
 
-ExecutorName = Literal["local", "dask"]
-
-
-class ExecutorError(RuntimeError):
-    """An executor cannot be used at all (dask missing, scheduler unreachable); one line."""
-
-
-@dataclass(frozen=True)
-class StepRequest:
-    """One step to execute, as sent to the executing side (small: targets are read there)."""
-
-    job: StepJob                               # target_pickles empty: read from job.targets_file where it runs
-    targets_sha256: str | None                 # the targets file the verdict cache key assumes
-    versions: tuple[tuple[str, str], ...]      # interpreter and library versions the verdict cache key assumes
-    expected_seconds: float = 1.0              # last measured duration: longest steps start first
-
-    @property
-    def step_id(self) -> str:
-        return self.job.step_id
-
-
-class StepExecutor(Protocol):
-    name: ExecutorName
-
-    def run(self, request: StepRequest) -> StepVerdict:
-        """Execute one step (blocking) and return its verdict; never raises for a step's own failure."""
-        ...
-
-
-def with_targets(job: StepJob) -> StepJob | StepVerdict:
-    """The job with one target pickle per test, read from `job.targets_file`; an eval_error when unreadable.
-
-    A job without a targets file runs as it is (tests that compare with no target; the score stage never
-    sends one: its steps without targets are eval_error before any executor)."""
-    if job.target_pickles or not job.tests or not job.targets_file:
-        return job
-    try:
-        pickles = load_step_targets(Path(job.targets_file), job.step_id, len(job.tests), job.python_binary)
-    except TargetsUnavailable as error:
-        return StepVerdict(job.step_id, "eval_error", str(error), tests_total=len(job.tests))
-    return dataclasses.replace(job, target_pickles=tuple(pickles))
-
-
-def run_request(request: StepRequest) -> StepVerdict:
-    """Read the targets and execute the step in this process (what every executor ends up running)."""
-    loaded = with_targets(request.job)
-    if isinstance(loaded, StepVerdict):
-        return loaded
-    return execute_step(loaded)
+__all__ = ["ExecutorError", "ExecutorName", "LocalExecutor", "StepExecutor", "StepRequest", "executor_for",
+           "run_request", "with_targets"]
 
 
 class LocalExecutor:

@@ -31,6 +31,7 @@ from stages.artifacts import fingerprint, read_artifact, sha256_file, write_arti
 from stages.config import Settings
 from stages.errors import PipelineError
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
+from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
 from stages.pins import pins
 from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, harness_hash, verdict_key
@@ -82,18 +83,11 @@ def _generation_content(record: dict[str, Any] | None) -> Any:
     }
 
 
-def attempt_generation_path(settings: Settings, problem_id: str, attempt: int) -> Path:
-    """The generation file of one attempt (the naming lives with the generate stage)."""
-    from stages.generate.stage import generation_path
-
-    return generation_path(settings, problem_id, attempt)
-
-
 def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> str:
     """sha256 of everything a problem's details depend on (see the module docstring)."""
     targets = targets or resolve_targets(settings)
     problem = problem_by_id(settings.data_paths, problem_id)
-    generations = [read_artifact(attempt_generation_path(settings, problem_id, attempt), "generation")
+    generations = [read_artifact(settings.run_paths.generation(problem_id, attempt), "generation")
                    for attempt in range(settings.attempts)]
     return fingerprint({
         "settings": settings.fingerprint("score"),
@@ -222,10 +216,14 @@ def expected_step_seconds(cache: VerdictCache, step_id: str) -> float:
 
 
 def expected_problem_seconds(settings: Settings, problem_id: str) -> float:
-    """Expected test-process seconds of scoring one attempt of a problem (its scored steps)."""
-    problem = problem_by_id(settings.data_paths, problem_id)
+    """Expected test-process seconds of scoring one attempt of a selected problem (its scored steps, as
+    selection.json lays them out); ScoringError when the problem is not in the run's selection."""
+    selection = cached_selection(settings.run_paths)
+    entry = selection.by_id.get(problem_id) if selection is not None else None
+    if entry is None:
+        raise ScoringError(f"problem {problem_id} is not in {settings.run_paths.selection}: run `doit select` first")
     cache = cache_at(settings.state_paths.verdict_cache)
-    return sum(expected_step_seconds(cache, step.step_id) for step in problem.steps if not step.prefilled)
+    return sum(expected_step_seconds(cache, step_id) for step_id in entry.scored_step_ids)
 
 
 def _run_planned(context: ScoringContext, item: PlannedStep) -> StepVerdict:
@@ -311,7 +309,7 @@ def build_details(problem: Problem, generations: list[dict[str, Any] | None], ve
 
 
 def _read_generation(settings: Settings, problem_id: str, attempt: int) -> dict[str, Any] | None:
-    path = attempt_generation_path(settings, problem_id, attempt)
+    path = settings.run_paths.generation(problem_id, attempt)
     generation = read_artifact(path, "generation")
     if generation is None and path.exists():
         raise ScoringError(f"generation file {path} does not validate against generation.schema.json")

@@ -1,0 +1,319 @@
+"""summary.md: the Markdown rendering of the problem rows and their metrics."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from stages.config import Settings
+from stages.results import CELL_STATUSES, ToolStats
+from stages.summary.metrics import (
+    InspectView,
+    Metrics,
+    field_metrics,
+    grouped_metrics,
+    inspect_view,
+    metrics_of,
+    status_counts,
+    subfield_metrics,
+    tool_totals,
+    total_latency,
+    total_usage,
+)
+from stages.summary.provenance import TargetsInfo
+from stages.summary.rows import SCORED_ATTEMPT, ProblemRow
+
+
+def ratio(part: int, whole: int) -> str:
+    """`50/50 (100.0%)`: every rate printed with its denominator."""
+    return f"{part}/{whole} ({100.0 * part / whole:.1f}%)" if whole else f"{part}/{whole} (n/a)"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> list[str]:
+    """A pipe table padded so it also reads as plain text; `right` marks right-aligned columns."""
+    cells = [[str(value) for value in row] for row in rows]
+    widths = [max([len(header[col])] + [len(row[col]) for row in cells] + [3]) for col in range(len(header))]
+
+    def line(values: Sequence[str]) -> str:
+        padded = [value.rjust(widths[col]) if right[col] else value.ljust(widths[col]) for col, value in enumerate(values)]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join(("-" * (widths[col] + 1) + ":") if right[col] else ("-" * (widths[col] + 2))
+                          for col in range(len(header))) + "|"
+    return [line(header), rule, *(line(row) for row in cells)]
+
+
+def _targets_lines(targets: TargetsInfo) -> list[str]:
+    note = f" ({targets.note})" if targets.note else ""
+    if targets.kind == "derived":
+        return [f"**Note: targets derived from reference code, not the official test_data.h5.**{note}", ""]
+    if targets.kind == "missing":
+        return [f"**Note: no targets file: steps that need targets are eval_error, not scored against official "
+                f"targets.**{note}", ""]
+    if targets.kind == "unknown":
+        return [f"**Note: the targets used for scoring could not be determined.**{note}", ""]
+    return []
+
+
+def _targets_text(targets: TargetsInfo) -> str:
+    names = {"official": "official test_data.h5", "explicit": "targets file given by h5py_file",
+             "derived": "derived from reference code (not the official test_data.h5)", "missing": "missing",
+             "unknown": "unknown"}
+    return names[targets.kind] + (f" ({targets.note})" if targets.note else "")
+
+
+RECORDED_SETTINGS: tuple[str, ...] = (
+    "api_protocol", "model_params", "code_timeout_seconds", "step_timeout_seconds", "step_memory_mb", "executor",
+)
+
+
+def _recorded_settings_text(recorded: Mapping[str, Any]) -> str:
+    """The settings from config.json that shape the scores but are not in the lines above."""
+    parts = []
+    for name in RECORDED_SETTINGS:
+        if name in recorded and recorded[name] not in ("", {}, None):
+            value = recorded[name]
+            parts.append(f"{name}={json.dumps(value, sort_keys=True) if isinstance(value, dict) else value}")
+    return ", ".join(parts)
+
+
+def _header_lines(settings: Settings, targets: TargetsInfo, config: Mapping[str, Any] | None,
+                  started: str | None, summarized_at: str) -> list[str]:
+    recorded = (config or {}).get("settings", {})
+    categories = ", ".join(settings.category)
+    samples = ", ".join(settings.sample_ids) or "(all)"
+    lines = [f"# SciCode results: {settings.model} / {settings.run_name}", ""]
+    lines += _targets_lines(targets)
+    lines += [
+        f"- model: `{settings.model}`" + (f" at {recorded['base_url']}" if recorded.get("base_url") else ""),
+        f"- run: `{settings.run_name}` ({settings.run_paths.run_dir})",
+        f"- split: {settings.split}; category: {categories}; sample_ids: {samples}",
+        f"- mode: {settings.mode}" + (f" (tools: {', '.join(settings.tool_names)}, at most "
+                                      f"{settings.tool_use_max_loops} model calls per step)" if settings.mode == "tool_use" else ""),
+        f"- background: {'with step background' if settings.with_background else 'without step background'}",
+        f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
+        f"- confinement of model code: {(config or {}).get('confinement') or 'unknown (config.json has none)'}",
+        f"- run started: {started or 'unknown'}; summarized at: {summarized_at} (UTC)",
+    ]
+    shown = _recorded_settings_text(recorded)
+    if shown:
+        lines.append(f"- settings: {shown}")
+    if settings.attempts > 1:
+        lines.append(f"- attempts: {settings.attempts} per problem (strategy {settings.attempt_strategy}); the tables "
+                     f"score attempt {SCORED_ATTEMPT + 1}, the Attempts section covers all of them; token usage and "
+                     f"latency sum all attempts")
+    return lines + [""]
+
+
+def _headline_lines(metrics: Metrics) -> list[str]:
+    rows = [
+        ("main_problem_resolve_rate", ratio(metrics.resolved, metrics.evaluated)),
+        ("subproblem", ratio(metrics.steps_passed, metrics.steps_scored)),
+        ("Total / Evaluated / Error", f"{metrics.total} / {metrics.evaluated} / {metrics.errors}"),
+    ]
+    raw = [
+        ("main_problem_resolved", metrics.resolved),
+        ("main_problem_total", metrics.evaluated),
+        ("subproblem_correct", metrics.steps_passed),
+        ("subproblem_total", metrics.steps_scored),
+        ("skipped steps (prefilled, not scored)", metrics.steps_skipped),
+    ]
+    return (["## Scores [^defs]", ""] + markdown_table(("metric", "value"), rows, (False, True))
+            + ["", "Raw counts:", ""] + markdown_table(("count", "value"), raw, (False, True)) + [""])
+
+
+def _group_lines(title: str, label: str, groups: Mapping[str, Metrics]) -> list[str]:
+    rows = [(name, ratio(m.resolved, m.evaluated), ratio(m.steps_passed, m.steps_scored), m.total, m.evaluated,
+             m.errors, m.steps_skipped) for name, m in groups.items()]
+    header = (label, "main_problem_resolve_rate", "subproblem", "Total", "Evaluated", "Error", "skipped")
+    return [f"## {title}", ""] + markdown_table(header, rows, (False, True, True, True, True, True, True)) + [""]
+
+
+def _subfield_lines(groups: Mapping[str, tuple[str, Metrics]]) -> list[str]:
+    rows = [(field, name, ratio(m.resolved, m.evaluated), ratio(m.steps_passed, m.steps_scored), m.total, m.errors,
+             m.steps_skipped) for name, (field, m) in groups.items()]
+    header = ("field", "subfield", "main_problem_resolve_rate", "subproblem", "Total", "Error", "skipped")
+    return ["## By subfield", ""] + markdown_table(header, rows, (False, False, True, True, True, True, True)) + [""]
+
+
+def _inspect_view_lines(view: InspectView) -> list[str]:
+    rows = [
+        ("subproblem (all steps, prefilled counted as not passed)", ratio(view.steps_passed, view.steps_total)),
+        ("main_problem_resolve_rate (a problem with a prefilled step never resolves)", ratio(view.resolved, view.problems)),
+    ]
+    return (["## Official inspect_ai step view (for comparison only)", "",
+             "The headline above excludes the prefilled steps (13.6, 62.1, 76.3) from every denominator. The "
+             "official inspect_ai task counts every step of a problem, prefilled ones included and never passed "
+             "(291 steps on the test split, 341 on both); its figures for this run are:", ""]
+            + markdown_table(("inspect_ai view", "value"), rows, (False, True)) + [""])
+
+
+def _failed_step_lines(rows: Sequence[ProblemRow]) -> list[str]:
+    failed = [(row.problem_id, step) for row in rows for step in row.scored_rows if step.status != "pass"]
+    lines = ["## Failed steps", ""]
+    if not failed:
+        return lines + ["None: every scored step passed.", ""]
+    lines += [f"{len(failed)} scored step(s) did not pass (attempt {SCORED_ATTEMPT + 1}); the reason of each:", ""]
+    lines += [f"- {step.step_id} ({step.status}): {one_line(step.reason or '(no reason given)')}" for _, step in failed]
+    return lines + [""]
+
+
+def _tool_lines(rows: Sequence[ProblemRow], attempts: int) -> list[str]:
+    scored = tool_totals(rows)
+    every = sum((row.tools for row in rows), ToolStats())
+    lines = ["## Tool use", ""]
+    if every.calls == 0:
+        return lines + ["No tool calls in this run.", ""]
+    header = ("scope", "calls", "ok", "error", "timeout", "sandbox_error", "other")
+    right = (False, True, True, True, True, True, True)
+    table = [(f"all steps, attempt {SCORED_ATTEMPT + 1}", *_tool_cells(scored))]
+    if attempts > 1:
+        table.append(("all steps, all attempts", *_tool_cells(every)))
+    table += [(f"step {step.step_id}", *_tool_cells(step.tools)) for row in rows for step in row.steps if step.tools.calls]
+    return lines + markdown_table(header, table, right) + [""]
+
+
+def _tool_cells(stats: ToolStats) -> tuple[int, ...]:
+    return (stats.calls, stats.ok, stats.error, stats.timeout, stats.sandbox_error, stats.other)
+
+
+def _status_lines(counts: Mapping[str, int]) -> list[str]:
+    shown = [status for status in CELL_STATUSES if status != "no_verdict" or counts["no_verdict"]]
+    total = sum(counts[status] for status in shown)
+    rows: list[tuple[str, int, str]] = [
+        (status, counts[status], f"{100.0 * counts[status] / total:.1f}%" if total else "n/a") for status in shown]
+    rows.append(("all steps", total, "100.0%" if total else "n/a"))
+    lines = ["## Step statuses", ""] + markdown_table(("status", "steps", "share"), rows, (False, True, True))
+    if counts["no_verdict"]:
+        lines += ["", "`no_verdict`: scored steps without a verdict (no details file, or a step missing from it); "
+                      "they count as not passed."]
+    return lines + [""]
+
+
+def _problem_lines(rows: Sequence[ProblemRow]) -> list[str]:
+    table = []
+    for row in rows:
+        failure = row.first_failure
+        first = f"{failure.step_id} ({failure.status})" if failure else "-"
+        tokens = f"{row.usage.total_tokens}" if row.usage else "-"
+        latency = f"{row.latency_s:.1f}" if row.latency_s is not None else "-"
+        table.append((row.problem_id, row.split, row.category, f"{row.steps_passed}/{row.steps_scored}",
+                      "yes" if row.resolved else "no", first, row.state, tokens, latency))
+    header = ("problem", "split", "category", "steps passed", "resolved", "first failing step", "details",
+              "tokens", "latency s")
+    right = (False, False, False, True, False, False, False, True, True)
+    return ["## Problems", ""] + markdown_table(header, table, right) + [""]
+
+
+def _failed_lines(rows: Sequence[ProblemRow]) -> list[str]:
+    failed = [row for row in rows if row.failed]
+    lines = ["## Problems whose generation or scoring failed", ""]
+    if not failed:
+        return lines + ["None.", ""]
+    lines.append(f"{len(failed)} problem(s); each stays in every denominator with its unpassed steps.")
+    lines.append("")
+    lines += [f"- {row.problem_id} ({row.state}): {one_line(row.error or row.state)}" for row in failed]
+    return lines + [""]
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _usage_lines(usage: Mapping[str, int], latency: float, total_problems: int) -> list[str]:
+    rows = [
+        ("input tokens", usage["input_tokens"]),
+        ("output tokens", usage["output_tokens"]),
+        ("total tokens", usage["total_tokens"]),
+        ("model calls", usage["calls"]),
+        ("model latency (s, summed over calls)", f"{latency:.1f}"),
+        ("problems reporting usage", f"{usage['problems_reporting']}/{total_problems}"),
+    ]
+    return ["## Token usage and model latency", ""] + markdown_table(("quantity", "total"), rows, (False, True)) + [""]
+
+
+def _rate_text(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{100.0 * rate:.1f}%"
+
+
+def _attempt_lines(metrics: Mapping[str, Any] | None) -> list[str]:
+    if metrics is None:
+        return []
+    lines = ["## Attempts", ""]
+    if "error" in metrics:
+        return lines + [f"Attempt metrics not computed: {metrics['error']}", ""]
+    rows = [(f"attempt {row['attempt'] + 1}", ratio(row["main_problem_resolved"], row["main_problem_total"]),
+             ratio(row["subproblem_correct"], row["subproblem_total"])) for row in metrics["per_attempt"]]
+    best = metrics["any_attempt"]
+    rows.append(("any attempt (strategy pass)", ratio(best["main_problem_resolved"], best["main_problem_total"]),
+                 ratio(best["subproblem_correct"], best["subproblem_total"])))
+    rows.append(("mean over attempts (strategy avg)", _rate_text(metrics["mean_main_problem_resolve_rate"]),
+                 _rate_text(metrics["mean_subproblem_rate"])))
+    lines += markdown_table(("attempts", "main_problem_resolve_rate", "subproblem"), rows, (False, True, True))
+    pass_at = ", ".join(f"pass@{k} = {_rate_text(value)}" for k, value in metrics["pass_at_k"].items())
+    chosen = metrics["strategies"][metrics["strategy"]]
+    lines += ["", f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics['problems']} problems).",
+              f"Configured attempt_strategy={metrics['strategy']}: main_problem_resolve_rate "
+              f"{_rate_text(chosen['main_problem_resolve_rate'])}, subproblem {_rate_text(chosen['subproblem'])}. "
+              f"The tables above score attempt {SCORED_ATTEMPT + 1}.", ""]
+    return lines
+
+
+def _plot_lines(plot_names: Sequence[str]) -> list[str]:
+    captions = {
+        "step_status_grid.png": "Step status per problem",
+        "status_counts.png": "Step verdicts",
+        "pass_rate_by_category.png": "Pass rate by field and subfield",
+    }
+    lines = ["## Plots", ""]
+    for name in plot_names:
+        caption = captions.get(Path(name).name, Path(name).stem)
+        lines += [f"![{caption}]({name})", ""]
+    return lines
+
+
+def _definitions_lines() -> list[str]:
+    return [
+        "[^defs]: Definitions. Total: problems selected for the run. Error: problems whose generation reported "
+        "an error (details status generation_error or missing_generation) or that have no valid details file. "
+        "Evaluated: equal to Total; every selected problem is in every denominator: an Error problem counts as "
+        "unresolved, all its scored steps stay in the step denominator, and only steps with a pass verdict count "
+        "as passed (none when there is no details file). main_problem_resolved: problems whose every scored step "
+        "passed and whose generation had no error. subproblem: passed steps / scored steps over all selected "
+        "problems (micro-average). Scored steps exclude the official prefilled steps (status skipped), as given "
+        "by the problem data.",
+        "",
+    ]
+
+
+def render_markdown(
+    settings: Settings,
+    rows: Sequence[ProblemRow],
+    *,
+    targets: TargetsInfo,
+    config: Mapping[str, Any] | None,
+    started: str | None,
+    summarized_at: str,
+    plot_names: Sequence[str],
+    attempts: Mapping[str, Any] | None = None,
+) -> str:
+    metrics = metrics_of(rows)
+    lines = _header_lines(settings, targets, config, started, summarized_at)
+    lines += _headline_lines(metrics)
+    lines += _inspect_view_lines(inspect_view(rows))
+    lines += _group_lines("By field", "field", field_metrics(rows))
+    lines += _subfield_lines(subfield_metrics(rows))
+    splits = grouped_metrics(rows, "split")
+    if len(splits) > 1:
+        lines += _group_lines("By split", "split", splits)
+    lines += _attempt_lines(attempts)
+    lines += _status_lines(status_counts(rows))
+    lines += _failed_lines(rows)
+    lines += _failed_step_lines(rows)
+    lines += _problem_lines(rows)
+    lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows))
+    lines += _tool_lines(rows, settings.attempts)
+    lines += _plot_lines(plot_names)
+    lines += _definitions_lines()
+    return "\n".join(lines)

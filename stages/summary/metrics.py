@@ -1,0 +1,162 @@
+"""Aggregation of problem rows: the headline counts and rates, groups by category, field, subfield and split,
+the inspect_ai step view, step statuses, token usage, latency, tool calls and the attempts metrics."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from stages.categories import fields
+from stages.config import Settings
+from stages.results import CELL_STATUSES, RunResults, ToolStats
+from stages.summary.rows import ProblemRow
+from stages.usage import Usage
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Counts of a group of problems, and the two rates, under the names of the results contract."""
+
+    total: int
+    errors: int
+    resolved: int
+    steps_passed: int
+    steps_scored: int
+    steps_skipped: int
+
+    @property
+    def evaluated(self) -> int:
+        return self.total  # every selected problem is evaluated: failures count as unresolved, never dropped
+
+    @property
+    def resolve_rate(self) -> float | None:
+        return self.resolved / self.evaluated if self.evaluated else None
+
+    @property
+    def step_rate(self) -> float | None:
+        return self.steps_passed / self.steps_scored if self.steps_scored else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "main_problem_resolve_rate": self.resolve_rate,
+            "subproblem": self.step_rate,
+            "Total": self.total,
+            "Evaluated": self.evaluated,
+            "Error": self.errors,
+            "main_problem_resolved": self.resolved,
+            "main_problem_total": self.evaluated,
+            "subproblem_correct": self.steps_passed,
+            "subproblem_total": self.steps_scored,
+            "skipped_steps": self.steps_skipped,
+        }
+
+
+def metrics_of(rows: Iterable[ProblemRow]) -> Metrics:
+    rows = tuple(rows)
+    return Metrics(
+        total=len(rows),
+        errors=sum(row.is_error for row in rows),
+        resolved=sum(row.resolved for row in rows),
+        steps_passed=sum(row.steps_passed for row in rows),
+        steps_scored=sum(row.steps_scored for row in rows),
+        steps_skipped=sum(row.steps_skipped for row in rows),
+    )
+
+
+def grouped_metrics(rows: Sequence[ProblemRow], key: str) -> dict[str, Metrics]:
+    """Metrics per value of `key` (category or split), groups in order of first appearance."""
+    groups: dict[str, list[ProblemRow]] = {}
+    for row in rows:
+        groups.setdefault(getattr(row, key), []).append(row)
+    return {name: metrics_of(members) for name, members in groups.items()}
+
+
+def _by_field_order(rows: Sequence[ProblemRow]) -> list[ProblemRow]:
+    """Rows ordered by field as SciCode's table lists the fields (others after them, in order of appearance);
+    stable, so problems keep their order within a field."""
+    known = fields()
+    seen = list(dict.fromkeys(row.field for row in rows))
+    rank = {name: (known.index(name) if name in known else len(known) + seen.index(name)) for name in seen}
+    return sorted(rows, key=lambda row: rank[row.field])
+
+
+def field_metrics(rows: Sequence[ProblemRow]) -> dict[str, Metrics]:
+    """Metrics per field, in the order of SciCode's field table."""
+    return grouped_metrics(_by_field_order(rows), "field")
+
+
+def subfield_metrics(rows: Sequence[ProblemRow]) -> dict[str, tuple[str, Metrics]]:
+    """subfield -> (its field, metrics): fields in table order, subfields in order of first appearance."""
+    ordered = _by_field_order(rows)
+    field_of = {row.subfield: row.field for row in ordered}
+    return {name: (field_of[name], metrics) for name, metrics in grouped_metrics(ordered, "subfield").items()}
+
+
+@dataclass(frozen=True)
+class InspectView:
+    """The step view of the official inspect_ai task: every step of a problem is in its denominator,
+    prefilled ones included and never passed, so a problem with a prefilled step is never resolved."""
+
+    steps_passed: int
+    steps_total: int
+    resolved: int
+    problems: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "subproblem_correct": self.steps_passed, "subproblem_total": self.steps_total,
+            "subproblem": self.steps_passed / self.steps_total if self.steps_total else None,
+            "main_problem_resolved": self.resolved, "main_problem_total": self.problems,
+            "main_problem_resolve_rate": self.resolved / self.problems if self.problems else None,
+            "note": INSPECT_VIEW_NOTE,
+        }
+
+
+INSPECT_VIEW_NOTE = ("step view of the official inspect_ai task: prefilled steps are in the step denominator and "
+                     "count as not passed, so problems with a prefilled step (13, 62, 76) are never resolved; "
+                     "the headline excludes prefilled steps")
+
+
+def inspect_view(rows: Sequence[ProblemRow]) -> InspectView:
+    return InspectView(
+        steps_passed=sum(row.steps_passed for row in rows),
+        steps_total=sum(row.steps_scored + row.steps_skipped_expected for row in rows),
+        resolved=sum(row.resolved and row.steps_skipped_expected == 0 for row in rows),
+        problems=len(rows),
+    )
+
+
+def tool_totals(rows: Sequence[ProblemRow]) -> ToolStats:
+    """Tool calls of the scored attempt over every step."""
+    return sum((step.tools for row in rows for step in row.steps), ToolStats())
+
+
+def status_counts(rows: Iterable[ProblemRow]) -> dict[str, int]:
+    counts = Counter(step.status for row in rows for step in row.steps)
+    return {status: counts.get(status, 0) for status in CELL_STATUSES}
+
+
+def total_usage(rows: Sequence[ProblemRow]) -> dict[str, int]:
+    reporting = [row.usage for row in rows if row.usage is not None]
+    return {**sum(reporting, Usage()).to_record(), "problems_reporting": len(reporting)}
+
+
+def total_latency(rows: Sequence[ProblemRow]) -> float:
+    return round(sum(row.latency_s for row in rows if row.latency_s is not None), 3)
+
+
+def attempt_metrics_of(settings: Settings, run: RunResults) -> dict[str, Any] | None:
+    """With attempts > 1: per-attempt rates, pass@k and both attempt strategies (stages.passk); else None.
+
+    A problem without a valid details file counts as unresolved in every attempt. When the details files
+    disagree on the number of attempts, the reason is returned under `error` instead of numbers.
+    """
+    if settings.attempts <= 1:
+        return None
+    from stages.passk import PassKError, metrics_from_outcomes, result_outcomes
+
+    try:
+        outcomes = [result_outcomes(result, settings.attempts) for result in run.problems]
+        return {"strategy": settings.attempt_strategy, **metrics_from_outcomes(outcomes)}
+    except PassKError as error:
+        return {"strategy": settings.attempt_strategy, "error": str(error)}

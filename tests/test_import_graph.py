@@ -1,0 +1,134 @@
+"""The import graph of `stages`: no cycles, and no stage reaches into another stage for a file name.
+
+The graph is built from the source (AST), not by importing: every `import` / `from ... import` statement
+of a `stages.*` module, at module level or inside a function, is an edge, except those under
+`if TYPE_CHECKING:` (never executed). `from stages.a import b` points at the module `stages.a.b` when
+that is a module, else at `stages.a`.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "stages"
+
+# The entry module of each stage (its action and up-to-date check). Only the wiring calls them; a stage
+# that needs another stage's file name asks `stages.paths` (RunPaths), never that stage.
+STAGE_ENTRIES = ("stages.select", "stages.generate.stage", "stages.score.stage", "stages.summarize")
+WIRING = frozenset({"stages.wiring", "stages.preflight"})
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_modules(root: Path = PROJECT_ROOT / PACKAGE) -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(root.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of `tree` except the bodies of `if TYPE_CHECKING:` blocks."""
+    found: list[ast.AST] = []
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            pending.extend(node.orelse)
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imported_modules(module: str, path: Path, known: set[str]) -> set[str]:
+    """The `stages.*` modules that `module` imports (at any depth of its code, outside TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    targets: set[str] = set()
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, path.name == "__init__.py", node)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                targets.add(submodule if submodule in known else base)
+    return {target for target in targets if target in known and target != module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = source_modules()
+    known = set(modules)
+    return {module: imported_modules(module, path, known) for module, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as [a, b, ..., a], or None (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path = [start]
+        iterators = [iter(sorted(graph[start]))]
+        state[start] = 1
+        while iterators:
+            following = next(iterators[-1], None)
+            if following is None:
+                state[path.pop()] = 2
+                iterators.pop()
+            elif state.get(following) == 1:
+                return path[path.index(following):] + [following]
+            elif not state.get(following):
+                state[following] = 1
+                path.append(following)
+                iterators.append(iter(sorted(graph.get(following, ()))))
+    return None
+
+
+def test_the_graph_is_read_from_the_source() -> None:
+    graph = import_graph()
+    assert "stages.paths" in graph["stages.config"]
+    assert "stages.score.stage" in graph["stages.wiring"]  # an import inside a function is an edge
+
+
+def test_find_cycle_names_the_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"a"}}) == ["a", "a"]
+
+
+def test_stages_has_no_import_cycle() -> None:
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle in stages: " + " -> ".join(cycle or ())
+
+
+def test_score_does_not_import_generate() -> None:
+    reaching = sorted(f"{module} imports {target}" for module, targets in import_graph().items()
+                      if module.startswith("stages.score") for target in targets if target.startswith("stages.generate"))
+    assert reaching == [], "; ".join(reaching)
+
+
+@pytest.mark.parametrize("entry", STAGE_ENTRIES)
+def test_a_stage_entry_is_imported_by_the_wiring_only(entry: str) -> None:
+    """No stage (nor the results reader) asks another stage for a file name or anything else."""
+    graph = import_graph()
+    assert entry in graph, f"{entry} is not a module of {PACKAGE}"
+    importers = sorted(module for module, targets in graph.items() if entry in targets and module not in WIRING
+                       and not module.startswith(entry + "."))
+    assert importers == [], f"{entry} is imported by {', '.join(importers)}"

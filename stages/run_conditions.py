@@ -13,7 +13,7 @@ TARGETS_MISSING_MARKERS: tuple[str, ...] = ("targets missing", "no targets file"
 
 def tool_outcome_counts(tool_results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """{status: count} over every status, for the tool results of one step (or several)."""
-    counts = dict.fromkeys(TOOL_STATUSES, 0)
+    counts: dict[str, int] = dict.fromkeys(TOOL_STATUSES, 0)
     for result in tool_results:
         status = result.get("status")
         if status in counts:
@@ -32,7 +32,7 @@ def step_tool_outcomes(step: Mapping[str, Any]) -> dict[str, int]:
 def generation_tool_outcomes(generation: Mapping[str, Any] | None) -> dict[str, Any]:
     """{"total": counts, "steps": {step_id: counts}} of one generation record (steps that called a tool only)."""
     steps = {}
-    total = dict.fromkeys(TOOL_STATUSES, 0)
+    total: dict[str, int] = dict.fromkeys(TOOL_STATUSES, 0)
     for step in (generation or {}).get("steps") or ():
         counts = step_tool_outcomes(step)
         if any(counts.values()):

@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from stages.config import ConfigError
+from stages.config import ConfigError, Settings
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Responder, ToolCallSpec
 from stages.problems import Problem, ProblemDataError, Step, load_problems, prefilled_code
 from stages.paths import DataPaths
@@ -159,7 +159,7 @@ class GoldResponder:
         )
 
 
-def check_gold_selection(settings: Any) -> None:
+def check_gold_selection(settings: Settings) -> None:
     """Refuse gold when the selected problems (sample_ids, else the split) lack reference code."""
     problems = _load_for_gold(settings.data_paths, settings.split)
     wanted = set(settings.sample_ids)
@@ -175,7 +175,7 @@ def _load_for_gold(data_paths: DataPaths, split: str) -> tuple[Problem, ...]:
         raise BuiltinModelError(f"model=gold cannot load the problems: {error}") from None
 
 
-def gold_responder(settings: Any) -> GoldResponder:
+def gold_responder(settings: Settings) -> GoldResponder:
     check_gold_selection(settings)
     problems = _load_for_gold(settings.data_paths, "all")
     return GoldResponder(model=settings.model, data_paths=settings.data_paths, steps=_steps_by_id(problems))
@@ -234,7 +234,7 @@ class ReplayResponder:
 # Entry points
 # ---------------------------------------------------------------------------
 
-def builtin_responder(settings: Any) -> Responder:
+def builtin_responder(settings: Settings) -> Responder:
     """The responder of the built-in model named by `settings.model`; BuiltinModelError if unusable."""
     if settings.model == GOLD_MODEL:
         return gold_responder(settings)
@@ -269,7 +269,7 @@ def builtin_latency_seconds(environ: Mapping[str, str] = os.environ) -> float:
     return seconds
 
 
-def responder_identity(settings: Any) -> tuple[str, str, str]:
+def responder_identity(settings: Settings) -> tuple[str, str, str]:
     """What determines a built-in responder: the model, its replay file version, and the data folder."""
     return settings.model, replay_version(settings.model), str(Path(settings.data_dir).resolve())
 
@@ -282,7 +282,7 @@ class BuiltinModelService:
     _stop_registered = False
 
     @classmethod
-    def base_url_for(cls, settings: Any) -> str:
+    def base_url_for(cls, settings: Settings) -> str:
         if settings.model == GOLD_MODEL:
             check_gold_selection(settings)  # every caller's selection, not only the first one's
         key = responder_identity(settings)

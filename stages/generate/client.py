@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import openai
 
 from stages.activity import ACTIVITY
-from stages.config import ApiProtocol
+from stages.config import ApiProtocol, Settings
 from stages.generate import builtin
 from stages.usage import Tokens
 
@@ -332,7 +332,7 @@ def parse_responses_response(response: Any) -> tuple[str | None, tuple[ToolCall,
 # The client
 # ---------------------------------------------------------------------------
 
-def _api_key(settings: Any, is_builtin: bool) -> str:
+def _api_key(settings: Settings, is_builtin: bool) -> str:
     if is_builtin:
         return BUILTIN_API_KEY
     if settings.api_key:
@@ -349,7 +349,7 @@ def _api_key(settings: Any, is_builtin: bool) -> str:
 class ModelClient:
     """Sends one conversation turn to the configured model; see the module docstring."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.protocol: ApiProtocol = settings.api_protocol
         self.is_builtin = builtin.is_builtin_model(settings.model)

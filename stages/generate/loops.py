@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages import live_processes
+from stages.config import Settings
 from stages.generate import tools
 from stages.generate.client import ModelCallError, ModelClient, ModelResponse
 from stages.generate.prompts import StepPrompt
@@ -94,7 +95,7 @@ class Conversation:
     def say(self, text: str) -> None:
         self.messages.append({"role": "user", "content": text})
 
-    def answer_tool_calls(self, response: ModelResponse, settings: Any) -> None:
+    def answer_tool_calls(self, response: ModelResponse, settings: Settings) -> None:
         """Run every tool call of `response` in order and append each result as a tool message."""
         for call in response.tool_calls:
             outcome = tools.run_tool(call.name, call.arguments, settings)
@@ -157,7 +158,7 @@ def run_naive(model: ModelClient, prompt: StepPrompt) -> StepOutcome:
         return conversation.fail(error)
 
 
-def run_tool_use(model: ModelClient, settings: Any, prompt: StepPrompt) -> StepOutcome:
+def run_tool_use(model: ModelClient, settings: Settings, prompt: StepPrompt) -> StepOutcome:
     """The tool loop; see the module docstring."""
     conversation = Conversation.start(model, prompt)
     schemas = tools.tool_schemas(settings.tool_names, settings.api_protocol)
@@ -180,7 +181,7 @@ def run_tool_use(model: ModelClient, settings: Any, prompt: StepPrompt) -> StepO
         return conversation.fail(error)
 
 
-def run_step(model: ModelClient, settings: Any, prompt: StepPrompt) -> StepOutcome:
+def run_step(model: ModelClient, settings: Settings, prompt: StepPrompt) -> StepOutcome:
     if settings.mode == "naive":
         return run_naive(model, prompt)
     return run_tool_use(model, settings, prompt)

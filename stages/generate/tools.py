@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from stages import live_processes
+from stages.config import Settings
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 from stages.statuses import ToolStatus
 
@@ -143,14 +144,14 @@ except BaseException as error:
 """ % {"preamble": PREAMBLE_FILE, "snippet": SNIPPET_FILE, "runner": RUNNER_FILE}
 
 
-def confined_command(folder: Path, settings: Any) -> list[str]:
+def confined_command(folder: Path, settings: Settings) -> list[str]:
     """`python_binary confine.py --write <folder> --memory-mb N --python -- -u runner.py`."""
     memory = settings.sandbox_memory_limit_mb or 0
     return [settings.python_binary, str(CONFINE_SCRIPT), "--write", str(folder.resolve()), "--memory-mb", str(memory),
             "--python", "--", "-u", RUNNER_FILE]
 
 
-def snippet_environment(folder: Path, settings: Any) -> dict[str, str]:
+def snippet_environment(folder: Path, settings: Settings) -> dict[str, str]:
     extra = {name: value for name, value in SINGLE_THREAD_DEFAULTS.items() if name not in os.environ}
     extra["MPLCONFIGDIR"] = str(folder / ".matplotlib")  # the only writable place is the snippet's folder
     return scrubbed_environment(extra, home=folder)
@@ -168,7 +169,7 @@ def outcome_from_process(result: ProcessResult, timeout_seconds: float) -> ToolO
     return ToolOutcome(with_note(output, note), "error", result.duration_s, truncated)
 
 
-def run_local(code: str, settings: Any) -> ToolOutcome:
+def run_local(code: str, settings: Settings) -> ToolOutcome:
     limits = Limits(
         timeout_seconds=settings.code_timeout_seconds,
         memory_mb=settings.sandbox_memory_limit_mb,
@@ -198,7 +199,7 @@ class SandboxRefused(Exception):
     """The sandbox service rejected the request (4xx, unreadable reply): retrying will not help."""
 
 
-def sandbox_opener(settings: Any) -> urllib.request.OpenerDirector:
+def sandbox_opener(settings: Settings) -> urllib.request.OpenerDirector:
     handlers = [urllib.request.ProxyHandler({})] if settings.sandbox_no_proxy else []
     return urllib.request.build_opener(*handlers)
 
@@ -250,7 +251,7 @@ finally:
     _err.raw.write((__TOTALS_MARKER__ + str(_out.total) + " " + str(_err.total) + "]\\n").encode())
     _err.raw.flush()
 """
-def sandbox_program(code: str, settings: Any) -> str:
+def sandbox_program(code: str, settings: Settings) -> str:
     """The Python program sent to the sandbox for one snippet (see SANDBOX_RUNNER_TEMPLATE)."""
     replacements = {
         "__THREAD_DEFAULTS__": repr(SINGLE_THREAD_DEFAULTS),
@@ -264,7 +265,7 @@ def sandbox_program(code: str, settings: Any) -> str:
     return re.sub("|".join(map(re.escape, replacements)), lambda match: replacements[match.group(0)], SANDBOX_RUNNER_TEMPLATE)
 
 
-def sandbox_payload(code: str, settings: Any) -> dict[str, Any]:
+def sandbox_payload(code: str, settings: Settings) -> dict[str, Any]:
     """The /run_code request; `sandbox_memory_limit_mb=0` sends no limit at all."""
     payload: dict[str, Any] = {
         "code": sandbox_program(code, settings),
@@ -276,7 +277,7 @@ def sandbox_payload(code: str, settings: Any) -> dict[str, Any]:
     return payload
 
 
-def post_run_code(code: str, settings: Any) -> dict[str, Any]:
+def post_run_code(code: str, settings: Settings) -> dict[str, Any]:
     """One POST to `<sandbox_url>/run_code`; the reply JSON, or SandboxUnavailable / SandboxRefused."""
     url = settings.sandbox_url.rstrip("/") + "/run_code"
     body = json.dumps(sandbox_payload(code, settings)).encode("utf-8")
@@ -334,7 +335,7 @@ def outcome_from_sandbox(reply: dict[str, Any], duration_s: float, timeout_secon
     return ToolOutcome(with_note(output, f"run ended with {detail}"), "error", duration_s, truncated)
 
 
-def run_in_sandbox(code: str, settings: Any) -> ToolOutcome:
+def run_in_sandbox(code: str, settings: Settings) -> ToolOutcome:
     started = time.monotonic()
     attempts = settings.sandbox_max_retries + 1
     last_problem = ""
@@ -371,7 +372,7 @@ def parse_code_argument(arguments: str) -> str:
     return parsed["code"]
 
 
-def run_tool(name: str, arguments: str, settings: Any) -> ToolOutcome:
+def run_tool(name: str, arguments: str, settings: Settings) -> ToolOutcome:
     """Run one tool call; every failure is an outcome the model can read, never an exception (but
     RunInterrupted once the run is being stopped: a snippet killed by the stop is not an outcome)."""
     live_processes.raise_if_stopping()

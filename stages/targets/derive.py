@@ -120,7 +120,7 @@ def child_main(job_path: str) -> int:
     """Entry point of the child process: read the job, evaluate it, pickle the result next to it."""
     job_file = Path(job_path)
     spec = json.loads(job_file.read_text(encoding="utf-8"))
-    job = DerivationJob(spec["step_id"], tuple(tuple(p) for p in spec["preamble"]), tuple(spec["test_cases"]))  # type: ignore[arg-type]
+    job = DerivationJob(spec["step_id"], tuple(tuple(p) for p in spec["preamble"]), tuple(spec["test_cases"]))
     try:
         result: dict[str, Any] = {"status": "ok", "layouts": evaluate_step(job)}
     except BaseException as error:  # noqa: BLE001 - every failure (even SystemExit) is reported, not raised

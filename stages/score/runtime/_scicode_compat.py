@@ -56,6 +56,6 @@ def install() -> list[str]:
     import scipy.integrate
 
     if not hasattr(scipy.integrate, "simps"):
-        scipy.integrate.simps = _simps_with_old_signature  # type: ignore[attr-defined]
+        scipy.integrate.simps = _simps_with_old_signature
         SHIMMED.append("scipy.integrate.simps")
     return list(SHIMMED)

@@ -5,6 +5,7 @@ import platform
 from typing import Any
 
 from stages.artifacts import fingerprint, read_artifact, write_artifact
+from stages.fingerprints import FingerprintParts, settings_slice
 from stages.categories import allowed_names_text, table_digest, unknown_names
 from stages.config import ConfigError, Settings
 from stages.problems import Problem, load_problems
@@ -62,8 +63,16 @@ def _id_range(ids: set[str]) -> str:
 def selection_fingerprint(settings: Settings) -> str:
     """What selection.json must carry to be current: the select settings, the problem files' identity and the
     category table's."""
-    return fingerprint({"settings": settings.fingerprint("select"), "problems": _problem_files_identity(settings),
-                        "categories": table_digest()})
+    return selection_fingerprint_parts(settings).value
+
+
+def selection_fingerprint_parts(settings: Settings) -> FingerprintParts:
+    """`selection_fingerprint` and what it covers by named part (settings slice, problem files, category table)."""
+    problems, categories = _problem_files_identity(settings), table_digest()
+    value = fingerprint({"settings": settings.fingerprint("select"), "problems": problems, "categories": categories})
+    files = {name: sha[:16] for name, sha in problems.items()} if problems is not None else {"manifest.json": None}
+    return FingerprintParts(value, settings=settings_slice(settings, "select"),
+                            inputs={**files, "category table": categories[:16]})
 
 
 def _problem_files_identity(settings: Settings) -> Any:
@@ -77,6 +86,12 @@ def config_fingerprint(settings: Settings) -> str:
     return fingerprint(settings.redacted())
 
 
+def config_fingerprint_parts(settings: Settings) -> FingerprintParts:
+    """config.json covers every setting (as shown, secrets redacted)."""
+    shown = settings.redacted()
+    return FingerprintParts(fingerprint(shown), settings=shown)
+
+
 def library_versions(settings: Settings) -> dict[str, str]:
     return {"python": platform.python_version(), "python_binary": settings.python_binary,
             **package_versions(VERSIONED_PACKAGES)}
@@ -85,7 +100,7 @@ def library_versions(settings: Settings) -> dict[str, str]:
 def write_run_config(settings: Settings) -> dict[str, Any]:
     """config.json: every resolved setting (secrets redacted) and each stage's fingerprint."""
     record = {
-        "fingerprint": config_fingerprint(settings),
+        **config_fingerprint_parts(settings).record(),
         "status": "complete",
         "settings": settings.redacted(),
         "stage_fingerprints": {stage: settings.fingerprint(stage) for stage in ("download", "select", "generate", "score")},
@@ -99,7 +114,7 @@ def run_select(settings: Settings) -> dict[str, Any]:
     """Write `<run>/selection.json` and `<run>/config.json`; returns the selection record."""
     problems = select_problems(settings)
     record = {
-        "fingerprint": selection_fingerprint(settings),
+        **selection_fingerprint_parts(settings).record(),
         "status": "complete",
         "split": settings.split,
         "category": list(settings.category),

@@ -1,4 +1,6 @@
-"""Glue between doit and the stages: settings from the command line, up-to-date checks, clean failures.
+"""Glue between doit and the stages: settings from the command line, interrupts, clean failures, task order.
+
+The actions and up-to-date checks themselves are the `Stage` records of `stages/tasks.py`.
 
 Kept out of `dodo.py` so that file reads as the task graph alone.
 """
@@ -27,7 +29,8 @@ _OPTIONS_WITH_VALUE = frozenset(
 _DOIT_COMMANDS = frozenset({"run", "list", "info", "forget", "clean", "ignore", "help", "auto", "dumpdb",
                             "strace", "tabcompletion", "reset-dep"})
 _RESCORE_TASKS = frozenset({"score"})
-_NO_RUN_FOLDER_TASKS = frozenset({"compare", "download"})  # tasks that never write a run folder
+_NO_RUN_FOLDER_TASKS = frozenset({"compare", "download", "explain"})  # tasks that never write a run folder
+_TASKS_WITH_ARGUMENTS = frozenset({"explain"})  # the words after these are their arguments, not task names
 
 
 class _Interrupted(KeyboardInterrupt):
@@ -167,21 +170,8 @@ def generation_only(argv: Sequence[str]) -> bool:
     return bool(names) and all(name.split(":", 1)[0] == "generate" for name in names)
 
 
-def nothing_to_generate(settings: Settings) -> bool:
-    """True when every selected problem's generations are current: no model will be called."""
-    from stages.generate.stage import generations_current
-    from stages.select import selected_problem_ids
-
-    selected = selected_problem_ids(settings)
-    return selected is not None and all(generations_current(settings, pid) for pid in selected)
 
 
-def run_preflight(settings: Settings) -> None:
-    """The checks before the first model call (stages.preflight); one line each."""
-    from stages.preflight import check_before_generation
-
-    for line in check_before_generation(settings, generation_only(sys.argv[1:])):
-        print(f"preflight: {line}")
 
 
 def check_executor(settings: Settings) -> None:
@@ -229,6 +219,8 @@ def _command_and_tasks(argv: Sequence[str]) -> tuple[str, list[str]]:
                 return word, []
         else:
             names.append(word)
+            if word in _TASKS_WITH_ARGUMENTS:
+                break
     return "run", names
 
 
@@ -323,79 +315,18 @@ def problems_in_generation_order(settings: Settings) -> list[tuple[str, float]]:
     return sorted(expected, key=lambda item: -item[1])
 
 
-def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any]:
-    """`run_score`, its attempt-0 step counts published to the live view."""
-    from stages.activity import ACTIVITY
-    from stages.score.stage import run_score
+def explain_action(settings: Settings) -> Callable[[list[str]], TaskFailed | None]:
+    """The `doit explain <task> ...` action: one line per named task (stages.tasks.explain)."""
+    def explain_tasks(names: list[str]) -> TaskFailed | None:
+        from stages.tasks import UnknownTask, explain
 
-    outcome = run_score(settings, problem_id)
-    ACTIVITY.add_scored(problem_id, outcome["passed"], outcome["scored"])
-    return outcome
-
-
-def details_current(settings: Settings, problem_id: str) -> bool:
-    """Whether `details/<id>.json` is up to date; an up-to-date problem's step counts go to the live view."""
-    from stages.activity import ACTIVITY
-    from stages.artifacts import current_record
-    from stages.score.stage import score_fingerprint
-
-    record = current_record(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
-    if record is None:
-        return False
-    evaluation = record["attempts"][0]["meta"]["evaluation"]
-    ACTIVITY.add_scored(problem_id, evaluation["total_correct"], evaluation["total_steps"])
-    return True
-
-
-def targets_needed(settings: Settings) -> bool:
-    """True when the selection has validation problems and no usable targets exist yet."""
-    from stages.select import selected_problem_ids
-    from stages.problems import load_problems
-    from stages.targets import resolve_targets
-
-    if resolve_targets(settings).kind != "missing":
-        return False
-    selected = set(selected_problem_ids(settings) or ())
-    return any(problem.problem_id in selected for problem in load_problems(settings.data_paths, "validation"))
-
-
-def summarize_and_report(settings: Settings) -> TaskFailed | None:
-    """Write the summary, then fail the task when problems failed (the summary still counts them)."""
-    from stages.summarize import run_summarize
-
-    outcome = run_summarize(settings)
-    print(outcome.one_line)
-    print(f"summary: {outcome.summary_md}")
-    print(f"report: {outcome.report_html}")
-    return run_failure(settings)
-
-
-def failed_problems(settings: Settings) -> list[dict[str, str]]:
-    from stages.artifacts import read_artifact
-
-    record = read_artifact(settings.run_paths.summary_json, "summary")
-    return list(record["failed_problems"]) if record else []
-
-
-def run_failure(settings: Settings) -> TaskFailed | None:
-    """One line saying which problems failed and what would fix them; None for a clean run."""
-    from stages.run_conditions import sandbox_failure_line
-    from stages.artifacts import read_artifact
-
-    summary = read_artifact(settings.run_paths.summary_json, "summary") or {}
-    sandbox_line = sandbox_failure_line(summary.get("tool_calls") or {})
-    if sandbox_line:
-        return TaskFailed(sandbox_line)
-    failed = failed_problems(settings)
-    if not failed:
+        if not names:
+            return TaskFailed("name the tasks to explain, e.g. `doit explain score:10 summarize`")
+        try:
+            lines = [explain(settings, name) for name in names]
+        except UnknownTask as error:
+            return TaskFailed(str(error))
+        print("\n".join(lines))
         return None
-    without_targets = [entry["problem_id"] for entry in failed if "eval_error" in entry["reason"]]
-    others = [entry["problem_id"] for entry in failed if entry["problem_id"] not in without_targets]
-    parts = []
-    if others:
-        parts.append(f"{len(others)} problem(s) failed in generation or scoring ({', '.join(others)}): "
-                     "rerun `doit run` to retry them")
-    if without_targets:
-        parts.append(f"{len(without_targets)} problem(s) have steps without targets ({', '.join(without_targets)}): "
-                     f"stage the official test_data.h5 in {settings.data_paths.scicode_dir} or set h5py_file=")
-    return TaskFailed("; ".join(parts) + "; the summary counts them as unresolved")
+
+    return explain_tasks

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
+from stages.fingerprints import FingerprintParts, digest, run_relative, settings_slice
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.run_conditions import generation_tool_outcomes
 from stages.pins import pins
@@ -89,18 +90,30 @@ def attempt_generation_path(settings: Settings, problem_id: str, attempt: int) -
 
 def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> str:
     """sha256 of everything a problem's details depend on (see the module docstring)."""
+    return score_fingerprint_parts(settings, problem_id, targets).value
+
+
+def score_fingerprint_parts(settings: Settings, problem_id: str,
+                            targets: ResolvedTargets | None = None) -> FingerprintParts:
+    """`score_fingerprint` and what it covers by named part (settings, inputs, code, libraries)."""
     targets = targets or resolve_targets(settings)
     problem = problem_by_id(settings.data_paths, problem_id)
-    generations = [read_artifact(attempt_generation_path(settings, problem_id, attempt), "generation")
-                   for attempt in range(settings.attempts)]
-    return fingerprint({
+    paths = [attempt_generation_path(settings, problem_id, attempt) for attempt in range(settings.attempts)]
+    generations = [_generation_content(read_artifact(path, "generation")) for path in paths]
+    covered = {
         "settings": settings.fingerprint("score"),
         "problem": problem.fingerprint,
-        "generation": [_generation_content(generation) for generation in generations],
+        "generation": generations,
         "targets": targets_identity(targets),
         "harness": harness_hash(),
         "libraries": library_versions(settings.python_binary),
-    })
+    }
+    return FingerprintParts(
+        fingerprint(covered), settings=settings_slice(settings, "score"),
+        inputs={f"problem {problem_id}": digest(problem.fingerprint), "targets": digest(covered["targets"]),
+                **{run_relative(settings, path): None if content is None else digest(content)
+                   for path, content in zip(paths, generations)}},
+        code={"scoring harness": covered["harness"]}, libraries=dict(covered["libraries"]))
 
 
 @lru_cache(maxsize=8)
@@ -298,10 +311,10 @@ def attempt_record(problem: Problem, generation: dict[str, Any] | None, verdicts
 
 
 def build_details(problem: Problem, generations: list[dict[str, Any] | None], verdicts: list[list[StepVerdict]],
-                  targets: ResolvedTargets, fingerprint_value: str) -> dict[str, Any]:
+                  targets: ResolvedTargets, fingerprint_parts: FingerprintParts) -> dict[str, Any]:
     """The details record: one attempt per generation; the record-level status is attempt 0's."""
     return {
-        "fingerprint": fingerprint_value, "status": _details_status(generations[0]), "task_id": problem.problem_id,
+        **fingerprint_parts.record(), "status": _details_status(generations[0]), "task_id": problem.problem_id,
         "category": problem.category,
         "attempts": [attempt_record(problem, generation, attempt_verdicts, targets)
                      for generation, attempt_verdicts in zip(generations, verdicts)],
@@ -340,7 +353,8 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
                for attempt, generation in enumerate(generations)]
     score_steps(context, problem, [item for attempt in planned for item in attempt])
     verdicts = [[item.verdict for item in attempt if item.verdict is not None] for attempt in planned]
-    details = build_details(problem, generations, verdicts, targets, score_fingerprint(settings, problem_id, targets))
+    details = build_details(problem, generations, verdicts, targets,
+                            score_fingerprint_parts(settings, problem_id, targets))
     write_artifact(settings.run_paths.details(problem_id), "details", details)
     evaluations = [attempt["meta"]["evaluation"] for attempt in details["attempts"]]
     summary: dict[str, Any] = {"problem_id": problem_id, "passed": evaluations[0]["total_correct"],

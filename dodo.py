@@ -31,12 +31,14 @@ from pathlib import Path
 from doit import create_after
 
 from stages import tasks, wiring
+from stages.command_line import executes_tasks, rescore_only
 from stages.config import Settings
 from stages.paths import STATE_DIR_NAME
+from stages.interrupts import install_interrupt_handling
 from stages.reporter import ProgressReporter
 
 Path(STATE_DIR_NAME).mkdir(exist_ok=True)
-wiring.install_interrupt_handling()
+install_interrupt_handling()
 
 DOIT_CONFIG = {
     "backend": "sqlite3",
@@ -48,7 +50,7 @@ DOIT_CONFIG = {
     "reporter": ProgressReporter,
     "verbosity": 2,
 }
-RESCORE_ONLY = wiring.rescore_only(sys.argv[1:])
+RESCORE_ONLY = rescore_only(sys.argv[1:])
 
 
 @lru_cache(maxsize=1)
@@ -98,7 +100,7 @@ def task_preflight():
     }
 
 
-@create_after(executed="select", creates=["generate", "score"] if wiring.executes_tasks(sys.argv[1:]) else None)
+@create_after(executed="select", creates=["generate", "score"] if executes_tasks(sys.argv[1:]) else None)
 def task_problems():
     """generate:<id> and score:<id> of every selected problem, slowest to score first (see the module docstring)."""
     from stages.select import selected_problem_ids

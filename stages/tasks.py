@@ -166,7 +166,7 @@ def targets_reasons(settings: Settings) -> list[str]:
 def run_preflight(settings: Settings) -> None:
     """The checks before the first model call (stages.preflight); one line each."""
     from stages.preflight import check_before_generation
-    from stages.wiring import generation_only
+    from stages.command_line import generation_only
 
     for line in check_before_generation(settings, generation_only(sys.argv[1:])):
         print(f"preflight: {line}")

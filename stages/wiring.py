@@ -1,112 +1,22 @@
-"""Glue between doit and the stages: settings from the command line, interrupts, clean failures, task order.
+"""Glue between doit and the stages: settings from the command line, clean one-line failures, task order.
 
-The actions and up-to-date checks themselves are the `Stage` records of `stages/tasks.py`.
-
-Kept out of `dodo.py` so that file reads as the task graph alone.
+The actions and up-to-date checks themselves are the `Stage` records of `stages/tasks.py`; what a command line
+asks for is `stages/command_line.py`; Ctrl-C and SIGTERM are `stages/interrupts.py`. Kept out of `dodo.py` so
+that file reads as the task graph alone.
 """
 from __future__ import annotations
 
 import atexit
 import errno
-import os
-import signal
 import sys
-import threading
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable
 
 from doit.exceptions import TaskFailed
 
-from stages import live_processes
+from stages.command_line import requested_tasks, runs_tasks
 from stages.confinement import ConfinementUnavailable, check_confinement
 from stages.config import ConfigError, Settings, load_settings
-
-# doit run options that take a value (so the word after them is not a task name).
-_OPTIONS_WITH_VALUE = frozenset(
-    {"-f", "--file", "-d", "--dir", "-n", "--process", "-P", "--parallel-type",
-     "-r", "--reporter", "-o", "--output-file", "--db-file", "--backend", "--check_file_uptodate",
-     "-v", "--verbosity", "--codec-cls"}
-)
-_DOIT_COMMANDS = frozenset({"run", "list", "info", "forget", "clean", "ignore", "help", "auto", "dumpdb",
-                            "strace", "tabcompletion", "reset-dep"})
-_RESCORE_TASKS = frozenset({"score"})
-_NO_RUN_FOLDER_TASKS = frozenset({"compare", "download", "explain"})  # tasks that never write a run folder
-_TASKS_WITH_ARGUMENTS = frozenset({"explain"})  # the words after these are their arguments, not task names
-
-
-class _Interrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM, raised in the main thread so doit saves the records of finished tasks."""
-
-
-STOP_GRACE_SECONDS = 1.5  # after the first signal the process is gone within this, whatever still runs
-_EXIT_CALLBACKS: list[Callable[[], None]] = []
-_stop_signal: list[int] = []
-
-
-def on_exit_now(callback: Callable[[], None]) -> None:
-    """Run `callback` (e.g. release the run lock) when an interrupted run ends with `exit_now`."""
-    _EXIT_CALLBACKS.append(callback)
-
-
-def exit_now(code: int) -> None:
-    """End the process at once: threads still running (cut short by the stop) are not waited for."""
-    for callback in (*_EXIT_CALLBACKS, live_processes.remove_tracked_folders):
-        try:
-            callback()
-        except Exception:  # noqa: BLE001 - nothing may delay the exit
-            pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
-
-
-def interrupted_line(signum: int) -> str:
-    what = "keyboard" if signum == signal.SIGINT else f"terminated by signal {signum}"
-    return (f"scicode: interrupted ({what}); running tests and tool snippets were stopped, finished work is saved: "
-            "rerun the same command to resume")
-
-
-def stop_on_signal(signum: int, frame: Any) -> None:
-    """First Ctrl-C / SIGTERM: kill every child of ours, stop saving, and leave doit's loop so it saves its records;
-    a watchdog ends the process within STOP_GRACE_SECONDS in any case. Later signals change nothing."""
-    if _stop_signal:
-        return
-    _stop_signal.append(signum)
-    live_processes.abort_all()
-    watchdog = threading.Timer(STOP_GRACE_SECONDS, _exit_after_stop)
-    watchdog.daemon = True
-    watchdog.start()
-    raise _Interrupted(f"signal {signum}")
-
-
-_exit_once = threading.Lock()
-
-
-def _exit_after_stop() -> None:
-    if not _exit_once.acquire(blocking=False):
-        return  # the other path (watchdog or excepthook) is already ending the process
-    print(interrupted_line(_stop_signal[0]), file=sys.stderr)
-    exit_now(128 + _stop_signal[0])
-
-
-def install_interrupt_handling() -> None:
-    """Ctrl-C and SIGTERM stop the run at once (`stop_on_signal`) and end it with one line, no traceback."""
-    signal.signal(signal.SIGTERM, stop_on_signal)
-    signal.signal(signal.SIGINT, stop_on_signal)
-    previous_hook = sys.excepthook
-
-    def hook(kind: type[BaseException], error: BaseException, traceback: Any) -> None:
-        if issubclass(kind, KeyboardInterrupt):
-            if not _stop_signal:
-                _stop_signal.append(signal.SIGINT)
-            live_processes.abort_all()
-            _exit_after_stop()
-            return
-        previous_hook(kind, error, traceback)
-
-    sys.excepthook = hook
+from stages.interrupts import exit_now, on_exit_now
 
 
 def _cmdline_vars() -> dict[str, str]:
@@ -156,24 +66,6 @@ def unwritable_line(error: OSError) -> str:
     return f"cannot write {where}: {error.strerror or error} (choose a writable results_dir= / data_dir=, or free space)"
 
 
-def runs_tasks(argv: Sequence[str]) -> bool:
-    """True for a command that executes tasks (`doit`, `doit run ...`, `doit <task>`), not list/info/forget/clean."""
-    names = requested_tasks(argv)
-    if names and all(name in _NO_RUN_FOLDER_TASKS for name in names):
-        return False
-    return executes_tasks(argv)
-
-
-def generation_only(argv: Sequence[str]) -> bool:
-    """True for `doit generate` / `doit generate:<id>`: no scoring, so targets are not needed."""
-    names = requested_tasks(argv)
-    return bool(names) and all(name.split(":", 1)[0] == "generate" for name in names)
-
-
-
-
-
-
 def check_executor(settings: Settings) -> None:
     """ConfigError when `executor=dask` cannot work here (the optional dask extra is not installed)."""
     if settings.executor != "dask":
@@ -203,42 +95,6 @@ def worker_threads() -> int:
     except ConfigError:
         return 1  # the creators report the error
     return problem_bound(settings) + 1
-
-
-def _command_and_tasks(argv: Sequence[str]) -> tuple[str, list[str]]:
-    """The doit command word (`run` when none is given) and the task names of a command line."""
-    names: list[str] = []
-    words = iter(argv)
-    for word in words:
-        if word in _OPTIONS_WITH_VALUE:
-            next(words, None)
-        elif word.startswith("-") or "=" in word:
-            continue
-        elif not names and word in _DOIT_COMMANDS:
-            if word != "run":
-                return word, []
-        else:
-            names.append(word)
-            if word in _TASKS_WITH_ARGUMENTS:
-                break
-    return "run", names
-
-
-def requested_tasks(argv: Sequence[str]) -> list[str]:
-    """The task names on a doit command line (variables, options and the command word removed)."""
-    command, names = _command_and_tasks(argv)
-    return names if command == "run" else [command]  # not a run: list/info/forget/... see the whole graph
-
-
-def executes_tasks(argv: Sequence[str]) -> bool:
-    """True for `doit run` (the default command); False for list, info, forget, clean, ..."""
-    return _command_and_tasks(argv)[0] == "run"
-
-
-def rescore_only(argv: Sequence[str]) -> bool:
-    """True for `doit score` / `doit score:<id>`: rescore existing generations, never call a model."""
-    names = requested_tasks(argv)
-    return bool(names) and all(name.split(":", 1)[0] in _RESCORE_TASKS for name in names)
 
 
 def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:

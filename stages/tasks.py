@@ -11,7 +11,7 @@ client or the scoring engine unless a check needs it.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -68,7 +68,6 @@ class Stage:
     artifacts: Callable[..., list[ArtifactCheck]] = _no_artifacts
     other_reasons: Callable[..., list[str]] = _no_other_reason
     per_problem: bool = False
-    doc: str = field(default="", compare=False)
 
 
 # ---------------------------------------------------------------------------

@@ -90,29 +90,35 @@ def attempt_generation_path(settings: Settings, problem_id: str, attempt: int) -
 
 def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> str:
     """sha256 of everything a problem's details depend on (see the module docstring)."""
-    return score_fingerprint_parts(settings, problem_id, targets).value
+    return fingerprint(_score_inputs(settings, problem_id, targets)[0])
+
+
+def _score_inputs(settings: Settings, problem_id: str,
+                  targets: ResolvedTargets | None) -> tuple[dict[str, Any], list[Path]]:
+    """What the score fingerprint covers, and the generation files it read (one per attempt)."""
+    targets = targets or resolve_targets(settings)
+    problem = problem_by_id(settings.data_paths, problem_id)
+    paths = [attempt_generation_path(settings, problem_id, attempt) for attempt in range(settings.attempts)]
+    return {
+        "settings": settings.fingerprint("score"),
+        "problem": problem.fingerprint,
+        "generation": [_generation_content(read_artifact(path, "generation")) for path in paths],
+        "targets": targets_identity(targets),
+        "harness": harness_hash(),
+        "libraries": library_versions(settings.python_binary),
+    }, paths
 
 
 def score_fingerprint_parts(settings: Settings, problem_id: str,
                             targets: ResolvedTargets | None = None) -> FingerprintParts:
     """`score_fingerprint` and what it covers by named part (settings, inputs, code, libraries)."""
-    targets = targets or resolve_targets(settings)
-    problem = problem_by_id(settings.data_paths, problem_id)
-    paths = [attempt_generation_path(settings, problem_id, attempt) for attempt in range(settings.attempts)]
-    generations = [_generation_content(read_artifact(path, "generation")) for path in paths]
-    covered = {
-        "settings": settings.fingerprint("score"),
-        "problem": problem.fingerprint,
-        "generation": generations,
-        "targets": targets_identity(targets),
-        "harness": harness_hash(),
-        "libraries": library_versions(settings.python_binary),
-    }
+    covered, paths = _score_inputs(settings, problem_id, targets)
+    generations = {run_relative(settings, path): None if content is None else digest(content)
+                   for path, content in zip(paths, covered["generation"])}
     return FingerprintParts(
         fingerprint(covered), settings=settings_slice(settings, "score"),
-        inputs={f"problem {problem_id}": digest(problem.fingerprint), "targets": digest(covered["targets"]),
-                **{run_relative(settings, path): None if content is None else digest(content)
-                   for path, content in zip(paths, generations)}},
+        inputs={f"problem {problem_id}": digest(covered["problem"]), "targets": digest(covered["targets"]),
+                **generations},
         code={"scoring harness": covered["harness"]}, libraries=dict(covered["libraries"]))
 
 

@@ -1,8 +1,9 @@
 """doit wiring of the SciCode pipeline: download -> targets -> select -> generate:<id> -> score:<id> -> summarize.
 
-Wiring only: every action is one public function of a module in `stages/`. A task is up to date when its
-artifact exists, validates and carries the expected fingerprint (so deleting the doit database or a
-SIGTERM never re-bills a model call).
+Wiring only: every task kind is one `Stage` of `stages/tasks.py`, whose `run(settings, *key)` is the action
+and `is_up_to_date(settings, *key)` the check. A task is up to date when its artifact exists, validates and
+carries the expected fingerprint (so deleting the doit database or a SIGTERM never re-bills a model call);
+each artifact also stores the named parts of that fingerprint, and `doit explain <task>` says which changed.
 
 Why one creator yields both `generate:<id>` and `score:<id>`: doit 0.37 links a `task_dep` across
 delayed creators only when the dependency's creator has already run, so with one creator per stage
@@ -29,13 +30,15 @@ from pathlib import Path
 
 from doit import create_after
 
-from stages import wiring
+from stages import tasks, wiring
+from stages.command_line import executes_tasks, rescore_only
 from stages.config import Settings
 from stages.paths import STATE_DIR_NAME
+from stages.interrupts import install_interrupt_handling
 from stages.reporter import ProgressReporter
 
 Path(STATE_DIR_NAME).mkdir(exist_ok=True)
-wiring.install_interrupt_handling()
+install_interrupt_handling()
 
 DOIT_CONFIG = {
     "backend": "sqlite3",
@@ -47,7 +50,7 @@ DOIT_CONFIG = {
     "reporter": ProgressReporter,
     "verbosity": 2,
 }
-RESCORE_ONLY = wiring.rescore_only(sys.argv[1:])
+RESCORE_ONLY = rescore_only(sys.argv[1:])
 
 
 @lru_cache(maxsize=1)
@@ -57,59 +60,49 @@ def settings() -> Settings:
 
 def task_download():
     """Stage the official SciCode files (and targets when obtainable) under data_dir/scicode."""
-    from stages.artifacts import is_current
-    from stages.download import download_fingerprint, run_download
-
     config = settings()
-    manifest = config.data_paths.manifest
     return {
-        "actions": [wiring.guarded(run_download, config)],
-        "targets": [manifest],
-        "uptodate": [lambda: is_current(manifest, "manifest", download_fingerprint(config))],
+        "actions": [wiring.guarded(tasks.DOWNLOAD.run, config)],
+        "targets": [config.data_paths.manifest],
+        "uptodate": [(tasks.DOWNLOAD.is_up_to_date, [config])],
     }
 
 
 def task_select():
     """Choose the problems of the run (split, category, sample_ids); write selection.json and config.json."""
-    from stages.artifacts import is_current
-    from stages.select import config_fingerprint, run_select, selection_fingerprint
-
     config = settings()
     paths = config.run_paths
     return {
-        "actions": [wiring.stop_on_config_error(run_select, config)],
+        "actions": [wiring.stop_on_config_error(tasks.SELECT.run, config)],
         "task_dep": ["download"],
         "targets": [paths.selection, paths.config],
-        "uptodate": [
-            lambda: is_current(paths.selection, "selection", selection_fingerprint(config))
-            and is_current(paths.config, "config", config_fingerprint(config))
-        ],
+        "uptodate": [(tasks.SELECT.is_up_to_date, [config])],
     }
 
 
 def task_targets():
     """Derive validation targets from reference code when the official test_data.h5 is absent."""
-    from stages.targets import derive_targets
-
     config = settings()
     return {
-        "actions": [wiring.guarded(derive_targets, config)],
+        "actions": [wiring.guarded(tasks.TARGETS.run, config)],
         "task_dep": ["select", "preflight"],
-        "uptodate": [lambda: not wiring.targets_needed(config)],
+        "uptodate": [(tasks.TARGETS.is_up_to_date, [config])],
     }
 
 
 def task_preflight():
     """Before the first model call: the sandbox answers, the selected steps have targets (one line each)."""
     config = settings()
-    return {"actions": [wiring.stop_on_config_error(wiring.run_preflight, config)], "task_dep": ["select"],
-            "uptodate": [lambda: wiring.nothing_to_generate(config)]}
+    return {
+        "actions": [wiring.stop_on_config_error(tasks.PREFLIGHT.run, config)],
+        "task_dep": ["select"],
+        "uptodate": [(tasks.PREFLIGHT.is_up_to_date, [config])],
+    }
 
 
-@create_after(executed="select", creates=["generate", "score"] if wiring.executes_tasks(sys.argv[1:]) else None)
+@create_after(executed="select", creates=["generate", "score"] if executes_tasks(sys.argv[1:]) else None)
 def task_problems():
     """generate:<id> and score:<id> of every selected problem, slowest to score first (see the module docstring)."""
-    from stages.generate.stage import generations_current, run_generate_attempts
     from stages.select import selected_problem_ids
 
     config = settings()
@@ -122,35 +115,42 @@ def task_problems():
         yield {
             "basename": "generate",
             "name": problem_id,
-            "actions": [wiring.guarded(run_generate_attempts, config, problem_id, expected_seconds)],
+            "actions": [wiring.guarded(tasks.GENERATE.run, config, problem_id, expected_seconds)],
             "task_dep": ["preflight"],
-            "uptodate": [lambda pid=problem_id: generations_current(config, pid)],
+            "uptodate": [(tasks.GENERATE.is_up_to_date, [config, problem_id])],
             "clean": [wiring.clean_action("clean_generations", config, problem_id)],
         }
         yield {
             "basename": "score",
             "name": problem_id,
-            "actions": [wiring.guarded(wiring.score_and_count, config, problem_id)],
+            "actions": [wiring.guarded(tasks.SCORE.run, config, problem_id)],
             "task_dep": ["targets"] + ([] if RESCORE_ONLY else [f"generate:{problem_id}"]),
             "targets": [config.run_paths.details(problem_id)],
             "clean": [wiring.clean_action("clean_details", config, problem_id)],
-            "uptodate": [lambda pid=problem_id: wiring.details_current(config, pid)],
+            "uptodate": [(tasks.SCORE.is_up_to_date, [config, problem_id])],
         }
 
 
 def task_summarize():
     """Write summary.md, summary.json and plots/ for the run."""
-    from stages.summarize import summary_is_current
-
     config = settings()
     paths = config.run_paths
     return {
-        "actions": [wiring.guarded(wiring.summarize_and_report, config)],
+        "actions": [wiring.guarded(tasks.SUMMARIZE.run, config)],
         "task_dep": ["score"],
         "targets": [paths.summary_md, paths.summary_json],
         "clean": [wiring.clean_action("clean_derived", config)],
-        # A run with failed problems (or failed sandbox) is never "up to date": every rerun says again what failed.
-        "uptodate": [lambda: summary_is_current(config) and wiring.run_failure(config) is None],
+        "uptodate": [(tasks.SUMMARIZE.is_up_to_date, [config])],
+    }
+
+
+def task_explain():
+    """`doit explain score:10 ...`: whether each named task is up to date, and if not which part changed (never a default task)."""
+    return {
+        "actions": [wiring.explain_action(settings())],
+        "pos_arg": "names",
+        "uptodate": [False],
+        "verbosity": 2,
     }
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
+from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.config import Settings
 from stages.errors import PipelineError
 from stages.fetch import (
@@ -97,18 +98,25 @@ def download_fingerprint(settings: Settings) -> str:
 
     Cheap: it stats files, never hashes them, so staging or touching a candidate file re-runs the stage.
     """
+    return download_fingerprint_parts(settings).value
+
+
+def download_fingerprint_parts(settings: Settings) -> FingerprintParts:
+    """`download_fingerprint` and what it covers by named part (settings slice; pins and staged files as inputs)."""
     paths = settings.data_paths
-    return fingerprint(
-        {
-            "settings": settings.fingerprint("download"),
-            "pins": {key: pins()[key] for key in PIN_KEYS},
-            "staged": {
-                "scicode_dir": _folder_identity(paths.scicode_dir),
-                "data_dir": _folder_identity(paths.data_dir),
-            },
-            "explicit_targets": _file_identity(settings.explicit_targets_file()),
-        }
-    )
+    covered = {
+        "settings": settings.fingerprint("download"),
+        "pins": {key: pins()[key] for key in PIN_KEYS},
+        "staged": {
+            "scicode_dir": _folder_identity(paths.scicode_dir),
+            "data_dir": _folder_identity(paths.data_dir),
+        },
+        "explicit_targets": _file_identity(settings.explicit_targets_file()),
+    }
+    inputs = {"pinned checksums": digest(covered["pins"]), f"files staged in {paths.scicode_dir}":
+              digest(covered["staged"]["scicode_dir"]), f"files staged in {paths.data_dir}": digest(covered["staged"]["data_dir"]),
+              "h5py_file": digest(covered["explicit_targets"])}
+    return FingerprintParts(fingerprint(covered), settings=settings_slice(settings, "download"), inputs=inputs)
 
 
 def _file_identity(path: Path | None) -> list[int] | None:
@@ -361,7 +369,7 @@ def run_download(settings: Settings) -> dict[str, Any]:
         raise DownloadError(_hand_staging_message(settings, missing, report))
     official, targets = _targets(settings, entries, report)
     record = {
-        "fingerprint": download_fingerprint(settings),
+        **download_fingerprint_parts(settings).record(),
         "status": "complete",
         "verify_checksums": settings.verify_checksums,
         "official_targets": official,

@@ -5,6 +5,7 @@ import platform
 from typing import Any
 
 from stages.artifacts import fingerprint, read_artifact, write_artifact
+from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.categories import allowed_names_text, table_digest, unknown_names
 from stages.config import ConfigError, Settings
 from stages.confinement import check_confinement
@@ -67,8 +68,18 @@ LAYOUT_FORMAT = 1  # how a problem's step layout is recorded (`step_layout`); a 
 def selection_fingerprint(settings: Settings) -> str:
     """What selection.json must carry to be current: the select settings, the problem files' identity, the
     category table's, and what decides each problem's step layout (the prefilled steps, the layout format)."""
-    return fingerprint({"settings": settings.fingerprint("select"), "problems": _problem_files_identity(settings),
-                        "categories": table_digest(), "layout": _layout_identity()})
+    return selection_fingerprint_parts(settings).value
+
+
+def selection_fingerprint_parts(settings: Settings) -> FingerprintParts:
+    """`selection_fingerprint` and what it covers by named part (settings slice, problem files, category table,
+    step layout rules)."""
+    problems, categories, layout = _problem_files_identity(settings), table_digest(), _layout_identity()
+    value = fingerprint({"settings": settings.fingerprint("select"), "problems": problems, "categories": categories,
+                         "layout": layout})
+    files = {name: sha[:16] for name, sha in problems.items()} if problems is not None else {"manifest.json": None}
+    return FingerprintParts(value, settings=settings_slice(settings, "select"),
+                            inputs={**files, "category table": categories[:16]}, code={"step layout": digest(layout)})
 
 
 def _layout_identity() -> dict[str, Any]:
@@ -86,6 +97,12 @@ def config_fingerprint(settings: Settings) -> str:
     return fingerprint(settings.redacted())
 
 
+def config_fingerprint_parts(settings: Settings) -> FingerprintParts:
+    """config.json covers every setting (as shown, secrets redacted)."""
+    shown = settings.redacted()
+    return FingerprintParts(fingerprint(shown), settings=shown)
+
+
 def library_versions(settings: Settings) -> dict[str, str]:
     return {"python": platform.python_version(), "python_binary": settings.python_binary,
             **package_versions(VERSIONED_PACKAGES)}
@@ -94,7 +111,7 @@ def library_versions(settings: Settings) -> dict[str, str]:
 def write_run_config(settings: Settings) -> dict[str, Any]:
     """config.json: every resolved setting (secrets redacted) and each stage's fingerprint."""
     record = {
-        "fingerprint": config_fingerprint(settings),
+        **config_fingerprint_parts(settings).record(),
         "status": "complete",
         "settings": settings.redacted(),
         "stage_fingerprints": {stage: settings.fingerprint(stage) for stage in ("download", "select", "generate", "score")},
@@ -128,7 +145,7 @@ def run_select(settings: Settings) -> dict[str, Any]:
     """Write `<run>/selection.json` and `<run>/config.json`; returns the selection record."""
     problems = select_problems(settings)
     record = {
-        "fingerprint": selection_fingerprint(settings),
+        **selection_fingerprint_parts(settings).record(),
         "status": "complete",
         "split": settings.split,
         "category": list(settings.category),

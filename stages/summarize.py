@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from stages.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
+from stages.fingerprints import FingerprintParts, run_relative
 from stages.config import Settings
 from stages.errors import PipelineError
 from stages.paths import RunPaths
@@ -106,6 +107,17 @@ def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
     })
 
 
+def summary_fingerprint_parts(settings: Settings, selection: Selection) -> FingerprintParts:
+    """The summary's fingerprint and what it covers by named part: every input file, by run-relative name."""
+    paths = settings.run_paths
+    problem_ids = [entry.problem_id for entry in selection.entries]
+    inputs = {"selection.json": selection.fingerprint[:16], "config.json": _config_identity(paths, settings)[:16]}
+    for path in [*(paths.details(pid) for pid in problem_ids), *(paths.generation(pid) for pid in problem_ids)]:
+        sha = _file_digest(path)
+        inputs[run_relative(settings, path)] = sha and sha[:16]
+    return FingerprintParts(_inputs_fingerprint(settings, selection), inputs=inputs)
+
+
 def summary_fingerprint(settings: Settings) -> str:
     """The fingerprint a current summary.json carries (for doit's up-to-date check): hashes of the inputs only."""
     try:
@@ -170,7 +182,7 @@ def run_summarize(
     was written."""
     paths = settings.run_paths
     selection = _read_selection(paths)
-    inputs_fingerprint = _inputs_fingerprint(settings, selection)
+    fingerprint_parts = summary_fingerprint_parts(settings, selection)
     run = read_run(paths.run_dir, attempts=settings.attempts)
     rows = collect_rows(run)
     targets = targets or resolve_targets_info(settings)
@@ -186,9 +198,10 @@ def run_summarize(
     tool_calls, unscored = run_conditions_of(rows)
     markdown += "\n".join(conditions_markdown(tool_calls, unscored, settings.mode)) + "\n"
     atomic_write_text(paths.summary_md, markdown)
-    record = summary_record(settings, rows, inputs_fingerprint=inputs_fingerprint, targets=targets, started=started,
+    record = summary_record(settings, rows, inputs_fingerprint=fingerprint_parts.value, targets=targets, started=started,
                             summarized_at=summarized_at, plot_names=plot_names, attempts=attempts)
     record["confinement"] = (config or {}).get("confinement")
+    record["fingerprint_parts"] = fingerprint_parts.parts()
     record.update(conditions_record(tool_calls, unscored))
     write_artifact(paths.summary_json, "summary", record)
     from stages.report import write_report

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.wiring import requested_tasks, rescore_only
+from stages.command_line import requested_tasks, rescore_only
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download falls through

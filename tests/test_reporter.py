@@ -386,7 +386,7 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
 # ---------------------------------------------------------------------------
 
 from stages.activity import Activity  # noqa: E402
-from stages.live_view import LiveView, StageCount, estimate_eta  # noqa: E402
+from stages.live_view import StageCount, estimate_eta  # noqa: E402
 
 PROGRESS_LINE = re.compile(
     r"^progress: (generated \d+/\d+, )?(scored \d+/\d+, steps passed \d+/\d+( \(\d+\.\d%\))?, )?"

@@ -13,7 +13,8 @@ from stages.config import load_settings
 from stages.generate.stage import problem_slots
 from stages.score.stage import expected_problem_seconds, reference_seconds
 from stages.select import run_select
-from stages.wiring import executes_tasks, problem_bound, problems_in_generation_order
+from stages.command_line import executes_tasks
+from stages.wiring import problem_bound, problems_in_generation_order
 
 
 @pytest.fixture(autouse=True)

@@ -29,6 +29,8 @@ from tqdm import tqdm
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
 from stages.errors import PipelineError
+from stages.config import Settings
+from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.generate import builtin
 from stages.generate.client import ModelCallError, ModelClient
 from stages.generate.loops import StepOutcome, run_step
@@ -74,6 +76,15 @@ def generate_settings_fingerprint(settings: Any) -> str:
 
 def _fingerprint_of(settings: Any, problem: Problem, attempt: int) -> str:
     return fingerprint({"generate": generate_settings_fingerprint(settings), "problem": problem.fingerprint, "attempt": attempt})
+
+
+def generation_fingerprint_parts(settings: Settings, problem: Problem, attempt: int) -> FingerprintParts:
+    """The generation fingerprint and what it covers by named part: the generate settings, the problem record
+    and, for `replay:<file>`, the replay file."""
+    replay = ({"replay file": generate_settings_fingerprint(settings)[:16]}
+              if settings.model.startswith(builtin.REPLAY_PREFIX) else {})
+    return FingerprintParts(_fingerprint_of(settings, problem, attempt), settings=settings_slice(settings, "generate"),
+                            inputs={f"problem {problem.problem_id}": digest(problem.fingerprint), **replay})
 
 
 def generation_fingerprint(settings: Any, problem_id: str, attempt: int = 0) -> str:
@@ -208,7 +219,7 @@ class ProblemRun:
     problem: Problem
     attempt: int
     path: Path
-    fingerprint: str
+    fingerprint: FingerprintParts
     generate_fingerprint: str
     steps: list[dict[str, Any]] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
@@ -257,7 +268,7 @@ class ProblemRun:
             usage = usage + Tokens(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
             calls += step["usage"].get("calls", 0)
         return write_artifact(self.path, ARTIFACT_KIND, {
-            "fingerprint": self.fingerprint,
+            **self.fingerprint.record(),
             "status": status,
             "problem_id": self.problem.problem_id,
             "attempt": self.attempt,
@@ -303,8 +314,8 @@ def run_generate(settings: Any, problem_id: str, attempt: int = 0) -> dict[str, 
     RunAborted when the model failed with a permanent model-level error for every problem so far."""
     problem = problem_by_id(settings.data_paths, problem_id)
     path = generation_path(settings, problem_id, attempt)
-    expected = _fingerprint_of(settings, problem, attempt)
-    if is_current(path, ARTIFACT_KIND, expected, require_status=("complete",)):
+    expected = generation_fingerprint_parts(settings, problem, attempt)
+    if is_current(path, ARTIFACT_KIND, expected.value, require_status=("complete",)):
         return read_artifact(path, ARTIFACT_KIND)  # type: ignore[return-value]
     run = ProblemRun(settings, problem, attempt, path, expected, generate_settings_fingerprint(settings))
     try:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
 from stages.errors import PipelineError
+from stages.fingerprints import FingerprintParts, digest, run_relative, settings_slice
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
@@ -85,18 +86,36 @@ def _generation_content(record: dict[str, Any] | None) -> Any:
 
 def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> str:
     """sha256 of everything a problem's details depend on (see the module docstring)."""
+    return fingerprint(_score_inputs(settings, problem_id, targets)[0])
+
+
+def _score_inputs(settings: Settings, problem_id: str,
+                  targets: ResolvedTargets | None) -> tuple[dict[str, Any], list[Path]]:
+    """What the score fingerprint covers, and the generation files it read (one per attempt)."""
     targets = targets or resolve_targets(settings)
     problem = problem_by_id(settings.data_paths, problem_id)
-    generations = [read_artifact(settings.run_paths.generation(problem_id, attempt), "generation")
-                   for attempt in range(settings.attempts)]
-    return fingerprint({
+    paths = [settings.run_paths.generation(problem_id, attempt) for attempt in range(settings.attempts)]
+    return {
         "settings": settings.fingerprint("score"),
         "problem": problem.fingerprint,
-        "generation": [_generation_content(generation) for generation in generations],
+        "generation": [_generation_content(read_artifact(path, "generation")) for path in paths],
         "targets": targets_identity(targets),
         "harness": harness_hash(),
         "libraries": scoring_library_versions(settings.python_binary),
-    })
+    }, paths
+
+
+def score_fingerprint_parts(settings: Settings, problem_id: str,
+                            targets: ResolvedTargets | None = None) -> FingerprintParts:
+    """`score_fingerprint` and what it covers by named part (settings, inputs, code, libraries)."""
+    covered, paths = _score_inputs(settings, problem_id, targets)
+    generations = {run_relative(settings, path): None if content is None else digest(content)
+                   for path, content in zip(paths, covered["generation"])}
+    return FingerprintParts(
+        fingerprint(covered), settings=settings_slice(settings, "score"),
+        inputs={f"problem {problem_id}": digest(covered["problem"]), "targets": digest(covered["targets"]),
+                **generations},
+        code={"scoring harness": covered["harness"]}, libraries=dict(covered["libraries"]))
 
 
 @lru_cache(maxsize=8)
@@ -298,10 +317,10 @@ def attempt_record(problem: Problem, generation: dict[str, Any] | None, verdicts
 
 
 def build_details(problem: Problem, generations: list[dict[str, Any] | None], verdicts: list[list[StepVerdict]],
-                  targets: ResolvedTargets, fingerprint_value: str) -> dict[str, Any]:
+                  targets: ResolvedTargets, fingerprint_parts: FingerprintParts) -> dict[str, Any]:
     """The details record: one attempt per generation; the record-level status is attempt 0's."""
     return {
-        "fingerprint": fingerprint_value, "status": _details_status(generations[0]), "task_id": problem.problem_id,
+        **fingerprint_parts.record(), "status": _details_status(generations[0]), "task_id": problem.problem_id,
         "category": problem.category,
         "attempts": [attempt_record(problem, generation, attempt_verdicts, targets)
                      for generation, attempt_verdicts in zip(generations, verdicts)],
@@ -340,7 +359,8 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
                for attempt, generation in enumerate(generations)]
     score_steps(context, problem, [item for attempt in planned for item in attempt])
     verdicts = [[item.verdict for item in attempt if item.verdict is not None] for attempt in planned]
-    details = build_details(problem, generations, verdicts, targets, score_fingerprint(settings, problem_id, targets))
+    details = build_details(problem, generations, verdicts, targets,
+                            score_fingerprint_parts(settings, problem_id, targets))
     write_artifact(settings.run_paths.details(problem_id), "details", details)
     evaluations = [attempt["meta"]["evaluation"] for attempt in details["attempts"]]
     summary: dict[str, Any] = {"problem_id": problem_id, "passed": evaluations[0]["total_correct"],

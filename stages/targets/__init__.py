@@ -29,6 +29,7 @@ from stages.targets.derive import (
     derived_record_path,
     derived_targets_current,
     derived_targets_fingerprint,
+    derived_targets_fingerprint_parts,
     evaluate_step,
     expected_durations,
     longest_first,
@@ -43,7 +44,7 @@ __all__ = [
     "CAPTURE_NAME", "GZIP_MIN_BYTES", "ComparisonKind", "DerivationError", "DerivationJob", "DerivationOutcome",
     "H5Dataset", "H5Group", "H5Node", "ResolvedTargets", "TargetComparison", "TargetsError", "TargetsKind",
     "capture_program", "compared_expression", "derive_targets", "derived_record_path", "derived_targets_current",
-    "derived_targets_fingerprint", "evaluate_step", "expected_durations", "find_target_comparison",
+    "derived_targets_fingerprint", "derived_targets_fingerprint_parts", "evaluate_step", "expected_durations", "find_target_comparison",
     "layout_of_test", "longest_first", "resolve_targets", "run_step_isolated", "step_jobs", "survey_comparisons",
     "value_layout", "write_targets_file",
 ]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
+from stages.fingerprints import FingerprintParts
 from stages.config import Settings
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 from stages.paths import PROJECT_ROOT, DataPaths
@@ -200,6 +201,15 @@ def derived_targets_fingerprint(settings: Settings) -> str:
     return fingerprint(_fingerprint_inputs(settings.data_paths))
 
 
+def derived_targets_fingerprint_parts(settings: Settings) -> FingerprintParts:
+    """`derived_targets_fingerprint` and what it covers by named part (no setting: inputs, code, libraries)."""
+    covered = _fingerprint_inputs(settings.data_paths)
+    files = {**covered["problems"], **covered["prefilled"]}
+    return FingerprintParts(fingerprint(covered), inputs={name: sha and sha[:16] for name, sha in files.items()},
+                            code={"targets derivation": covered["code"], "format": str(covered["format"])},
+                            libraries=dict(covered["environment"]))
+
+
 def _fingerprint_inputs(data_paths: DataPaths) -> dict[str, Any]:
     problems_file = data_paths.file(split_files()["validation"])
     return {
@@ -332,12 +342,13 @@ def _derivation_record(
     failed = [o for o in outcomes if o.status != "ok"]
     status: DerivationStatus = "complete" if not failed else ("failed" if len(failed) == len(outcomes) else "partial")
     inputs = _fingerprint_inputs(settings.data_paths)
+    parts = derived_targets_fingerprint_parts(settings)
     no_target = sum(
         1 for step in (s for p in problems for s in p.scored_steps) for case in step.test_cases
         if find_target_comparison(case).kind == "no_target"
     )
     return {
-        "fingerprint": fingerprint(inputs),
+        **parts.record(),
         "status": status,
         "file": target_path.name,
         "sha256": digest,

@@ -1,0 +1,396 @@
+"""One `Stage` record per doit task kind: its action, its up-to-date check and what that check compares.
+
+Every stage has the same shape: `run(settings, *key)` is the doit action and `is_up_to_date(settings, *key)` its
+up-to-date check, where `key` is `()` for a run-level task and `(problem_id,)` for `generate:<id>` / `score:<id>`
+(the generate action also takes the problem's admission priority). `artifacts(settings, *key)` names the artifacts
+the check compares and the fingerprint parts they must carry, so `explain` can say why a task will run.
+
+Stage modules are imported inside these functions only: listing tasks or a no-op rerun must not import the model
+client or the scoring engine unless a check needs it.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from doit.exceptions import TaskFailed
+
+from stages.fingerprints import FingerprintParts, changed_parts, run_relative
+
+if TYPE_CHECKING:
+    from stages.config import Settings
+
+ProblemKey = tuple[str, ...]  # () for a run-level task, (problem_id,) for a per-problem task
+
+
+@dataclass(frozen=True)
+class ArtifactCheck:
+    """One artifact an up-to-date check compares: its file, its kind and the fingerprint parts it must carry."""
+
+    path: Path
+    kind: str
+    expected: Callable[[], FingerprintParts]
+
+    def reasons(self, settings: Settings, named: bool = False) -> list[str]:
+        """Why this artifact is not current (empty when it carries the expected fingerprint); `named` puts the
+        file's name before each changed part (for a task with several artifacts)."""
+        from stages.artifacts import read_artifact
+
+        where = run_relative(settings, self.path)
+        if not self.path.exists():
+            return [f"no artifact yet ({where})"]
+        record = read_artifact(self.path, self.kind)
+        if record is None:
+            return [f"artifact invalid ({where} does not validate against schemas/{self.kind}.schema.json)"]
+        return [f"{where}: {line}" if named else line for line in changed_parts(record, self.expected())]
+
+
+def _no_artifacts(settings: Settings, *key: str) -> list[ArtifactCheck]:
+    return []
+
+
+def _no_other_reason(settings: Settings, *key: str) -> list[str]:
+    return ["its up-to-date condition is not met although its artifacts are current"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A doit task kind: `run` is its action, `is_up_to_date` its check, both called as `(settings, *key)`.
+
+    `artifacts` lists what the check compares; `other_reasons` says why the task runs when every artifact is
+    current (a generation that ended in error, a run with failed problems, ...)."""
+
+    name: str
+    run: Callable[..., object]
+    is_up_to_date: Callable[..., bool]
+    artifacts: Callable[..., list[ArtifactCheck]] = _no_artifacts
+    other_reasons: Callable[..., list[str]] = _no_other_reason
+    per_problem: bool = False
+
+
+# ---------------------------------------------------------------------------
+# download
+# ---------------------------------------------------------------------------
+
+def run_download(settings: Settings) -> object:
+    from stages.download import run_download as download
+
+    return download(settings)
+
+
+def download_artifacts(settings: Settings) -> list[ArtifactCheck]:
+    from stages.download import download_fingerprint_parts
+
+    return [ArtifactCheck(settings.data_paths.manifest, "manifest", lambda: download_fingerprint_parts(settings))]
+
+
+def download_is_current(settings: Settings) -> bool:
+    from stages.artifacts import is_current
+    from stages.download import download_fingerprint
+
+    return is_current(settings.data_paths.manifest, "manifest", download_fingerprint(settings))
+
+
+# ---------------------------------------------------------------------------
+# select
+# ---------------------------------------------------------------------------
+
+def run_select(settings: Settings) -> object:
+    from stages.select import run_select as select
+
+    return select(settings)
+
+
+def select_artifacts(settings: Settings) -> list[ArtifactCheck]:
+    from stages.select import config_fingerprint_parts, selection_fingerprint_parts
+
+    paths = settings.run_paths
+    return [ArtifactCheck(paths.selection, "selection", lambda: selection_fingerprint_parts(settings)),
+            ArtifactCheck(paths.config, "config", lambda: config_fingerprint_parts(settings))]
+
+
+def selection_is_current(settings: Settings) -> bool:
+    from stages.artifacts import is_current
+    from stages.select import config_fingerprint, selection_fingerprint
+
+    paths = settings.run_paths
+    return (is_current(paths.selection, "selection", selection_fingerprint(settings))
+            and is_current(paths.config, "config", config_fingerprint(settings)))
+
+
+# ---------------------------------------------------------------------------
+# targets
+# ---------------------------------------------------------------------------
+
+def run_targets(settings: Settings) -> object:
+    from stages.targets import derive_targets
+
+    return derive_targets(settings)
+
+
+def targets_needed(settings: Settings) -> bool:
+    """True when the selection has validation problems and no usable targets exist yet."""
+    from stages.select import selected_entries
+    from stages.targets import resolve_targets
+
+    if resolve_targets(settings).kind != "missing":
+        return False
+    return any(entry.split == "validation" for entry in selected_entries(settings))
+
+
+def targets_are_available(settings: Settings) -> bool:
+    return not targets_needed(settings)
+
+
+def targets_artifacts(settings: Settings) -> list[ArtifactCheck]:
+    from stages.targets import RECORD_KIND, derived_record_path, derived_targets_fingerprint_parts
+
+    return [ArtifactCheck(derived_record_path(settings.data_paths), RECORD_KIND,
+                          lambda: derived_targets_fingerprint_parts(settings))]
+
+
+def targets_reasons(settings: Settings) -> list[str]:
+    return ["selected validation problems have no usable targets (no official test_data.h5, no current derived "
+            "targets)"]
+
+
+# ---------------------------------------------------------------------------
+# preflight
+# ---------------------------------------------------------------------------
+
+def run_preflight(settings: Settings) -> None:
+    """The checks before the first model call (stages.preflight); one line each."""
+    from stages.preflight import check_before_generation
+    from stages.command_line import generation_only
+
+    for line in check_before_generation(settings, generation_only(sys.argv[1:])):
+        print(f"preflight: {line}")
+
+
+def problems_to_generate(settings: Settings) -> list[str] | None:
+    """The selected problems whose generations are not current; None when there is no current selection."""
+    from stages.generate.stage import generations_current
+    from stages.select import selected_problem_ids
+
+    selected = selected_problem_ids(settings)
+    return None if selected is None else [pid for pid in selected if not generations_current(settings, pid)]
+
+
+def nothing_to_generate(settings: Settings) -> bool:
+    """True when every selected problem's generations are current: no model will be called."""
+    from stages.generate.stage import generations_current
+    from stages.select import selected_problem_ids
+
+    selected = selected_problem_ids(settings)
+    return selected is not None and all(generations_current(settings, pid) for pid in selected)
+
+
+def preflight_reasons(settings: Settings) -> list[str]:
+    pending = problems_to_generate(settings)
+    if pending is None:
+        return ["no current selection.json yet (select runs first)"]
+    return [f"problems to generate: {', '.join(pending)}"]
+
+
+# ---------------------------------------------------------------------------
+# generate:<id>
+# ---------------------------------------------------------------------------
+
+def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> object:
+    from stages.generate.stage import run_generate_attempts
+
+    return run_generate_attempts(settings, problem_id, priority)
+
+
+def generations_are_current(settings: Settings, problem_id: str) -> bool:
+    from stages.generate.stage import generations_current
+
+    return generations_current(settings, problem_id)
+
+
+def generate_artifacts(settings: Settings, problem_id: str) -> list[ArtifactCheck]:
+    from stages.generate.stage import generation_fingerprint_parts, generation_path
+    from stages.problems import problem_by_id
+
+    def expected(attempt: int) -> Callable[[], FingerprintParts]:
+        return lambda: generation_fingerprint_parts(settings, problem_by_id(settings.data_paths, problem_id), attempt)
+
+    return [ArtifactCheck(generation_path(settings, problem_id, attempt), "generation", expected(attempt))
+            for attempt in range(settings.attempts)]
+
+
+def generate_reasons(settings: Settings, problem_id: str) -> list[str]:
+    from stages.artifacts import read_artifact
+
+    lines = []
+    for check in generate_artifacts(settings, problem_id):
+        record = read_artifact(check.path, check.kind) or {}
+        if record.get("status") != "complete":
+            lines.append(f"{run_relative(settings, check.path)} has status {record.get('status')}: {record.get('error')}")
+    return lines or _no_other_reason(settings, problem_id)
+
+
+# ---------------------------------------------------------------------------
+# score:<id>
+# ---------------------------------------------------------------------------
+
+def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any]:
+    """`run_score`, its attempt-0 step counts published to the live view."""
+    from stages.activity import ACTIVITY
+    from stages.score.stage import run_score
+
+    outcome = run_score(settings, problem_id)
+    ACTIVITY.add_scored(problem_id, outcome["passed"], outcome["scored"])
+    return outcome
+
+
+def details_current(settings: Settings, problem_id: str) -> bool:
+    """Whether `details/<id>.json` is up to date; an up-to-date problem's step counts go to the live view."""
+    from stages.activity import ACTIVITY
+    from stages.artifacts import current_record
+    from stages.score.stage import score_fingerprint
+
+    record = current_record(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
+    if record is None:
+        return False
+    evaluation = record["attempts"][0]["meta"]["evaluation"]
+    ACTIVITY.add_scored(problem_id, evaluation["total_correct"], evaluation["total_steps"])
+    return True
+
+
+def score_artifacts(settings: Settings, problem_id: str) -> list[ArtifactCheck]:
+    from stages.score.stage import score_fingerprint_parts
+
+    return [ArtifactCheck(settings.run_paths.details(problem_id), "details",
+                          lambda: score_fingerprint_parts(settings, problem_id))]
+
+
+# ---------------------------------------------------------------------------
+# summarize
+# ---------------------------------------------------------------------------
+
+def summarize_and_report(settings: Settings) -> TaskFailed | None:
+    """Write the summary, then fail the task when problems failed (the summary still counts them)."""
+    from stages.summarize import run_summarize
+
+    outcome = run_summarize(settings)
+    print(outcome.one_line)
+    print(f"summary: {outcome.summary_md}")
+    print(f"report: {outcome.report_html}")
+    return run_failure(settings)
+
+
+def summary_is_up_to_date(settings: Settings) -> bool:
+    """The summary is current and the run has no failure: a run with failed problems (or a failed sandbox) is
+    never up to date, so every rerun says again what failed."""
+    from stages.summarize import summary_is_current
+
+    return summary_is_current(settings) and run_failure(settings) is None
+
+
+def summarize_artifacts(settings: Settings) -> list[ArtifactCheck]:
+    from stages.results import ResultsError, read_selection
+    from stages.summarize import summary_fingerprint_parts
+
+    try:
+        selection = read_selection(settings.run_paths)
+    except ResultsError:
+        return []  # summarize_reasons names the missing selection
+    return [ArtifactCheck(settings.run_paths.summary_json, "summary",
+                          lambda: summary_fingerprint_parts(settings, selection))]
+
+
+def summarize_reasons(settings: Settings) -> list[str]:
+    from stages.artifacts import read_artifact
+
+    from stages.results import ResultsError, read_selection
+
+    paths = settings.run_paths
+    try:
+        read_selection(paths)
+    except ResultsError:
+        return [f"no readable {run_relative(settings, paths.selection)} (select runs first)"]
+    record = read_artifact(paths.summary_json, "summary") or {}
+    expected = [paths.summary_md, paths.report_html, *(paths.run_dir / plot for plot in record.get("plots", []))]
+    missing = [run_relative(settings, path) for path in expected if not path.is_file()]
+    failure = run_failure(settings)
+    return ([f"missing: {', '.join(missing)}"] if missing else []) + (
+        [f"the run has failures, so it is never up to date ({failure})"] if failure is not None else [])
+
+
+def failed_problems(settings: Settings) -> list[dict[str, str]]:
+    from stages.artifacts import read_artifact
+
+    record = read_artifact(settings.run_paths.summary_json, "summary")
+    return list(record["failed_problems"]) if record else []
+
+
+def run_failure(settings: Settings) -> TaskFailed | None:
+    """One line saying which problems failed and what would fix them; None for a clean run."""
+    from stages.artifacts import read_artifact
+    from stages.run_conditions import sandbox_failure_line
+
+    summary = read_artifact(settings.run_paths.summary_json, "summary") or {}
+    sandbox_line = sandbox_failure_line(summary.get("tool_calls") or {})
+    if sandbox_line:
+        return TaskFailed(sandbox_line)
+    failed = failed_problems(settings)
+    if not failed:
+        return None
+    without_targets = [entry["problem_id"] for entry in failed if "eval_error" in entry["reason"]]
+    others = [entry["problem_id"] for entry in failed if entry["problem_id"] not in without_targets]
+    parts = []
+    if others:
+        parts.append(f"{len(others)} problem(s) failed in generation or scoring ({', '.join(others)}): "
+                     "rerun `doit run` to retry them")
+    if without_targets:
+        parts.append(f"{len(without_targets)} problem(s) have steps without targets ({', '.join(without_targets)}): "
+                     f"stage the official test_data.h5 in {settings.data_paths.scicode_dir} or set h5py_file=")
+    return TaskFailed("; ".join(parts) + "; the summary counts them as unresolved")
+
+
+# ---------------------------------------------------------------------------
+# The stages, and why a task will run
+# ---------------------------------------------------------------------------
+
+DOWNLOAD = Stage("download", run_download, download_is_current, download_artifacts)
+SELECT = Stage("select", run_select, selection_is_current, select_artifacts)
+TARGETS = Stage("targets", run_targets, targets_are_available, targets_artifacts, targets_reasons)
+PREFLIGHT = Stage("preflight", run_preflight, nothing_to_generate, other_reasons=preflight_reasons)
+GENERATE = Stage("generate", run_generate, generations_are_current, generate_artifacts, generate_reasons,
+                 per_problem=True)
+SCORE = Stage("score", score_and_count, details_current, score_artifacts, per_problem=True)
+SUMMARIZE = Stage("summarize", summarize_and_report, summary_is_up_to_date, summarize_artifacts, summarize_reasons)
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (DOWNLOAD, SELECT, TARGETS, PREFLIGHT, GENERATE, SCORE,
+                                                             SUMMARIZE)}
+
+
+class UnknownTask(ValueError):
+    """A task name `explain` cannot explain; one line naming the allowed names."""
+
+
+def stage_and_key(task: str) -> tuple[Stage, ProblemKey]:
+    """`score:10` -> (SCORE, ("10",)); `select` -> (SELECT, ())."""
+    name, _, problem_id = task.partition(":")
+    stage = STAGES.get(name)
+    allowed = ", ".join(f"{s.name}:<id>" if s.per_problem else s.name for s in STAGES.values())
+    if stage is None or stage.per_problem != bool(problem_id):
+        raise UnknownTask(f"cannot explain task {task!r}; allowed: {allowed}")
+    return stage, ((problem_id,) if problem_id else ())
+
+
+def explain(settings: Settings, task: str) -> str:
+    """One line: whether `task` is up to date and, if not, which named parts changed since its artifact was written."""
+    from stages.problems import ProblemDataError
+
+    stage, key = stage_and_key(task)
+    try:
+        if stage.is_up_to_date(settings, *key):
+            return f"{task} is up to date"
+        checks = stage.artifacts(settings, *key)
+        reasons = [line for check in checks for line in check.reasons(settings, named=len(checks) > 1)]
+    except ProblemDataError as error:
+        return f"{task} will run: its problem data cannot be read yet ({error})"
+    return f"{task} will run: {'; '.join(reasons or stage.other_reasons(settings, *key))}"

@@ -104,7 +104,7 @@ def download_fingerprint(settings: Settings) -> str:
 def download_fingerprint_parts(settings: Settings) -> FingerprintParts:
     """`download_fingerprint` and what it covers by named part (settings slice; pins and staged files as inputs)."""
     paths = settings.data_paths
-    covered = {
+    covered: dict[str, Any] = {
         "settings": settings.fingerprint("download"),
         "pins": {key: pins()[key] for key in PIN_KEYS},
         "staged": {

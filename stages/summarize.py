@@ -111,7 +111,8 @@ def summary_fingerprint_parts(settings: Settings, selection: Selection) -> Finge
     """The summary's fingerprint and what it covers by named part: every input file, by run-relative name."""
     paths = settings.run_paths
     problem_ids = [entry.problem_id for entry in selection.entries]
-    inputs = {"selection.json": selection.fingerprint[:16], "config.json": _config_identity(paths, settings)[:16]}
+    inputs: dict[str, str | None] = {"selection.json": selection.fingerprint[:16],
+                                     "config.json": _config_identity(paths, settings)[:16]}
     for path in [*(paths.details(pid) for pid in problem_ids), *(paths.generation(pid) for pid in problem_ids)]:
         sha = _file_digest(path)
         inputs[run_relative(settings, path)] = sha and sha[:16]

@@ -145,7 +145,7 @@ def targets_are_available(settings: Settings) -> bool:
 
 
 def targets_artifacts(settings: Settings) -> list[ArtifactCheck]:
-    from stages.targets import RECORD_KIND, derived_record_path, derived_targets_fingerprint_parts
+    from stages.targets.derive import RECORD_KIND, derived_record_path, derived_targets_fingerprint_parts
 
     return [ArtifactCheck(derived_record_path(settings.data_paths), RECORD_KIND,
                           lambda: derived_targets_fingerprint_parts(settings))]

@@ -79,6 +79,14 @@ def test_explain_names_the_changed_part(tmp_path: Path, common: tuple[str, ...])
             "schemas/details.schema.json)") in explained(workdir, common, f"score:{PROBLEM}")
 
 
+def test_explain_targets_to_derive(tmp_path: Path, staged_data_dir: Path) -> None:
+    """No targets file given: once a validation problem is selected, the derived targets are what will run."""
+    settings = (f"data_dir={staged_data_dir}", f"dataset_zip_url={DEAD_URL}", "model=gold", f"sample_ids={PROBLEM}")
+    assert run_doit(tmp_path, "select", *settings).returncode == 0
+    derived = staged_data_dir / "scicode" / "derived_targets.json"
+    assert f"targets will run: no artifact yet ({derived})" in explained(tmp_path, settings, "targets")
+
+
 def test_explain_rejects_an_unknown_task_with_one_line(tmp_path: Path, common: tuple[str, ...]) -> None:
     result = run_doit(tmp_path, "explain", "score", *common)
     assert result.returncode != 0

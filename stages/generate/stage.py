@@ -23,7 +23,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from tqdm import tqdm
 
@@ -42,9 +42,6 @@ from stages.run_conditions import tool_outcome_counts
 from stages.score.pool import PrioritySlots, named_slots
 from stages.usage import Tokens
 
-if TYPE_CHECKING:
-    from stages.config import Settings
-
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
 
@@ -62,7 +59,7 @@ def generation_path(settings: Settings, problem_id: str, attempt: int = 0) -> Pa
     return settings.run_paths.generation(problem_id, attempt)
 
 
-def generate_settings_fingerprint(settings: Any) -> str:
+def generate_settings_fingerprint(settings: Settings) -> str:
     """The generate settings' fingerprint; for `replay:<file>` also the file's content (the file is the model)."""
     base = settings.fingerprint("generate")
     if not settings.model.startswith(builtin.REPLAY_PREFIX):
@@ -74,7 +71,7 @@ def generate_settings_fingerprint(settings: Any) -> str:
     return fingerprint({"generate": base, "replay_sha256": content})
 
 
-def _fingerprint_of(settings: Any, problem: Problem, attempt: int) -> str:
+def _fingerprint_of(settings: Settings, problem: Problem, attempt: int) -> str:
     return fingerprint({"generate": generate_settings_fingerprint(settings), "problem": problem.fingerprint, "attempt": attempt})
 
 
@@ -87,12 +84,12 @@ def generation_fingerprint_parts(settings: Settings, problem: Problem, attempt: 
                             inputs={f"problem {problem.problem_id}": digest(problem.fingerprint), **replay})
 
 
-def generation_fingerprint(settings: Any, problem_id: str, attempt: int = 0) -> str:
+def generation_fingerprint(settings: Settings, problem_id: str, attempt: int = 0) -> str:
     """sha256 of the generate settings, the problem record and the attempt number."""
     return _fingerprint_of(settings, problem_by_id(settings.data_paths, problem_id), attempt)
 
 
-def generation_current(settings: Any, problem_id: str, attempt: int = 0) -> bool:
+def generation_current(settings: Settings, problem_id: str, attempt: int = 0) -> bool:
     """True when the artifact exists, validates, carries the expected fingerprint and is complete."""
     try:
         expected = generation_fingerprint(settings, problem_id, attempt)
@@ -120,10 +117,10 @@ class ModelBreaker:
         self._states: dict[tuple[str, str, str], _BreakerState] = {}
 
     @staticmethod
-    def key(settings: Any) -> tuple[str, str, str]:
+    def key(settings: Settings) -> tuple[str, str, str]:
         return settings.model, settings.base_url, settings.api_protocol
 
-    def check(self, settings: Any) -> None:
+    def check(self, settings: Settings) -> None:
         with self._lock:
             tripped = self._states.get(self.key(settings), _BreakerState()).tripped
         if tripped is not None:
@@ -132,7 +129,7 @@ class ModelBreaker:
                 "check model= and base_url="
             )
 
-    def record(self, settings: Any, failure: ModelCallError | None) -> None:
+    def record(self, settings: Settings, failure: ModelCallError | None) -> None:
         """Count one problem that called the model; `failure` is what stopped it, if anything."""
         with self._lock:
             state = self._states.setdefault(self.key(settings), _BreakerState())
@@ -215,7 +212,7 @@ def _previous_steps(path: Path) -> dict[str, dict[str, Any]]:
 class ProblemRun:
     """The state of one problem's generation: settings, steps so far, and the lazily opened client."""
 
-    settings: Any
+    settings: Settings
     problem: Problem
     attempt: int
     path: Path
@@ -308,7 +305,7 @@ def _walk_steps(run: ProblemRun, previous: dict[str, dict[str, Any]]) -> tuple[d
     return run.write("complete", None), None
 
 
-def run_generate(settings: Any, problem_id: str, attempt: int = 0) -> dict[str, Any]:
+def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> dict[str, Any]:
     """Generate (or resume) every step of one problem; returns the written generation record.
 
     RunAborted when the model failed with a permanent model-level error for every problem so far."""
@@ -331,7 +328,7 @@ def run_generate(settings: Any, problem_id: str, attempt: int = 0) -> dict[str, 
 # Several attempts per problem (settings.attempts)
 # ---------------------------------------------------------------------------
 
-def generations_current(settings: Any, problem_id: str) -> bool:
+def generations_current(settings: Settings, problem_id: str) -> bool:
     """True when the generation of every attempt 0..settings.attempts-1 is current (see `generation_current`)."""
     return all(generation_current(settings, problem_id, attempt) for attempt in range(settings.attempts))
 
@@ -339,14 +336,14 @@ def generations_current(settings: Any, problem_id: str) -> bool:
 PROBLEM_ADMISSION_SETTLE_S = 0.3
 
 
-def problem_slots(settings: Any) -> PrioritySlots:
+def problem_slots(settings: Settings) -> PrioritySlots:
     """The process-wide admission of problems: at most `concurrency` problems are generated at once (the
     first admission waits PROBLEM_ADMISSION_SETTLE_S, against a model call of seconds, so that the problems
     doit starts together are admitted in priority order)."""
     return named_slots("problems generated", settings.concurrency, PROBLEM_ADMISSION_SETTLE_S)
 
 
-def run_generate_attempts(settings: Any, problem_id: str, priority: float = 0.0) -> dict[str, Any]:
+def run_generate_attempts(settings: Settings, problem_id: str, priority: float = 0.0) -> dict[str, Any]:
     """Generate (or resume) attempts 0..settings.attempts-1 of one problem, in order; each is independent and
     resumable on its own (`run_generate`). Returns a small JSON-native dict: each attempt's status.
 

@@ -15,10 +15,11 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "stages"
 
-# The entry module of each stage (its action and up-to-date check). Only the wiring calls them; a stage
-# that needs another stage's file name asks `stages.paths` (RunPaths), never that stage.
+# The entry module of each stage (its action and up-to-date check). Only the wiring (the stage records of
+# stages.tasks, the glue of stages.wiring, the preflight) calls them; a stage that needs another stage's
+# file name asks `stages.paths` (RunPaths), never that stage.
 STAGE_ENTRIES = ("stages.select", "stages.generate.stage", "stages.score.stage", "stages.summarize")
-WIRING = frozenset({"stages.wiring", "stages.preflight"})
+WIRING = frozenset({"stages.tasks", "stages.wiring", "stages.preflight"})
 
 
 def module_name(path: Path) -> str:

@@ -23,17 +23,39 @@ CACHEABLE = ("pass", "fail", "timeout")
 DEFAULT_EXPECTED_SECONDS = 1.0
 SOURCE_DIR = Path(__file__).resolve().parent
 CONFINEMENT_DIR = SOURCE_DIR.parent / "confinement"
+# Outside stages/score/, the verdict record and its status vocabulary decide what a cached verdict holds.
+VERDICT_SOURCES = (SOURCE_DIR.parent / "verdict.py", SOURCE_DIR.parent / "statuses.py")
+# Modules of stages/score/ that only schedule steps and write details: they cannot change a verdict, so
+# editing them does not void the cache (the test script itself is part of every key).
+ORCHESTRATION = frozenset({"stage.py", "executor.py", "dask_executor.py", "request.py", "pool.py"})
+
+
+def verdict_sources() -> list[Path]:
+    """The files a verdict depends on besides its script: the engine, test process, checker, wire format,
+    rewrite, launch and runtime shims, the confinement code, and the verdict record."""
+    scoring = [path for path in sorted(SOURCE_DIR.rglob("*.py")) if path.relative_to(SOURCE_DIR).as_posix()
+               not in ORCHESTRATION]
+    return [*scoring, *sorted(CONFINEMENT_DIR.rglob("*.py")), *VERDICT_SOURCES]
 
 
 @lru_cache(maxsize=1)
 def harness_hash() -> str:
-    """sha256 over the scoring engine's own sources (test process, checker, rewrite, helpers, shims,
-    engine) and the confinement code."""
+    """sha256 over `verdict_sources`: part of every verdict cache key."""
+    return _sources_hash(verdict_sources())
+
+
+@lru_cache(maxsize=1)
+def scoring_code_hash() -> str:
+    """sha256 over all the scoring code, orchestration included: part of the details' fingerprint, so a
+    changed stage rewrites the details (from cached verdicts when `harness_hash` is unchanged)."""
+    return _sources_hash([*sorted(SOURCE_DIR.rglob("*.py")), *sorted(CONFINEMENT_DIR.rglob("*.py")), *VERDICT_SOURCES])
+
+
+def _sources_hash(paths: list[Path]) -> str:
     digest = hashlib.sha256()
-    for folder in (SOURCE_DIR, CONFINEMENT_DIR):
-        for path in sorted(folder.rglob("*.py")):
-            digest.update(str(path.relative_to(folder.parent)).encode("utf-8"))
-            digest.update(path.read_bytes())
+    for path in paths:
+        digest.update(str(path.relative_to(SOURCE_DIR.parent.parent)).encode("utf-8"))
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

@@ -35,7 +35,7 @@ from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
 from stages.pins import pins
-from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, harness_hash, verdict_key
+from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
 from stages.score.engine import StepJob
 from stages.score.executor import ExecutorError, StepExecutor, StepRequest, executor_for
 from stages.score.launcher import environment_versions
@@ -100,7 +100,7 @@ def _score_inputs(settings: Settings, problem_id: str,
         "problem": problem.fingerprint,
         "generation": [_generation_content(read_artifact(path, "generation")) for path in paths],
         "targets": targets_identity(targets),
-        "harness": harness_hash(),
+        "harness": scoring_code_hash(),
         "libraries": scoring_library_versions(settings.python_binary),
     }, paths
 

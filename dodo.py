@@ -22,6 +22,7 @@ eagerly: those commands see every sub-task (the group tasks are yielded first, s
 even before a selection). `doit score` / `doit score:<id>` alone rescore existing generations: then
 `score:<id>` has no dependency on generation, so no model is called.
 """
+
 from __future__ import annotations
 
 import sys
@@ -33,8 +34,8 @@ from doit import create_after
 from stages import tasks, wiring
 from stages.command_line import executes_tasks, rescore_only
 from stages.config import Settings
-from stages.paths import STATE_DIR_NAME
 from stages.interrupts import install_interrupt_handling
+from stages.paths import STATE_DIR_NAME
 from stages.reporter import ProgressReporter
 
 Path(STATE_DIR_NAME).mkdir(exist_ok=True)
@@ -107,10 +108,16 @@ def task_problems():
 
     config = settings()
     wiring.check_requested_problems(config, selected_problem_ids(config))
-    yield {"basename": "generate", "name": None,
-           "doc": "Ask the model for every step of one problem, `attempts` times (one sub-task per problem)."}
-    yield {"basename": "score", "name": None,
-           "doc": "Run the official test cases of every step of one problem, isolated (one sub-task per problem)."}
+    yield {
+        "basename": "generate",
+        "name": None,
+        "doc": "Ask the model for every step of one problem, `attempts` times (one sub-task per problem).",
+    }
+    yield {
+        "basename": "score",
+        "name": None,
+        "doc": "Run the official test cases of every step of one problem, isolated (one sub-task per problem).",
+    }
     for problem_id, expected_seconds in wiring.problems_in_generation_order(config):
         yield {
             "basename": "generate",

@@ -23,6 +23,7 @@ With --repeat N the rounds alternate the order (whole first on even rounds), bec
 
     python bench/pipeline_bench.py [--latency 3] [--concurrency 4] [--repeat 1] [--data ../shared/scicode]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,9 +106,15 @@ class Bench:
     def doit(self, folder: Path, *words: str) -> tuple[float, float]:
         """Wall and CPU seconds (its processes and every descendant) of one doit command in `folder`; exits
         with its output when it fails."""
-        settings = (f"data_dir={folder / 'data'}", f"dataset_zip_url={DEAD_URL}",
-                    f"h5py_file={self.data / TARGETS_FILE}", "model=gold", "split=validation", "mode=naive",
-                    f"concurrency={self.concurrency}")
+        settings = (
+            f"data_dir={folder / 'data'}",
+            f"dataset_zip_url={DEAD_URL}",
+            f"h5py_file={self.data / TARGETS_FILE}",
+            "model=gold",
+            "split=validation",
+            "mode=naive",
+            f"concurrency={self.concurrency}",
+        )
         command = [sys.executable, "-m", "doit", "-f", str(DODO), "-d", str(folder), *words, *settings]
         environment = {**os.environ, LATENCY_VARIABLE: str(self.latency_s)}
         cpu_before, started = _children_cpu_seconds(), time.monotonic()
@@ -158,29 +165,42 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=3.0, help="seconds per answer of the built-in endpoint")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--data", type=Path, default=PROJECT.parent / "shared" / "scicode",
-                        help="folder with the official problem files and test_data_dev.h5")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=PROJECT.parent / "shared" / "scicode",
+        help="folder with the official problem files and test_data_dev.h5",
+    )
     args = parser.parse_args()
     missing = [name for name in (*required_files(), TARGETS_FILE) if not (args.data / name).is_file()]
     if missing:
         sys.exit(f"invalid --data {args.data}: missing {', '.join(missing)}")
 
     bench = Bench(args.data.resolve(), args.latency, args.concurrency)
-    print(f"validation split, model=gold, {LATENCY_VARIABLE}={args.latency:g}, concurrency={args.concurrency}, "
-          f"mode=naive, CPUs={os.cpu_count()}")
-    print(f"{'round':>5}  {'generation':>10}  {'scoring':>8}  {'gen+score':>9}  {'whole':>7}  {'ratio':>5}  "
-          f"{'floor':>5}  {'bound':>5}")
+    print(
+        f"validation split, model=gold, {LATENCY_VARIABLE}={args.latency:g}, concurrency={args.concurrency}, "
+        f"mode=naive, CPUs={os.cpu_count()}"
+    )
+    print(
+        f"{'round':>5}  {'generation':>10}  {'scoring':>8}  {'gen+score':>9}  {'whole':>7}  {'ratio':>5}  "
+        f"{'floor':>5}  {'bound':>5}"
+    )
     rounds = []
     for number in range(1, args.repeat + 1):
         result = bench.round(number)
         rounds.append(result)
-        print(f"{number:>5}  {result.generation_s:>9.1f}s  {result.scoring_s:>7.1f}s  "
-              f"{result.generation_s + result.scoring_s:>8.1f}s  {result.whole_s:>6.1f}s  {result.ratio:>5.2f}  "
-              f"{result.perfect_overlap_ratio:>5.2f}  {result.bound_ratio:>5.2f}", flush=True)
+        print(
+            f"{number:>5}  {result.generation_s:>9.1f}s  {result.scoring_s:>7.1f}s  "
+            f"{result.generation_s + result.scoring_s:>8.1f}s  {result.whole_s:>6.1f}s  {result.ratio:>5.2f}  "
+            f"{result.perfect_overlap_ratio:>5.2f}  {result.bound_ratio:>5.2f}",
+            flush=True,
+        )
     if len(rounds) > 1:
         ratios = sorted(r.ratio for r in rounds)
-        print(f"ratio whole / (generation + scoring): min {ratios[0]:.2f}, median {ratios[len(ratios) // 2]:.2f}, "
-              f"max {ratios[-1]:.2f} (target <= 0.75)")
+        print(
+            f"ratio whole / (generation + scoring): min {ratios[0]:.2f}, median {ratios[len(ratios) // 2]:.2f}, "
+            f"max {ratios[-1]:.2f} (target <= 0.75)"
+        )
     else:
         print(f"ratio whole / (generation + scoring): {rounds[0].ratio:.2f} (target <= 0.75)")
 

@@ -17,6 +17,7 @@ of each on a trivial step (no targets), and dask's overhead per step over the lo
     python bench/score_bench.py [--workers N] [--dask-workers N] [--repeat N] [--trivial-runs N] [--no-dask]
                                 [--data /path/to/shared/scicode]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
@@ -57,16 +59,29 @@ def reference_scripts(shared: Path) -> list[StepScript]:
     scripts = []
     for problem in load_split(data_paths, "validation"):
         codes = {step.step_id: step.ground_truth_code for step in problem.steps}
-        scripts.extend(build_step_script(problem, i, codes, data_paths, DEFAULT_CARRY)
-                       for i, step in enumerate(problem.steps) if not step.prefilled)
+        scripts.extend(
+            build_step_script(problem, i, codes, data_paths, DEFAULT_CARRY)
+            for i, step in enumerate(problem.steps)
+            if not step.prefilled
+        )
     return scripts
 
 
 def engine_job(script: StepScript, targets: Path) -> StepJob:
     pickles = load_step_targets(targets, script.step_id, len(script.tests), sys.executable) if script.tests else []
-    return StepJob(script.problem_id, script.step_id, script.deps, tuple((s.label, s.code) for s in script.sections),
-                   rewrite_tests(script.tests, script.deps), imported_modules([script.deps, *script.tests]), tuple(pickles),
-                   sys.executable, TIMEOUT, MEMORY_MB, str(targets.resolve()))
+    return StepJob(
+        script.problem_id,
+        script.step_id,
+        script.deps,
+        tuple((s.label, s.code) for s in script.sections),
+        rewrite_tests(script.tests, script.deps),
+        imported_modules([script.deps, *script.tests]),
+        tuple(pickles),
+        sys.executable,
+        TIMEOUT,
+        MEMORY_MB,
+        str(targets.resolve()),
+    )
 
 
 def run_engine(jobs: list[StepJob], workers: int, expected: dict[str, float]) -> tuple[float, int]:
@@ -91,8 +106,12 @@ def timed_passes(run_one: Callable[[Any], bool], items: list[Any], threads: int)
 
 def dask_request(job: StepJob, expected: float) -> StepRequest:
     """What the score stage sends to an executor: the job without target values (the worker reads them)."""
-    return StepRequest(dataclasses.replace(job, target_pickles=()), None,
-                       tuple(sorted(environment_versions(job.python_binary).items())), expected)
+    return StepRequest(
+        dataclasses.replace(job, target_pickles=()),
+        None,
+        tuple(sorted(environment_versions(job.python_binary).items())),
+        expected,
+    )
 
 
 def warm_worker(python_binary: str) -> bool:
@@ -125,8 +144,15 @@ def run_plain_one(text: str) -> bool:
         path = Path(folder) / "script.py"
         path.write_text(text, encoding="utf-8")
         env = scrubbed_environment({"PYTHONPATH": str(RUNTIME)}, home=Path(folder))
-        result = subprocess.run([sys.executable, str(path)], cwd=folder, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, timeout=TIMEOUT, check=False)
+        result = subprocess.run(
+            [sys.executable, str(path)],
+            cwd=folder,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=TIMEOUT,
+            check=False,
+        )
         return result.returncode == 0
 
 
@@ -139,9 +165,24 @@ TRIVIAL = StepScript("0", "0.1", "import numpy as np", (), ("assert np.allclose(
 
 def trivial_overheads(runs: int, dask: Any | None) -> dict[str, float]:
     """Median wall of one trivial step (no targets) per column, run one after another (no concurrency)."""
-    job = StepJob("0", "0.1", TRIVIAL.deps, (("step 0.1 code", "def f():\n    return 1\n"),), rewrite_tests(TRIVIAL.tests, TRIVIAL.deps),
-                  imported_modules([TRIVIAL.deps, *TRIVIAL.tests]), (), sys.executable, 60.0, MEMORY_MB, None)
-    plain_text = "import numpy as np\n\ndef f():\n    return 1\n\nfrom scicode.parse.parse import process_hdf5_to_tuple\n\n" + TRIVIAL.tests[0] + "\n"
+    job = StepJob(
+        "0",
+        "0.1",
+        TRIVIAL.deps,
+        (("step 0.1 code", "def f():\n    return 1\n"),),
+        rewrite_tests(TRIVIAL.tests, TRIVIAL.deps),
+        imported_modules([TRIVIAL.deps, *TRIVIAL.tests]),
+        (),
+        sys.executable,
+        60.0,
+        MEMORY_MB,
+        None,
+    )
+    plain_text = (
+        "import numpy as np\n\ndef f():\n    return 1\n\nfrom scicode.parse.parse import process_hdf5_to_tuple\n\n"
+        + TRIVIAL.tests[0]
+        + "\n"
+    )
     times: dict[str, list[float]] = {"engine": [], "plain": [], **({"dask": []} if dask is not None else {})}
     for _ in range(runs):
         started = time.monotonic()
@@ -186,16 +227,20 @@ def main() -> None:
     if not options.no_dask and dask_available():
         started = time.monotonic()
         dask = start_dask(options.dask_workers)
-        print(f"dask LocalCluster start, {options.dask_workers} workers with warm zygotes (one-off): "
-              f"{time.monotonic() - started:.2f} s")
+        print(
+            f"dask LocalCluster start, {options.dask_workers} workers with warm zygotes (one-off): "
+            f"{time.monotonic() - started:.2f} s"
+        )
     jobs = [engine_job(script, targets) for script in scripts]
     texts = [script.official_text(str(targets.resolve())) for script in scripts]
     columns = ["engine", "plain"] + (["dask"] if dask is not None else [])
     expected = {name: dict(reference_seconds()) for name in columns}
     walls: dict[str, list[float]] = {name: [] for name in columns}
-    print(f"{len(scripts)} reference steps, {options.workers} local workers"
-          + (f", {options.dask_workers} dask workers" if dask is not None else "")
-          + f", {options.repeat} interleaved round(s)")
+    print(
+        f"{len(scripts)} reference steps, {options.workers} local workers"
+        + (f", {options.dask_workers} dask workers" if dask is not None else "")
+        + f", {options.repeat} interleaved round(s)"
+    )
     try:
         for round_index in range(options.repeat):
             shift = round_index % len(columns)
@@ -218,9 +263,11 @@ def main() -> None:
         shown = ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in fixed.items())
         print(f"per-step fixed overhead (trivial step, median of {options.trivial_runs}): {shown}")
         if dask is not None:
-            print(f"dask overhead per step over the local engine: {(fixed['dask'] - fixed['engine']) * 1000:.0f} ms "
-                  f"(trivial step); {(medians['dask'] - medians['engine']) / len(scripts) * 1000:.0f} ms "
-                  f"(wall difference / {len(scripts)} steps)")
+            print(
+                f"dask overhead per step over the local engine: {(fixed['dask'] - fixed['engine']) * 1000:.0f} ms "
+                f"(trivial step); {(medians['dask'] - medians['engine']) / len(scripts) * 1000:.0f} ms "
+                f"(wall difference / {len(scripts)} steps)"
+            )
     finally:
         if dask is not None:
             dask.close()

@@ -10,12 +10,14 @@ One process-wide `ACTIVITY` (doit runs every task in threads of one process):
 
 Publishing never blocks on the display and never fails the work: the live view only reads snapshots.
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Literal
+from typing import Literal
 
 Gauge = Literal["model_calls", "test_processes"]
 GAUGES: tuple[Gauge, ...] = ("model_calls", "test_processes")
@@ -23,11 +25,11 @@ GAUGES: tuple[Gauge, ...] = ("model_calls", "test_processes")
 
 @dataclass(frozen=True)
 class ActivitySnapshot:
-    problems: int | None      # problems in the task graph; None until the problem tasks exist
-    model_calls: int          # model requests in flight
-    test_processes: int       # test processes running here
-    steps_passed: int         # scored steps that passed (attempt 0), over the problems counted so far
-    steps_scored: int         # scored steps (attempt 0; prefilled steps excluded)
+    problems: int | None  # problems in the task graph; None until the problem tasks exist
+    model_calls: int  # model requests in flight
+    test_processes: int  # test processes running here
+    steps_passed: int  # scored steps that passed (attempt 0), over the problems counted so far
+    steps_scored: int  # scored steps (attempt 0; prefilled steps excluded)
 
     @property
     def pass_rate(self) -> float | None:

@@ -1,11 +1,12 @@
 """Artifacts: schema-validated JSON files written atomically, each with a fingerprint of its inputs."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(kind: str) -> jsonschema.protocols.Validator:
     schema_path = SCHEMAS_DIR / f"{kind}.schema.json"
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
@@ -110,8 +111,9 @@ def read_artifact(path: Path, kind: str) -> dict[str, Any] | None:
     return record
 
 
-def current_record(path: Path, kind: str, expected_fingerprint: str, *,
-                   require_status: tuple[str, ...] = ()) -> dict[str, Any] | None:
+def current_record(
+    path: Path, kind: str, expected_fingerprint: str, *, require_status: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
     """The artifact when it exists, validates and carries the expected fingerprint (and status, if asked)."""
     record = read_artifact(path, kind)
     if record is None or record.get("fingerprint") != expected_fingerprint:

@@ -5,13 +5,15 @@ each problem id one of 5 fields and one of 16 subfields. A category written in a
 (`field`/`subfield`, or a `category` naming a known field or subfield, or any other subfield name) wins
 over the table. `category=` selects by field or by subfield, case-insensitively.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 CATEGORIES_FILE = Path(__file__).with_name("categories.json")
 UNCLASSIFIED = "unclassified"

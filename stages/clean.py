@@ -5,12 +5,13 @@
 - `doit clean generate` / `generate:<id>`: the generation files of those problems (every attempt). Only when
   `generate` is named on the command line; `doit clean -a` keeps them and says so.
 """
+
 from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from stages.config import Settings
 

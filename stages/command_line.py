@@ -1,17 +1,48 @@
 """What a doit command line asks for: the command word, the task names, and what that implies for the run."""
+
 from __future__ import annotations
 
-from typing import Sequence
-
+from collections.abc import Sequence
 
 # doit run options that take a value (so the word after them is not a task name).
 _OPTIONS_WITH_VALUE = frozenset(
-    {"-f", "--file", "-d", "--dir", "-n", "--process", "-P", "--parallel-type",
-     "-r", "--reporter", "-o", "--output-file", "--db-file", "--backend", "--check_file_uptodate",
-     "-v", "--verbosity", "--codec-cls"}
+    {
+        "-f",
+        "--file",
+        "-d",
+        "--dir",
+        "-n",
+        "--process",
+        "-P",
+        "--parallel-type",
+        "-r",
+        "--reporter",
+        "-o",
+        "--output-file",
+        "--db-file",
+        "--backend",
+        "--check_file_uptodate",
+        "-v",
+        "--verbosity",
+        "--codec-cls",
+    }
 )
-_DOIT_COMMANDS = frozenset({"run", "list", "info", "forget", "clean", "ignore", "help", "auto", "dumpdb",
-                            "strace", "tabcompletion", "reset-dep"})
+_DOIT_COMMANDS = frozenset(
+    {
+        "run",
+        "list",
+        "info",
+        "forget",
+        "clean",
+        "ignore",
+        "help",
+        "auto",
+        "dumpdb",
+        "strace",
+        "tabcompletion",
+        "reset-dep",
+    }
+)
 _RESCORE_TASKS = frozenset({"score"})
 _NO_RUN_FOLDER_TASKS = frozenset({"compare", "download", "explain"})  # tasks that never write a run folder
 _TASKS_WITH_ARGUMENTS = frozenset({"explain"})  # the words after these are their arguments, not task names

@@ -8,13 +8,15 @@ when a run holds several attempts, the report adds the attempt metrics (averages
 Runs of different splits are refused unless `allow_split_mismatch` is set; then, as whenever the two
 selections differ, only the problems selected in both runs are compared and the report says so.
 """
+
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from stages.artifacts import atomic_write_text
 from stages.config import Settings
@@ -26,13 +28,15 @@ from stages.results import (
     ERROR_STATES,
     NO_DETAILS_STATES,
     CellStatus,
-    ProblemResult as RunProblem,
     ProblemState,
     ResultsError,
     RunResults,
     SelectionEntry,
     max_attempts,
     read_run,
+)
+from stages.results import (
+    ProblemResult as RunProblem,
 )
 from stages.statuses import StepStatus
 from stages.usage import Usage
@@ -157,6 +161,7 @@ class StepFlip:
 # Reading a run
 # ---------------------------------------------------------------------------
 
+
 def load_run(run_dir: Path) -> RunInfo:
     """The run at `run_dir`, read once; CompareError when the folder or a valid selection.json is missing."""
     run_dir = Path(run_dir)
@@ -166,7 +171,9 @@ def load_run(run_dir: Path) -> RunInfo:
         if not run_dir.is_dir():
             raise CompareError(f"run directory not found: {run_dir}") from None
         selection = RunPaths(run_dir).selection
-        raise CompareError(f"not a run directory: {selection} is {'invalid' if selection.exists() else 'missing'}") from None
+        raise CompareError(
+            f"not a run directory: {selection} is {'invalid' if selection.exists() else 'missing'}"
+        ) from None
     settings = results.settings
     background = settings.get("with_background")
     return RunInfo(
@@ -184,10 +191,16 @@ def load_run(run_dir: Path) -> RunInfo:
 def problem_cost(result: RunProblem) -> Cost:
     """Tokens and latency of every attempt: details meta when present, else the generation file's steps."""
     found = result.costs()
-    reporting = [(item.usage, item.latency_s) for item in found if item.usage is not None and item.latency_s is not None]
+    reporting = [
+        (item.usage, item.latency_s) for item in found if item.usage is not None and item.latency_s is not None
+    ]
     usage = sum((item[0] for item in reporting), NO_USAGE)
-    return Cost(usage=usage, latency_s=math.fsum(item[1] for item in reporting),
-                attempts_reporting=len(reporting), attempts_total=len(found))
+    return Cost(
+        usage=usage,
+        latency_s=math.fsum(item[1] for item in reporting),
+        attempts_reporting=len(reporting),
+        attempts_total=len(found),
+    )
 
 
 def problem_result(result: RunProblem, attempts_if_missing: int) -> ProblemResult:
@@ -195,9 +208,13 @@ def problem_result(result: RunProblem, attempts_if_missing: int) -> ProblemResul
     scored = result.scored_attempt(COMPARED_ATTEMPT)
     verdicts = tuple((v.step_id, v.status) for v in scored.verdicts) if scored else ()
     return ProblemResult(
-        problem_id=result.problem_id, state=result.state, scored_steps=result.entry.scored_steps,
-        skipped_steps=result.entry.skipped_steps, verdicts=verdicts,
-        outcomes=result_outcomes(result, attempts_if_missing), cost=problem_cost(result),
+        problem_id=result.problem_id,
+        state=result.state,
+        scored_steps=result.entry.scored_steps,
+        skipped_steps=result.entry.skipped_steps,
+        verdicts=verdicts,
+        outcomes=result_outcomes(result, attempts_if_missing),
+        cost=problem_cost(result),
     )
 
 
@@ -234,6 +251,7 @@ def run_totals(results: Sequence[ProblemResult]) -> RunTotals:
 # Matching the two runs
 # ---------------------------------------------------------------------------
 
+
 def check_splits(run_a: RunInfo, run_b: RunInfo, allow_split_mismatch: bool) -> None:
     if run_a.split != run_b.split and not allow_split_mismatch:
         raise CompareError(
@@ -251,7 +269,9 @@ def common_problem_ids(run_a: RunInfo, run_b: RunInfo) -> list[str]:
     return common
 
 
-def problem_flips(results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> tuple[list[str], list[str]]:
+def problem_flips(
+    results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]
+) -> tuple[list[str], list[str]]:
     """(resolved in A but not in B, resolved in B but not in A), problem ids in order."""
     pairs = list(zip(results_a, results_b))
     lost = [a.problem_id for a, b in pairs if a.resolved and not b.resolved]
@@ -265,7 +285,9 @@ def _step_ids(a: ProblemResult, b: ProblemResult) -> list[str]:
     return ordered
 
 
-def step_flips(results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> tuple[list[StepFlip], list[StepFlip]]:
+def step_flips(
+    results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]
+) -> tuple[list[StepFlip], list[StepFlip]]:
     """(steps passing in A but not in B, steps passing in B but not in A), with both statuses."""
     lost: list[StepFlip] = []
     gained: list[StepFlip] = []
@@ -290,6 +312,7 @@ def _attempt_metrics(results: Sequence[ProblemResult]) -> dict[str, Any] | str:
 # ---------------------------------------------------------------------------
 # Markdown
 # ---------------------------------------------------------------------------
+
 
 def ratio(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100.0 * part / whole:.1f}%)" if whole else f"{part}/{whole} (n/a)"
@@ -351,10 +374,17 @@ def _scope_notes(run_a: RunInfo, run_b: RunInfo, common: Sequence[str]) -> list[
     only_b = [pid for pid in run_b.entries if pid not in run_a.entries]
     notes: list[tuple[str, str]] = []
     if run_a.split != run_b.split:
-        notes.append(("warning", f"Splits differ (A: {run_a.split}, B: {run_b.split}): only the {len(common)} problems "
-                                 f"selected in both runs are compared."))
+        notes.append(
+            (
+                "warning",
+                f"Splits differ (A: {run_a.split}, B: {run_b.split}): only the {len(common)} problems "
+                f"selected in both runs are compared.",
+            )
+        )
     elif only_a or only_b:
-        notes.append(("warning", f"The selections differ: only the {len(common)} problems selected in both runs are compared."))
+        notes.append(
+            ("warning", f"The selections differ: only the {len(common)} problems selected in both runs are compared.")
+        )
     else:
         notes.append(("text", f"Compared problems: all {len(common)} selected problems (the same in both runs)."))
     if only_a:
@@ -364,8 +394,13 @@ def _scope_notes(run_a: RunInfo, run_b: RunInfo, common: Sequence[str]) -> list[
     changed = [pid for pid in common if run_a.entries[pid].fingerprint != run_b.entries[pid].fingerprint]
     if changed:
         notes.append(("item", f"problem statement differs between the runs ({len(changed)}): {', '.join(changed)}"))
-    notes.append(("text", f"Verdicts, flips and status counts are those of attempt {COMPARED_ATTEMPT + 1} of each "
-                          "problem; deltas are B minus A."))
+    notes.append(
+        (
+            "text",
+            f"Verdicts, flips and status counts are those of attempt {COMPARED_ATTEMPT + 1} of each "
+            "problem; deltas are B minus A.",
+        )
+    )
     return notes
 
 
@@ -376,18 +411,34 @@ def _scope_lines(notes: Sequence[tuple[str, str]]) -> list[str]:
 
 def _metric_rows(a: RunTotals, b: RunTotals) -> list[Row]:
     return [
-        ("main_problem_resolve_rate", ratio(a.resolved, a.problems), ratio(b.resolved, b.problems),
-         rate_delta(a.resolved, a.problems, b.resolved, b.problems)),
-        ("subproblem", ratio(a.steps_passed, a.steps_scored), ratio(b.steps_passed, b.steps_scored),
-         rate_delta(a.steps_passed, a.steps_scored, b.steps_passed, b.steps_scored)),
+        (
+            "main_problem_resolve_rate",
+            ratio(a.resolved, a.problems),
+            ratio(b.resolved, b.problems),
+            rate_delta(a.resolved, a.problems, b.resolved, b.problems),
+        ),
+        (
+            "subproblem",
+            ratio(a.steps_passed, a.steps_scored),
+            ratio(b.steps_passed, b.steps_scored),
+            rate_delta(a.steps_passed, a.steps_scored, b.steps_passed, b.steps_scored),
+        ),
         ("main_problem_resolved", a.resolved, b.resolved, signed(b.resolved - a.resolved)),
         ("main_problem_total", a.problems, b.problems, signed(b.problems - a.problems)),
         ("subproblem_correct", a.steps_passed, b.steps_passed, signed(b.steps_passed - a.steps_passed)),
         ("subproblem_total", a.steps_scored, b.steps_scored, signed(b.steps_scored - a.steps_scored)),
-        ("Error (generation failed or no details)", ratio(a.errors, a.problems), ratio(b.errors, b.problems),
-         signed(b.errors - a.errors)),
-        ("no valid details file", ratio(a.no_details, a.problems), ratio(b.no_details, b.problems),
-         signed(b.no_details - a.no_details)),
+        (
+            "Error (generation failed or no details)",
+            ratio(a.errors, a.problems),
+            ratio(b.errors, b.problems),
+            signed(b.errors - a.errors),
+        ),
+        (
+            "no valid details file",
+            ratio(a.no_details, a.problems),
+            ratio(b.no_details, b.problems),
+            signed(b.no_details - a.no_details),
+        ),
     ]
 
 
@@ -397,17 +448,25 @@ def _metric_lines(rows: Sequence[Row]) -> list[str]:
 
 def _status_rows(a: RunTotals, b: RunTotals) -> list[Row]:
     total_a, total_b = sum(a.status_counts.values()), sum(b.status_counts.values())
-    return [(status, ratio(a.status_counts[status], total_a), ratio(b.status_counts[status], total_b),
-             signed(b.status_counts[status] - a.status_counts[status])) for status in CELL_STATUSES]
+    return [
+        (
+            status,
+            ratio(a.status_counts[status], total_a),
+            ratio(b.status_counts[status], total_b),
+            signed(b.status_counts[status] - a.status_counts[status]),
+        )
+        for status in CELL_STATUSES
+    ]
 
 
-STATUS_NOTE = ("`no_verdict`: a scored step without a verdict (no details file, or missing from it). "
-               "Percentages are of all steps, skipped ones included.")
+STATUS_NOTE = (
+    "`no_verdict`: a scored step without a verdict (no details file, or missing from it). "
+    "Percentages are of all steps, skipped ones included."
+)
 
 
 def _status_lines(rows: Sequence[Row]) -> list[str]:
-    return (["## Step statuses", ""] + table(("status", "A", "B", "delta"), rows)
-            + ["", STATUS_NOTE, ""])
+    return ["## Step statuses", ""] + table(("status", "A", "B", "delta"), rows) + ["", STATUS_NOTE, ""]
 
 
 def _pass_at_k_rows(metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -415,8 +474,14 @@ def _pass_at_k_rows(metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]) 
     rows = []
     for k in ks:
         value_a, value_b = metrics_a["pass_at_k"].get(str(k)), metrics_b["pass_at_k"].get(str(k))
-        rows.append((f"pass@{k}", percent(value_a, f"mean over {metrics_a['problems']} problems"),
-                     percent(value_b, f"mean over {metrics_b['problems']} problems"), points_delta(value_a, value_b)))
+        rows.append(
+            (
+                f"pass@{k}",
+                percent(value_a, f"mean over {metrics_a['problems']} problems"),
+                percent(value_b, f"mean over {metrics_b['problems']} problems"),
+                points_delta(value_a, value_b),
+            )
+        )
     return rows
 
 
@@ -427,24 +492,59 @@ def _attempt_rows(metrics_a: dict[str, Any] | str, metrics_b: dict[str, Any] | s
         return "Attempt metrics unavailable: " + "; ".join(reasons)
     any_a, any_b = metrics_a["any_attempt"], metrics_b["any_attempt"]
     rows = [
-        ("attempts per problem", metrics_a["attempts"], metrics_b["attempts"], signed(metrics_b["attempts"] - metrics_a["attempts"])),
-        ("mean main_problem_resolve_rate (avg)",
-         percent(metrics_a["mean_main_problem_resolve_rate"], f"{metrics_a['problems']} problems x {metrics_a['attempts']} attempts"),
-         percent(metrics_b["mean_main_problem_resolve_rate"], f"{metrics_b['problems']} problems x {metrics_b['attempts']} attempts"),
-         points_delta(metrics_a["mean_main_problem_resolve_rate"], metrics_b["mean_main_problem_resolve_rate"])),
-        ("mean subproblem (avg)",
-         percent(metrics_a["mean_subproblem_rate"], f"{any_a['subproblem_total']} steps x {metrics_a['attempts']} attempts"),
-         percent(metrics_b["mean_subproblem_rate"], f"{any_b['subproblem_total']} steps x {metrics_b['attempts']} attempts"),
-         points_delta(metrics_a["mean_subproblem_rate"], metrics_b["mean_subproblem_rate"])),
+        (
+            "attempts per problem",
+            metrics_a["attempts"],
+            metrics_b["attempts"],
+            signed(metrics_b["attempts"] - metrics_a["attempts"]),
+        ),
+        (
+            "mean main_problem_resolve_rate (avg)",
+            percent(
+                metrics_a["mean_main_problem_resolve_rate"],
+                f"{metrics_a['problems']} problems x {metrics_a['attempts']} attempts",
+            ),
+            percent(
+                metrics_b["mean_main_problem_resolve_rate"],
+                f"{metrics_b['problems']} problems x {metrics_b['attempts']} attempts",
+            ),
+            points_delta(metrics_a["mean_main_problem_resolve_rate"], metrics_b["mean_main_problem_resolve_rate"]),
+        ),
+        (
+            "mean subproblem (avg)",
+            percent(
+                metrics_a["mean_subproblem_rate"],
+                f"{any_a['subproblem_total']} steps x {metrics_a['attempts']} attempts",
+            ),
+            percent(
+                metrics_b["mean_subproblem_rate"],
+                f"{any_b['subproblem_total']} steps x {metrics_b['attempts']} attempts",
+            ),
+            points_delta(metrics_a["mean_subproblem_rate"], metrics_b["mean_subproblem_rate"]),
+        ),
         *_pass_at_k_rows(metrics_a, metrics_b),
-        ("resolved by any attempt (pass)", ratio(any_a["main_problem_resolved"], any_a["main_problem_total"]),
-         ratio(any_b["main_problem_resolved"], any_b["main_problem_total"]),
-         rate_delta(any_a["main_problem_resolved"], any_a["main_problem_total"],
-                    any_b["main_problem_resolved"], any_b["main_problem_total"])),
-        ("steps passed by any attempt (pass)", ratio(any_a["subproblem_correct"], any_a["subproblem_total"]),
-         ratio(any_b["subproblem_correct"], any_b["subproblem_total"]),
-         rate_delta(any_a["subproblem_correct"], any_a["subproblem_total"],
-                    any_b["subproblem_correct"], any_b["subproblem_total"])),
+        (
+            "resolved by any attempt (pass)",
+            ratio(any_a["main_problem_resolved"], any_a["main_problem_total"]),
+            ratio(any_b["main_problem_resolved"], any_b["main_problem_total"]),
+            rate_delta(
+                any_a["main_problem_resolved"],
+                any_a["main_problem_total"],
+                any_b["main_problem_resolved"],
+                any_b["main_problem_total"],
+            ),
+        ),
+        (
+            "steps passed by any attempt (pass)",
+            ratio(any_a["subproblem_correct"], any_a["subproblem_total"]),
+            ratio(any_b["subproblem_correct"], any_b["subproblem_total"]),
+            rate_delta(
+                any_a["subproblem_correct"],
+                any_a["subproblem_total"],
+                any_b["subproblem_correct"],
+                any_b["subproblem_total"],
+            ),
+        ),
     ]
     return rows
 
@@ -456,14 +556,16 @@ def _attempt_lines(rows: Sequence[Row] | str) -> list[str]:
     return lines + table(("metric", "A", "B", "delta"), rows) + [""]
 
 
-def _problem_flip_rows(problem_ids: Sequence[str], by_a: Mapping[str, ProblemResult],
-                       by_b: Mapping[str, ProblemResult]) -> list[Row]:
+def _problem_flip_rows(
+    problem_ids: Sequence[str], by_a: Mapping[str, ProblemResult], by_b: Mapping[str, ProblemResult]
+) -> list[Row]:
     rows = []
     for pid in problem_ids:
         a, b = by_a[pid], by_b[pid]
         loser = b if a.resolved else a
-        rows.append((pid, ratio(a.steps_passed, a.scored_steps), ratio(b.steps_passed, b.scored_steps),
-                     loser.first_failure()))
+        rows.append(
+            (pid, ratio(a.steps_passed, a.scored_steps), ratio(b.steps_passed, b.scored_steps), loser.first_failure())
+        )
     return rows
 
 
@@ -483,13 +585,32 @@ def _step_flip_lines(title: str, flips: Sequence[StepFlip]) -> list[str]:
 
 def _cost_rows(a: Cost, b: Cost) -> list[Row]:
     return [
-        ("input tokens", a.usage.input_tokens, b.usage.input_tokens, signed(b.usage.input_tokens - a.usage.input_tokens)),
-        ("output tokens", a.usage.output_tokens, b.usage.output_tokens, signed(b.usage.output_tokens - a.usage.output_tokens)),
-        ("total tokens", a.usage.total_tokens, b.usage.total_tokens, signed(b.usage.total_tokens - a.usage.total_tokens)),
+        (
+            "input tokens",
+            a.usage.input_tokens,
+            b.usage.input_tokens,
+            signed(b.usage.input_tokens - a.usage.input_tokens),
+        ),
+        (
+            "output tokens",
+            a.usage.output_tokens,
+            b.usage.output_tokens,
+            signed(b.usage.output_tokens - a.usage.output_tokens),
+        ),
+        (
+            "total tokens",
+            a.usage.total_tokens,
+            b.usage.total_tokens,
+            signed(b.usage.total_tokens - a.usage.total_tokens),
+        ),
         ("model calls", a.usage.calls, b.usage.calls, signed(b.usage.calls - a.usage.calls)),
         ("model latency (s, summed)", f"{a.latency_s:.1f}", f"{b.latency_s:.1f}", signed(b.latency_s - a.latency_s, 1)),
-        ("attempts reporting usage", f"{a.attempts_reporting}/{a.attempts_total}",
-         f"{b.attempts_reporting}/{b.attempts_total}", signed(b.attempts_reporting - a.attempts_reporting)),
+        (
+            "attempts reporting usage",
+            f"{a.attempts_reporting}/{a.attempts_total}",
+            f"{b.attempts_reporting}/{b.attempts_total}",
+            signed(b.attempts_reporting - a.attempts_reporting),
+        ),
     ]
 
 
@@ -497,7 +618,7 @@ COST_NOTE = "From each attempt's details meta (usage, latency_s), else from the 
 
 
 def _cost_lines(rows: Sequence[Row]) -> list[str]:
-    return (["## Tokens and latency", ""] + table(("quantity", "A", "B", "delta"), rows) + ["", COST_NOTE, ""])
+    return ["## Tokens and latency", ""] + table(("quantity", "A", "B", "delta"), rows) + ["", COST_NOTE, ""]
 
 
 DEFINITIONS = (
@@ -527,8 +648,13 @@ class Comparison:
     cost: list[Row]
 
 
-def build_comparison(run_a: RunInfo, run_b: RunInfo, common: Sequence[str],
-                     results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> Comparison:
+def build_comparison(
+    run_a: RunInfo,
+    run_b: RunInfo,
+    common: Sequence[str],
+    results_a: Sequence[ProblemResult],
+    results_b: Sequence[ProblemResult],
+) -> Comparison:
     totals_a, totals_b = run_totals(results_a), run_totals(results_b)
     lost, gained = problem_flips(results_a, results_b)
     steps_lost, steps_gained = step_flips(results_a, results_b)
@@ -536,11 +662,18 @@ def build_comparison(run_a: RunInfo, run_b: RunInfo, common: Sequence[str],
     by_b = {result.problem_id: result for result in results_b}
     several = max(result.outcomes.n for result in (*results_a, *results_b)) > 1
     return Comparison(
-        run_a=run_a, run_b=run_b, identity=_identity_rows(run_a, run_b), scope=_scope_notes(run_a, run_b, common),
-        metrics=_metric_rows(totals_a, totals_b), statuses=_status_rows(totals_a, totals_b),
+        run_a=run_a,
+        run_b=run_b,
+        identity=_identity_rows(run_a, run_b),
+        scope=_scope_notes(run_a, run_b, common),
+        metrics=_metric_rows(totals_a, totals_b),
+        statuses=_status_rows(totals_a, totals_b),
         attempts=_attempt_rows(_attempt_metrics(results_a), _attempt_metrics(results_b)) if several else None,
-        problems_lost=_problem_flip_rows(lost, by_a, by_b), problems_gained=_problem_flip_rows(gained, by_a, by_b),
-        steps_lost=steps_lost, steps_gained=steps_gained, cost=_cost_rows(totals_a.cost, totals_b.cost),
+        problems_lost=_problem_flip_rows(lost, by_a, by_b),
+        problems_gained=_problem_flip_rows(gained, by_a, by_b),
+        steps_lost=steps_lost,
+        steps_gained=steps_gained,
+        cost=_cost_rows(totals_a.cost, totals_b.cost),
     )
 
 
@@ -564,14 +697,20 @@ def render_markdown(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def render_report(run_a: RunInfo, run_b: RunInfo, common: Sequence[str],
-                  results_a: Sequence[ProblemResult], results_b: Sequence[ProblemResult]) -> str:
+def render_report(
+    run_a: RunInfo,
+    run_b: RunInfo,
+    common: Sequence[str],
+    results_a: Sequence[ProblemResult],
+    results_b: Sequence[ProblemResult],
+) -> str:
     return render_markdown(build_comparison(run_a, run_b, common, results_a, results_b))
 
 
 # ---------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------
+
 
 def _compare(run_a: Path, run_b: Path, allow_split_mismatch: bool) -> Comparison:
     info_a, info_b = load_run(run_a), load_run(run_b)
@@ -615,16 +754,27 @@ def render_html(comparison: Comparison, page_dir: Path) -> str:
     """The comparison as a self-contained page; flipped problems and steps link to both runs' reports."""
     from stages.report import COMPARE_SCRIPT, COMPARE_TEMPLATE, problem_anchor, relative_link, render, step_anchor
 
-    reports = {side: RunPaths(run.run_dir).written_report() for side, run in (("A", comparison.run_a), ("B", comparison.run_b))}
+    reports = {
+        side: RunPaths(run.run_dir).written_report() for side, run in (("A", comparison.run_a), ("B", comparison.run_b))
+    }
 
     def links(anchor: str) -> dict[str, str]:
         return {side: relative_link(page_dir, report, anchor) for side, report in reports.items()}
 
     return render(
-        COMPARE_TEMPLATE, COMPARE_SCRIPT, c=comparison, definitions=DEFINITIONS, status_note=STATUS_NOTE,
-        cost_note=COST_NOTE, reports_present={side: report.is_file() for side, report in reports.items()},
+        COMPARE_TEMPLATE,
+        COMPARE_SCRIPT,
+        c=comparison,
+        definitions=DEFINITIONS,
+        status_note=STATUS_NOTE,
+        cost_note=COST_NOTE,
+        reports_present={side: report.is_file() for side, report in reports.items()},
         report_links=links("headline"),
-        problem_links={row[0]: links(problem_anchor(row[0])) for row in (*comparison.problems_lost, *comparison.problems_gained)},
-        step_links={flip.step_id: links(step_anchor(flip.step_id, COMPARED_ATTEMPT))
-                    for flip in (*comparison.steps_lost, *comparison.steps_gained)},
+        problem_links={
+            row[0]: links(problem_anchor(row[0])) for row in (*comparison.problems_lost, *comparison.problems_gained)
+        },
+        step_links={
+            flip.step_id: links(step_anchor(flip.step_id, COMPARED_ATTEMPT))
+            for flip in (*comparison.steps_lost, *comparison.steps_gained)
+        },
     )

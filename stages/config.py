@@ -4,14 +4,16 @@
 `ConfigError` with one line naming the variable, the bad value and what is allowed. Each stage's
 `fingerprint` covers exactly the settings that change that stage's output.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -111,12 +113,16 @@ class Settings:
 
     @property
     def summary_tag(self) -> str:
-        """"" for the whole split with one attempt; else a tag naming the selection (`ids-1_3`, `cat-x`, `k3`), so a
+        """ "" for the whole split with one attempt; else a tag naming the selection (`ids-1_3`, `cat-x`, `k3`), so a
         subset or an attempts change gets its own summary beside the full run's instead of replacing it."""
         parts = []
         if self.sample_ids:
             ids = "_".join(self.sample_ids)
-            parts.append(f"ids-{ids}" if len(ids) <= 40 else f"ids-{len(self.sample_ids)}-{fingerprint(list(self.sample_ids))[:8]}")
+            parts.append(
+                f"ids-{ids}"
+                if len(ids) <= 40
+                else f"ids-{len(self.sample_ids)}-{fingerprint(list(self.sample_ids))[:8]}"
+            )
         if self.categories is not None:
             parts.append("cat-" + "_".join(self.categories))
         if self.attempts != 1:
@@ -192,6 +198,7 @@ STAGE_INPUTS: dict[str, tuple[str, ...]] = {
 # Coercion of raw values (strings from the command line, typed values from TOML/JSON)
 # ---------------------------------------------------------------------------
 
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
@@ -259,7 +266,9 @@ def _to_str_list(name: str, value: Any) -> tuple[str, ...]:
                 raise _fail(name, value, "a comma list or a JSON list of strings") from None
         else:
             return tuple(part.strip() for part in text.split(",") if part.strip())
-    if isinstance(value, (list, tuple)) and all(isinstance(item, (str, int)) and not isinstance(item, bool) for item in value):
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(item, (str, int)) and not isinstance(item, bool) for item in value
+    ):
         return tuple(str(item).strip() for item in value)
     raise _fail(name, value, "a comma list or a JSON list of strings")
 
@@ -298,7 +307,7 @@ def _model_name(name: str, value: Any) -> str:
     text = _to_text(name, value).strip()
     if not text:
         raise _fail(name, value, "a model id, or one of " + ", ".join(BUILTIN_MODELS))
-    if text.startswith("replay:") and not text[len("replay:"):].strip():
+    if text.startswith("replay:") and not text[len("replay:") :].strip():
         raise _fail(name, value, "replay:<file.json> naming a JSON file")
     return text
 
@@ -390,6 +399,7 @@ ACCEPTED_NAMES: tuple[str, ...] = VARIABLES + PARAM_BLOCKS
 # ---------------------------------------------------------------------------
 # Layering
 # ---------------------------------------------------------------------------
+
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)

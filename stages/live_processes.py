@@ -7,6 +7,7 @@ every registered group, and from then on kills any child registered late at once
 how work that is still running in other threads learns that its result must not be used nor saved:
 `RunInterrupted` is raised before any artifact is written and before any further model or tool call.
 """
+
 from __future__ import annotations
 
 import os

@@ -11,10 +11,12 @@ Either way the last status stays as one `progress: ...` line when the view close
 the shown stages has finished (the bar is removed, so the summary prints on a clean line), and at the
 end of the run.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TextIO
+from typing import TextIO
 
 from tqdm import tqdm
 
@@ -55,8 +57,8 @@ def estimate_eta(stages: tuple[StageCount, ...], working_seconds: float) -> floa
 
 @dataclass(frozen=True)
 class LiveStatus:
-    generated: StageCount | None   # None when the run has no generation task
-    scored: StageCount | None      # None when the run has no scoring task
+    generated: StageCount | None  # None when the run has no generation task
+    scored: StageCount | None  # None when the run has no scoring task
     activity: ActivitySnapshot
     elapsed_s: float
     eta_s: float | None
@@ -131,8 +133,15 @@ class LiveView:
     def _draw(self, status: LiveStatus) -> None:
         total = sum(stage.total for stage in status.stages)
         if self._bar is None:
-            self._bar = tqdm(total=total, desc=status.text(), file=self._stream, bar_format=BAR_FORMAT,
-                             dynamic_ncols=True, leave=False, mininterval=0)
+            self._bar = tqdm(
+                total=total,
+                desc=status.text(),
+                file=self._stream,
+                bar_format=BAR_FORMAT,
+                dynamic_ncols=True,
+                leave=False,
+                mininterval=0,
+            )
         self._bar.total = total
         self._bar.n = sum(stage.finished for stage in status.stages)
         self._bar.set_description_str(status.text(), refresh=False)

@@ -10,11 +10,13 @@ step passed in attempt j. pass@k is estimated from those whole-problem outcomes 
 configuration are both reported: `avg` (rates averaged over attempts) and `pass` (a problem counts
 resolved when any attempt resolved it; a step counts passed when any attempt passed it).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from stages.results import Details, ProblemResult, ScoredAttempt
 
@@ -26,6 +28,7 @@ class PassKError(ValueError):
 # ---------------------------------------------------------------------------
 # The estimator
 # ---------------------------------------------------------------------------
+
 
 def _require_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -58,6 +61,7 @@ def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
 # ---------------------------------------------------------------------------
 # Outcomes of the attempts of one problem
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class AttemptOutcome:
@@ -97,8 +101,10 @@ class ProblemOutcomes:
 
 
 def _attempt_outcome(attempt: ScoredAttempt, scored_steps: int) -> AttemptOutcome:
-    return AttemptOutcome(resolved=attempt.resolved(scored_steps),
-                          passed_steps=frozenset(v.step_id for v in attempt.scored_verdicts if v.status == "pass"))
+    return AttemptOutcome(
+        resolved=attempt.resolved(scored_steps),
+        passed_steps=frozenset(v.step_id for v in attempt.scored_verdicts if v.status == "pass"),
+    )
 
 
 def details_outcomes(details: Details, *, scored_steps: int | None = None) -> ProblemOutcomes:
@@ -141,6 +147,7 @@ def unresolved_outcomes(problem_id: str, scored_steps: int, attempts: int) -> Pr
 # ---------------------------------------------------------------------------
 # Aggregates over problems
 # ---------------------------------------------------------------------------
+
 
 def _rate(part: int, whole: int) -> float | None:
     return part / whole if whole else None

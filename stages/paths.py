@@ -1,4 +1,5 @@
 """Every path the pipeline reads or writes, in one place."""
+
 from __future__ import annotations
 
 import re
@@ -98,7 +99,7 @@ class RunPaths:
     summary_tag: str = ""
 
     @classmethod
-    def of(cls, results_dir: Path, model: str, run: str, summary_tag: str = "") -> "RunPaths":
+    def of(cls, results_dir: Path, model: str, run: str, summary_tag: str = "") -> RunPaths:
         return cls(ResultsPaths(Path(results_dir)).run_dir(model, run), summary_tag)
 
     @property

@@ -1,4 +1,5 @@
 """The pinned facts of the benchmark (checksums, prefilled steps, split files), loaded from pins.json."""
+
 from __future__ import annotations
 
 import json

@@ -4,15 +4,17 @@ Drawn on `matplotlib.figure.Figure` with the Agg canvas directly (no pyplot glob
 in doit's worker threads), at a fixed size and dpi, with explicit font sizes, and without the PNG
 `Software` text chunk. Inputs are plain values so this module does not depend on how they were computed.
 """
+
 from __future__ import annotations
 
 import io
 import os
 import tempfile
 import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import BoundaryNorm, ListedColormap
@@ -27,7 +29,16 @@ PNG_METADATA: dict[str, str | None] = {"Software": None}
 PNG_FILE_MODE = 0o644  # mkstemp creates 0600; plots are meant to be read by others
 
 # Cell states of the step grid, in legend order. Colours: the Okabe-Ito palette (colour-blind safe).
-GRID_STATES: tuple[str, ...] = ("pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict", "no_step")
+GRID_STATES: tuple[str, ...] = (
+    "pass",
+    "fail",
+    "timeout",
+    "parse_error",
+    "eval_error",
+    "skipped",
+    "no_verdict",
+    "no_step",
+)
 STATE_COLORS: dict[str, str] = {
     "pass": "#009E73",
     "fail": "#D55E00",
@@ -92,6 +103,7 @@ class _RateRow:
 # Writing
 # ---------------------------------------------------------------------------
 
+
 def _save_png(figure: Figure, path: Path) -> Path:
     """Render `figure` to PNG bytes and write them atomically (temp file in the same folder + rename)."""
     FigureCanvasAgg(figure)
@@ -118,9 +130,7 @@ def _figure(width_in: float, height_in: float) -> Figure:
 def _set_margins(figure: Figure, *, left: float, right: float, top: float, bottom: float) -> None:
     """Margins in inches, so text keeps its room whatever the figure size."""
     width, height = figure.get_size_inches()
-    figure.subplots_adjust(
-        left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height
-    )
+    figure.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height)
 
 
 def _title_text(figure: Figure, title: str) -> str:
@@ -136,6 +146,7 @@ def _percent(part: int, whole: int) -> str:
 # ---------------------------------------------------------------------------
 # Problem x step grid
 # ---------------------------------------------------------------------------
+
 
 def _grid_matrix(rows: Sequence[GridRow], columns: int) -> list[list[int]]:
     code = {state: index for index, state in enumerate(GRID_STATES)}
@@ -158,9 +169,18 @@ def _mark_groups(axes: Any, rows: Sequence[GridRow]) -> bool:
     for start, end in zip(starts, starts[1:] + [len(rows)]):
         if start:
             axes.axhline(start - 0.5, color="black", linewidth=1.6)
-        axes.annotate(rows[start].group, xy=(0.0, (start + end - 1) / 2), xycoords=("axes fraction", "data"),
-                      xytext=(-34, 0), textcoords="offset points", ha="center", va="center", rotation=90,
-                      fontsize=FONT_SIZE - 1, fontstyle="italic")
+        axes.annotate(
+            rows[start].group,
+            xy=(0.0, (start + end - 1) / 2),
+            xycoords=("axes fraction", "data"),
+            xytext=(-34, 0),
+            textcoords="offset points",
+            ha="center",
+            va="center",
+            rotation=90,
+            fontsize=FONT_SIZE - 1,
+            fontstyle="italic",
+        )
     return True
 
 
@@ -182,8 +202,11 @@ def plot_step_grid(rows: Sequence[GridRow], path: Path, *, title: str) -> Path:
     axes.set_ylim(max(len(rows), 1) - 0.5, -0.5)
 
     axes.set_xticks(range(columns), [str(col + 1) for col in range(columns)], fontsize=FONT_SIZE)
-    axes.set_yticks(range(len(rows)), [f"{row.problem_id} *" if row.failed else row.problem_id for row in rows],
-                    fontsize=FONT_SIZE - 1)
+    axes.set_yticks(
+        range(len(rows)),
+        [f"{row.problem_id} *" if row.failed else row.problem_id for row in rows],
+        fontsize=FONT_SIZE - 1,
+    )
     for label, row in zip(axes.get_yticklabels(), rows):
         if row.failed:
             label.set_color(STATE_COLORS["fail"])
@@ -195,19 +218,35 @@ def plot_step_grid(rows: Sequence[GridRow], path: Path, *, title: str) -> Path:
 
     grouped = _mark_groups(axes, rows)
     for index, row in enumerate(rows):
-        axes.text(columns - 0.5 + 0.15, index, f"{row.passed}/{row.scored}", va="center", ha="left",
-                  fontsize=FONT_SIZE - 1)
+        axes.text(
+            columns - 0.5 + 0.15, index, f"{row.passed}/{row.scored}", va="center", ha="left", fontsize=FONT_SIZE - 1
+        )
     axes.text(columns - 0.5 + 0.15, -0.9, "passed/\nscored", va="bottom", ha="left", fontsize=FONT_SIZE - 1)
 
     axes.set_xlabel("step (position within the problem)", fontsize=FONT_SIZE)
     axes.set_ylabel("problem", fontsize=FONT_SIZE, labelpad=30 if grouped else 4)
     if any(row.failed for row in rows):
-        figure.text(0.1 / width, 0.1 / height, "* generation or scoring failed (see summary.md)", ha="left",
-                    va="bottom", fontsize=FONT_SIZE - 1, color=STATE_COLORS["fail"])
-    handles = [Patch(facecolor=STATE_COLORS[state], edgecolor="#808080", label=STATE_LABELS[state])
-               for state in _grid_legend_states(rows)]
-    figure.legend(handles=handles, loc="upper center", ncol=4, fontsize=FONT_SIZE - 1, frameon=False,
-                  bbox_to_anchor=(0.5, 1 - 0.62 / height))
+        figure.text(
+            0.1 / width,
+            0.1 / height,
+            "* generation or scoring failed (see summary.md)",
+            ha="left",
+            va="bottom",
+            fontsize=FONT_SIZE - 1,
+            color=STATE_COLORS["fail"],
+        )
+    handles = [
+        Patch(facecolor=STATE_COLORS[state], edgecolor="#808080", label=STATE_LABELS[state])
+        for state in _grid_legend_states(rows)
+    ]
+    figure.legend(
+        handles=handles,
+        loc="upper center",
+        ncol=4,
+        fontsize=FONT_SIZE - 1,
+        frameon=False,
+        bbox_to_anchor=(0.5, 1 - 0.62 / height),
+    )
     figure.suptitle(_title_text(figure, title), fontsize=TITLE_SIZE, y=1 - 0.08 / height, va="top")
     return _save_png(figure, path)
 
@@ -216,6 +255,7 @@ def plot_step_grid(rows: Sequence[GridRow], path: Path, *, title: str) -> Path:
 # Status breakdown
 # ---------------------------------------------------------------------------
 
+
 def plot_status_counts(counts: Mapping[str, int], path: Path, *, title: str) -> Path:
     """One bar per step status (the six statuses, plus `no verdict` when some step has none), counts on top."""
     states = [state for state in GRID_STATES if state != "no_step" and (state != "no_verdict" or counts.get(state, 0))]
@@ -223,11 +263,13 @@ def plot_status_counts(counts: Mapping[str, int], path: Path, *, title: str) -> 
     figure = _figure(7.5, 4.2)
     _set_margins(figure, left=0.8, right=0.3, top=0.8, bottom=0.9)
     axes = figure.add_subplot(1, 1, 1)
-    bars = axes.bar(range(len(states)), values, color=[STATE_COLORS[state] for state in states],
-                    edgecolor="#505050", linewidth=0.6)
+    bars = axes.bar(
+        range(len(states)), values, color=[STATE_COLORS[state] for state in states], edgecolor="#505050", linewidth=0.6
+    )
     axes.bar_label(bars, labels=[str(value) for value in values], padding=2, fontsize=FONT_SIZE)
-    axes.set_xticks(range(len(states)), [STATE_LABELS[state].replace(" (", "\n(") for state in states],
-                    fontsize=FONT_SIZE - 1)
+    axes.set_xticks(
+        range(len(states)), [STATE_LABELS[state].replace(" (", "\n(") for state in states], fontsize=FONT_SIZE - 1
+    )
     axes.set_ylim(0, max(values + [1]) * 1.15)
     axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_ylabel("steps", fontsize=FONT_SIZE)
@@ -242,9 +284,16 @@ def plot_status_counts(counts: Mapping[str, int], path: Path, *, title: str) -> 
 # Pass rate by category
 # ---------------------------------------------------------------------------
 
+
 def _field_total(field: str, members: Sequence[CategoryBar]) -> CategoryBar:
-    return CategoryBar(field, sum(b.steps_passed for b in members), sum(b.steps_scored for b in members),
-                       sum(b.problems_resolved for b in members), sum(b.problems_total for b in members), field)
+    return CategoryBar(
+        field,
+        sum(b.steps_passed for b in members),
+        sum(b.steps_scored for b in members),
+        sum(b.problems_resolved for b in members),
+        sum(b.problems_total for b in members),
+        field,
+    )
 
 
 def _rate_rows(bars: Sequence[CategoryBar]) -> list[_RateRow]:
@@ -277,14 +326,32 @@ def plot_category_rates(bars: Sequence[CategoryBar], path: Path, *, title: str) 
     positions = list(range(len(rows)))
     step_rates = [r.bar.steps_passed / r.bar.steps_scored if r.bar.steps_scored else 0.0 for r in rows]
     problem_rates = [r.bar.problems_resolved / r.bar.problems_total if r.bar.problems_total else 0.0 for r in rows]
-    step_bars = axes.barh([p - thickness / 2 for p in positions], step_rates, thickness, color="#0072B2",
-                          label="steps passed (subproblem)")
-    problem_bars = axes.barh([p + thickness / 2 for p in positions], problem_rates, thickness, color="#E69F00",
-                             label="problems resolved (main problem)")
-    axes.bar_label(step_bars, labels=[_percent(r.bar.steps_passed, r.bar.steps_scored) for r in rows], padding=3,
-                   fontsize=FONT_SIZE - 2)
-    axes.bar_label(problem_bars, labels=[_percent(r.bar.problems_resolved, r.bar.problems_total) for r in rows],
-                   padding=3, fontsize=FONT_SIZE - 2)
+    step_bars = axes.barh(
+        [p - thickness / 2 for p in positions],
+        step_rates,
+        thickness,
+        color="#0072B2",
+        label="steps passed (subproblem)",
+    )
+    problem_bars = axes.barh(
+        [p + thickness / 2 for p in positions],
+        problem_rates,
+        thickness,
+        color="#E69F00",
+        label="problems resolved (main problem)",
+    )
+    axes.bar_label(
+        step_bars,
+        labels=[_percent(r.bar.steps_passed, r.bar.steps_scored) for r in rows],
+        padding=3,
+        fontsize=FONT_SIZE - 2,
+    )
+    axes.bar_label(
+        problem_bars,
+        labels=[_percent(r.bar.problems_resolved, r.bar.problems_total) for r in rows],
+        padding=3,
+        fontsize=FONT_SIZE - 2,
+    )
     axes.set_yticks(positions, [r.label if r.heading else f"    {r.label}" for r in rows], fontsize=FONT_SIZE)
     for label, row in zip(axes.get_yticklabels(), rows):
         label.set_fontweight("bold" if row.heading else "normal")
@@ -295,11 +362,19 @@ def plot_category_rates(bars: Sequence[CategoryBar], path: Path, *, title: str) 
     axes.set_xlim(0, 1.35)
     axes.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"], fontsize=FONT_SIZE)
     axes.set_xlabel("pass rate", fontsize=FONT_SIZE)
-    axes.set_ylabel("field (bold) and subfield (problems)" if any(r.heading for r in rows) else "category (problems)",
-                    fontsize=FONT_SIZE)
+    axes.set_ylabel(
+        "field (bold) and subfield (problems)" if any(r.heading for r in rows) else "category (problems)",
+        fontsize=FONT_SIZE,
+    )
     axes.spines[["top", "right"]].set_visible(False)
-    figure.legend(handles=[step_bars, problem_bars], loc="upper center", ncol=2, fontsize=FONT_SIZE - 1, frameon=False,
-                  bbox_to_anchor=(0.5, 1 - 0.72 / height))
+    figure.legend(
+        handles=[step_bars, problem_bars],
+        loc="upper center",
+        ncol=2,
+        fontsize=FONT_SIZE - 1,
+        frameon=False,
+        bbox_to_anchor=(0.5, 1 - 0.72 / height),
+    )
     figure.suptitle(_title_text(figure, title), fontsize=TITLE_SIZE, y=1 - 0.08 / height, va="top")
     return _save_png(figure, path)
 
@@ -316,10 +391,17 @@ def write_plots(
     scored = sum(row.scored for row in grid_rows)
     passed = sum(row.passed for row in grid_rows)
     return (
-        plot_step_grid(grid_rows, Path(plots_dir) / STEP_GRID_FILE,
-                       title=f"{run_label}\nstep status per problem: {_percent(passed, scored)} steps passed"),
-        plot_status_counts(status_counts, Path(plots_dir) / STATUS_COUNTS_FILE,
-                           title=f"{run_label}\nstep verdicts: {scored} scored, {status_counts.get('skipped', 0)} skipped"),
-        plot_category_rates(categories, Path(plots_dir) / CATEGORY_RATES_FILE,
-                            title=f"{run_label}\npass rate by field and subfield"),
+        plot_step_grid(
+            grid_rows,
+            Path(plots_dir) / STEP_GRID_FILE,
+            title=f"{run_label}\nstep status per problem: {_percent(passed, scored)} steps passed",
+        ),
+        plot_status_counts(
+            status_counts,
+            Path(plots_dir) / STATUS_COUNTS_FILE,
+            title=f"{run_label}\nstep verdicts: {scored} scored, {status_counts.get('skipped', 0)} skipped",
+        ),
+        plot_category_rates(
+            categories, Path(plots_dir) / CATEGORY_RATES_FILE, title=f"{run_label}\npass rate by field and subfield"
+        ),
     )

@@ -6,6 +6,7 @@
   and sympy; every selected scorable step has targets, unless only generation was asked for or
   `allow_missing_targets=true`.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,10 @@ def check_task_names(settings: Settings, task_names: list[str], selected: list[s
         stage, _, problem_id = name.partition(":")
         if stage in PER_PROBLEM_TASKS and problem_id and problem_id not in selected:
             shown = ", ".join(selected[:12]) + (", ..." if len(selected) > 12 else "")
-            raise ConfigError(f"unknown task {name}: problem {problem_id} is not in the selection "
-                              f"(split={settings.split}, sample_ids={','.join(settings.sample_ids) or '(all)'}): {shown}")
+            raise ConfigError(
+                f"unknown task {name}: problem {problem_id} is not in the selection "
+                f"(split={settings.split}, sample_ids={','.join(settings.sample_ids) or '(all)'}): {shown}"
+            )
 
 
 def check_before_download(settings: Settings, task_names: list[str]) -> None:
@@ -65,8 +68,10 @@ def check_sandbox(settings: Settings) -> str | None:
     answer = outcome.output.strip().splitlines()[-1:] or [""]  # the execution_preamble may print before it
     if outcome.status != "ok" or not answer[0].startswith("probe "):
         detail = " ".join(outcome.output.split())[:300]
-        raise ConfigError(f"sandbox_url={settings.sandbox_url} cannot run a snippet that imports numpy, scipy and sympy "
-                          f"({outcome.status}): {detail}")
+        raise ConfigError(
+            f"sandbox_url={settings.sandbox_url} cannot run a snippet that imports numpy, scipy and sympy "
+            f"({outcome.status}): {detail}"
+        )
     return f"sandbox ok: {answer[0]}"
 
 
@@ -94,8 +99,12 @@ def missing_targets(settings: Settings, problems: tuple[Problem, ...], targets: 
         present = steps_with_targets_in(targets.path, scorable)
         why = f"not in {targets.path.name}"
     elif targets.kind in DERIVABLE_KINDS and settings.explicit_targets_file() is None:
-        derivable = {step.step_id for problem in problems if problem.split == "validation" and problem.has_reference_code
-                     for step in problem.scored_steps}
+        derivable = {
+            step.step_id
+            for problem in problems
+            if problem.split == "validation" and problem.has_reference_code
+            for step in problem.scored_steps
+        }
         present = derivable if targets.path is None else derivable & steps_with_targets_in(targets.path, scorable)
         why = "no official test_data.h5, and no reference code to derive targets from"
     else:
@@ -112,8 +121,10 @@ def check_targets(settings: Settings, problems: tuple[Problem, ...]) -> str:
     line = f"{len(missing.steps)} of {missing.scorable} scored steps have no targets ({missing.why}): {shown}"
     if settings.allow_missing_targets:
         return f"targets: {line}; they will count as unscored (allow_missing_targets=true)"
-    raise ConfigError(f"{line}; stage the official test_data.h5 in {settings.data_paths.scicode_dir}, set h5py_file=, "
-                      "select other problems, or set allow_missing_targets=true (no model was called)")
+    raise ConfigError(
+        f"{line}; stage the official test_data.h5 in {settings.data_paths.scicode_dir}, set h5py_file=, "
+        "select other problems, or set allow_missing_targets=true (no model was called)"
+    )
 
 
 def check_before_generation(settings: Settings, generation_only: bool) -> list[str]:

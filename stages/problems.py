@@ -1,4 +1,5 @@
 """Typed records of the SciCode problems, loaded from the staged data folder."""
+
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ from stages.paths import DataPaths
 from stages.pins import pins, prefilled_steps, split_files
 
 ProblemSplit = Literal["validation", "test"]
+
 
 @dataclass(frozen=True)
 class Step:
@@ -134,7 +136,9 @@ def problem_by_id(data_paths: DataPaths, problem_id: str) -> Problem:
     """One problem of either split; ProblemDataError naming the id when it is not in the staged files."""
     problems = problems_by_id(data_paths)
     if problem_id not in problems:
-        raise ProblemDataError(f"unknown problem id {problem_id!r}: not in the problem files under {data_paths.scicode_dir}")
+        raise ProblemDataError(
+            f"unknown problem id {problem_id!r}: not in the problem files under {data_paths.scicode_dir}"
+        )
     return problems[problem_id]
 
 

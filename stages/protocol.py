@@ -18,6 +18,7 @@ its known defects:
   resumed official run), a class whole (officially a bare `__init__`). Prefilled steps are always
   carried as their official file, verbatim.
 """
+
 from __future__ import annotations
 
 import ast
@@ -45,6 +46,7 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # ---------------------------------------------------------------------------
 # Extraction
 # ---------------------------------------------------------------------------
+
 
 def extract_fenced_code(answer: str) -> str | None:
     """The first ```python (```py, ```Python) block, else the first fenced block; None without a fence.
@@ -100,6 +102,7 @@ def answer_to_code(answer: str, defines: str | None) -> str | None:
 # Import removal
 # ---------------------------------------------------------------------------
 
+
 def source_lines(code: str) -> list[str]:
     """`code` split into lines with their line breaks, the way Python numbers lines (\\n, \\r\\n, \\r only)."""
     return _LINE.findall(code)
@@ -127,20 +130,20 @@ def _remove_statement(lines: list[str], node: ast.stmt) -> list[str]:
     """`lines` without the statement `node`: its lines left empty, other statements on them kept; when
     it starts its line, the blank lines directly above it are removed too."""
     first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-    before = lines[first][:_char_offset(lines[first], node.col_offset)]
-    rest = lines[last][_char_offset(lines[last], node.end_col_offset or 0):]
+    before = lines[first][: _char_offset(lines[first], node.col_offset)]
+    rest = lines[last][_char_offset(lines[last], node.end_col_offset or 0) :]
     ending = _line_end(rest)
-    after = _LEADING_SEMICOLON.sub("", rest[:len(rest) - len(ending)], count=1)
+    after = _LEADING_SEMICOLON.sub("", rest[: len(rest) - len(ending)], count=1)
     starts_line = not before.strip()
     if starts_line and _COMMENT_ONLY.fullmatch(after):
         after = ""  # a comment on the import's own line goes with it
     if first == last:
         replacement = [before + after + ending]
     else:
-        inner = [_line_end(line) for line in lines[first + 1:last]]
+        inner = [_line_end(line) for line in lines[first + 1 : last]]
         replacement = [before + _line_end(lines[first]), *inner, after + ending]
     top = _blank_run_above(lines, first) if starts_line else first
-    return lines[:top] + replacement + lines[last + 1:]
+    return lines[:top] + replacement + lines[last + 1 :]
 
 
 def remove_top_level_imports(code: str) -> str:
@@ -165,6 +168,7 @@ def remove_top_level_imports(code: str) -> str:
 # ---------------------------------------------------------------------------
 # Carried code
 # ---------------------------------------------------------------------------
+
 
 def named_definition(code: str, function_header: str) -> str:
     """The definition the header names, rendered with `ast.unparse` (a class whole); the whole code

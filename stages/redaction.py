@@ -1,8 +1,10 @@
 """The one list of secret markers: a name containing any of them is never written to a file nor passed to a
 process that runs model code (config.json, summaries, isolated environments all use `is_secret_name`)."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 SECRET_MARKERS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "PASSWD", "AUTH")
 REDACTED = "<redacted>"

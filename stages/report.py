@@ -15,16 +15,18 @@ the test script as the scoring harness ran it (in the parts whose names the trac
 `<scicode-step 2.2 code>`, each with its own line numbers), the test process's stdout and stderr as
 stored, the test duration, tokens and model latency.
 """
+
 from __future__ import annotations
 
 import base64
 import gzip
 import hashlib
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import jinja2
 from markupsafe import Markup
@@ -91,6 +93,7 @@ def problem_anchor(problem_id: str) -> str:
 # ---------------------------------------------------------------------------
 # View records (what the template shows)
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ScriptPart:
@@ -173,14 +176,16 @@ class RunView:
 # Test scripts
 # ---------------------------------------------------------------------------
 
+
 def numbered(text: str) -> str:
     lines = text.split("\n")
     width = len(str(len(lines)))
     return "\n".join(f"{index:>{width}}  {line}" for index, line in enumerate(lines, start=1))
 
 
-def _script_parts(problem: Problem, index: int, codes: Mapping[str, str | None], data_paths: DataPaths,
-                  carry: Carry) -> tuple[ScriptPart, ...]:
+def _script_parts(
+    problem: Problem, index: int, codes: Mapping[str, str | None], data_paths: DataPaths, carry: Carry
+) -> tuple[ScriptPart, ...]:
     """The parts the test process and the checker compile for a step, from the functions that build them for
     scoring: the dependencies, each code section, and each test case as split by `rewrite_tests` (the part
     run in the test process, `<scicode-test k>`, and the assertions the checker decides,
@@ -189,7 +194,9 @@ def _script_parts(problem: Problem, index: int, codes: Mapping[str, str | None],
 
     script = build_step_script(problem, index, codes, data_paths, carry)
     parts = [ScriptPart("dependencies", "<scicode-dependencies>", numbered(script.deps))]
-    parts += [ScriptPart(section.label, f"<scicode-{section.label}>", numbered(section.code)) for section in script.sections]
+    parts += [
+        ScriptPart(section.label, f"<scicode-{section.label}>", numbered(section.code)) for section in script.sections
+    ]
     return tuple(parts) + _test_parts(tuple(script.tests), script.deps)
 
 
@@ -206,8 +213,13 @@ def _test_parts(tests: tuple[str, ...], deps: str) -> tuple[ScriptPart, ...]:
     for number, test in enumerate(rewritten, start=1):
         parts.append(ScriptPart(f"test {number}", f"<scicode-test {number}>", numbered(test.prefetch)))
         if test.check is not None:
-            parts.append(ScriptPart(f"test {number}: the assertions, decided by the checker with the stored target",
-                                    f"<scicode-check test {number}>", numbered(test.check)))
+            parts.append(
+                ScriptPart(
+                    f"test {number}: the assertions, decided by the checker with the stored target",
+                    f"<scicode-check test {number}>",
+                    numbered(test.check),
+                )
+            )
     return tuple(parts)
 
 
@@ -217,8 +229,14 @@ def _codes(generation: Generation | None, attempt: ScoredAttempt | None) -> dict
     return dict(attempt.step_codes) if attempt is not None else {}
 
 
-def _script_of(problem: Problem | None, index: int, codes: Mapping[str, str | None], verdict: StepVerdict | None,
-               data_paths: DataPaths, carry: Carry) -> tuple[tuple[ScriptPart, ...], str]:
+def _script_of(
+    problem: Problem | None,
+    index: int,
+    codes: Mapping[str, str | None],
+    verdict: StepVerdict | None,
+    data_paths: DataPaths,
+    carry: Carry,
+) -> tuple[tuple[ScriptPart, ...], str]:
     step_id = problem.steps[index].step_id if problem else ""
     if problem is None:
         return (), "test script unavailable: the problem file of this selection is not staged"
@@ -229,12 +247,15 @@ def _script_of(problem: Problem | None, index: int, codes: Mapping[str, str | No
     except (ValueError, ProblemDataError, OSError) as error:
         return (), f"test script unavailable: {error}"
     ran = verdict is not None and (verdict.status in RAN_STATUSES or verdict.returncode is not None)
-    return parts, "as run by the scoring harness" if ran else "not run: " + (verdict.reason if verdict else "no verdict")
+    return parts, "as run by the scoring harness" if ran else "not run: " + (
+        verdict.reason if verdict else "no verdict"
+    )
 
 
 # ---------------------------------------------------------------------------
 # Building the run view
 # ---------------------------------------------------------------------------
+
 
 def _problems_of(data_paths: DataPaths, run: RunResults) -> dict[str, Problem]:
     """The staged problem records whose fingerprint is the one selected."""
@@ -242,12 +263,24 @@ def _problems_of(data_paths: DataPaths, run: RunResults) -> dict[str, Problem]:
         staged = {problem.problem_id: problem for problem in load_problems(data_paths, "all")}
     except ProblemDataError:
         return {}
-    return {entry.problem_id: staged[entry.problem_id] for entry in run.selection.entries
-            if entry.problem_id in staged and staged[entry.problem_id].fingerprint == entry.fingerprint}
+    return {
+        entry.problem_id: staged[entry.problem_id]
+        for entry in run.selection.entries
+        if entry.problem_id in staged and staged[entry.problem_id].fingerprint == entry.fingerprint
+    }
 
 
-def _step_view(result: ProblemResult, problem: Problem | None, step_id: str, attempt: int, attempts: int,
-               row_status: str, row_reason: str, settings: Settings, others: tuple[tuple[int, str, str], ...]) -> StepView:
+def _step_view(
+    result: ProblemResult,
+    problem: Problem | None,
+    step_id: str,
+    attempt: int,
+    attempts: int,
+    row_status: str,
+    row_reason: str,
+    settings: Settings,
+    others: tuple[tuple[int, str, str], ...],
+) -> StepView:
     scored = result.scored_attempt(attempt)
     generation = result.generation(attempt)
     verdict = scored.verdict(step_id) if scored else None
@@ -257,11 +290,26 @@ def _step_view(result: ProblemResult, problem: Problem | None, step_id: str, att
     if index is None:
         script, note = (), "test script unavailable: the step is not in the staged problem file"
     else:
-        script, note = _script_of(problem, index, _codes(generation, scored), verdict, settings.data_paths, settings.carry)
+        script, note = _script_of(
+            problem, index, _codes(generation, scored), verdict, settings.data_paths, settings.carry
+        )
     status = verdict.status if verdict else row_status
     reason = verdict.reason if verdict else row_reason
-    return StepView(step_anchor(step_id, attempt), result.problem_id, step_id, attempt, attempts, status, reason,
-                    verdict, generated, generated.tool_calls if generated else (), script, note, others)
+    return StepView(
+        step_anchor(step_id, attempt),
+        result.problem_id,
+        step_id,
+        attempt,
+        attempts,
+        status,
+        reason,
+        verdict,
+        generated,
+        generated.tool_calls if generated else (),
+        script,
+        note,
+        others,
+    )
 
 
 def _attempt_status(result: ProblemResult, step_id: str, attempt: int) -> str:
@@ -279,21 +327,36 @@ def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], sum
         attempts = result.attempt_count
         cells = []
         for step in row.steps:
-            anchors = tuple((k, _attempt_status(result, step.step_id, k), step_anchor(step.step_id, k)) for k in range(attempts))
+            anchors = tuple(
+                (k, _attempt_status(result, step.step_id, k), step_anchor(step.step_id, k)) for k in range(attempts)
+            )
             cells.append(Cell(step.step_id, step.status, step_anchor(step.step_id), f"{step.step_id}: {step.status}"))
             for attempt in range(attempts):
                 others = tuple(item for item in anchors if item[0] != attempt)
-                status, reason = (step.status, step.reason) if attempt == 0 else ("no_verdict", "no verdict for this attempt")
-                view.steps.append(_step_view(result, problem, step.step_id, attempt, attempts, status, reason,
-                                             settings, others))
+                status, reason = (
+                    (step.status, step.reason) if attempt == 0 else ("no_verdict", "no verdict for this attempt")
+                )
+                view.steps.append(
+                    _step_view(result, problem, step.step_id, attempt, attempts, status, reason, settings, others)
+                )
         generation = result.generation(0)
-        view.problems.append(ProblemView(
-            anchor=problem_anchor(result.problem_id), problem_id=result.problem_id, field=row.field,
-            subfield=row.subfield, split=row.split, state=row.state, resolved=row.resolved,
-            passed=row.steps_passed, scored=row.steps_scored, error=row.error,
-            generation_error=generation.error if generation else None, cells=tuple(cells),
-            statuses=" ".join(sorted({cell.status for cell in cells})),
-        ))
+        view.problems.append(
+            ProblemView(
+                anchor=problem_anchor(result.problem_id),
+                problem_id=result.problem_id,
+                field=row.field,
+                subfield=row.subfield,
+                split=row.split,
+                state=row.state,
+                resolved=row.resolved,
+                passed=row.steps_passed,
+                scored=row.steps_scored,
+                error=row.error,
+                generation_error=generation.error if generation else None,
+                cells=tuple(cells),
+                statuses=" ".join(sorted({cell.status for cell in cells})),
+            )
+        )
     return view
 
 
@@ -315,7 +378,9 @@ def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summa
     """Render `<run>/report.html` (atomically) from the run's records and its summary record."""
     view = build_run_view(settings, run, rows, summary)
     view.blobs = step_blobs(view.steps)
-    html = render(RUN_TEMPLATE, RUN_SCRIPT, view=view, summary=summary, statuses=CELL_STATUSES, tool_statuses=TOOL_STATUSES)
+    html = render(
+        RUN_TEMPLATE, RUN_SCRIPT, view=view, summary=summary, statuses=CELL_STATUSES, tool_statuses=TOOL_STATUSES
+    )
     path = settings.run_paths.report_html
     atomic_write_text(path, html)
     return path

@@ -26,6 +26,7 @@ passed so far with the pass rate, model calls in flight, test processes busy, el
 A ticker thread refreshes it every `tick_s` (a tqdm bar on a terminal, a plain line every few seconds
 elsewhere); their final per-stage lines still close the run.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,8 +34,9 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, TextIO, TypeVar
+from typing import Any, Literal, TextIO, TypeVar
 
 from doit.exceptions import BaseFail, UnmetDependency
 from doit.reporter import ConsoleReporter
@@ -67,6 +69,7 @@ def stage_of(task_name: str) -> str:
 # ---------------------------------------------------------------------------
 # Failure reasons
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FailureNote:
@@ -164,6 +167,7 @@ def describe_failure(task: Any, fail: BaseFail, own_error_names: frozenset[str] 
 # Per-stage tallies
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class StageTally:
     name: str
@@ -192,8 +196,10 @@ class StageTally:
 
     def line(self, width: int, now: float) -> str:
         end = now if self.running else self.last_event
-        text = (f"{self.name:<{width}}  {self.done}/{len(self.seen)} done, {self.up_to_date} up-to-date, "
-                f"{self.failed} failed")
+        text = (
+            f"{self.name:<{width}}  {self.done}/{len(self.seen)} done, {self.up_to_date} up-to-date, "
+            f"{self.failed} failed"
+        )
         if self.ignored:
             text += f", {self.ignored} ignored"
         if self.running:
@@ -217,7 +223,7 @@ def _never_raises(method: F) -> F:
     """Reporter methods must not break the run: an internal error becomes one line on the stream."""
 
     @functools.wraps(method)
-    def guarded(self: "ProgressReporter", *args: Any, **kwargs: Any) -> Any:
+    def guarded(self: ProgressReporter, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except Exception as error:  # display only; doit's result and exit code are unaffected
@@ -237,9 +243,16 @@ class ProgressReporter(ConsoleReporter):
     min_interval_s: float = 5.0
     tick_s: float = 1.0
 
-    def __init__(self, outstream: TextIO, options: dict[str, Any], *, stream: TextIO | None = None,
-                 clock: Callable[[], float] = time.monotonic, activity: Activity = ACTIVITY,
-                 interactive: bool | None = None) -> None:
+    def __init__(
+        self,
+        outstream: TextIO,
+        options: dict[str, Any],
+        *,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        activity: Activity = ACTIVITY,
+        interactive: bool | None = None,
+    ) -> None:
         super().__init__(outstream, options)
         self._stream = stream if stream is not None else sys.stderr
         self._clock = clock
@@ -281,8 +294,13 @@ class ProgressReporter(ConsoleReporter):
         (the live view instead, for the stages it shows)."""
         now = self._clock()
         for other in self._stages.values():
-            if (other.name != stage and other.changed and not other.running and other.finished
-                    and not self._shown_live(other.name)):
+            if (
+                other.name != stage
+                and other.changed
+                and not other.running
+                and other.finished
+                and not self._shown_live(other.name)
+            ):
                 self._print_stage(other, now)
         if self._shown_live(stage):
             self._refresh_live()
@@ -318,12 +336,20 @@ class ProgressReporter(ConsoleReporter):
             names = self._expected_live_stages()
             tallies = {name: self._stages.get(name) or StageTally(name, started=now) for name in names}
             problems = snapshot.problems or max([len(tally.seen) for tally in tallies.values()], default=0)
-            counts = {name: StageCount(tally.finished, tally.done + tally.failed,
-                                       self._planned_total(name, len(tally.seen), problems))
-                      for name, tally in tallies.items()}
+            counts = {
+                name: StageCount(
+                    tally.finished, tally.done + tally.failed, self._planned_total(name, len(tally.seen), problems)
+                )
+                for name, tally in tallies.items()
+            }
             working = now - self._first_work if self._first_work is not None else 0.0
-            return LiveStatus(counts.get("generate"), counts.get("score"), snapshot, now - self._started,
-                              estimate_eta(tuple(counts.values()), working))
+            return LiveStatus(
+                counts.get("generate"),
+                counts.get("score"),
+                snapshot,
+                now - self._started,
+                estimate_eta(tuple(counts.values()), working),
+            )
 
     def _refresh_live(self) -> None:
         with self._lock:
@@ -475,8 +501,11 @@ class ProgressReporter(ConsoleReporter):
     @property
     def nothing_ran(self) -> bool:
         """No task executed or failed (everything reached was up to date or ignored), and no doit error."""
-        return (not self._notes and not self.runtime_errors
-                and all(t.done == 0 and t.failed == 0 and not t.running for t in self._stages.values()))
+        return (
+            not self._notes
+            and not self.runtime_errors
+            and all(t.done == 0 and t.failed == 0 and not t.running for t in self._stages.values())
+        )
 
     def _report_failures(self) -> None:
         if not self._notes:
@@ -494,7 +523,13 @@ class ProgressReporter(ConsoleReporter):
         """Per stage: reached, done, up_to_date, failed, ignored, running (a snapshot)."""
         with self._lock:
             return {
-                name: {"reached": len(t.seen), "done": t.done, "up_to_date": t.up_to_date, "failed": t.failed,
-                       "ignored": t.ignored, "running": len(t.running)}
+                name: {
+                    "reached": len(t.seen),
+                    "done": t.done,
+                    "up_to_date": t.up_to_date,
+                    "failed": t.failed,
+                    "ignored": t.ignored,
+                    "running": len(t.running),
+                }
                 for name, t in self._stages.items()
             }

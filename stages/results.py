@@ -10,14 +10,16 @@ statuses are `stages.statuses`) and the one definition of a *resolved* problem a
 Tool-use statistics (calls of the code interpreter and their outcomes ok/error/timeout/sandbox_error)
 are counted from the trajectories of the generation files (`tool_results` of each step).
 """
+
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from stages.artifacts import SCHEMA_VERSION, ArtifactError, read_artifact, validate
 from stages.categories import UNCLASSIFIED, Category, category_of
@@ -49,6 +51,7 @@ def is_resolved(statuses: Iterable[str], scored_steps: int, generation_ok: bool)
 # ---------------------------------------------------------------------------
 # Selection
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class LayoutStep:
@@ -91,15 +94,27 @@ class SelectionEntry:
         return tuple(step.step_id for step in self.layout if not step.prefilled)
 
     @classmethod
-    def from_record(cls, entry: Mapping[str, Any]) -> "SelectionEntry":
+    def from_record(cls, entry: Mapping[str, Any]) -> SelectionEntry:
         """Entries written before field/subfield were recorded fall back to their category, else the table."""
         stated = entry.get("category")
-        taxonomy = category_of(str(entry["problem_id"]), {
-            "field": entry.get("field"), "subfield": entry.get("subfield"),
-            "category": stated if stated != UNCLASSIFIED else None,
-        })
-        return cls(str(entry["problem_id"]), str(entry["split"]), str(entry["category"]), taxonomy,
-                   str(entry["fingerprint"]), int(entry["steps"]), int(entry["scored_steps"]), layout_of(entry["layout"]))
+        taxonomy = category_of(
+            str(entry["problem_id"]),
+            {
+                "field": entry.get("field"),
+                "subfield": entry.get("subfield"),
+                "category": stated if stated != UNCLASSIFIED else None,
+            },
+        )
+        return cls(
+            str(entry["problem_id"]),
+            str(entry["split"]),
+            str(entry["category"]),
+            taxonomy,
+            str(entry["fingerprint"]),
+            int(entry["steps"]),
+            int(entry["scored_steps"]),
+            layout_of(entry["layout"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -111,10 +126,14 @@ class Selection:
     entries: tuple[SelectionEntry, ...]
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "Selection":
-        return cls(str(record["fingerprint"]), str(record["split"]), tuple(record["category"]),
-                   tuple(record.get("sample_ids") or ()),
-                   tuple(SelectionEntry.from_record(entry) for entry in record["problems"]))
+    def from_record(cls, record: Mapping[str, Any]) -> Selection:
+        return cls(
+            str(record["fingerprint"]),
+            str(record["split"]),
+            tuple(record["category"]),
+            tuple(record.get("sample_ids") or ()),
+            tuple(SelectionEntry.from_record(entry) for entry in record["problems"]),
+        )
 
     @property
     def by_id(self) -> dict[str, SelectionEntry]:
@@ -124,6 +143,7 @@ class Selection:
 # ---------------------------------------------------------------------------
 # Details (verdicts)
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ScoredAttempt:
@@ -165,11 +185,15 @@ class Details:
     attempts: tuple[ScoredAttempt, ...]
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "Details":
+    def from_record(cls, record: Mapping[str, Any]) -> Details:
         attempts = record.get("attempts") or []
         single_failed = len(attempts) == 1 and record.get("status") in GENERATION_FAILED_STATES
-        return cls(str(record.get("task_id", "?")), str(record.get("status", "")), str(record.get("category", "")),
-                   tuple(_scored_attempt(index, attempt, single_failed) for index, attempt in enumerate(attempts)))
+        return cls(
+            str(record.get("task_id", "?")),
+            str(record.get("status", "")),
+            str(record.get("category", "")),
+            tuple(_scored_attempt(index, attempt, single_failed) for index, attempt in enumerate(attempts)),
+        )
 
 
 def _scored_attempt(index: int, record: Mapping[str, Any], record_failed: bool) -> ScoredAttempt:
@@ -192,6 +216,7 @@ def _scored_attempt(index: int, record: Mapping[str, Any], record_failed: bool) 
 # ---------------------------------------------------------------------------
 # Generations (prompts, answers, trajectories)
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ToolRun:
@@ -217,20 +242,31 @@ class ToolStats:
     sandbox_error: int = 0
     other: int = 0
 
-    def __add__(self, other: "ToolStats") -> "ToolStats":
-        return ToolStats(self.calls + other.calls, self.ok + other.ok, self.error + other.error,
-                         self.timeout + other.timeout, self.sandbox_error + other.sandbox_error,
-                         self.other + other.other)
+    def __add__(self, other: ToolStats) -> ToolStats:
+        return ToolStats(
+            self.calls + other.calls,
+            self.ok + other.ok,
+            self.error + other.error,
+            self.timeout + other.timeout,
+            self.sandbox_error + other.sandbox_error,
+            self.other + other.other,
+        )
 
     @classmethod
-    def of(cls, calls: Iterable[ToolRun]) -> "ToolStats":
+    def of(cls, calls: Iterable[ToolRun]) -> ToolStats:
         counts = Counter(call.status for call in calls)
         known = {status: counts.get(status, 0) for status in TOOL_STATUSES}
         return cls(sum(counts.values()), other=sum(counts.values()) - sum(known.values()), **known)
 
     def to_record(self) -> dict[str, int]:
-        return {"calls": self.calls, "ok": self.ok, "error": self.error, "timeout": self.timeout,
-                "sandbox_error": self.sandbox_error, "other": self.other}
+        return {
+            "calls": self.calls,
+            "ok": self.ok,
+            "error": self.error,
+            "timeout": self.timeout,
+            "sandbox_error": self.sandbox_error,
+            "other": self.other,
+        }
 
 
 @dataclass(frozen=True)
@@ -266,12 +302,18 @@ class Generation:
     steps: tuple[GeneratedStep, ...]
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "Generation":
+    def from_record(cls, record: Mapping[str, Any]) -> Generation:
         latency = record.get("latency_s")
-        return cls(str(record["problem_id"]), int(record["attempt"]), str(record["status"]), record.get("error"),
-                   str(record.get("mode", "")), Usage.from_record(record.get("usage")),
-                   None if latency is None else float(latency),
-                   tuple(_generated_step(step) for step in record["steps"]))
+        return cls(
+            str(record["problem_id"]),
+            int(record["attempt"]),
+            str(record["status"]),
+            record.get("error"),
+            str(record.get("mode", "")),
+            Usage.from_record(record.get("usage")),
+            None if latency is None else float(latency),
+            tuple(_generated_step(step) for step in record["steps"]),
+        )
 
     def step(self, step_id: str) -> GeneratedStep | None:
         return next((step for step in self.steps if step.step_id == step_id), None)
@@ -308,9 +350,15 @@ def _tool_calls(trajectory: Mapping[str, Any]) -> tuple[ToolRun, ...]:
             function = call.get("function") or {}
             sent[str(call.get("id"))] = _tool_code(function.get("arguments", ""))
     return tuple(
-        ToolRun(str(result.get("call_id")), str(result.get("name", "")), sent.get(str(result.get("call_id")), ""),
-                 str(result.get("status", "")), float(result.get("duration_s", 0.0)), bool(result.get("truncated")),
-                 str(result.get("output", "")))
+        ToolRun(
+            str(result.get("call_id")),
+            str(result.get("name", "")),
+            sent.get(str(result.get("call_id")), ""),
+            str(result.get("status", "")),
+            float(result.get("duration_s", 0.0)),
+            bool(result.get("truncated")),
+            str(result.get("output", "")),
+        )
         for result in trajectory.get("tool_results") or ()
     )
 
@@ -325,11 +373,19 @@ def _generated_step(record: Mapping[str, Any]) -> GeneratedStep:
     messages = tuple(trajectory.get("messages") or ())
     model_calls = len(trajectory.get("calls") or ())
     return GeneratedStep(
-        step_id=str(record["step_id"]), prefilled=bool(record.get("prefilled")), status=str(record.get("status", "")),
-        code=record.get("code"), raw_answer=record.get("raw_answer"), error=record.get("error"),
-        finish_reason=record.get("finish_reason"), usage=Usage.from_record(record.get("usage"), model_calls),
-        latency_s=float(record.get("latency_s", 0.0)), prompt=_prompt(messages), model_calls=model_calls,
-        tool_calls=_tool_calls(trajectory), messages=messages,
+        step_id=str(record["step_id"]),
+        prefilled=bool(record.get("prefilled")),
+        status=str(record.get("status", "")),
+        code=record.get("code"),
+        raw_answer=record.get("raw_answer"),
+        error=record.get("error"),
+        finish_reason=record.get("finish_reason"),
+        usage=Usage.from_record(record.get("usage"), model_calls),
+        latency_s=float(record.get("latency_s", 0.0)),
+        prompt=_prompt(messages),
+        model_calls=model_calls,
+        tool_calls=_tool_calls(trajectory),
+        messages=messages,
     )
 
 
@@ -344,6 +400,7 @@ def read_generation(paths: RunPaths, problem_id: str, attempt: int) -> Generatio
 # ---------------------------------------------------------------------------
 # One problem of a run
 # ---------------------------------------------------------------------------
+
 
 def attempt_cost(scored: ScoredAttempt | None, generation: Generation | None) -> AttemptCost:
     """The details attempt's meta first; what it lacks from the attempt's generation."""
@@ -476,22 +533,28 @@ def read_details(paths: RunPaths, problem_id: str) -> DetailsRead:
     record = read_artifact(path, "details")
     if record is None:
         reason = "details file does not validate" if path.exists() else "no details file"
-        return DetailsRead(None, "invalid_details" if path.exists() else "missing_details", reason, f"{reason}: {path.name}")
+        return DetailsRead(
+            None, "invalid_details" if path.exists() else "missing_details", reason, f"{reason}: {path.name}"
+        )
     if str(record["task_id"]) != problem_id:
-        return DetailsRead(None, "invalid_details", "details of another problem",
-                           f"{path.name} holds task_id {record['task_id']}")
+        return DetailsRead(
+            None, "invalid_details", "details of another problem", f"{path.name} holds task_id {record['task_id']}"
+        )
     return DetailsRead(Details.from_record(record), record["status"])
 
 
 def read_problem(paths: RunPaths, entry: SelectionEntry, attempts: int, with_generations: bool = True) -> ProblemResult:
     found = read_details(paths, entry.problem_id)
     count = len(found.details.attempts) if found.details else attempts
-    generations = tuple(read_generation(paths, entry.problem_id, index) for index in range(count)) if with_generations else ()
+    generations = (
+        tuple(read_generation(paths, entry.problem_id, index) for index in range(count)) if with_generations else ()
+    )
     return ProblemResult(entry, found.state, found.details, generations, found.missing_reason, found.error)
 
 
-def read_run(run_dir: Path, problem_ids: Sequence[str] | None = None, *, attempts: int = 1,
-             with_generations: bool = True) -> RunResults:
+def read_run(
+    run_dir: Path, problem_ids: Sequence[str] | None = None, *, attempts: int = 1, with_generations: bool = True
+) -> RunResults:
     """Read the run at `run_dir` once: selection, config, details and generations of the selected problems
     (only `problem_ids`, in that order, when given). `attempts` is how many generation files to look for
     when a problem has no details file."""

@@ -1,9 +1,11 @@
 """What the conditions of a run did to it: tool-call outcomes (ok, error, timeout, sandbox_error) per step and
 per run, and the scored steps that had no targets. Counted from the generation files' trajectories, written into
 details and summary, and the reason a run whose tool calls mostly failed on the sandbox's side ends non-zero."""
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from stages.statuses import TOOL_STATUSES
 
@@ -47,8 +49,10 @@ def sandbox_failure_line(counts: Mapping[str, int]) -> str | None:
     failed = counts.get("sandbox_error", 0)
     if not calls or failed * 2 <= calls:
         return None
-    return (f"{failed} of {calls} tool calls failed in the code sandbox (sandbox_error): the scores do not measure the "
-            "model; check sandbox_url= and rerun (generations with sandbox errors are kept, delete them to redo them)")
+    return (
+        f"{failed} of {calls} tool calls failed in the code sandbox (sandbox_error): the scores do not measure the "
+        "model; check sandbox_url= and rerun (generations with sandbox errors are kept, delete them to redo them)"
+    )
 
 
 def unscored_steps(step_rows: Iterable[tuple[str, str]]) -> list[str]:
@@ -70,6 +74,9 @@ def conditions_markdown(tool_calls: Mapping[str, int], unscored: Sequence[str], 
         lines += ["", f"**Warning: {warning}.**"]
     if unscored:
         shown = ", ".join(unscored[:20]) + (", ..." if len(unscored) > 20 else "")
-        lines += ["", f"**{len(unscored)} scored step(s) could not be scored: no targets** "
-                      f"(counted as unresolved; allow_missing_targets): {shown}"]
+        lines += [
+            "",
+            f"**{len(unscored)} scored step(s) could not be scored: no targets** "
+            f"(counted as unresolved; allow_missing_targets): {shown}",
+        ]
     return lines

@@ -4,6 +4,7 @@ The kernel drops the lock when its process dies (even by SIGKILL), so a lock fil
 simply taken over; the file's content (pid, host, command, start time) only names the holder for the one-line
 refusal a second `doit run` / `generate` / `score` on the same run folder prints.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -29,7 +30,7 @@ class LockHolder:
     started: str
 
     @classmethod
-    def this_process(cls) -> "LockHolder":
+    def this_process(cls) -> LockHolder:
         command = " ".join([program_name(sys.argv[0]), *sys.argv[1:]])
         return cls(os.getpid(), socket.gethostname(), command[:300], time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
@@ -59,7 +60,7 @@ class RunLock:
         self.path = path
         self.handle: IO[str] | None = None
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             handle = open(self.path, "a+", encoding="utf-8")
@@ -69,8 +70,9 @@ class RunLock:
                 holder = read_holder(handle)
                 handle.close()
                 who = holder.describe() if holder else "a process that has not written its name yet"
-                raise RunLocked(f"{self.path.parent} is in use by another run ({who}); "
-                                "wait for it to finish or stop it, then rerun") from None
+                raise RunLocked(
+                    f"{self.path.parent} is in use by another run ({who}); wait for it to finish or stop it, then rerun"
+                ) from None
             if self._same_file(handle):  # not a file another holder removed meanwhile
                 break
             handle.close()

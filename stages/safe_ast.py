@@ -9,6 +9,7 @@ scoring), so its parses go through one process-wide lock here. The lock is re-en
 that runs inside a parse may parse too. Parsing a step's code takes well under a millisecond, so the
 lock costs nothing measurable.
 """
+
 from __future__ import annotations
 
 import ast

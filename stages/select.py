@@ -1,14 +1,15 @@
 """select stage: the ordered problems of a run (split, category, sample_ids) and the run's config.json."""
+
 from __future__ import annotations
 
 import platform
 from typing import Any
 
 from stages.artifacts import fingerprint, read_artifact, write_artifact
-from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.categories import allowed_names_text, table_digest, unknown_names
 from stages.config import ConfigError, Settings
 from stages.confinement import check_confinement
+from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.pins import prefilled_steps
 from stages.problems import Problem, load_problems
 from stages.results import LayoutStep, Selection, SelectionEntry, cached_selection
@@ -75,11 +76,16 @@ def selection_fingerprint_parts(settings: Settings) -> FingerprintParts:
     """`selection_fingerprint` and what it covers by named part (settings slice, problem files, category table,
     step layout rules)."""
     problems, categories, layout = _problem_files_identity(settings), table_digest(), _layout_identity()
-    value = fingerprint({"settings": settings.fingerprint("select"), "problems": problems, "categories": categories,
-                         "layout": layout})
+    value = fingerprint(
+        {"settings": settings.fingerprint("select"), "problems": problems, "categories": categories, "layout": layout}
+    )
     files = {name: sha[:16] for name, sha in problems.items()} if problems is not None else {"manifest.json": None}
-    return FingerprintParts(value, settings=settings_slice(settings, "select"),
-                            inputs={**files, "category table": categories[:16]}, code={"step layout": digest(layout)})
+    return FingerprintParts(
+        value,
+        settings=settings_slice(settings, "select"),
+        inputs={**files, "category table": categories[:16]},
+        code={"step layout": digest(layout)},
+    )
 
 
 def _layout_identity() -> dict[str, Any]:
@@ -104,8 +110,11 @@ def config_fingerprint_parts(settings: Settings) -> FingerprintParts:
 
 
 def library_versions(settings: Settings) -> dict[str, str]:
-    return {"python": platform.python_version(), "python_binary": settings.python_binary,
-            **package_versions(VERSIONED_PACKAGES)}
+    return {
+        "python": platform.python_version(),
+        "python_binary": settings.python_binary,
+        **package_versions(VERSIONED_PACKAGES),
+    }
 
 
 def write_run_config(settings: Settings) -> dict[str, Any]:
@@ -114,7 +123,9 @@ def write_run_config(settings: Settings) -> dict[str, Any]:
         **config_fingerprint_parts(settings).record(),
         "status": "complete",
         "settings": settings.redacted(),
-        "stage_fingerprints": {stage: settings.fingerprint(stage) for stage in ("download", "select", "generate", "score")},
+        "stage_fingerprints": {
+            stage: settings.fingerprint(stage) for stage in ("download", "select", "generate", "score")
+        },
         "versions": library_versions(settings),
         "confinement": check_confinement("auto", settings.python_binary),
     }

@@ -4,6 +4,7 @@
 * `GenerationStepStatus`: a generated step (generation files);
 * `ToolStatus`: one call of the code interpreter (trajectories in generation files).
 """
+
 from __future__ import annotations
 
 from typing import Literal

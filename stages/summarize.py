@@ -16,17 +16,19 @@ those are whole counts of one concrete set of verdicts, comparable with single-a
 (strategy `avg`), the any-attempt figures (strategy `pass`), pass@1..k, and names the configured
 strategy's pair under `attempts.strategies[attempts.strategy]`. Token usage and latency sum all attempts.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from stages.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
-from stages.fingerprints import FingerprintParts, run_relative
 from stages.config import Settings
 from stages.errors import PipelineError
+from stages.fingerprints import FingerprintParts, run_relative
 from stages.paths import RunPaths
 from stages.results import ResultsError, Selection, read_config, read_run, read_selection, read_summary
 from stages.run_conditions import conditions_markdown, conditions_record, unscored_steps
@@ -36,8 +38,15 @@ from stages.summary.provenance import TargetsInfo, resolve_targets_info, run_sta
 from stages.summary.record import summary_record
 from stages.summary.rows import ProblemRow, collect_rows
 
-__all__ = ["SummarizeError", "SummaryOutcome", "TargetsInfo", "ratio", "run_summarize", "summary_fingerprint",
-           "summary_is_current"]
+__all__ = [
+    "SummarizeError",
+    "SummaryOutcome",
+    "TargetsInfo",
+    "ratio",
+    "run_summarize",
+    "summary_fingerprint",
+    "summary_is_current",
+]
 
 
 class SummarizeError(PipelineError, ValueError):
@@ -66,15 +75,21 @@ class SummaryOutcome:
     def as_dict(self) -> dict[str, Any]:
         """A small JSON-native dict (what a doit python-action may return)."""
         return {
-            "total": self.total, "evaluated": self.evaluated, "errors": self.errors, "resolved": self.resolved,
-            "subproblem_correct": self.subproblem_correct, "subproblem_total": self.subproblem_total,
-            "targets": self.targets_kind, "failed_problems": list(self.failed_problems),
+            "total": self.total,
+            "evaluated": self.evaluated,
+            "errors": self.errors,
+            "resolved": self.resolved,
+            "subproblem_correct": self.subproblem_correct,
+            "subproblem_total": self.subproblem_total,
+            "targets": self.targets_kind,
+            "failed_problems": list(self.failed_problems),
         }
 
 
 # ---------------------------------------------------------------------------
 # Inputs and their fingerprint
 # ---------------------------------------------------------------------------
+
 
 def _read_selection(paths: RunPaths) -> Selection:
     try:
@@ -98,21 +113,25 @@ def _config_identity(paths: RunPaths, settings: Settings) -> str:
 def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
     paths = settings.run_paths
     problem_ids = [entry.problem_id for entry in selection.entries]
-    return fingerprint({
-        "stage": "summarize",
-        "selection": selection.fingerprint,
-        "config": _config_identity(paths, settings),
-        "details": {pid: _file_digest(paths.details(pid)) for pid in problem_ids},
-        "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
-    })
+    return fingerprint(
+        {
+            "stage": "summarize",
+            "selection": selection.fingerprint,
+            "config": _config_identity(paths, settings),
+            "details": {pid: _file_digest(paths.details(pid)) for pid in problem_ids},
+            "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
+        }
+    )
 
 
 def summary_fingerprint_parts(settings: Settings, selection: Selection) -> FingerprintParts:
     """The summary's fingerprint and what it covers by named part: every input file, by run-relative name."""
     paths = settings.run_paths
     problem_ids = [entry.problem_id for entry in selection.entries]
-    inputs: dict[str, str | None] = {"selection.json": selection.fingerprint[:16],
-                                     "config.json": _config_identity(paths, settings)[:16]}
+    inputs: dict[str, str | None] = {
+        "selection.json": selection.fingerprint[:16],
+        "config.json": _config_identity(paths, settings)[:16],
+    }
     for path in [*(paths.details(pid) for pid in problem_ids), *(paths.generation(pid) for pid in problem_ids)]:
         sha = _file_digest(path)
         inputs[run_relative(settings, path)] = sha and sha[:16]
@@ -134,43 +153,74 @@ def summary_is_current(settings: Settings) -> bool:
     record = read_summary(paths)
     if record is None or record["fingerprint"] != summary_fingerprint(settings):
         return False
-    return (paths.summary_md.is_file() and paths.report_html.is_file()
-            and all((paths.run_dir / plot).is_file() for plot in record["plots"]))
+    return (
+        paths.summary_md.is_file()
+        and paths.report_html.is_file()
+        and all((paths.run_dir / plot).is_file() for plot in record["plots"])
+    )
 
 
 # ---------------------------------------------------------------------------
 # Plots
 # ---------------------------------------------------------------------------
 
+
 def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, ...]:
     from stages.plots import CategoryBar, GridRow, write_plots
 
-    grid = [GridRow(row.problem_id, tuple(step.status for step in row.steps), row.steps_passed, row.steps_scored,
-                    row.failed, group=row.split) for row in rows]
-    categories = [CategoryBar(name, m.steps_passed, m.steps_scored, m.resolved, m.evaluated, field)
-                  for name, (field, m) in subfield_metrics(rows).items()]
-    return write_plots(settings.run_paths.plots_dir, grid_rows=grid, status_counts=status_counts(rows),
-                       categories=categories, run_label=f"{settings.model} / {settings.run_name}")
+    grid = [
+        GridRow(
+            row.problem_id,
+            tuple(step.status for step in row.steps),
+            row.steps_passed,
+            row.steps_scored,
+            row.failed,
+            group=row.split,
+        )
+        for row in rows
+    ]
+    categories = [
+        CategoryBar(name, m.steps_passed, m.steps_scored, m.resolved, m.evaluated, field)
+        for name, (field, m) in subfield_metrics(rows).items()
+    ]
+    return write_plots(
+        settings.run_paths.plots_dir,
+        grid_rows=grid,
+        status_counts=status_counts(rows),
+        categories=categories,
+        run_label=f"{settings.model} / {settings.run_name}",
+    )
 
 
 # ---------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------
 
+
 def run_conditions_of(rows: Sequence[ProblemRow]) -> tuple[dict[str, int], list[str]]:
     """Tool-call outcomes of the scored attempt (the reader's counts), and the scored steps that had no targets."""
     totals = tool_totals(rows)
-    tool_calls = {"ok": totals.ok, "error": totals.error, "timeout": totals.timeout, "sandbox_error": totals.sandbox_error}
+    tool_calls = {
+        "ok": totals.ok,
+        "error": totals.error,
+        "timeout": totals.timeout,
+        "sandbox_error": totals.sandbox_error,
+    }
     reasons = ((step.step_id, step.reason or "") for row in rows for step in row.steps if step.status == "eval_error")
     return tool_calls, unscored_steps(reasons)
 
 
 def one_line_summary(settings: Settings, metrics: Metrics, targets: TargetsInfo, failed: int) -> str:
-    note = " [targets derived from reference code]" if targets.kind == "derived" else (
-        f" [targets {targets.kind}]" if targets.kind in ("missing", "unknown") else "")
-    return (f"{settings.model} / {settings.run_name}: resolved {ratio(metrics.resolved, metrics.evaluated)}, "
-            f"steps {ratio(metrics.steps_passed, metrics.steps_scored)}, {metrics.errors} error(s), "
-            f"{failed} failed problem(s){note}")
+    note = (
+        " [targets derived from reference code]"
+        if targets.kind == "derived"
+        else (f" [targets {targets.kind}]" if targets.kind in ("missing", "unknown") else "")
+    )
+    return (
+        f"{settings.model} / {settings.run_name}: resolved {ratio(metrics.resolved, metrics.evaluated)}, "
+        f"steps {ratio(metrics.steps_passed, metrics.steps_scored)}, {metrics.errors} error(s), "
+        f"{failed} failed problem(s){note}"
+    )
 
 
 def run_summarize(
@@ -194,13 +244,29 @@ def run_summarize(
     plot_names = [path.relative_to(paths.run_dir).as_posix() for path in plots]
     config = run.config
     attempts = attempt_metrics_of(settings, run)
-    markdown = render_markdown(settings, rows, targets=targets, config=config, started=started,
-                               summarized_at=summarized_at, plot_names=plot_names, attempts=attempts)
+    markdown = render_markdown(
+        settings,
+        rows,
+        targets=targets,
+        config=config,
+        started=started,
+        summarized_at=summarized_at,
+        plot_names=plot_names,
+        attempts=attempts,
+    )
     tool_calls, unscored = run_conditions_of(rows)
     markdown += "\n".join(conditions_markdown(tool_calls, unscored, settings.mode)) + "\n"
     atomic_write_text(paths.summary_md, markdown)
-    record = summary_record(settings, rows, inputs_fingerprint=fingerprint_parts.value, targets=targets, started=started,
-                            summarized_at=summarized_at, plot_names=plot_names, attempts=attempts)
+    record = summary_record(
+        settings,
+        rows,
+        inputs_fingerprint=fingerprint_parts.value,
+        targets=targets,
+        started=started,
+        summarized_at=summarized_at,
+        plot_names=plot_names,
+        attempts=attempts,
+    )
     record["confinement"] = (config or {}).get("confinement")
     record["fingerprint_parts"] = fingerprint_parts.parts()
     record.update(conditions_record(tool_calls, unscored))
@@ -212,9 +278,18 @@ def run_summarize(
     metrics = metrics_of(rows)
     failed = tuple(row.problem_id for row in rows if row.failed)
     return SummaryOutcome(
-        summary_md=paths.summary_md, summary_json=paths.summary_json, report_html=paths.report_html, plots=plots,
-        total=metrics.total, evaluated=metrics.evaluated, errors=metrics.errors, resolved=metrics.resolved,
-        subproblem_correct=metrics.steps_passed, subproblem_total=metrics.steps_scored,
-        skipped_steps=metrics.steps_skipped, targets_kind=targets.kind, failed_problems=failed,
+        summary_md=paths.summary_md,
+        summary_json=paths.summary_json,
+        report_html=paths.report_html,
+        plots=plots,
+        total=metrics.total,
+        evaluated=metrics.evaluated,
+        errors=metrics.errors,
+        resolved=metrics.resolved,
+        subproblem_correct=metrics.steps_passed,
+        subproblem_total=metrics.steps_scored,
+        skipped_steps=metrics.steps_skipped,
+        targets_kind=targets.kind,
+        failed_problems=failed,
         one_line=one_line_summary(settings, metrics, targets, len(failed)),
     )

@@ -8,12 +8,14 @@ the check compares and the fingerprint parts they must carry, so `explain` can s
 Stage modules are imported inside these functions only: listing tasks or a no-op rerun must not import the model
 client or the scoring engine unless a check needs it.
 """
+
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from doit.exceptions import TaskFailed
 
@@ -74,6 +76,7 @@ class Stage:
 # download
 # ---------------------------------------------------------------------------
 
+
 def run_download(settings: Settings) -> object:
     from stages.download import run_download as download
 
@@ -97,6 +100,7 @@ def download_is_current(settings: Settings) -> bool:
 # select
 # ---------------------------------------------------------------------------
 
+
 def run_select(settings: Settings) -> object:
     from stages.select import run_select as select
 
@@ -107,8 +111,10 @@ def select_artifacts(settings: Settings) -> list[ArtifactCheck]:
     from stages.select import config_fingerprint_parts, selection_fingerprint_parts
 
     paths = settings.run_paths
-    return [ArtifactCheck(paths.selection, "selection", lambda: selection_fingerprint_parts(settings)),
-            ArtifactCheck(paths.config, "config", lambda: config_fingerprint_parts(settings))]
+    return [
+        ArtifactCheck(paths.selection, "selection", lambda: selection_fingerprint_parts(settings)),
+        ArtifactCheck(paths.config, "config", lambda: config_fingerprint_parts(settings)),
+    ]
 
 
 def selection_is_current(settings: Settings) -> bool:
@@ -116,13 +122,15 @@ def selection_is_current(settings: Settings) -> bool:
     from stages.select import config_fingerprint, selection_fingerprint
 
     paths = settings.run_paths
-    return (is_current(paths.selection, "selection", selection_fingerprint(settings))
-            and is_current(paths.config, "config", config_fingerprint(settings)))
+    return is_current(paths.selection, "selection", selection_fingerprint(settings)) and is_current(
+        paths.config, "config", config_fingerprint(settings)
+    )
 
 
 # ---------------------------------------------------------------------------
 # targets
 # ---------------------------------------------------------------------------
+
 
 def run_targets(settings: Settings) -> object:
     from stages.targets import derive_targets
@@ -147,23 +155,28 @@ def targets_are_available(settings: Settings) -> bool:
 def targets_artifacts(settings: Settings) -> list[ArtifactCheck]:
     from stages.targets.derive import RECORD_KIND, derived_record_path, derived_targets_fingerprint_parts
 
-    return [ArtifactCheck(derived_record_path(settings.data_paths), RECORD_KIND,
-                          lambda: derived_targets_fingerprint_parts(settings))]
+    return [
+        ArtifactCheck(
+            derived_record_path(settings.data_paths), RECORD_KIND, lambda: derived_targets_fingerprint_parts(settings)
+        )
+    ]
 
 
 def targets_reasons(settings: Settings) -> list[str]:
-    return ["selected validation problems have no usable targets (no official test_data.h5, no current derived "
-            "targets)"]
+    return [
+        "selected validation problems have no usable targets (no official test_data.h5, no current derived targets)"
+    ]
 
 
 # ---------------------------------------------------------------------------
 # preflight
 # ---------------------------------------------------------------------------
 
+
 def run_preflight(settings: Settings) -> None:
     """The checks before the first model call (stages.preflight); one line each."""
-    from stages.preflight import check_before_generation
     from stages.command_line import generation_only
+    from stages.preflight import check_before_generation
 
     for line in check_before_generation(settings, generation_only(sys.argv[1:])):
         print(f"preflight: {line}")
@@ -198,6 +211,7 @@ def preflight_reasons(settings: Settings) -> list[str]:
 # generate:<id>
 # ---------------------------------------------------------------------------
 
+
 def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> object:
     from stages.generate.stage import run_generate_attempts
 
@@ -217,8 +231,10 @@ def generate_artifacts(settings: Settings, problem_id: str) -> list[ArtifactChec
     def expected(attempt: int) -> Callable[[], FingerprintParts]:
         return lambda: generation_fingerprint_parts(settings, problem_by_id(settings.data_paths, problem_id), attempt)
 
-    return [ArtifactCheck(generation_path(settings, problem_id, attempt), "generation", expected(attempt))
-            for attempt in range(settings.attempts)]
+    return [
+        ArtifactCheck(generation_path(settings, problem_id, attempt), "generation", expected(attempt))
+        for attempt in range(settings.attempts)
+    ]
 
 
 def generate_reasons(settings: Settings, problem_id: str) -> list[str]:
@@ -228,13 +244,16 @@ def generate_reasons(settings: Settings, problem_id: str) -> list[str]:
     for check in generate_artifacts(settings, problem_id):
         record = read_artifact(check.path, check.kind) or {}
         if record.get("status") != "complete":
-            lines.append(f"{run_relative(settings, check.path)} has status {record.get('status')}: {record.get('error')}")
+            lines.append(
+                f"{run_relative(settings, check.path)} has status {record.get('status')}: {record.get('error')}"
+            )
     return lines or _no_other_reason(settings, problem_id)
 
 
 # ---------------------------------------------------------------------------
 # score:<id>
 # ---------------------------------------------------------------------------
+
 
 def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any]:
     """`run_score`, its attempt-0 step counts published to the live view."""
@@ -263,13 +282,17 @@ def details_current(settings: Settings, problem_id: str) -> bool:
 def score_artifacts(settings: Settings, problem_id: str) -> list[ArtifactCheck]:
     from stages.score.stage import score_fingerprint_parts
 
-    return [ArtifactCheck(settings.run_paths.details(problem_id), "details",
-                          lambda: score_fingerprint_parts(settings, problem_id))]
+    return [
+        ArtifactCheck(
+            settings.run_paths.details(problem_id), "details", lambda: score_fingerprint_parts(settings, problem_id)
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------
 # summarize
 # ---------------------------------------------------------------------------
+
 
 def summarize_and_report(settings: Settings) -> TaskFailed | None:
     """Write the summary, then fail the task when problems failed (the summary still counts them)."""
@@ -298,13 +321,15 @@ def summarize_artifacts(settings: Settings) -> list[ArtifactCheck]:
         selection = read_selection(settings.run_paths)
     except ResultsError:
         return []  # summarize_reasons names the missing selection
-    return [ArtifactCheck(settings.run_paths.summary_json, "summary",
-                          lambda: summary_fingerprint_parts(settings, selection))]
+    return [
+        ArtifactCheck(
+            settings.run_paths.summary_json, "summary", lambda: summary_fingerprint_parts(settings, selection)
+        )
+    ]
 
 
 def summarize_reasons(settings: Settings) -> list[str]:
     from stages.artifacts import read_artifact
-
     from stages.results import ResultsError, read_selection
 
     paths = settings.run_paths
@@ -317,7 +342,8 @@ def summarize_reasons(settings: Settings) -> list[str]:
     missing = [run_relative(settings, path) for path in expected if not path.is_file()]
     failure = run_failure(settings)
     return ([f"missing: {', '.join(missing)}"] if missing else []) + (
-        [f"the run has failures, so it is never up to date ({failure})"] if failure is not None else [])
+        [f"the run has failures, so it is never up to date ({failure})"] if failure is not None else []
+    )
 
 
 def failed_problems(settings: Settings) -> list[dict[str, str]]:
@@ -343,11 +369,15 @@ def run_failure(settings: Settings) -> TaskFailed | None:
     others = [entry["problem_id"] for entry in failed if entry["problem_id"] not in without_targets]
     parts = []
     if others:
-        parts.append(f"{len(others)} problem(s) failed in generation or scoring ({', '.join(others)}): "
-                     "rerun `doit run` to retry them")
+        parts.append(
+            f"{len(others)} problem(s) failed in generation or scoring ({', '.join(others)}): "
+            "rerun `doit run` to retry them"
+        )
     if without_targets:
-        parts.append(f"{len(without_targets)} problem(s) have steps without targets ({', '.join(without_targets)}): "
-                     f"stage the official test_data.h5 in {settings.data_paths.scicode_dir} or set h5py_file=")
+        parts.append(
+            f"{len(without_targets)} problem(s) have steps without targets ({', '.join(without_targets)}): "
+            f"stage the official test_data.h5 in {settings.data_paths.scicode_dir} or set h5py_file="
+        )
     return TaskFailed("; ".join(parts) + "; the summary counts them as unresolved")
 
 
@@ -359,12 +389,14 @@ DOWNLOAD = Stage("download", run_download, download_is_current, download_artifac
 SELECT = Stage("select", run_select, selection_is_current, select_artifacts)
 TARGETS = Stage("targets", run_targets, targets_are_available, targets_artifacts, targets_reasons)
 PREFLIGHT = Stage("preflight", run_preflight, nothing_to_generate, other_reasons=preflight_reasons)
-GENERATE = Stage("generate", run_generate, generations_are_current, generate_artifacts, generate_reasons,
-                 per_problem=True)
+GENERATE = Stage(
+    "generate", run_generate, generations_are_current, generate_artifacts, generate_reasons, per_problem=True
+)
 SCORE = Stage("score", score_and_count, details_current, score_artifacts, per_problem=True)
 SUMMARIZE = Stage("summarize", summarize_and_report, summary_is_up_to_date, summarize_artifacts, summarize_reasons)
-STAGES: dict[str, Stage] = {stage.name: stage for stage in (DOWNLOAD, SELECT, TARGETS, PREFLIGHT, GENERATE, SCORE,
-                                                             SUMMARIZE)}
+STAGES: dict[str, Stage] = {
+    stage.name: stage for stage in (DOWNLOAD, SELECT, TARGETS, PREFLIGHT, GENERATE, SCORE, SUMMARIZE)
+}
 
 
 class UnknownTask(ValueError):

@@ -11,10 +11,12 @@ the score stage copies the attempt's totals into the details file (`meta.usage`,
 report finds an attempt's cost through `stages.results.attempt_cost` (details meta first, what it lacks from
 the generation file).
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -24,12 +26,16 @@ class Usage:
     total_tokens: int = 0
     calls: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
-                     self.total_tokens + other.total_tokens, self.calls + other.calls)
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.total_tokens + other.total_tokens,
+            self.calls + other.calls,
+        )
 
     @classmethod
-    def from_record(cls, record: Any, default_calls: int = 0) -> "Usage | None":
+    def from_record(cls, record: Any, default_calls: int = 0) -> Usage | None:
         """The usage of a JSON record; None when it is not a mapping with the three token counts as integers."""
         if not isinstance(record, Mapping):
             return None
@@ -40,7 +46,11 @@ class Usage:
             return None
 
     def to_record(self, include_calls: bool = True) -> dict[str, int]:
-        record = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "total_tokens": self.total_tokens}
+        record = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+        }
         if include_calls:
             record["calls"] = self.calls
         return record
@@ -57,13 +67,14 @@ class Tokens:
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def __add__(self, other: "Tokens") -> "Tokens":
+    def __add__(self, other: Tokens) -> Tokens:
         return Tokens(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
 
     def to_record(self, calls: int | None = None) -> dict[str, int]:
         """The JSON usage record (`Usage`'s layout), with `calls` only when given."""
         return Usage(self.input_tokens, self.output_tokens, self.total_tokens, calls or 0).to_record(
-            include_calls=calls is not None)
+            include_calls=calls is not None
+        )
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Installed package versions, read from package metadata (no import, so cheap in up-to-date checks)."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import metadata
-from typing import Iterable
 
 
 def package_versions(names: Iterable[str]) -> dict[str, str]:

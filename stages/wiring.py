@@ -4,18 +4,20 @@ The actions and up-to-date checks themselves are the `Stage` records of `stages/
 asks for is `stages/command_line.py`; Ctrl-C and SIGTERM are `stages/interrupts.py`. Kept out of `dodo.py` so
 that file reads as the task graph alone.
 """
+
 from __future__ import annotations
 
 import atexit
 import errno
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from doit.exceptions import TaskFailed
 
 from stages.command_line import requested_tasks, runs_tasks
-from stages.confinement import ConfinementUnavailable, check_confinement
 from stages.config import ConfigError, Settings, load_settings
+from stages.confinement import ConfinementUnavailable, check_confinement
 from stages.errors import PipelineError
 from stages.interrupts import exit_now, on_exit_now
 
@@ -64,7 +66,9 @@ WRITE_ERRNOS: frozenset[int] = frozenset({errno.EROFS, errno.EACCES, errno.EPERM
 def unwritable_line(error: OSError) -> str:
     """One line for a folder that cannot be written (read-only, no permission, full)."""
     where = error.filename or "the results folder"
-    return f"cannot write {where}: {error.strerror or error} (choose a writable results_dir= / data_dir=, or free space)"
+    return (
+        f"cannot write {where}: {error.strerror or error} (choose a writable results_dir= / data_dir=, or free space)"
+    )
 
 
 def check_executor(settings: Settings) -> None:
@@ -100,6 +104,7 @@ def worker_threads() -> int:
 
 def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
     """A doit python-action that turns the pipeline's own errors into a one-line task failure."""
+
     def action() -> TaskFailed | None:
         try:
             outcome = function(*args)
@@ -136,6 +141,7 @@ def check_requested_problems(settings: Settings, selected: list[str] | None) -> 
 def stop_on_config_error(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
     """Like `guarded`, but a ConfigError (a bad selection, a failed preflight check) ends the whole run at once with
     one line: nothing else is worth running, and no model is called."""
+
     def checked(*values: Any) -> Any:
         try:
             return function(*values)
@@ -148,6 +154,7 @@ def stop_on_config_error(function: Callable[..., Any], *args: Any) -> Callable[[
 
 def clean_action(name: str, *args: Any) -> Callable[[], None]:
     """A `doit clean` action: `stages.clean.<name>(*args)`."""
+
     def action() -> None:
         from stages import clean
 
@@ -172,6 +179,7 @@ def problems_in_generation_order(settings: Settings) -> list[tuple[str, float]]:
 
 def explain_action(settings: Settings) -> Callable[[list[str]], TaskFailed | None]:
     """The `doit explain <task> ...` action: one line per named task (stages.tasks.explain)."""
+
     def explain_tasks(names: list[str]) -> TaskFailed | None:
         from stages.tasks import UnknownTask, explain
 

@@ -1,4 +1,5 @@
 """Shared fixtures: the read-only official data beside the project, and staged copies of it."""
+
 from __future__ import annotations
 
 import os
@@ -8,8 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -88,8 +89,12 @@ def sandboxfusion_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         pytest.skip(f"SandboxFusion server source not found at {SHARED_SANDBOXFUSION} (see README: Tests)")
     workdir = tmp_path_factory.mktemp("sandboxfusion")
     port = free_port()
-    started = subprocess.run([str(start), str(workdir), str(port), sys.executable], capture_output=True, text=True,
-                             timeout=SANDBOXFUSION_START_SECONDS)
+    started = subprocess.run(
+        [str(start), str(workdir), str(port), sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=SANDBOXFUSION_START_SECONDS,
+    )
     if started.returncode != 0:
         pytest.fail(f"the SandboxFusion server did not start: {started.stderr.strip()[-500:]}")
     pid = int(started.stdout.split()[-1])
@@ -100,6 +105,7 @@ def sandboxfusion_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 
 
 # Fixtures of the pipeline tests (tests/pipeline_support.py holds their helpers).
+
 
 @pytest.fixture(scope="session")
 def dev_targets(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> Path:
@@ -127,4 +133,3 @@ def start_server() -> Iterator[Callable[[Callable[[ModelRequest], Reply]], Model
     yield start
     for server in servers:
         server.stop()
-

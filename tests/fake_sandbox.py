@@ -1,4 +1,5 @@
 """A SandboxFusion-compatible /run_code service on 127.0.0.1 for tests: it answers from a script."""
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,7 @@ class FakeSandbox:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> "FakeSandbox":
+    def __enter__(self) -> FakeSandbox:
         self.thread.start()
         return self
 
@@ -50,5 +51,11 @@ def run_result(status: str = "Finished", stdout: str = "", stderr: str = "", ret
         "status": "Success" if status == "Finished" and return_code == 0 else "Failed",
         "message": "",
         "compile_result": None,
-        "run_result": {"status": status, "execution_time": 0.01, "return_code": return_code, "stdout": stdout, "stderr": stderr},
+        "run_result": {
+            "status": status,
+            "execution_time": 0.01,
+            "return_code": return_code,
+            "stdout": stdout,
+            "stderr": stderr,
+        },
     }

@@ -1,4 +1,5 @@
 """Running the real pipeline in tests: doit subprocesses, scripted model servers, answers and run files."""
+
 from __future__ import annotations
 
 import ast
@@ -9,8 +10,8 @@ import sys
 import threading
 import warnings
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 from stages.artifacts import validate
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, StallReply
@@ -53,9 +54,17 @@ def doit_environment(api_key: str | None = None) -> dict[str, str]:
     return env
 
 
-def run_doit(workdir: Path, *args: str, api_key: str | None = None, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(doit_command(workdir, *args), capture_output=True, text=True, timeout=timeout, cwd=workdir,
-                          env=doit_environment(api_key))
+def run_doit(
+    workdir: Path, *args: str, api_key: str | None = None, timeout: float = 400
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        doit_command(workdir, *args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=workdir,
+        env=doit_environment(api_key),
+    )
 
 
 def output_of(result: subprocess.CompletedProcess[str]) -> str:
@@ -68,8 +77,12 @@ def assert_ok(result: subprocess.CompletedProcess[str]) -> None:
 
 def steps_of(data_dir: Path, problem_ids: Iterable[str], split: str = "all") -> dict[str, Step]:
     wanted = set(problem_ids)
-    return {step.step_id: step for problem in load_problems(DataPaths(data_dir), split)
-            if problem.problem_id in wanted for step in problem.steps}
+    return {
+        step.step_id: step
+        for problem in load_problems(DataPaths(data_dir), split)
+        if problem.problem_id in wanted
+        for step in problem.steps
+    }
 
 
 def next_step_block(request: ModelRequest) -> str:
@@ -84,8 +97,11 @@ def next_step_block(request: ModelRequest) -> str:
 def step_asked(request: ModelRequest, steps: Mapping[str, Step]) -> str:
     """The id of the step whose header and return line end the prompt's next-step block (exactly one)."""
     block = next_step_block(request).rstrip()
-    matches = [step_id for step_id, step in steps.items()
-               if block.endswith((step.function_header + "\n\n" + step.return_line).rstrip())]
+    matches = [
+        step_id
+        for step_id, step in steps.items()
+        if block.endswith((step.function_header + "\n\n" + step.return_line).rstrip())
+    ]
     assert len(matches) == 1, f"prompt matches steps {matches}"
     return matches[0]
 
@@ -135,9 +151,15 @@ class ScriptedModel:
     Records the step id of every request in `asked`; rejects requests without the expected bearer key.
     """
 
-    def __init__(self, steps: Mapping[str, Step], replies: Mapping[str, Reply | str] | None = None, *,
-                 default: Callable[[Step], Reply | str] = reference_answer, api_key: str | None = TEST_API_KEY,
-                 stall_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        steps: Mapping[str, Step],
+        replies: Mapping[str, Reply | str] | None = None,
+        *,
+        default: Callable[[Step], Reply | str] = reference_answer,
+        api_key: str | None = TEST_API_KEY,
+        stall_seconds: float = 0.0,
+    ) -> None:
         self.steps = dict(steps)
         self.replies = dict(replies or {})
         self.default = default
@@ -230,7 +252,7 @@ def process_table() -> dict[int, tuple[int, str]]:
             text = stat.read_text()
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2:].split()
+        fields = text[text.rindex(")") + 2 :].split()
         table[int(stat.parent.name)] = (int(fields[1]), fields[0])
     return table
 
@@ -255,4 +277,3 @@ def command_line(pid: int) -> str:
 def running(pids: Iterable[int]) -> set[int]:
     table = process_table()
     return {pid for pid in pids if pid in table and table[pid][1] != "Z"}
-

@@ -1,4 +1,5 @@
 """Finding processes by command line: proof that nothing started by model code survives its step."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import time
 
 def unique_sleep_seconds() -> str:
     """A `sleep` argument no other process on the machine has (to find survivors by command line)."""
-    return f"{300 + secrets.randbelow(10 ** 6) / 10 ** 7:.7f}"
+    return f"{300 + secrets.randbelow(10**6) / 10**7:.7f}"
 
 
 def processes_with(marker: str) -> list[int]:

@@ -1,5 +1,6 @@
 """Finding a run's summary files: a run of a subset (sample_ids, category) or of several attempts writes
 `summary-<tag>.json/.md` beside the full run's `summary.json/.md` (Settings.summary_tag)."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,8 +1,10 @@
 """Comparing two targets files (derived against official, or two derivations): used by the tests only."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 
 def target_file_differences(
@@ -24,7 +26,7 @@ def target_file_differences(
 
     differences: list[str] = []
     with h5py.File(candidate, "r") as got, h5py.File(reference, "r") as want:
-        for step_id in (list(steps) if steps is not None else list(want.keys())):
+        for step_id in list(steps) if steps is not None else list(want.keys()):
             if step_id not in want or step_id not in got:
                 differences.append(f"{step_id}: missing from {'reference' if step_id not in want else 'candidate'}")
                 continue
@@ -60,7 +62,9 @@ def _dataset_differences(got: Any, want: Any, rtol: float, atol: float, compare_
         return (d.compression, d.compression_opts, d.shuffle, d.chunks) if compare_storage else ()
 
     if (got.dtype.kind, got.shape, storage(got)) != (want.dtype.kind, want.shape, storage(want)):
-        return [f"{want.name}: stored as {got.dtype} {got.shape} {storage(got)}, expected {want.dtype} {want.shape} {storage(want)}"]
+        return [
+            f"{want.name}: stored as {got.dtype} {got.shape} {storage(got)}, expected {want.dtype} {want.shape} {storage(want)}"
+        ]
     a, b = got[()], want[()]
     if want.dtype.kind in "OSUb":
         equal = bool(np.array_equal(a, b)) if isinstance(b, np.ndarray) else a == b

@@ -5,6 +5,7 @@ The model is a `ModelServer` on 127.0.0.1 reached by the real `openai` client. A
 are generated in order, so the n-th time a step is asked is attempt n (the last plan is reused when a
 step is asked more often, e.g. after a deleted generation file).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,18 +16,17 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 import pytest
-
-from tests.run_files import summary_file
 
 from stages.config import load_settings
 from stages.generate.server import ModelReply, ModelRequest, ModelServer
 from stages.generate.stage import generation_path, generations_current
 from stages.paths import DataPaths
 from stages.problems import Step, load_problems
+from tests.run_files import summary_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens there: download uses the staged files
@@ -40,9 +40,9 @@ NOTHING_TO_DO = "nothing to do: everything up to date"
 
 # Which steps the model gets wrong in each attempt (everything else: the reference code).
 WRONG_IN_ATTEMPT: tuple[frozenset[str], ...] = (
-    frozenset(),                    # attempt 1: resolves 1, 3, 19; steps 4/4
-    frozenset({"3.1", "19.2"}),     # attempt 2: resolves 1;        steps 2/4 (1.1, 19.1)
-    frozenset({"1.1", "3.1"}),      # attempt 3: resolves 19;       steps 2/4 (19.1, 19.2)
+    frozenset(),  # attempt 1: resolves 1, 3, 19; steps 4/4
+    frozenset({"3.1", "19.2"}),  # attempt 2: resolves 1;        steps 2/4 (1.1, 19.1)
+    frozenset({"1.1", "3.1"}),  # attempt 3: resolves 19;       steps 2/4 (19.1, 19.2)
 )
 
 
@@ -83,8 +83,11 @@ class AttemptModel:
             content = message.get("content") or ""
             if message.get("role") == "user" and NEXT_STEP_MARKER in content:
                 block = content.split(NEXT_STEP_MARKER, 1)[1].split(DEPENDENCIES_MARKER, 1)[0].rstrip()
-                found = [sid for sid, step in self.steps.items()
-                         if block.endswith((step.function_header + "\n\n" + step.return_line).rstrip())]
+                found = [
+                    sid
+                    for sid, step in self.steps.items()
+                    if block.endswith((step.function_header + "\n\n" + step.return_line).rstrip())
+                ]
                 assert len(found) == 1, found
                 return found[0]
         raise AssertionError("no step prompt in the request")
@@ -107,8 +110,12 @@ class AttemptModel:
 
 @pytest.fixture
 def model(staged_data_dir: Path) -> Iterator[tuple[AttemptModel, ModelServer]]:
-    steps = {step.step_id: step for problem in load_problems(DataPaths(staged_data_dir), "validation")
-             if problem.problem_id in PROBLEMS for step in problem.steps}
+    steps = {
+        step.step_id: step
+        for problem in load_problems(DataPaths(staged_data_dir), "validation")
+        if problem.problem_id in PROBLEMS
+        for step in problem.steps
+    }
     responder = AttemptModel(steps)
     with ModelServer(responder) as server:
         yield responder, server
@@ -135,12 +142,21 @@ def load_json(path: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_three_attempts_generated_scored_and_summarized(tmp_path: Path, staged_data_dir: Path, dev_targets: Path,
-                                                        model: tuple[AttemptModel, ModelServer]) -> None:
+def test_three_attempts_generated_scored_and_summarized(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path, model: tuple[AttemptModel, ModelServer]
+) -> None:
     responder, server = model
-    args = (f"data_dir={staged_data_dir}", f"dataset_zip_url={DEAD_URL}", f"h5py_file={dev_targets}",
-            f"model={MODEL}", f"base_url={server.base_url}", "split=validation", f"sample_ids={','.join(PROBLEMS)}",
-            "attempts=3", "score_workers=2")
+    args = (
+        f"data_dir={staged_data_dir}",
+        f"dataset_zip_url={DEAD_URL}",
+        f"h5py_file={dev_targets}",
+        f"model={MODEL}",
+        f"base_url={server.base_url}",
+        "split=validation",
+        f"sample_ids={','.join(PROBLEMS)}",
+        "attempts=3",
+        "score_workers=2",
+    )
     first = run_doit(tmp_path, *args)
     assert "generate   3/3 done" in first.stderr, first.stderr
     assert responder.asked == {"1.1": 3, "3.1": 3, "19.1": 3, "19.2": 3}
@@ -158,8 +174,11 @@ def test_three_attempts_generated_scored_and_summarized(tmp_path: Path, staged_d
         for attempt, record in enumerate(details["attempts"]):
             for step in record["meta"]["evaluation"]["steps"]:
                 statuses[(attempt, step["step_id"])] = step["status"]
-    expected = {(attempt, step_id): "fail" if step_id in WRONG_IN_ATTEMPT[attempt] else "pass"
-                for attempt in range(3) for step_id in ("1.1", "3.1", "19.1", "19.2")}
+    expected = {
+        (attempt, step_id): "fail" if step_id in WRONG_IN_ATTEMPT[attempt] else "pass"
+        for attempt in range(3)
+        for step_id in ("1.1", "3.1", "19.1", "19.2")
+    }
     assert statuses == expected
 
     summary = load_json(summary_file(run, "json"))
@@ -169,8 +188,9 @@ def test_three_attempts_generated_scored_and_summarized(tmp_path: Path, staged_d
     assert (summary["subproblem_correct"], summary["subproblem_total"]) == (4, 4)
     attempts = summary["attempts"]
     assert attempts["attempts"] == 3 and attempts["problems"] == 3 and attempts["strategy"] == "avg"
-    assert [(row["main_problem_resolved"], row["subproblem_correct"]) for row in attempts["per_attempt"]] == \
-        EXPECTED_PER_ATTEMPT
+    assert [
+        (row["main_problem_resolved"], row["subproblem_correct"]) for row in attempts["per_attempt"]
+    ] == EXPECTED_PER_ATTEMPT
     assert all(row["main_problem_total"] == 3 and row["subproblem_total"] == 4 for row in attempts["per_attempt"])
     assert math.isclose(attempts["mean_main_problem_resolve_rate"], EXPECTED_MEAN_RESOLVE)
     assert math.isclose(attempts["mean_subproblem_rate"], EXPECTED_MEAN_SUBPROBLEM)
@@ -178,8 +198,10 @@ def test_three_attempts_generated_scored_and_summarized(tmp_path: Path, staged_d
     for k, value in EXPECTED_PASS_AT.items():
         assert math.isclose(attempts["pass_at_k"][k], value), (k, attempts["pass_at_k"][k])
     assert (attempts["any_attempt"]["main_problem_resolved"], attempts["any_attempt"]["subproblem_correct"]) == (3, 4)
-    assert attempts["strategies"]["avg"] == {"main_problem_resolve_rate": attempts["mean_main_problem_resolve_rate"],
-                                             "subproblem": attempts["mean_subproblem_rate"]}
+    assert attempts["strategies"]["avg"] == {
+        "main_problem_resolve_rate": attempts["mean_main_problem_resolve_rate"],
+        "subproblem": attempts["mean_subproblem_rate"],
+    }
     # Usage counts the model calls of every attempt (12 step answers, 50 + 20 tokens each).
     assert summary["usage"]["calls"] == 12 and summary["usage"]["total_tokens"] == 12 * 70
     markdown = summary_file(run, "md").read_text(encoding="utf-8")
@@ -187,8 +209,16 @@ def test_three_attempts_generated_scored_and_summarized(tmp_path: Path, staged_d
     assert "| attempt 2" in markdown and "1/3 (33.3%)" in markdown
 
     # Up to date: all attempts current, no model call on a rerun.
-    settings = load_settings({"data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results"),
-                              "model": MODEL, "split": "validation", "attempts": "3"}, cwd=tmp_path)
+    settings = load_settings(
+        {
+            "data_dir": str(staged_data_dir),
+            "results_dir": str(tmp_path / "results"),
+            "model": MODEL,
+            "split": "validation",
+            "attempts": "3",
+        },
+        cwd=tmp_path,
+    )
     assert all(generations_current(settings, problem_id) for problem_id in PROBLEMS)
     assert NOTHING_TO_DO in run_doit(tmp_path, *args).stderr
     assert responder.total() == 12

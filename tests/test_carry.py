@@ -1,4 +1,5 @@
 """`carry` through real doit runs: its own run folder, config.json, generation records and fingerprints."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """compare: two synthetic runs with known flips, split checks, missing runs, attempts, and the written file."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,58 +31,113 @@ SPLIT_OF = {"1": "validation", "2": "validation", "3": "validation", "4": "valid
 def make_run(results: Path, model: str, split: str, problem_ids: list[str], *, mode: str = "tool_use") -> RunPaths:
     settings = Settings(model=model, split=split, mode=mode, results_dir=str(results))
     paths = settings.run_paths
-    write_artifact(paths.config, "config", {
-        "fingerprint": fingerprint(settings.redacted()), "status": "complete", "settings": settings.redacted(),
-    })
-    write_artifact(paths.selection, "selection", {
-        "fingerprint": fingerprint([split, problem_ids]), "status": "complete", "split": split,
-        "category": ["all"], "sample_ids": [],
-        "problems": [
-            {"problem_id": pid, "category": "unclassified", "fingerprint": fingerprint(pid), "split": SPLIT_OF[pid],
-             "steps": len(PROBLEMS[pid][0]), "scored_steps": len(PROBLEMS[pid][0]) - len(PROBLEMS[pid][1]),
-             "layout": [{"step_id": sid, "prefilled": sid in PROBLEMS[pid][1]} for sid in PROBLEMS[pid][0]]}
-            for pid in problem_ids
-        ],
-    })
+    write_artifact(
+        paths.config,
+        "config",
+        {
+            "fingerprint": fingerprint(settings.redacted()),
+            "status": "complete",
+            "settings": settings.redacted(),
+        },
+    )
+    write_artifact(
+        paths.selection,
+        "selection",
+        {
+            "fingerprint": fingerprint([split, problem_ids]),
+            "status": "complete",
+            "split": split,
+            "category": ["all"],
+            "sample_ids": [],
+            "problems": [
+                {
+                    "problem_id": pid,
+                    "category": "unclassified",
+                    "fingerprint": fingerprint(pid),
+                    "split": SPLIT_OF[pid],
+                    "steps": len(PROBLEMS[pid][0]),
+                    "scored_steps": len(PROBLEMS[pid][0]) - len(PROBLEMS[pid][1]),
+                    "layout": [{"step_id": sid, "prefilled": sid in PROBLEMS[pid][1]} for sid in PROBLEMS[pid][0]],
+                }
+                for pid in problem_ids
+            ],
+        },
+    )
     return paths
 
 
 def step_verdict(step_id: str, status: str) -> dict[str, Any]:
     return {
-        "step_id": step_id, "status": status, "correct": status == "pass",
-        "tests": {"total": 2, "passed": 2 if status == "pass" else 0}, "returncode": 0 if status == "pass" else 1,
-        "stdout": "", "stderr": "", "duration_s": 0.2, "reason": "official prefilled step" if status == "skipped" else "",
+        "step_id": step_id,
+        "status": status,
+        "correct": status == "pass",
+        "tests": {"total": 2, "passed": 2 if status == "pass" else 0},
+        "returncode": 0 if status == "pass" else 1,
+        "stdout": "",
+        "stderr": "",
+        "duration_s": 0.2,
+        "reason": "official prefilled step" if status == "skipped" else "",
     }
 
 
-def attempt_record(pid: str, statuses: list[str], *, error: str | None = None,
-                   usage: dict[str, int] | None = None, latency_s: float | None = None) -> dict[str, Any]:
+def attempt_record(
+    pid: str,
+    statuses: list[str],
+    *,
+    error: str | None = None,
+    usage: dict[str, int] | None = None,
+    latency_s: float | None = None,
+) -> dict[str, Any]:
     step_ids = PROBLEMS[pid][0]
     steps = [step_verdict(sid, status) for sid, status in zip(step_ids, statuses)]
     scored = [s for s in steps if s["status"] != "skipped"]
     passed = sum(s["status"] == "pass" for s in scored)
     correct = error is None and passed == len(PROBLEMS[pid][0]) - len(PROBLEMS[pid][1])
-    meta: dict[str, Any] = {"evaluation": {
-        "problem_id": pid, "problem_correct": correct, "total_correct": passed, "total_steps": len(scored),
-        "subproblem_correctness": [s["status"] == "pass" for s in scored], "steps": steps, "error": error,
-    }}
+    meta: dict[str, Any] = {
+        "evaluation": {
+            "problem_id": pid,
+            "problem_correct": correct,
+            "total_correct": passed,
+            "total_steps": len(scored),
+            "subproblem_correctness": [s["status"] == "pass" for s in scored],
+            "steps": steps,
+            "error": error,
+        }
+    }
     if usage is not None:
         meta["usage"] = usage
     if latency_s is not None:
         meta["latency_s"] = latency_s
-    return {"final_answer": {"step_codes": {}}, "artifacts": {"step_codes": {}}, "trajectory": [],
-            "correct": correct, "score": passed / len(scored) if scored else 0.0, "meta": meta}
+    return {
+        "final_answer": {"step_codes": {}},
+        "artifacts": {"step_codes": {}},
+        "trajectory": [],
+        "correct": correct,
+        "score": passed / len(scored) if scored else 0.0,
+        "meta": meta,
+    }
 
 
 def write_details(paths: RunPaths, pid: str, *attempts: dict[str, Any], status: str = "complete") -> None:
-    write_artifact(paths.details(pid), "details", {
-        "fingerprint": fingerprint([str(paths.run_dir), pid]), "status": status, "task_id": pid,
-        "category": "unclassified", "attempts": list(attempts),
-    })
+    write_artifact(
+        paths.details(pid),
+        "details",
+        {
+            "fingerprint": fingerprint([str(paths.run_dir), pid]),
+            "status": status,
+            "task_id": pid,
+            "category": "unclassified",
+            "attempts": list(attempts),
+        },
+    )
 
 
 def usage(input_tokens: int, output_tokens: int, calls: int | None = None) -> dict[str, int]:
-    record = {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}
+    record = {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }
     if calls is not None:
         record["calls"] = calls
     return record
@@ -89,18 +145,35 @@ def usage(input_tokens: int, output_tokens: int, calls: int | None = None) -> di
 
 def generation_step(step_id: str, step_usage: dict[str, int], latency_s: float, calls: int) -> dict[str, Any]:
     return {
-        "step_id": step_id, "prefilled": False, "status": "ok", "prompt_fingerprint": fingerprint(step_id),
-        "code": "def f():\n    return 1\n", "raw_answer": "```python\ndef f():\n    return 1\n```", "error": None,
+        "step_id": step_id,
+        "prefilled": False,
+        "status": "ok",
+        "prompt_fingerprint": fingerprint(step_id),
+        "code": "def f():\n    return 1\n",
+        "raw_answer": "```python\ndef f():\n    return 1\n```",
+        "error": None,
         "trajectory": {"messages": [], "calls": [{"latency_s": latency_s / calls, "usage": usage(1, 1)}] * calls},
-        "usage": step_usage, "latency_s": latency_s,
+        "usage": step_usage,
+        "latency_s": latency_s,
     }
 
 
 def write_generation(paths: RunPaths, pid: str, steps: list[dict[str, Any]]) -> None:
-    write_artifact(paths.generation(pid), "generation", {
-        "fingerprint": fingerprint(["generation", pid]), "status": "complete", "problem_id": pid, "attempt": 0,
-        "model": "alpha", "mode": "tool_use", "steps": steps, "usage": usage(999, 999), "error": None,
-    })
+    write_artifact(
+        paths.generation(pid),
+        "generation",
+        {
+            "fingerprint": fingerprint(["generation", pid]),
+            "status": "complete",
+            "problem_id": pid,
+            "attempt": 0,
+            "model": "alpha",
+            "mode": "tool_use",
+            "steps": steps,
+            "usage": usage(999, 999),
+            "error": None,
+        },
+    )
 
 
 @pytest.fixture
@@ -119,7 +192,9 @@ def two_runs(tmp_path: Path) -> tuple[Path, Path]:
     a = make_run(results, "alpha", "validation", pids)
     write_details(a, "1", attempt_record("1", ["pass", "pass"], usage=usage(100, 50, 2), latency_s=1.5))
     write_details(a, "2", attempt_record("2", ["fail", "pass", "pass"]))  # usage from the generation file
-    write_generation(a, "2", [generation_step("2.1", usage(10, 5), 0.5, 1), generation_step("2.2", usage(20, 10, 3), 0.25, 3)])
+    write_generation(
+        a, "2", [generation_step("2.1", usage(10, 5), 0.5, 1), generation_step("2.2", usage(20, 10, 3), 0.25, 3)]
+    )
     write_details(a, "3", attempt_record("3", ["pass", "skipped", "pass"]))  # no usage anywhere
     write_details(a, "5", attempt_record("5", ["pass"], usage=usage(1, 1, 1), latency_s=0.5))
 
@@ -128,8 +203,12 @@ def two_runs(tmp_path: Path) -> tuple[Path, Path]:
     write_details(b, "2", attempt_record("2", ["pass", "pass", "pass"], usage=usage(200, 100, 1), latency_s=2.0))
     write_details(b, "3", attempt_record("3", ["pass", "skipped", "pass"], usage=usage(200, 100, 1), latency_s=2.0))
     write_details(b, "4", attempt_record("4", ["timeout", "parse_error"], usage=usage(200, 100, 1), latency_s=2.0))
-    write_details(b, "5", attempt_record("5", [], error="HTTP 500 after 6 retries", usage=usage(10, 0, 1), latency_s=0.5),
-                  status="generation_error")
+    write_details(
+        b,
+        "5",
+        attempt_record("5", [], error="HTTP 500 after 6 retries", usage=usage(10, 0, 1), latency_s=0.5),
+        status="generation_error",
+    )
     return a.run_dir, b.run_dir
 
 
@@ -154,6 +233,7 @@ def section(report: str, heading: str) -> str:
 # The report
 # ---------------------------------------------------------------------------
 
+
 def test_identity_side_by_side(two_runs: tuple[Path, Path]) -> None:
     report = compare_runs(*two_runs)
     assert report.startswith("# Comparison: alpha/validation-tool_use-bg (A) vs beta/validation-tool_use-bg (B)")
@@ -172,12 +252,20 @@ def test_metrics_and_deltas_from_details(two_runs: tuple[Path, Path]) -> None:
     report = compare_runs(run_a, run_b)
     # A resolves 1, 3, 5; B resolves 2, 3. Scored steps 2+3+2+2+1 = 10; A passes 7, B passes 6.
     assert row(report, "main_problem_resolve_rate") == [
-        "main_problem_resolve_rate", "3/5 (60.0%)", "2/5 (40.0%)", "-20.0 pp (-1)"]
+        "main_problem_resolve_rate",
+        "3/5 (60.0%)",
+        "2/5 (40.0%)",
+        "-20.0 pp (-1)",
+    ]
     assert row(report, "subproblem") == ["subproblem", "7/10 (70.0%)", "6/10 (60.0%)", "-10.0 pp (-1)"]
     assert row(report, "main_problem_total") == ["main_problem_total", "5", "5", "+0"]
     assert row(report, "subproblem_total") == ["subproblem_total", "10", "10", "+0"]
     assert row(report, "Error (generation failed or no details)") == [
-        "Error (generation failed or no details)", "1/5 (20.0%)", "1/5 (20.0%)", "+0"]
+        "Error (generation failed or no details)",
+        "1/5 (20.0%)",
+        "1/5 (20.0%)",
+        "+0",
+    ]
     assert row(report, "no valid details file") == ["no valid details file", "1/5 (20.0%)", "0/5 (0.0%)", "-1"]
 
 
@@ -248,6 +336,7 @@ def test_single_attempt_runs_have_no_attempt_section(two_runs: tuple[Path, Path]
 # Splits, selections and missing runs
 # ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def run_of_all_split(tmp_path: Path) -> Path:
     c = make_run(tmp_path / "results", "gamma", "all", ["1", "2", "9"])
@@ -270,12 +359,18 @@ def test_split_mismatch_refused(two_runs: tuple[Path, Path], run_of_all_split: P
 def test_split_mismatch_allowed_compares_common_problems(two_runs: tuple[Path, Path], run_of_all_split: Path) -> None:
     run_a, _ = two_runs
     report = compare_runs(run_a, run_of_all_split, allow_split_mismatch=True)
-    assert "**Splits differ (A: validation, B: all): only the 2 problems selected in both runs are compared.**" in report
+    assert (
+        "**Splits differ (A: validation, B: all): only the 2 problems selected in both runs are compared.**" in report
+    )
     assert "- only in A (3): 3, 4, 5" in report
     assert "- only in B (1): 9" in report
     # common problems 1 and 2: A resolves 1; C resolves 2. Steps: A 2+2 = 4 of 5, C 0+3 = 3 of 5.
     assert row(report, "main_problem_resolve_rate") == [
-        "main_problem_resolve_rate", "1/2 (50.0%)", "1/2 (50.0%)", "+0.0 pp (+0)"]
+        "main_problem_resolve_rate",
+        "1/2 (50.0%)",
+        "1/2 (50.0%)",
+        "+0.0 pp (+0)",
+    ]
     assert row(report, "subproblem") == ["subproblem", "4/5 (80.0%)", "3/5 (60.0%)", "-20.0 pp (-1)"]
     assert row(report, "problems selected") == ["problems selected", "5", "3"]
     steps_lost = section(report, "### pass in A, not pass in B (2)")
@@ -323,6 +418,7 @@ def test_invalid_details_count_as_unresolved(two_runs: tuple[Path, Path]) -> Non
 # Several attempts
 # ---------------------------------------------------------------------------
 
+
 def test_attempt_metrics_section(tmp_path: Path) -> None:
     results = tmp_path / "results"
     d = make_run(results, "delta", "validation", ["1", "5"], mode="naive")
@@ -335,14 +431,30 @@ def test_attempt_metrics_section(tmp_path: Path) -> None:
     attempts = section(report, "## Attempts")
     # D outcomes [T, F], [F, F]; E outcomes [T, T], [T, F]
     assert row(attempts, "pass@1") == [
-        "pass@1", "25.0% (mean over 2 problems)", "75.0% (mean over 2 problems)", "+50.0 pp"]
+        "pass@1",
+        "25.0% (mean over 2 problems)",
+        "75.0% (mean over 2 problems)",
+        "+50.0 pp",
+    ]
     assert row(attempts, "pass@2") == [
-        "pass@2", "50.0% (mean over 2 problems)", "100.0% (mean over 2 problems)", "+50.0 pp"]
+        "pass@2",
+        "50.0% (mean over 2 problems)",
+        "100.0% (mean over 2 problems)",
+        "+50.0 pp",
+    ]
     assert row(attempts, "resolved by any attempt (pass)") == [
-        "resolved by any attempt (pass)", "1/2 (50.0%)", "2/2 (100.0%)", "+50.0 pp (+1)"]
+        "resolved by any attempt (pass)",
+        "1/2 (50.0%)",
+        "2/2 (100.0%)",
+        "+50.0 pp (+1)",
+    ]
     # D steps per attempt: 2/3 then 1/3 -> mean 50%; E: 3/3 then 2/3 -> mean 83.3%
     assert row(attempts, "mean subproblem (avg)") == [
-        "mean subproblem (avg)", "50.0% (3 steps x 2 attempts)", "83.3% (3 steps x 2 attempts)", "+33.3 pp"]
+        "mean subproblem (avg)",
+        "50.0% (3 steps x 2 attempts)",
+        "83.3% (3 steps x 2 attempts)",
+        "+33.3 pp",
+    ]
     # the headline metrics are those of the first attempt
     assert row(report, "main_problem_resolve_rate")[1:] == ["1/2 (50.0%)", "2/2 (100.0%)", "+50.0 pp (+1)"]
 
@@ -363,13 +475,15 @@ def test_attempt_metrics_unavailable_when_attempt_counts_differ(tmp_path: Path) 
 # The written file
 # ---------------------------------------------------------------------------
 
+
 def test_write_comparison(two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_a, run_b = two_runs
     results = tmp_path / "results"
     settings = Settings(runs=(str(run_a), str(run_b)), results_dir=str(results))
     path = write_comparison(settings)
-    assert path == (results / "scicode" / "compare"
-                    / "alpha--validation-tool_use-bg__vs__beta--validation-tool_use-bg.md")
+    assert path == (
+        results / "scicode" / "compare" / "alpha--validation-tool_use-bg__vs__beta--validation-tool_use-bg.md"
+    )
     assert path.read_text(encoding="utf-8") == compare_runs(run_a, run_b)
     assert str(path) in capsys.readouterr().out
     # the Markdown report and its HTML page, no temp file left behind

@@ -5,6 +5,7 @@ A "real" model is a `ModelServer` in this process (tests/test_pipeline.py's Scri
 model runs each reference code through the local code_interpreter first, so an `execution_preamble` that sleeps
 gives tool snippets that are running when the signal comes.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,16 +13,15 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
 from tests.fake_sandbox import FakeSandbox, run_result
-from tests.run_files import summary_file
 from tests.pipeline_support import (
-    ScriptedModel,
     TEST_API_KEY,
+    ScriptedModel,
     assert_every_artifact_validates,
     assert_ok,
     data_args,
@@ -38,6 +38,7 @@ from tests.pipeline_support import (
     steps_of,
     wrong_answer,
 )
+from tests.run_files import summary_file
 
 STOP_LIMIT_SECONDS = 2.0
 INTERRUPTED_LINE = "scicode: interrupted ("
@@ -45,8 +46,15 @@ SMALL = ("70", "29", "38")  # 14 steps
 
 
 def start_doit(workdir: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(doit_command(workdir, *args), cwd=workdir, env=doit_environment(TEST_API_KEY),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        doit_command(workdir, *args),
+        cwd=workdir,
+        env=doit_environment(TEST_API_KEY),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def wait_until(condition: Callable[[], bool], process: subprocess.Popen[str], what: str, limit: float = 240) -> None:
@@ -108,13 +116,21 @@ def assert_one_stop_line(stderr: str) -> None:
 # One run at a time
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_second_run_on_the_same_folder_stops_at_once_and_nothing_is_billed_twice(
-        tmp_path: Path, staged_data_dir: Path, dev_targets: Path, start_server, reaper) -> None:
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path, start_server, reaper
+) -> None:
     steps = steps_of(staged_data_dir, SMALL, "validation")
     model = ScriptedModel(steps, stall_seconds=0.3)
-    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=validation",
-            f"sample_ids={','.join(SMALL)}", "mode=naive", "concurrency=1")
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        *model_args(start_server(model)),
+        "split=validation",
+        f"sample_ids={','.join(SMALL)}",
+        "mode=naive",
+        "concurrency=1",
+    )
     lock = tmp_path / "results" / "scicode" / "acme-coder-1" / "validation-naive-bg" / ".lock"
     first = start_doit(tmp_path, *args)
     reaper.append(first)
@@ -137,12 +153,19 @@ def test_a_second_run_on_the_same_folder_stops_at_once_and_nothing_is_billed_twi
 
 
 @pytest.mark.slow
-def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, staged_data_dir: Path, dev_targets: Path,
-                                                    start_server, reaper) -> None:
+def test_a_stale_lock_of_a_killed_run_is_taken_over(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path, start_server, reaper
+) -> None:
     steps = steps_of(staged_data_dir, SMALL, "validation")
     model = ScriptedModel(steps, stall_seconds=0.3)
-    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=validation",
-            f"sample_ids={','.join(SMALL)}", "mode=naive", "concurrency=1")
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        *model_args(start_server(model)),
+        "split=validation",
+        f"sample_ids={','.join(SMALL)}",
+        "mode=naive",
+        "concurrency=1",
+    )
     lock = tmp_path / "results" / "scicode" / "acme-coder-1" / "validation-naive-bg" / ".lock"
     killed = start_doit(tmp_path, *args)
     reaper.append(killed)
@@ -161,19 +184,29 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, staged_data_
 # A prompt stop
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
-def test_ctrl_c_during_scoring_kills_the_tests_at_once(tmp_path: Path, staged_data_dir: Path, dev_targets: Path,
-                                                       start_server, reaper) -> None:
+def test_ctrl_c_during_scoring_kills_the_tests_at_once(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path, start_server, reaper
+) -> None:
     steps = steps_of(staged_data_dir, ("4",), "validation")
     model = ScriptedModel(steps, {"4.1": looping_answer(steps["4.1"])})
-    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=validation",
-            "sample_ids=4", "mode=naive")
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        *model_args(start_server(model)),
+        "split=validation",
+        "sample_ids=4",
+        "mode=naive",
+    )
     run = tmp_path / "results" / "scicode" / "acme-coder-1" / "validation-naive-bg"
     process = start_doit(tmp_path, *args, "step_timeout_seconds=300")
     reaper.append(process)
     generation = run / "generations" / "4.json"
-    wait_until(lambda: generation.exists() and len(children_running(process, "zygote")) >= 2, process,
-               "started the test process")  # the warm interpreter and the test forked from it
+    wait_until(
+        lambda: generation.exists() and len(children_running(process, "zygote")) >= 2,
+        process,
+        "started the test process",
+    )  # the warm interpreter and the test forked from it
     time.sleep(1.0)  # the test is in its endless loop
     seen = descendants(process.pid)
 
@@ -192,16 +225,29 @@ def test_ctrl_c_during_scoring_kills_the_tests_at_once(tmp_path: Path, staged_da
 
 
 @pytest.mark.slow
-def test_sigterm_during_generation_kills_the_tool_snippets_at_once(tmp_path: Path, staged_data_dir: Path,
-                                                                   dev_targets: Path, reaper) -> None:
-    args = (*data_args(staged_data_dir, dev_targets), "model=gold", "split=validation", "mode=tool_use",
-            f"sample_ids={','.join(SMALL)}", "execution_preamble=import time; time.sleep(3)", "code_timeout_seconds=300")
+def test_sigterm_during_generation_kills_the_tool_snippets_at_once(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path, reaper
+) -> None:
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        "model=gold",
+        "split=validation",
+        "mode=tool_use",
+        f"sample_ids={','.join(SMALL)}",
+        "execution_preamble=import time; time.sleep(3)",
+        "code_timeout_seconds=300",
+    )
     run = tmp_path / "results" / "scicode" / "gold" / "validation-tool_use-bg"
     process = start_doit(tmp_path, *args)
     reaper.append(process)
-    wait_until(lambda: len(list((run / "generations").glob("*.json"))) == len(SMALL)
-               and len(children_running(process, "_runner.py", unless="confine.py")) == len(SMALL), process,
-               "ran the second steps' tool snippets")
+    wait_until(
+        lambda: (
+            len(list((run / "generations").glob("*.json"))) == len(SMALL)
+            and len(children_running(process, "_runner.py", unless="confine.py")) == len(SMALL)
+        ),
+        process,
+        "ran the second steps' tool snippets",
+    )
     time.sleep(0.5)
     seen = descendants(process.pid)
 
@@ -224,13 +270,18 @@ def test_sigterm_during_generation_kills_the_tool_snippets_at_once(tmp_path: Pat
 # Preflight and one-line refusals
 # ---------------------------------------------------------------------------
 
+
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith(("download ", "select "))]
+    lines = [
+        line for line in result.stderr.splitlines() if line.strip() and not line.startswith(("download ", "select "))
+    ]
     assert len(lines) == 1, output_of(result)
     return lines[0]
 
 
-def test_bad_selection_replay_and_task_names_are_one_line_before_any_work(tmp_path: Path, staged_data_dir: Path) -> None:
+def test_bad_selection_replay_and_task_names_are_one_line_before_any_work(
+    tmp_path: Path, staged_data_dir: Path
+) -> None:
     bad_json = tmp_path / "bad.json"
     bad_json.write_text("{not json", encoding="utf-8")
     cases = {
@@ -249,12 +300,18 @@ def test_bad_selection_replay_and_task_names_are_one_line_before_any_work(tmp_pa
         assert "Traceback" not in output_of(result)
 
 
-def test_missing_targets_stop_the_run_before_any_model_call(tmp_path: Path, staged_data_dir: Path, dev_targets: Path,
-                                                            start_server) -> None:
+def test_missing_targets_stop_the_run_before_any_model_call(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path, start_server
+) -> None:
     steps = steps_of(staged_data_dir, ("1", "77"))
     model = ScriptedModel(steps)
-    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=all", "sample_ids=1,77",
-            "mode=naive")
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        *model_args(start_server(model)),
+        "split=all",
+        "sample_ids=1,77",
+        "mode=naive",
+    )
     refused = run_doit(tmp_path, *args, api_key=TEST_API_KEY)
     assert refused.returncode == 3
     line = one_line(refused)
@@ -267,12 +324,19 @@ def test_missing_targets_stop_the_run_before_any_model_call(tmp_path: Path, stag
 
 
 @pytest.mark.slow
-def test_allow_missing_targets_scores_the_rest_and_counts_the_unscored(tmp_path: Path, staged_data_dir: Path,
-                                                                      dev_targets: Path, start_server) -> None:
+def test_allow_missing_targets_scores_the_rest_and_counts_the_unscored(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path, start_server
+) -> None:
     steps = steps_of(staged_data_dir, ("1", "77"))
     model = ScriptedModel(steps, {step_id: wrong_answer(step) for step_id, step in steps.items() if step_id != "1.1"})
-    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=all", "sample_ids=1,77",
-            "mode=naive", "allow_missing_targets=true")
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        *model_args(start_server(model)),
+        "split=all",
+        "sample_ids=1,77",
+        "mode=naive",
+        "allow_missing_targets=true",
+    )
     result = run_doit(tmp_path, *args, api_key=TEST_API_KEY)
     assert "preflight: targets: 12 of 13 scored steps have no targets" in result.stdout, output_of(result)
     run = tmp_path / "results" / "scicode" / "acme-coder-1" / "all-naive-bg"
@@ -289,7 +353,9 @@ def test_an_unwritable_results_folder_is_one_line(tmp_path: Path, staged_data_di
             pytest.skip("cannot make a folder read-only here (chattr +i refused and running as root)")
         frozen.chmod(0o555)
     try:
-        result = run_doit(tmp_path, *data_args(staged_data_dir, None), f"results_dir={frozen}", "mode=naive", timeout=120)
+        result = run_doit(
+            tmp_path, *data_args(staged_data_dir, None), f"results_dir={frozen}", "mode=naive", timeout=120
+        )
     finally:
         subprocess.run(["chattr", "-i", str(frozen)], capture_output=True)
         frozen.chmod(0o755)
@@ -302,16 +368,24 @@ def test_an_unwritable_results_folder_is_one_line(tmp_path: Path, staged_data_di
 # doit clean and per-selection summaries
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
-def test_clean_removes_derived_outputs_and_generations_only_by_name(tmp_path: Path, staged_data_dir: Path,
-                                                                    dev_targets: Path) -> None:
+def test_clean_removes_derived_outputs_and_generations_only_by_name(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path
+) -> None:
     args = (*data_args(staged_data_dir, dev_targets), "model=gold", "mode=naive")
     run = tmp_path / "results" / "scicode" / "gold" / "validation-naive-bg"
     assert_ok(run_doit(tmp_path, *args, "sample_ids=1,3"))
     assert_ok(run_doit(tmp_path, *args, "sample_ids=1"))
     names = {path.name for path in run.iterdir()}
-    assert {"summary-ids-1_3.md", "summary-ids-1_3.json", "summary-ids-1.md", "summary-ids-1.json",
-            "plots-ids-1_3", "plots-ids-1"} <= names  # the smaller selection did not replace the other's summary
+    assert {
+        "summary-ids-1_3.md",
+        "summary-ids-1_3.json",
+        "summary-ids-1.md",
+        "summary-ids-1.json",
+        "plots-ids-1_3",
+        "plots-ids-1",
+    } <= names  # the smaller selection did not replace the other's summary
     assert load_json(run / "summary-ids-1_3.json")["subproblem_total"] == 2
 
     cleaned = run_doit(tmp_path, "clean", *args, "sample_ids=1,3")
@@ -329,13 +403,21 @@ def test_clean_removes_derived_outputs_and_generations_only_by_name(tmp_path: Pa
 # A sandbox that fails
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
-def test_a_run_whose_tool_calls_failed_in_the_sandbox_ends_non_zero(tmp_path: Path, staged_data_dir: Path,
-                                                                     dev_targets: Path) -> None:
+def test_a_run_whose_tool_calls_failed_in_the_sandbox_ends_non_zero(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path
+) -> None:
     # The preflight probe succeeds, then every call gets HTTP 503.
     with FakeSandbox([(200, run_result(stdout="probe 1 2 3\n")), (503, {"detail": "overloaded"})]) as sandbox:
-        args = (*data_args(staged_data_dir, dev_targets), "model=gold", "mode=tool_use", "sample_ids=1,3",
-                f"sandbox_url={sandbox.url}", "sandbox_max_retries=0")
+        args = (
+            *data_args(staged_data_dir, dev_targets),
+            "model=gold",
+            "mode=tool_use",
+            "sample_ids=1,3",
+            f"sandbox_url={sandbox.url}",
+            "sandbox_max_retries=0",
+        )
         result = run_doit(tmp_path, *args)
     assert result.returncode != 0
     assert "2 of 2 tool calls failed in the code sandbox (sandbox_error)" in output_of(result)

@@ -1,6 +1,8 @@
 """Configuration: precedence, coercion, and one clear line for every invalid input."""
+
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -42,8 +44,8 @@ def test_non_default_carry_is_in_the_run_name_and_config(tmp_path: Path) -> None
 def test_precedence_builtin_toml_blocks_cli(tmp_path: Path) -> None:
     (tmp_path / "scicode.toml").write_text(
         'model = "m-toml"\nconcurrency = 3\nscore_workers = 5\nstep_timeout_seconds = 99\n'
-        '[model_params]\ntemperature = 0.5\ntop_p = 0.9\n'
-        '[harness_params]\nscore_workers = 6\n',
+        "[model_params]\ntemperature = 0.5\ntop_p = 0.9\n"
+        "[harness_params]\nscore_workers = 6\n",
         encoding="utf-8",
     )
     settings = load_settings(
@@ -126,8 +128,12 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
 def test_api_key_only_from_environment_and_never_in_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_KEY_VAR", "sk-secret-value")
     settings = load_settings(
-        {"api_key_env": "MY_KEY_VAR", "model": "m", "model_params": '{"api_token": "t0k"}',
-         "base_url": "https://user:pw@api.example/v1"},
+        {
+            "api_key_env": "MY_KEY_VAR",
+            "model": "m",
+            "model_params": '{"api_token": "t0k"}',
+            "base_url": "https://user:pw@api.example/v1",
+        },
         cwd=tmp_path,
     )
     assert settings.api_key == "sk-secret-value"
@@ -156,7 +162,7 @@ def test_stage_fingerprints_cover_exactly_their_settings(tmp_path: Path) -> None
 
 def test_settings_are_frozen(tmp_path: Path) -> None:
     settings = load_settings({}, cwd=tmp_path)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         settings.model = "x"  # type: ignore[misc]
     assert isinstance(settings, Settings)
 

@@ -1,4 +1,5 @@
 """What confines model code here, how a run states it, and `confinement=required`."""
+
 from __future__ import annotations
 
 import os
@@ -53,21 +54,48 @@ def test_config_json_records_the_confinement(tmp_path: Path, staged_data_dir: Pa
     assert config["confinement"] == confinement_of(sys.executable)["description"]
 
 
-def test_doit_with_required_confinement_that_is_missing_stops_with_one_line(tmp_path: Path, failing_interpreter: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "-d", str(tmp_path), "list",
-                             "confinement=required", f"python_binary={failing_interpreter}"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+def test_doit_with_required_confinement_that_is_missing_stops_with_one_line(
+    tmp_path: Path, failing_interpreter: str
+) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "doit",
+            "-f",
+            str(DODO),
+            "-d",
+            str(tmp_path),
+            "list",
+            "confinement=required",
+            f"python_binary={failing_interpreter}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "confinement=required, but model code here would run under: none" in lines[0], result.stderr
+    assert len(lines) == 1 and "confinement=required, but model code here would run under: none" in lines[0], (
+        result.stderr
+    )
 
 
 def test_launcher_confines_a_program_and_passes_its_exit_status(tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    code = ("import os, sys\nopen('inside.txt', 'w').write('ok')\n"
-            f"try:\n    open({str(tmp_path / 'outside.txt')!r}, 'w')\nexcept PermissionError:\n    sys.exit(7)\n")
-    result = subprocess.run([sys.executable, str(CONFINE_SCRIPT), "--write", str(scratch), "--python", "--", "-c", code],
-                            cwd=scratch, capture_output=True, text=True, timeout=120, env={"PATH": os.defpath})
+    code = (
+        "import os, sys\nopen('inside.txt', 'w').write('ok')\n"
+        f"try:\n    open({str(tmp_path / 'outside.txt')!r}, 'w')\nexcept PermissionError:\n    sys.exit(7)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(CONFINE_SCRIPT), "--write", str(scratch), "--python", "--", "-c", code],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.defpath},
+    )
     assert result.returncode == 7, result.stderr
     assert (scratch / "inside.txt").read_text() == "ok" and not (tmp_path / "outside.txt").exists()

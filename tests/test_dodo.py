@@ -1,4 +1,5 @@
 """Real doit runs of the wiring in a temp folder: incrementality of download and select, config errors."""
+
 from __future__ import annotations
 
 import json

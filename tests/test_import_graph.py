@@ -5,6 +5,7 @@ of a `stages.*` module, at module level or inside a function, is an edge, except
 `if TYPE_CHECKING:` (never executed). `from stages.a import b` points at the module `stages.a.b` when
 that is a module, else at `stages.a`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,7 +34,8 @@ def source_modules(root: Path = PROJECT_ROOT / PACKAGE) -> dict[str, Path]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
@@ -94,7 +96,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
                 state[path.pop()] = 2
                 iterators.pop()
             elif state.get(following) == 1:
-                return path[path.index(following):] + [following]
+                return path[path.index(following) :] + [following]
             elif not state.get(following):
                 state[following] = 1
                 path.append(following)
@@ -120,8 +122,13 @@ def test_stages_has_no_import_cycle() -> None:
 
 
 def test_score_does_not_import_generate() -> None:
-    reaching = sorted(f"{module} imports {target}" for module, targets in import_graph().items()
-                      if module.startswith("stages.score") for target in targets if target.startswith("stages.generate"))
+    reaching = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if module.startswith("stages.score")
+        for target in targets
+        if target.startswith("stages.generate")
+    )
     assert reaching == [], "; ".join(reaching)
 
 
@@ -130,6 +137,9 @@ def test_a_stage_entry_is_imported_by_the_wiring_only(entry: str) -> None:
     """No stage (nor the results reader) asks another stage for a file name or anything else."""
     graph = import_graph()
     assert entry in graph, f"{entry} is not a module of {PACKAGE}"
-    importers = sorted(module for module, targets in graph.items() if entry in targets and module not in WIRING
-                       and not module.startswith(entry + "."))
+    importers = sorted(
+        module
+        for module, targets in graph.items()
+        if entry in targets and module not in WIRING and not module.startswith(entry + ".")
+    )
     assert importers == [], f"{entry} is imported by {', '.join(importers)}"

@@ -1,4 +1,5 @@
 """pass@k estimator and attempt metrics, checked against numbers computed by hand."""
+
 from __future__ import annotations
 
 import math
@@ -18,16 +19,22 @@ from stages.passk import (
     unresolved_outcomes,
 )
 
-
 # ---------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------
 
+
 def step(step_id: str, status: str) -> dict[str, Any]:
     return {
-        "step_id": step_id, "status": status, "correct": status == "pass",
-        "tests": {"total": 1, "passed": int(status == "pass")}, "returncode": 0 if status == "pass" else 1,
-        "stdout": "", "stderr": "", "duration_s": 0.1, "reason": "",
+        "step_id": step_id,
+        "status": status,
+        "correct": status == "pass",
+        "tests": {"total": 1, "passed": int(status == "pass")},
+        "returncode": 0 if status == "pass" else 1,
+        "stdout": "",
+        "stderr": "",
+        "duration_s": 0.1,
+        "reason": "",
     }
 
 
@@ -37,19 +44,34 @@ def attempt(problem_id: str, statuses: dict[str, str], error: str | None = None)
     passed = sum(s["status"] == "pass" for s in scored)
     correct = error is None and passed == len(scored)
     return {
-        "final_answer": {"step_codes": {}}, "artifacts": {"step_codes": {}}, "trajectory": [],
-        "correct": correct, "score": passed / len(scored) if scored else 0.0,
-        "meta": {"evaluation": {
-            "problem_id": problem_id, "problem_correct": correct, "total_correct": passed,
-            "total_steps": len(scored), "subproblem_correctness": [s["status"] == "pass" for s in scored],
-            "steps": steps, "error": error,
-        }},
+        "final_answer": {"step_codes": {}},
+        "artifacts": {"step_codes": {}},
+        "trajectory": [],
+        "correct": correct,
+        "score": passed / len(scored) if scored else 0.0,
+        "meta": {
+            "evaluation": {
+                "problem_id": problem_id,
+                "problem_correct": correct,
+                "total_correct": passed,
+                "total_steps": len(scored),
+                "subproblem_correctness": [s["status"] == "pass" for s in scored],
+                "steps": steps,
+                "error": error,
+            }
+        },
     }
 
 
 def details(problem_id: str, *attempts: dict[str, Any], status: str = "complete") -> dict[str, Any]:
-    record = {"schema_version": 1, "fingerprint": fingerprint(problem_id), "status": status,
-              "task_id": problem_id, "category": "unclassified", "attempts": list(attempts)}
+    record = {
+        "schema_version": 1,
+        "fingerprint": fingerprint(problem_id),
+        "status": status,
+        "task_id": problem_id,
+        "category": "unclassified",
+        "attempts": list(attempts),
+    }
     validate("details", record)
     return record
 
@@ -82,6 +104,7 @@ def three_problems() -> list[dict[str, Any]]:
 # The estimator
 # ---------------------------------------------------------------------------
 
+
 def exact_pass_at_k(n: int, c: int, k: int) -> Fraction:
     return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
 
@@ -90,11 +113,11 @@ def exact_pass_at_k(n: int, c: int, k: int) -> Fraction:
     ("n", "c", "k", "expected"),
     [
         (3, 2, 1, 2 / 3),
-        (3, 2, 2, 1.0),          # 1 - C(1,2)/C(3,2) = 1 - 0/3
+        (3, 2, 2, 1.0),  # 1 - C(1,2)/C(3,2) = 1 - 0/3
         (3, 0, 2, 0.0),
         (3, 3, 3, 1.0),
-        (5, 2, 2, 0.7),          # 1 - C(3,2)/C(5,2) = 1 - 3/10
-        (10, 3, 5, 11 / 12),     # 1 - C(7,5)/C(10,5) = 1 - 21/252
+        (5, 2, 2, 0.7),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+        (10, 3, 5, 11 / 12),  # 1 - C(7,5)/C(10,5) = 1 - 21/252
         (1, 1, 1, 1.0),
         (1, 0, 1, 0.0),
     ],
@@ -139,6 +162,7 @@ def test_mean_pass_at_k_averages_problems_and_refuses_none() -> None:
 # Attempt metrics
 # ---------------------------------------------------------------------------
 
+
 def test_attempt_metrics_by_hand() -> None:
     metrics = attempt_metrics(three_problems())
     assert metrics["problems"] == 3 and metrics["attempts"] == 3
@@ -164,10 +188,14 @@ def test_attempt_metrics_by_hand() -> None:
     assert metrics["any_attempt"]["main_problem_resolved"] == 2
     assert metrics["any_attempt"]["main_problem_resolve_rate"] == pytest.approx(2 / 3)
     assert metrics["any_attempt"]["subproblem_correct"] == 6
-    assert metrics["strategies"]["avg"] == {"main_problem_resolve_rate": pytest.approx(5 / 9),
-                                            "subproblem": pytest.approx(7 / 9)}
-    assert metrics["strategies"]["pass"] == {"main_problem_resolve_rate": pytest.approx(2 / 3),
-                                             "subproblem": pytest.approx(1.0)}
+    assert metrics["strategies"]["avg"] == {
+        "main_problem_resolve_rate": pytest.approx(5 / 9),
+        "subproblem": pytest.approx(7 / 9),
+    }
+    assert metrics["strategies"]["pass"] == {
+        "main_problem_resolve_rate": pytest.approx(2 / 3),
+        "subproblem": pytest.approx(1.0),
+    }
 
 
 def test_pass_at_k_is_not_a_product_of_step_rates() -> None:

@@ -10,6 +10,7 @@ A "real" model is a `ModelServer` in this process: it never gets the step header
 get, so it recognizes the step it is asked from the prompt text (the next-step block ends with that
 step's function header and return line).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,8 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import h5py
 import pytest
@@ -61,65 +62,14 @@ from tests.run_files import summary_file
 # ---------------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
-
 # ---------------------------------------------------------------------------
 # Problems, prompts and answers
 # ---------------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # ---------------------------------------------------------------------------
 # Fixtures
 # ---------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------------------
@@ -142,40 +92,82 @@ def targets_without_one_step(tmp_path: Path, dev_targets: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_real_model_run_counts_every_status(workdir: Path, staged_data_dir: Path, targets_without_one_step: Path,
-                                            start_server) -> None:
+def test_real_model_run_counts_every_status(
+    workdir: Path, staged_data_dir: Path, targets_without_one_step: Path, start_server
+) -> None:
     steps = steps_of(staged_data_dir, MIXED_PROBLEMS, "validation")
     replies = {
-        "3.1": wrong_answer(steps["3.1"]),      # fail
-        "4.1": looping_answer(steps["4.1"]),    # timeout
-        "38.3": PROSE_ANSWER,                    # parse_error (tool_use: one reminder, answered in prose again)
+        "3.1": wrong_answer(steps["3.1"]),  # fail
+        "4.1": looping_answer(steps["4.1"]),  # timeout
+        "38.3": PROSE_ANSWER,  # parse_error (tool_use: one reminder, answered in prose again)
     }
     model = ScriptedModel(steps, replies)
     server = start_server(model)
-    result = run_doit(workdir, *data_args(staged_data_dir, targets_without_one_step), *model_args(server),
-                      "split=validation", f"sample_ids={','.join(MIXED_PROBLEMS)}", "step_timeout_seconds=3",
-                      "allow_missing_targets=true", api_key=TEST_API_KEY)  # else the preflight stops the run
+    result = run_doit(
+        workdir,
+        *data_args(staged_data_dir, targets_without_one_step),
+        *model_args(server),
+        "split=validation",
+        f"sample_ids={','.join(MIXED_PROBLEMS)}",
+        "step_timeout_seconds=3",
+        "allow_missing_targets=true",
+        api_key=TEST_API_KEY,
+    )  # else the preflight stops the run
     # A step without targets is reported, never silently ignored: the problem is listed and doit fails.
     assert result.returncode == 1, output_of(result)
-    assert "FAILED summarize: 1 problem(s) have steps without targets (29): stage the official test_data.h5" in result.stderr
+    assert (
+        "FAILED summarize: 1 problem(s) have steps without targets (29): stage the official test_data.h5"
+        in result.stderr
+    )
 
     run = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg")
     summary = load_json(summary_file(run, "json"))
     # Hand count: 9 scored steps; pass 1.1, 29.1, 29.3 (carries the reference 29.2), 38.1, 38.2;
     # only problem 1 has every step passing.
-    assert {name: summary[name] for name in ("main_problem_resolved", "main_problem_total", "subproblem_correct",
-                                             "subproblem_total", "Total", "Evaluated", "Error", "skipped_steps")} == {
-        "main_problem_resolved": 1, "main_problem_total": 5, "subproblem_correct": 5, "subproblem_total": 9,
-        "Total": 5, "Evaluated": 5, "Error": 0, "skipped_steps": 0,
+    assert {
+        name: summary[name]
+        for name in (
+            "main_problem_resolved",
+            "main_problem_total",
+            "subproblem_correct",
+            "subproblem_total",
+            "Total",
+            "Evaluated",
+            "Error",
+            "skipped_steps",
+        )
+    } == {
+        "main_problem_resolved": 1,
+        "main_problem_total": 5,
+        "subproblem_correct": 5,
+        "subproblem_total": 9,
+        "Total": 5,
+        "Evaluated": 5,
+        "Error": 0,
+        "skipped_steps": 0,
     }
-    assert summary["status_counts"] == {"pass": 5, "fail": 1, "timeout": 1, "parse_error": 1, "eval_error": 1,
-                                        "skipped": 0, "no_verdict": 0}
+    assert summary["status_counts"] == {
+        "pass": 5,
+        "fail": 1,
+        "timeout": 1,
+        "parse_error": 1,
+        "eval_error": 1,
+        "skipped": 0,
+        "no_verdict": 0,
+    }
     assert summary["targets"]["kind"] == "explicit"
     assert [entry["problem_id"] for entry in summary["failed_problems"]] == ["29"]
     assert "29.2: eval_error" in summary["failed_problems"][0]["reason"]
     assert step_statuses(run / "details") == {
-        "1.1": "pass", "3.1": "fail", "4.1": "timeout", "29.1": "pass", "29.2": "eval_error", "29.3": "pass",
-        "38.1": "pass", "38.2": "pass", "38.3": "parse_error",
+        "1.1": "pass",
+        "3.1": "fail",
+        "4.1": "timeout",
+        "29.1": "pass",
+        "29.2": "eval_error",
+        "29.3": "pass",
+        "38.1": "pass",
+        "38.2": "pass",
+        "38.3": "parse_error",
     }
     asked = model.counts()
     assert asked.pop("38.3") == 2  # the prose answer got one reminder
@@ -191,6 +183,7 @@ def test_real_model_run_counts_every_status(workdir: Path, staged_data_dir: Path
 # 1. The embedded default: gold on the validation split, targets derived from reference code
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_embedded_default_run_then_noop_rerun(workdir: Path, staged_data_dir: Path) -> None:
     first = run_doit(workdir, *data_args(staged_data_dir, None), timeout=900)
@@ -205,8 +198,13 @@ def test_embedded_default_run_then_noop_rerun(workdir: Path, staged_data_dir: Pa
     assert (summary["subproblem_correct"], summary["subproblem_total"]) == (50, 50)
     assert summary["targets"]["kind"] == "derived" and summary["failed_problems"] == []
     assert "[targets derived from reference code]" in first.stdout
-    for line in ("generate   15/15 done, 0 up-to-date, 0 failed", "score      15/15 done, 0 up-to-date, 0 failed",
-                 "targets    1/1 done", "summarize  1/1 done", "== run finished"):
+    for line in (
+        "generate   15/15 done, 0 up-to-date, 0 failed",
+        "score      15/15 done, 0 up-to-date, 0 failed",
+        "targets    1/1 done",
+        "summarize  1/1 done",
+        "== run finished",
+    ):
         assert line in first.stderr, first.stderr
 
     started = time.monotonic()
@@ -235,18 +233,32 @@ def first_appearances(folder: Path, seen: dict[str, float]) -> None:
 
 
 @pytest.mark.slow
-def test_first_problem_is_scored_while_generation_is_still_running(workdir: Path, staged_data_dir: Path,
-                                                                   dev_targets: Path) -> None:
+def test_first_problem_is_scored_while_generation_is_still_running(
+    workdir: Path, staged_data_dir: Path, dev_targets: Path
+) -> None:
     # Problem 1 is the slowest to score by the verdict cache's last durations: it is generated first.
     verdicts = workdir / ".scicode" / "verdicts"
     verdicts.mkdir(parents=True)
     (verdicts / "durations.json").write_text(json.dumps({"1.1": 100.0}), encoding="utf-8")
-    args = (*data_args(staged_data_dir, dev_targets), "model=gold", "split=validation", "mode=naive",
-            "concurrency=1", f"sample_ids={','.join(STREAMED_PROBLEMS)}")
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        "model=gold",
+        "split=validation",
+        "mode=naive",
+        "concurrency=1",
+        f"sample_ids={','.join(STREAMED_PROBLEMS)}",
+    )
     environment = {**doit_environment(), LATENCY_VARIABLE: str(SLOW_ANSWER_SECONDS)}
     run = run_dir(workdir, "gold", "validation-naive-bg")
-    process = subprocess.Popen(doit_command(workdir, *args), cwd=workdir, env=environment, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        doit_command(workdir, *args),
+        cwd=workdir,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     generations: dict[str, float] = {}
     details: dict[str, float] = {}
     unfinished_at_first_details: list[str] = []
@@ -258,8 +270,11 @@ def test_first_problem_is_scored_while_generation_is_still_running(workdir: Path
             first_appearances(run / "details", details)
             if details and not unfinished_at_first_details:
                 unfinished_at_first_details = [
-                    problem_id for problem_id in STREAMED_PROBLEMS
-                    if problem_id not in generations or load_json(run / "generations" / f"{problem_id}.json")["status"] != "complete"]
+                    problem_id
+                    for problem_id in STREAMED_PROBLEMS
+                    if problem_id not in generations
+                    or load_json(run / "generations" / f"{problem_id}.json")["status"] != "complete"
+                ]
                 unfinished_at_first_details.append("checked")
             time.sleep(0.05)
         stdout, stderr = process.communicate(timeout=60)
@@ -288,10 +303,15 @@ def test_first_problem_is_scored_while_generation_is_still_running(workdir: Path
 # 3. split=all and split=test with a replay file: denominators 338 and 288
 # ---------------------------------------------------------------------------
 
+
 def write_wrong_replay(path: Path, data_dir: Path) -> Path:
     """A replay file answering every non-prefilled step of both splits with a fast wrong function."""
-    answers = {step.step_id: wrong_answer(step) for problem in load_problems(DataPaths(data_dir), "all")
-               for step in problem.steps if not step.prefilled}
+    answers = {
+        step.step_id: wrong_answer(step)
+        for problem in load_problems(DataPaths(data_dir), "all")
+        for step in problem.steps
+        if not step.prefilled
+    }
     path.write_text(json.dumps(answers), encoding="utf-8")
     return path
 
@@ -385,8 +405,12 @@ def tree_mtimes(root: Path) -> dict[str, int]:
 def test_reruns_redo_only_what_changed(workdir: Path, staged_data_dir: Path, dev_targets: Path, start_server) -> None:
     model = ScriptedModel(steps_of(staged_data_dir, SMALL_PROBLEMS, "validation"))
     server = start_server(model)
-    common = (*data_args(staged_data_dir, dev_targets), *model_args(server), "split=validation",
-              f"sample_ids={','.join(SMALL_PROBLEMS)}")
+    common = (
+        *data_args(staged_data_dir, dev_targets),
+        *model_args(server),
+        "split=validation",
+        f"sample_ids={','.join(SMALL_PROBLEMS)}",
+    )
 
     def doit(*extra: str) -> subprocess.CompletedProcess[str]:
         result = run_doit(workdir, *common, *extra, api_key=TEST_API_KEY)
@@ -420,7 +444,10 @@ def test_reruns_redo_only_what_changed(workdir: Path, staged_data_dir: Path, dev
     naive = doit("step_timeout_seconds=120", "mode=naive")
     assert "generate   3/3 done" in naive.stderr
     assert model.total() == 8
-    assert load_json(summary_file(run_dir(workdir, "acme-coder-1", "validation-naive-bg"), "json"))["subproblem_correct"] == 4
+    assert (
+        load_json(summary_file(run_dir(workdir, "acme-coder-1", "validation-naive-bg"), "json"))["subproblem_correct"]
+        == 4
+    )
     assert tree_mtimes(run) == after
 
     # One deleted details file: only that problem is scored again, without a model call.
@@ -432,7 +459,8 @@ def test_reruns_redo_only_what_changed(workdir: Path, staged_data_dir: Path, dev
     assert final["details/1.json"] == after["details/1.json"] and final["details/19.json"] == after["details/19.json"]
     assert "details/3.json" in final
     assert {key: value for key, value in final.items() if key.startswith("generations/")} == {
-        key: value for key, value in after.items() if key.startswith("generations/")}
+        key: value for key, value in after.items() if key.startswith("generations/")
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -445,18 +473,25 @@ QUICK_RETRY = ErrorReply(500, "upstream overloaded", headers={"retry-after-ms": 
 
 def failing_for(problem_id: str) -> Callable[[Step], Reply | str]:
     """Reference answers, except HTTP 500 for every step of `problem_id`."""
+
     def reply(step: Step) -> Reply | str:
         return QUICK_RETRY if step.step_id.split(".")[0] == problem_id else reference_answer(step)
+
     return reply
 
 
 @pytest.mark.slow
-def test_failed_problem_is_counted_then_resumed(workdir: Path, staged_data_dir: Path, dev_targets: Path,
-                                                start_server) -> None:
+def test_failed_problem_is_counted_then_resumed(
+    workdir: Path, staged_data_dir: Path, dev_targets: Path, start_server
+) -> None:
     steps = steps_of(staged_data_dir, SMALL_PROBLEMS, "validation")
     broken = ScriptedModel(steps, default=failing_for(FAILING_PROBLEM))
-    common = (*data_args(staged_data_dir, dev_targets), "split=validation", f"sample_ids={','.join(SMALL_PROBLEMS)}",
-              "max_retries=2")
+    common = (
+        *data_args(staged_data_dir, dev_targets),
+        "split=validation",
+        f"sample_ids={','.join(SMALL_PROBLEMS)}",
+        "max_retries=2",
+    )
 
     first = run_doit(workdir, *common, *model_args(start_server(broken)), api_key=TEST_API_KEY)
     assert first.returncode == 1, output_of(first)
@@ -487,15 +522,22 @@ def test_failed_problem_is_counted_then_resumed(workdir: Path, staged_data_dir: 
 # 7. A wrong model name stops the run; it never scores zero silently
 # ---------------------------------------------------------------------------
 
+
 def model_not_found(request: ModelRequest) -> Reply:
     return ErrorReply(404, "The requested model does not exist.", code="model_not_found")
 
 
-def test_wrong_model_name_stops_the_run_with_one_line(workdir: Path, staged_data_dir: Path, dev_targets: Path,
-                                                      start_server) -> None:
+def test_wrong_model_name_stops_the_run_with_one_line(
+    workdir: Path, staged_data_dir: Path, dev_targets: Path, start_server
+) -> None:
     server = start_server(model_not_found)
-    result = run_doit(workdir, *data_args(staged_data_dir, dev_targets), *model_args(server, "gpt-typo"),
-                      "split=validation", api_key=TEST_API_KEY)
+    result = run_doit(
+        workdir,
+        *data_args(staged_data_dir, dev_targets),
+        *model_args(server, "gpt-typo"),
+        "split=validation",
+        api_key=TEST_API_KEY,
+    )
     assert result.returncode != 0, output_of(result)
     aborted = [line for line in result.stderr.splitlines() if line.startswith("FAILED generate:")]
     assert len(aborted) == 1, result.stderr  # one line, not one per problem
@@ -518,15 +560,19 @@ def test_wrong_model_name_stops_the_run_with_one_line(workdir: Path, staged_data
 INTERRUPTED_PROBLEMS = ("70", "29", "38")  # 14 steps, generated three problems at a time
 
 
-
-
-
-
-def interrupt_during_generation(workdir: Path, args: tuple[str, ...], model: ScriptedModel, after_requests: int,
-                                signum: int) -> subprocess.CompletedProcess[str]:
+def interrupt_during_generation(
+    workdir: Path, args: tuple[str, ...], model: ScriptedModel, after_requests: int, signum: int
+) -> subprocess.CompletedProcess[str]:
     """Start `doit`, send `signum` once the server has received `after_requests` requests in total, wait for exit."""
-    process = subprocess.Popen(doit_command(workdir, *args), cwd=workdir, env=doit_environment(TEST_API_KEY),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        doit_command(workdir, *args),
+        cwd=workdir,
+        env=doit_environment(TEST_API_KEY),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while model.total() < after_requests:
@@ -547,21 +593,31 @@ def interrupt_during_generation(workdir: Path, args: tuple[str, ...], model: Scr
 
 def asked_in_flight(asked: list[str]) -> set[str]:
     """The last step asked of each problem: the only ones that can be in flight when a run is killed."""
-    return {max((s for s in asked if s.split(".")[0] == pid), key=asked.index) for pid in {s.split(".")[0] for s in asked}}
+    return {
+        max((s for s in asked if s.split(".")[0] == pid), key=asked.index) for pid in {s.split(".")[0] for s in asked}
+    }
 
 
 @pytest.mark.slow
-def test_sigterm_and_sigkill_mid_generation_resume_without_loss(workdir: Path, staged_data_dir: Path,
-                                                                dev_targets: Path, start_server) -> None:
+def test_sigterm_and_sigkill_mid_generation_resume_without_loss(
+    workdir: Path, staged_data_dir: Path, dev_targets: Path, start_server
+) -> None:
     steps = steps_of(staged_data_dir, INTERRUPTED_PROBLEMS, "validation")
     model = ScriptedModel(steps, stall_seconds=0.4)
-    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=validation",
-            f"sample_ids={','.join(INTERRUPTED_PROBLEMS)}")
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        *model_args(start_server(model)),
+        "split=validation",
+        f"sample_ids={','.join(INTERRUPTED_PROBLEMS)}",
+    )
     run = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg")
 
     terminated = interrupt_during_generation(workdir, args, model, 5, signal.SIGTERM)
     assert terminated.returncode != 0
-    assert "scicode: interrupted (terminated by signal 15); running tests and tool snippets were stopped, finished work is saved" in terminated.stderr
+    assert (
+        "scicode: interrupted (terminated by signal 15); running tests and tool snippets were stopped, finished work is saved"
+        in terminated.stderr
+    )
     assert "Traceback" not in terminated.stderr
     first = list(model.asked)
     assert 5 <= len(first) < len(steps)
@@ -571,12 +627,12 @@ def test_sigterm_and_sigkill_mid_generation_resume_without_loss(workdir: Path, s
 
     killed = interrupt_during_generation(workdir, args, model, len(first) + 5, signal.SIGKILL)
     assert killed.returncode == -signal.SIGKILL
-    second = model.asked[len(first):]
+    second = model.asked[len(first) :]
     assert_every_artifact_validates(run)
 
     final = run_doit(workdir, *args, api_key=TEST_API_KEY)
     assert_ok(final)
-    third = model.asked[len(first) + len(second):]
+    third = model.asked[len(first) + len(second) :]
 
     for asked in (first, second, third):
         assert len(asked) == len(set(asked)), asked  # never twice in one run
@@ -596,21 +652,27 @@ def test_sigterm_and_sigkill_mid_generation_resume_without_loss(workdir: Path, s
     print(f"requests per run: {len(first)}, {len(second)}, {len(third)} for {len(steps)} steps")
 
 
-
-
-
-
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to follow the test processes")
-def test_sigkill_during_scoring_leaves_no_test_process_running(workdir: Path, staged_data_dir: Path,
-                                                               dev_targets: Path, start_server) -> None:
+def test_sigkill_during_scoring_leaves_no_test_process_running(
+    workdir: Path, staged_data_dir: Path, dev_targets: Path, start_server
+) -> None:
     steps = steps_of(staged_data_dir, ("4",), "validation")
     model = ScriptedModel(steps, {"4.1": looping_answer(steps["4.1"])})
-    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "split=validation", "sample_ids=4")
-    process = subprocess.Popen(doit_command(workdir, *args, "step_timeout_seconds=120"), cwd=workdir,
-                               env=doit_environment(TEST_API_KEY), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        *model_args(start_server(model)),
+        "split=validation",
+        "sample_ids=4",
+    )
+    process = subprocess.Popen(
+        doit_command(workdir, *args, "step_timeout_seconds=120"),
+        cwd=workdir,
+        env=doit_environment(TEST_API_KEY),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     generation = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg") / "generations" / "4.json"
     seen: set[int] = set()
     try:

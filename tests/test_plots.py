@@ -1,4 +1,5 @@
 """Plots: valid PNGs of the expected size, byte-identical across runs, sized to the number of problems."""
+
 from __future__ import annotations
 
 import os
@@ -32,16 +33,29 @@ def grid_rows(count: int, groups: tuple[str, ...] = ("validation", "test")) -> l
         statuses = tuple(STATUSES[(index + col) % len(STATUSES)] for col in range(steps))
         passed = statuses.count("pass")
         scored = steps - statuses.count("skipped")
-        rows.append(GridRow(str(index + 1), statuses, passed, scored, failed=index % 7 == 0,
-                            group=groups[0] if index < count // 4 else groups[-1]))
+        rows.append(
+            GridRow(
+                str(index + 1),
+                statuses,
+                passed,
+                scored,
+                failed=index % 7 == 0,
+                group=groups[0] if index < count // 4 else groups[-1],
+            )
+        )
     return rows
 
 
 def sample_plots(folder: Path, problems: int = 15) -> tuple[Path, ...]:
     counts = {"pass": 40, "fail": 5, "timeout": 2, "parse_error": 1, "eval_error": 2, "skipped": 3, "no_verdict": 0}
     categories = [CategoryBar("unclassified", 40, 50, 9, 15), CategoryBar("physics", 3, 8, 0, 2)]
-    return write_plots(folder, grid_rows=grid_rows(problems), status_counts=counts, categories=categories,
-                       run_label="gold / validation-tool_use-bg")
+    return write_plots(
+        folder,
+        grid_rows=grid_rows(problems),
+        status_counts=counts,
+        categories=categories,
+        run_label="gold / validation-tool_use-bg",
+    )
 
 
 def test_three_valid_pngs_are_written(tmp_path: Path) -> None:
@@ -83,7 +97,7 @@ def test_grid_cells_carry_the_status_colours(tmp_path: Path) -> None:
     colours = {tuple(pixel) for pixel in pixels.reshape(-1, 3)}
 
     def rgb(hex_colour: str) -> tuple[int, int, int]:
-        return tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
+        return tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
 
     for state in ("pass", "fail", "timeout"):
         assert rgb(STATE_COLORS[state]) in colours, state

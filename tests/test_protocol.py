@@ -1,4 +1,5 @@
 """The answer protocol: fence extraction, unfenced code, top-level import removal, carried code."""
+
 from __future__ import annotations
 
 import pytest
@@ -61,19 +62,21 @@ def test_defined_name_is_the_unindented_definition_of_the_header() -> None:
 
 
 def test_removed_imports_leave_their_lines_empty_and_keep_every_other_line() -> None:
-    code = ("import numpy as np\n"
-            "from scipy import (\n"
-            "    integrate,\n"
-            "    linalg,\n"
-            ")\n"
-            "X = 1\n"
-            "def f():\n"
-            "    import math\n"
-            "    return math.pi\n"
-            "try:\n"
-            "    import sympy\n"
-            "except ImportError:\n"
-            "    sympy = None\n")
+    code = (
+        "import numpy as np\n"
+        "from scipy import (\n"
+        "    integrate,\n"
+        "    linalg,\n"
+        ")\n"
+        "X = 1\n"
+        "def f():\n"
+        "    import math\n"
+        "    return math.pi\n"
+        "try:\n"
+        "    import sympy\n"
+        "except ImportError:\n"
+        "    sympy = None\n"
+    )
     stripped = remove_top_level_imports(code)
     before, after = source_lines(code), source_lines(stripped)
     assert len(after) == len(before)
@@ -82,18 +85,20 @@ def test_removed_imports_leave_their_lines_empty_and_keep_every_other_line() -> 
 
 
 def test_whitespace_only_lines_inside_strings_stay_byte_for_byte() -> None:
-    code = ("import numpy as np\n"
-            "def P_tail(N):\n"
-            "    '''Returns:\n"
-            "     float\n"
-            "     \n"
-            "\t\n"
-            "    '''\n"
-            "    s = \"\"\"\n"
-            "\n"
-            "   \n"
-            "\"\"\"\n"
-            "    return s\n")
+    code = (
+        "import numpy as np\n"
+        "def P_tail(N):\n"
+        "    '''Returns:\n"
+        "     float\n"
+        "     \n"
+        "\t\n"
+        "    '''\n"
+        '    s = """\n'
+        "\n"
+        "   \n"
+        '"""\n'
+        "    return s\n"
+    )
     stripped = remove_top_level_imports(code)
     assert stripped == "\n" + code.split("\n", 1)[1]
 
@@ -102,8 +107,10 @@ def test_blank_lines_directly_above_an_import_go_with_it_as_officially() -> None
     code = "def f():\n    return 1\n\n\nimport os\nX = 2\n"
     assert remove_top_level_imports(code) == "def f():\n    return 1\n\nX = 2\n"
     # the usual answer: the fence line's break and the imports below it
-    assert remove_top_level_imports("\nimport numpy as np\nimport scipy\n\ndef f():\n    pass\n") == \
-        "\n\n\ndef f():\n    pass\n"
+    assert (
+        remove_top_level_imports("\nimport numpy as np\nimport scipy\n\ndef f():\n    pass\n")
+        == "\n\n\ndef f():\n    pass\n"
+    )
 
 
 def test_statements_sharing_a_line_with_an_import_stay() -> None:
@@ -134,11 +141,17 @@ def test_carry_full_is_the_whole_code_verbatim() -> None:
     assert carried_code("def ket(:", "def ket(dim):", "full") == "def ket(:"
 
 
-@pytest.mark.parametrize("code, header, expected", [
-    (STEP_CODE, "def ket(dim):", "def ket(dim):\n    return _helper(dim)"),
-    ("class A:\n    def __init__(self):\n        self.x = 1\n    def f(self):\n        return 2\n",
-     "class A:\n    def __init__(self):", "class A:\n\n    def __init__(self):\n        self.x = 1\n\n    def f(self):\n        return 2"),
-    ("def other():\n    pass\n", "def ket(dim):", "def other():\n    pass\n"),  # no such definition: whole code
-])
+@pytest.mark.parametrize(
+    "code, header, expected",
+    [
+        (STEP_CODE, "def ket(dim):", "def ket(dim):\n    return _helper(dim)"),
+        (
+            "class A:\n    def __init__(self):\n        self.x = 1\n    def f(self):\n        return 2\n",
+            "class A:\n    def __init__(self):",
+            "class A:\n\n    def __init__(self):\n        self.x = 1\n\n    def f(self):\n        return 2",
+        ),
+        ("def other():\n    pass\n", "def ket(dim):", "def other():\n    pass\n"),  # no such definition: whole code
+    ],
+)
 def test_carry_definition_is_the_named_definition_unparsed(code: str, header: str, expected: str) -> None:
     assert carried_code(code, header, "definition") == expected

@@ -8,14 +8,15 @@ check what a researcher needs is visible, and save screenshots under the test's 
 
 Outside CI the tests skip when Chromium or chromedriver is missing; with CI=true they fail instead.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -47,6 +48,7 @@ PRINT_MARKER = "checking <b>shapes</b> before the failure"
 # The browser
 # ---------------------------------------------------------------------------
 
+
 def _first_found(names: tuple[str, ...]) -> str | None:
     return next((found for name in names if (found := shutil.which(name))), None)
 
@@ -69,8 +71,14 @@ def browser() -> Iterator[object]:
         _missing_browser("the selenium package is not installed")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1400,1000", "--allow-file-access-from-files"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--allow-file-access-from-files",
+    ):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(executable_path=driver_binary), options=options)
     driver.set_page_load_timeout(60)
@@ -82,15 +90,20 @@ def browser() -> Iterator[object]:
 # Two real runs
 # ---------------------------------------------------------------------------
 
+
 def tool_call_reply() -> ModelReply:
     call = ToolCallSpec(id="call_tool_1", name="code_interpreter", arguments=json.dumps({"code": TOOL_CODE}))
-    return ModelReply(text=None, tool_calls=(call,), finish_reason="tool_calls", prompt_tokens=120, completion_tokens=30)
+    return ModelReply(
+        text=None, tool_calls=(call,), finish_reason="tool_calls", prompt_tokens=120, completion_tokens=30
+    )
 
 
 def failing_answer(header: str) -> str:
     indent = "    "
-    return (f"Careful: {SCRIPT_MARKER} is only text.\n\n```python\n{header.rstrip()}\n"
-            f"{indent}print({PRINT_MARKER!r})\n{indent}return undefined_helper(1)\n```\n")
+    return (
+        f"Careful: {SCRIPT_MARKER} is only text.\n\n```python\n{header.rstrip()}\n"
+        f"{indent}print({PRINT_MARKER!r})\n{indent}return undefined_helper(1)\n```\n"
+    )
 
 
 class MixedModel:
@@ -134,14 +147,22 @@ def runs(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> dict
     targets = workdir / "test_data_dev.h5"
     shutil.copyfile(shared_scicode / "test_data_dev.h5", targets)
     steps = steps_of(data_dir, PROBLEMS, "validation")
-    common = (f"data_dir={data_dir}", f"dataset_zip_url={DEAD_URL}", f"h5py_file={targets}", "split=validation",
-              f"sample_ids={','.join(PROBLEMS)}", "model=acme-coder-1", "max_retries=0")
+    common = (
+        f"data_dir={data_dir}",
+        f"dataset_zip_url={DEAD_URL}",
+        f"h5py_file={targets}",
+        "split=validation",
+        f"sample_ids={','.join(PROBLEMS)}",
+        "model=acme-coder-1",
+        "max_retries=0",
+    )
     found = {}
     for run, responder in (("mixed", MixedModel(steps)), ("reference", ReferenceModel(steps))):
         server = ModelServer(responder).start()
         try:
-            result = run_doit(workdir, *common, f"base_url={server.base_url}", f"run={run}", api_key=TEST_API_KEY,
-                              timeout=600)
+            result = run_doit(
+                workdir, *common, f"base_url={server.base_url}", f"run={run}", api_key=TEST_API_KEY, timeout=600
+            )
         finally:
             server.stop()
         run_dir = workdir / "results" / "scicode" / "acme-coder-1" / run
@@ -161,11 +182,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> dict
 # Helpers
 # ---------------------------------------------------------------------------
 
+
 def open_page(driver, path: Path, fragment: str = "") -> float:
     """Open `path` from disk and return the time to its load event (navigation timing, seconds)."""
     driver.get(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
     timing = driver.execute_script(
-        "var n = performance.getEntriesByType('navigation')[0]; return n ? n.loadEventEnd : null;")
+        "var n = performance.getEntriesByType('navigation')[0]; return n ? n.loadEventEnd : null;"
+    )
     return float(timing) / 1000.0 if timing else float("nan")
 
 
@@ -174,7 +197,8 @@ def wait_for_step(driver, anchor: str) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     WebDriverWait(driver, 10).until(
-        lambda d: d.execute_script("return document.getElementById('step-view').dataset.step") == anchor)
+        lambda d: d.execute_script("return document.getElementById('step-view').dataset.step") == anchor
+    )
 
 
 def visible_text(driver, css: str) -> str:
@@ -186,12 +210,14 @@ def visible_text(driver, css: str) -> str:
 def shown_problem_ids(driver) -> list[str]:
     return driver.execute_script(
         "return Array.from(document.querySelectorAll('#grid tr.problem')).filter(r => !r.hidden)"
-        ".map(r => r.id.slice(2));")
+        ".map(r => r.id.slice(2));"
+    )
 
 
 # ---------------------------------------------------------------------------
 # Tests
 # ---------------------------------------------------------------------------
+
 
 def test_report_headline_matches_the_summary(browser, runs) -> None:
     seconds = open_page(browser, report_file(runs["mixed"]))
@@ -199,7 +225,8 @@ def test_report_headline_matches_the_summary(browser, runs) -> None:
     resolved = f"{summary['main_problem_resolved']}/{summary['main_problem_total']}"
     assert visible_text(browser, "#resolve-rate").startswith(resolved)
     assert visible_text(browser, "#subproblem-rate").startswith(
-        f"{summary['subproblem_correct']}/{summary['subproblem_total']}")
+        f"{summary['subproblem_correct']}/{summary['subproblem_total']}"
+    )
     assert summary["main_problem_resolved"] == 1 and summary["subproblem_total"] == 5  # 1.1 3.1 4.1 19.1 19.2
     assert shown_problem_ids(browser) == list(PROBLEMS)
     assert seconds < PAGE_LOAD_LIMIT_SECONDS, f"page load took {seconds:.3f} s"
@@ -305,27 +332,58 @@ def _usage(calls: int = 1) -> dict:
 def _generated_step(step, prompt: str, attempt: int) -> dict:
     code = step.ground_truth_code or f"{step.function_header.rstrip()}\n    return None\n"
     answer = f"Attempt {attempt + 1}. Here is the code.\n\n```python\n{code}\n```\n"
-    tool_call = {"id": f"call_{step.step_id}_{attempt}", "type": "function",
-                 "function": {"name": "code_interpreter", "arguments": json.dumps({"code": code[:400]})}}
-    messages = [{"role": "user", "content": prompt},
-                {"role": "assistant", "content": None, "tool_calls": [tool_call]},
-                {"role": "tool", "tool_call_id": tool_call["id"], "content": "ran without output"},
-                {"role": "assistant", "content": answer}]
-    return {"step_id": step.step_id, "prefilled": False, "status": "ok", "prompt_fingerprint": "0" * 64,
-            "code": code, "raw_answer": answer, "error": None, "finish_reason": "stop", "usage": _usage(2),
-            "latency_s": 3.5, "trajectory": {"messages": messages, "calls": [{"latency_s": 1.5, "usage": _usage()}] * 2,
-                                             "tool_results": [{"call_id": tool_call["id"], "name": "code_interpreter",
-                                                               "status": "ok", "duration_s": 0.4, "truncated": False,
-                                                               "output": "ran without output"}]}}
+    tool_call = {
+        "id": f"call_{step.step_id}_{attempt}",
+        "type": "function",
+        "function": {"name": "code_interpreter", "arguments": json.dumps({"code": code[:400]})},
+    }
+    messages = [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": None, "tool_calls": [tool_call]},
+        {"role": "tool", "tool_call_id": tool_call["id"], "content": "ran without output"},
+        {"role": "assistant", "content": answer},
+    ]
+    return {
+        "step_id": step.step_id,
+        "prefilled": False,
+        "status": "ok",
+        "prompt_fingerprint": "0" * 64,
+        "code": code,
+        "raw_answer": answer,
+        "error": None,
+        "finish_reason": "stop",
+        "usage": _usage(2),
+        "latency_s": 3.5,
+        "trajectory": {
+            "messages": messages,
+            "calls": [{"latency_s": 1.5, "usage": _usage()}] * 2,
+            "tool_results": [
+                {
+                    "call_id": tool_call["id"],
+                    "name": "code_interpreter",
+                    "status": "ok",
+                    "duration_s": 0.4,
+                    "truncated": False,
+                    "output": "ran without output",
+                }
+            ],
+        },
+    }
 
 
 def _verdict(step, status: str) -> dict:
-    lines = "\n".join(f"  File \"<scicode-step {step.step_id} code>\", line {n}, in f" for n in range(1, 40))
-    return {"step_id": step.step_id, "status": status, "correct": status == "pass",
-            "tests": {"total": len(step.test_cases), "passed": len(step.test_cases) if status == "pass" else 0},
-            "returncode": 0 if status == "pass" else 1, "stdout": "iteration output\n" * 40,
-            "stderr": "" if status == "pass" else f"Traceback (most recent call last):\n{lines}\nAssertionError",
-            "duration_s": 1.25, "reason": "" if status == "pass" else f"test 1 failed ({status})"}
+    lines = "\n".join(f'  File "<scicode-step {step.step_id} code>", line {n}, in f' for n in range(1, 40))
+    return {
+        "step_id": step.step_id,
+        "status": status,
+        "correct": status == "pass",
+        "tests": {"total": len(step.test_cases), "passed": len(step.test_cases) if status == "pass" else 0},
+        "returncode": 0 if status == "pass" else 1,
+        "stdout": "iteration output\n" * 40,
+        "stderr": "" if status == "pass" else f"Traceback (most recent call last):\n{lines}\nAssertionError",
+        "duration_s": 1.25,
+        "reason": "" if status == "pass" else f"test 1 failed ({status})",
+    }
 
 
 def write_large_run(settings, problems) -> None:
@@ -346,26 +404,58 @@ def write_large_run(settings, problems) -> None:
                 steps.append(_generated_step(step, prompt, attempt))
                 verdicts.append(_verdict(step, LARGE_STATUSES[(number + index + attempt) % len(LARGE_STATUSES)]))
                 prompt += f"\n{steps[-1]['code']}\n------\n"
-            generation = {"fingerprint": "0" * 64, "status": "complete", "problem_id": problem.problem_id,
-                          "attempt": attempt, "model": settings.model, "mode": "tool_use", "error": None,
-                          "usage": _usage(), "latency_s": 10.0, "steps": steps}
+            generation = {
+                "fingerprint": "0" * 64,
+                "status": "complete",
+                "problem_id": problem.problem_id,
+                "attempt": attempt,
+                "model": settings.model,
+                "mode": "tool_use",
+                "error": None,
+                "usage": _usage(),
+                "latency_s": 10.0,
+                "steps": steps,
+            }
             name = f"{problem.problem_id}.json" if attempt == 0 else f"{problem.problem_id}@{attempt}.json"
             write_artifact(paths.generations_dir / name, "generation", generation)
             scored = [v for v in verdicts if v["status"] != "skipped"]
-            attempts.append({"final_answer": {"step_codes": {}}, "artifacts": {"step_codes": {}}, "trajectory": [],
-                             "correct": False, "score": 0.0, "meta": {"evaluation": {
-                                 "problem_id": problem.problem_id, "problem_correct": False,
-                                 "total_correct": sum(v["correct"] for v in scored), "total_steps": len(scored),
-                                 "subproblem_correctness": [v["correct"] for v in scored], "steps": verdicts,
-                                 "error": None}}})
-        write_artifact(paths.details(problem.problem_id), "details", {
-            "fingerprint": "0" * 64, "status": "complete", "task_id": problem.problem_id,
-            "category": problem.category, "attempts": attempts})
+            attempts.append(
+                {
+                    "final_answer": {"step_codes": {}},
+                    "artifacts": {"step_codes": {}},
+                    "trajectory": [],
+                    "correct": False,
+                    "score": 0.0,
+                    "meta": {
+                        "evaluation": {
+                            "problem_id": problem.problem_id,
+                            "problem_correct": False,
+                            "total_correct": sum(v["correct"] for v in scored),
+                            "total_steps": len(scored),
+                            "subproblem_correctness": [v["correct"] for v in scored],
+                            "steps": verdicts,
+                            "error": None,
+                        }
+                    },
+                }
+            )
+        write_artifact(
+            paths.details(problem.problem_id),
+            "details",
+            {
+                "fingerprint": "0" * 64,
+                "status": "complete",
+                "task_id": problem.problem_id,
+                "category": problem.category,
+                "attempts": attempts,
+            },
+        )
 
 
 @pytest.fixture(scope="module")
 def large_report(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> tuple[Path, float]:
     from conftest import STAGED_FILES
+
     from stages.config import load_settings
     from stages.paths import DataPaths
     from stages.problems import load_problems
@@ -375,8 +465,16 @@ def large_report(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path)
     (workdir / "data" / "scicode").mkdir(parents=True)
     for name in STAGED_FILES:
         shutil.copyfile(shared_scicode / name, workdir / "data" / "scicode" / name)
-    settings = load_settings({"model": "large-model", "split": "all", "attempts": str(LARGE_ATTEMPTS),
-                              "data_dir": str(workdir / "data"), "results_dir": str(workdir / "results")}, cwd=workdir)
+    settings = load_settings(
+        {
+            "model": "large-model",
+            "split": "all",
+            "attempts": str(LARGE_ATTEMPTS),
+            "data_dir": str(workdir / "data"),
+            "results_dir": str(workdir / "results"),
+        },
+        cwd=workdir,
+    )
     write_large_run(settings, load_problems(DataPaths(workdir / "data"), "all"))
     started = time.monotonic()
     outcome = run_summarize(settings, targets=TargetsInfo("official", "test"))
@@ -389,8 +487,10 @@ def test_large_report_opens_in_under_a_second(browser, large_report, runs) -> No
     report, summarize_seconds = large_report
     loads = [open_page(browser, report) for _ in range(5)]  # the machine is shared: the best of five
     size_mb = report.stat().st_size / 1e6
-    print(f"large report: {size_mb:.1f} MB, summarize {summarize_seconds:.1f} s, "
-          f"browser load {', '.join(f'{s:.3f}' for s in loads)} s")
+    print(
+        f"large report: {size_mb:.1f} MB, summarize {summarize_seconds:.1f} s, "
+        f"browser load {', '.join(f'{s:.3f}' for s in loads)} s"
+    )
     assert len(shown_problem_ids(browser)) == 80
     assert len(browser.find_elements(By.CSS_SELECTOR, "#grid a.cell")) == 341
     assert min(loads) < PAGE_LOAD_LIMIT_SECONDS, f"page load took {loads} s"

@@ -1,4 +1,5 @@
 """The progress reporter: unit tests over real doit Task objects and failures, and real `doit` runs."""
+
 from __future__ import annotations
 
 import io
@@ -20,8 +21,10 @@ from stages.config import ConfigError
 from stages.reporter import ProgressReporter, describe_failure, format_elapsed, stage_of
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-STAGE_LINE = re.compile(r"^(?P<stage>\S+) +(?P<done>\d+)/(?P<reached>\d+) done, (?P<up>\d+) up-to-date, "
-                        r"(?P<failed>\d+) failed(, \d+ ignored)?(, \d+ running)?  \[\d\d:\d\d\]$")
+STAGE_LINE = re.compile(
+    r"^(?P<stage>\S+) +(?P<done>\d+)/(?P<reached>\d+) done, (?P<up>\d+) up-to-date, "
+    r"(?P<failed>\d+) failed(, \d+ ignored)?(, \d+ running)?  \[\d\d:\d\d\]$"
+)
 
 
 class FakeClock:
@@ -68,6 +71,7 @@ def lines_of(stream: io.StringIO) -> list[str]:
 # Helpers
 # ---------------------------------------------------------------------------
 
+
 def test_stage_of_and_elapsed_format() -> None:
     assert stage_of("generate:10") == "generate" and stage_of("summarize") == "summarize"
     assert stage_of("score:13:x") == "score"
@@ -97,6 +101,7 @@ def test_multiline_message_is_cut_to_its_first_line() -> None:
 # ---------------------------------------------------------------------------
 # A fake task sequence
 # ---------------------------------------------------------------------------
+
 
 def test_counts_lines_and_failures_of_a_task_sequence() -> None:
     clock = FakeClock()
@@ -132,7 +137,7 @@ def test_counts_lines_and_failures_of_a_task_sequence() -> None:
     assert "FAILED summarize: not run: a task it depends on failed (generate)" in output
     assert not any(line.startswith("FAILED generate:") and "UnmetDependency" in line for line in output)
     assert "Traceback" not in stream.getvalue()
-    final = output[output.index("== run finished [00:16] =="):]
+    final = output[output.index("== run finished [00:16] ==") :]
     assert final[1:4] == [
         "download   0/1 done, 1 up-to-date, 0 failed  [00:00]",
         "generate   2/5 done, 2 up-to-date, 1 failed  [00:06]",
@@ -227,8 +232,14 @@ def test_concurrent_threads_give_exact_counts_and_whole_lines() -> None:
     for thread in threads:
         thread.join()
     reporter.complete_run()
-    assert reporter.stage_counts()["generate"] == {"reached": 400, "done": 400, "up_to_date": 0, "failed": 0,
-                                                   "ignored": 0, "running": 0}
+    assert reporter.stage_counts()["generate"] == {
+        "reached": 400,
+        "done": 400,
+        "up_to_date": 0,
+        "failed": 0,
+        "ignored": 0,
+        "running": 0,
+    }
     lines = lines_of(stream)
     assert len(lines) >= 400
     assert all(STAGE_LINE.match(line) or line.startswith("== run finished") for line in lines), lines[:5]
@@ -299,8 +310,9 @@ DODO = textwrap.dedent(
 
 def run_doit(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    return subprocess.run([sys.executable, "-m", "doit", *args], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "doit", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.slow
@@ -369,7 +381,7 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
     assert "FAILED generate:99: RunAborted: another reason" in output
     assert sum(line.startswith("FAILED score:") for line in output) == 1
     assert "FAILED summarize: not run: a task it depends on failed (score)" in output
-    final = output[output.index("26 task(s) failed:") + 1:]
+    final = output[output.index("26 task(s) failed:") + 1 :]
     assert final == [
         "  generate:0, generate:1, generate:2, generate:3, generate:4, generate:5, generate:6, generate:7 and 4 more"
         " (12 tasks): RunAborted: " + reason,
@@ -390,7 +402,8 @@ from stages.live_view import StageCount, estimate_eta  # noqa: E402
 
 PROGRESS_LINE = re.compile(
     r"^progress: (generated \d+/\d+, )?(scored \d+/\d+, steps passed \d+/\d+( \(\d+\.\d%\))?, )?"
-    r"(model calls \d+, )?(test processes \d+, )?elapsed \d\d:\d\d, ETA (\d\d:\d\d|--:--)$")
+    r"(model calls \d+, )?(test processes \d+, )?elapsed \d\d:\d\d, ETA (\d\d:\d\d|--:--)$"
+)
 
 
 class TtyStream(io.StringIO):
@@ -398,8 +411,12 @@ class TtyStream(io.StringIO):
         return True
 
 
-def live_reporter(clock: FakeClock, *selected: str, problems: int = 3, stream: io.StringIO | None = None,
-                  ) -> tuple[ProgressReporter, io.StringIO, Activity]:
+def live_reporter(
+    clock: FakeClock,
+    *selected: str,
+    problems: int = 3,
+    stream: io.StringIO | None = None,
+) -> tuple[ProgressReporter, io.StringIO, Activity]:
     """A reporter after doit's `initialize`, with its own activity record; the ticker never fires by itself."""
     activity = Activity()
     activity.set_problems(problems)
@@ -428,7 +445,8 @@ def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
     with activity.busy("model_calls"), activity.busy("model_calls"):
         reporter.add_success(generate[0])
     assert lines_of(stream) == [
-        "progress: generated 1/3, scored 0/3, steps passed 0/0, model calls 2, test processes 0, elapsed 00:04, ETA 00:20"]
+        "progress: generated 1/3, scored 0/3, steps passed 0/0, model calls 2, test processes 0, elapsed 00:04, ETA 00:20"
+    ]
 
     clock.now += 1  # scoring of problem 0 starts while problems 1 and 2 are still being generated
     reporter.get_status(score[0])
@@ -460,10 +478,14 @@ def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
     reporter.complete_run()
     output = lines_of(stream)
     final = output.index("== run finished [00:50] ==")
-    assert output[final - 1] == ("progress: generated 3/3, scored 3/3, steps passed 3/4 (75.0%), model calls 0, "
-                                 "test processes 0, elapsed 00:50, ETA 00:00")
-    assert output[final + 1:final + 3] == ["generate   2/3 done, 0 up-to-date, 1 failed  [00:50]",
-                                           "score      1/3 done, 2 up-to-date, 0 failed  [00:45]"]
+    assert output[final - 1] == (
+        "progress: generated 3/3, scored 3/3, steps passed 3/4 (75.0%), model calls 0, "
+        "test processes 0, elapsed 00:50, ETA 00:00"
+    )
+    assert output[final + 1 : final + 3] == [
+        "generate   2/3 done, 0 up-to-date, 1 failed  [00:50]",
+        "score      1/3 done, 2 up-to-date, 0 failed  [00:45]",
+    ]
     assert all(PROGRESS_LINE.match(line) for line in output if line.startswith("progress: "))
 
 
@@ -509,8 +531,10 @@ def test_on_a_terminal_the_live_view_is_one_bar_under_the_lines() -> None:
     reporter.complete_run()
     output = lines_of(stream)
     end = output.index("== run finished [00:03] ==")
-    assert output[end - 1].endswith("progress: generated 2/3, scored 0/3, steps passed 0/0, model calls 0, "
-                                    "test processes 0, elapsed 00:03, ETA 00:06")  # the bar's last state, kept
+    assert output[end - 1].endswith(
+        "progress: generated 2/3, scored 0/3, steps passed 0/0, model calls 0, "
+        "test processes 0, elapsed 00:03, ETA 00:06"
+    )  # the bar's last state, kept
     assert output[end + 1] == "generate   1/3 done, 0 up-to-date, 1 failed, 1 running  [00:03]"
 
 

@@ -1,4 +1,5 @@
 """stages.safe_ast: parses from many threads at once never fail, even with finalizers switching threads."""
+
 from __future__ import annotations
 
 import ast
@@ -24,8 +25,9 @@ class _CyclicWithFinalizer:
 
 
 def _source(index: int) -> str:
-    body = "\n".join(f"    v{i} = [x * {i} for x in range(3) if x] or {{'k': (v{i - 1} if {i} else 0)}}"
-                     for i in range(1, 40))
+    body = "\n".join(
+        f"    v{i} = [x * {i} for x in range(3) if x] or {{'k': (v{i - 1} if {i} else 0)}}" for i in range(1, 40)
+    )
     return f"def f{index}():\n    v0 = 0\n{body}\n    return v39\n"
 
 

@@ -2,13 +2,12 @@
 
 The server (../shared/sandboxfusion) is started once per session by the `sandboxfusion_url` fixture.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-from tests.run_files import summary_file
 
 from tests.pipeline_support import (
     assert_ok,
@@ -17,6 +16,7 @@ from tests.pipeline_support import (
     run_doit,
     step_statuses,
 )
+from tests.run_files import summary_file
 
 GOLD_PROBLEMS = ("70", "29", "38")  # 14 steps, each first run through the tool by the gold model
 
@@ -31,10 +31,16 @@ def tool_results(run: Path) -> dict[str, list[tuple[str, str]]]:
 
 
 @pytest.mark.slow
-def test_gold_run_with_the_real_sandbox_equals_the_local_run(tmp_path: Path, staged_data_dir: Path, dev_targets: Path,
-                                                             sandboxfusion_url: str) -> None:
-    args = (*data_args(staged_data_dir, dev_targets), "model=gold", "split=validation", "mode=tool_use",
-            f"sample_ids={','.join(GOLD_PROBLEMS)}")
+def test_gold_run_with_the_real_sandbox_equals_the_local_run(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path, sandboxfusion_url: str
+) -> None:
+    args = (
+        *data_args(staged_data_dir, dev_targets),
+        "model=gold",
+        "split=validation",
+        "mode=tool_use",
+        f"sample_ids={','.join(GOLD_PROBLEMS)}",
+    )
     local = run_doit(tmp_path, *args, "run=local")
     assert_ok(local)
     remote = run_doit(tmp_path, *args, "run=sandbox", f"sandbox_url={sandboxfusion_url}")
@@ -50,5 +56,7 @@ def test_gold_run_with_the_real_sandbox_equals_the_local_run(tmp_path: Path, sta
     assert sum(len(calls) for calls in there.values()) == 14
     assert all(status == "ok" for calls in there.values() for status, _ in calls), there
     assert load_json(runs["sandbox"] / "config.json")["settings"]["sandbox_url"] == sandboxfusion_url
-    print(f"gold via SandboxFusion: {summaries['sandbox']['subproblem_correct']}/{summaries['sandbox']['subproblem_total']} "
-          f"steps, {summaries['sandbox']['main_problem_resolved']} problems; tool calls: {sum(map(len, there.values()))} ok")
+    print(
+        f"gold via SandboxFusion: {summaries['sandbox']['subproblem_correct']}/{summaries['sandbox']['subproblem_total']} "
+        f"steps, {summaries['sandbox']['main_problem_resolved']} problems; tool calls: {sum(map(len, there.values()))} ok"
+    )

@@ -1,4 +1,5 @@
 """Selection semantics: splits, categories, sample ids, errors, and the run's config.json."""
+
 from __future__ import annotations
 
 import json
@@ -45,10 +46,14 @@ def test_categories_select_by_field_or_subfield(tmp_path: Path, staged_data_dir:
     assert [p.problem_id for p in mathematics] == ["1", "3", "4", "78", "29"]
     assert {p.field for p in mathematics} == {"Mathematics"}
     assert select_problems(_settings(tmp_path, staged_data_dir, category="mathematics")) == mathematics
-    pair = select_problems(_settings(tmp_path, staged_data_dir, model="m", split="all", category="Numerical Linear Algebra,Optics"))
+    pair = select_problems(
+        _settings(tmp_path, staged_data_dir, model="m", split="all", category="Numerical Linear Algebra,Optics")
+    )
     assert {p.subfield for p in pair} == {"Numerical Linear Algebra", "Optics"}
     assert len(pair) == 18  # 8 + 10 on the SciCode website
-    mixed = select_problems(_settings(tmp_path, staged_data_dir, model="m", split="all", category='["Biology", "optics"]'))
+    mixed = select_problems(
+        _settings(tmp_path, staged_data_dir, model="m", split="all", category='["Biology", "optics"]')
+    )
     assert {p.field for p in mixed} == {"Biology", "Physics"} and len(mixed) == 8 + 10
     label = select_problems(_settings(tmp_path, staged_data_dir, model="m", split="all", category="Physics / Optics"))
     assert [p.problem_id for p in label] == [p.problem_id for p in pair if p.subfield == "Optics"]
@@ -120,8 +125,10 @@ def test_run_select_writes_selection_and_redacted_config(
     record = run_select(settings)
     assert [p["problem_id"] for p in record["problems"]] == ["1", "3"]
     assert all(p["field"] == "Mathematics" and p["subfield"] == "Numerical Linear Algebra" for p in record["problems"])
-    assert all(p["category"] == "Mathematics / Numerical Linear Algebra" and len(p["fingerprint"]) == 64
-               for p in record["problems"])
+    assert all(
+        p["category"] == "Mathematics / Numerical Linear Algebra" and len(p["fingerprint"]) == 64
+        for p in record["problems"]
+    )
     assert read_artifact(settings.run_paths.selection, "selection") == record
     config_text = settings.run_paths.config.read_text(encoding="utf-8")
     assert "sk-must-not-leak" not in config_text

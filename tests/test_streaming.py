@@ -1,4 +1,5 @@
 """Streaming of the problem stages: generation order, admission of problems, doit threads, published activity."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from stages.activity import Activity
+from stages.command_line import executes_tasks
 from stages.config import load_settings
 from stages.generate.stage import problem_slots
 from stages.score.stage import expected_problem_seconds, reference_seconds
 from stages.select import run_select
-from stages.command_line import executes_tasks
 from stages.wiring import problem_bound, problems_in_generation_order
 
 
@@ -100,8 +101,16 @@ def test_one_doit_thread_per_problem_the_run_can_select(tmp_path: Path, staged_d
 
 @pytest.mark.parametrize(
     ("argv", "executes"),
-    [([], True), (["run"], True), (["score:10", "model=m"], True), (["-n", "4", "generate"], True),
-     (["list", "--all"], False), (["info", "score:10"], False), (["forget"], False), (["clean"], False)],
+    [
+        ([], True),
+        (["run"], True),
+        (["score:10", "model=m"], True),
+        (["-n", "4", "generate"], True),
+        (["list", "--all"], False),
+        (["info", "score:10"], False),
+        (["forget"], False),
+        (["clean"], False),
+    ],
 )
 def test_commands_that_run_tasks(argv: list[str], executes: bool) -> None:
     assert executes_tasks(argv) is executes

@@ -1,10 +1,12 @@
 """The summarize stage against schema-valid details files written here, and against the real problem files."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
@@ -32,58 +34,128 @@ ZERO_SHA = "0" * 64
 # Builders of schema-valid run artifacts
 # ---------------------------------------------------------------------------
 
+
 def make_settings(tmp_path: Path, data_dir: Path | None = None, **overrides: str) -> Settings:
-    words = {"model": "test-model", "split": "test", "results_dir": str(tmp_path / "results"),
-             "data_dir": str(data_dir or tmp_path / "no-data"), **overrides}
+    words = {
+        "model": "test-model",
+        "split": "test",
+        "results_dir": str(tmp_path / "results"),
+        "data_dir": str(data_dir or tmp_path / "no-data"),
+        **overrides,
+    }
     return load_settings(words, cwd=tmp_path)
 
 
-def selection_entry(problem_id: str, category: str, steps: int, scored: int, split: str = "test",
-                    problem_fingerprint: str | None = None,
-                    layout: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def selection_entry(
+    problem_id: str,
+    category: str,
+    steps: int,
+    scored: int,
+    split: str = "test",
+    problem_fingerprint: str | None = None,
+    layout: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A selection entry; its layout is the given one, else `<id>.1..<id>.<steps>` with the unscored steps last."""
-    layout = layout or [{"step_id": f"{problem_id}.{index + 1}", "prefilled": index >= scored} for index in range(steps)]
-    return {"problem_id": problem_id, "category": category, "fingerprint": problem_fingerprint or fingerprint(problem_id),
-            "split": split, "steps": steps, "scored_steps": scored, "layout": layout}
+    layout = layout or [
+        {"step_id": f"{problem_id}.{index + 1}", "prefilled": index >= scored} for index in range(steps)
+    ]
+    return {
+        "problem_id": problem_id,
+        "category": category,
+        "fingerprint": problem_fingerprint or fingerprint(problem_id),
+        "split": split,
+        "steps": steps,
+        "scored_steps": scored,
+        "layout": layout,
+    }
 
 
 def write_selection(settings: Settings, entries: Sequence[dict[str, Any]]) -> None:
-    write_artifact(settings.run_paths.selection, "selection", {
-        "fingerprint": fingerprint([e["problem_id"] for e in entries]), "status": "complete",
-        "split": settings.split, "category": list(settings.category), "sample_ids": list(settings.sample_ids),
-        "problems": list(entries),
-    })
+    write_artifact(
+        settings.run_paths.selection,
+        "selection",
+        {
+            "fingerprint": fingerprint([e["problem_id"] for e in entries]),
+            "status": "complete",
+            "split": settings.split,
+            "category": list(settings.category),
+            "sample_ids": list(settings.sample_ids),
+            "problems": list(entries),
+        },
+    )
 
 
 def step_verdict(step_id: str, status: str) -> dict[str, Any]:
     passed = status == "pass"
-    return {"step_id": step_id, "status": status, "correct": passed, "tests": {"total": 2, "passed": 2 if passed else 0},
-            "returncode": {"pass": 0, "fail": 1, "skipped": None}.get(status, None), "stdout": "", "stderr": "",
-            "duration_s": 0.25, "reason": "official prefilled step" if status == "skipped" else f"{status} reason"}
+    return {
+        "step_id": step_id,
+        "status": status,
+        "correct": passed,
+        "tests": {"total": 2, "passed": 2 if passed else 0},
+        "returncode": {"pass": 0, "fail": 1, "skipped": None}.get(status, None),
+        "stdout": "",
+        "stderr": "",
+        "duration_s": 0.25,
+        "reason": "official prefilled step" if status == "skipped" else f"{status} reason",
+    }
 
 
-def write_details(settings: Settings, problem_id: str, category: str, steps: Sequence[tuple[str, str]], *,
-                  status: str = "complete", error: str | None = None, meta: dict[str, Any] | None = None) -> Path:
+def write_details(
+    settings: Settings,
+    problem_id: str,
+    category: str,
+    steps: Sequence[tuple[str, str]],
+    *,
+    status: str = "complete",
+    error: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Path:
     verdicts = [step_verdict(step_id, verdict) for step_id, verdict in steps]
     scored = [v for v in verdicts if v["status"] != "skipped"]
     correct = status == "complete" and all(v["correct"] for v in scored)
-    evaluation = {"problem_id": problem_id, "problem_correct": correct,
-                  "total_correct": sum(v["correct"] for v in scored), "total_steps": len(scored),
-                  "subproblem_correctness": [v["correct"] for v in scored], "steps": verdicts, "error": error}
-    attempt = {"final_answer": {"step_codes": {}}, "artifacts": {"step_codes": {}}, "trajectory": [],
-               "correct": correct, "score": 1.0 if correct else 0.0, "meta": {"evaluation": evaluation, **(meta or {})}}
+    evaluation = {
+        "problem_id": problem_id,
+        "problem_correct": correct,
+        "total_correct": sum(v["correct"] for v in scored),
+        "total_steps": len(scored),
+        "subproblem_correctness": [v["correct"] for v in scored],
+        "steps": verdicts,
+        "error": error,
+    }
+    attempt = {
+        "final_answer": {"step_codes": {}},
+        "artifacts": {"step_codes": {}},
+        "trajectory": [],
+        "correct": correct,
+        "score": 1.0 if correct else 0.0,
+        "meta": {"evaluation": evaluation, **(meta or {})},
+    }
     path = settings.run_paths.details(problem_id)
-    write_artifact(path, "details", {"fingerprint": ZERO_SHA, "status": status, "task_id": problem_id,
-                                     "category": category, "attempts": [attempt]})
+    write_artifact(
+        path,
+        "details",
+        {"fingerprint": ZERO_SHA, "status": status, "task_id": problem_id, "category": category, "attempts": [attempt]},
+    )
     return path
 
 
 def write_generation(settings: Settings, problem_id: str, usage: dict[str, int], latency_s: float) -> None:
-    write_artifact(settings.run_paths.generation(problem_id), "generation", {
-        "fingerprint": ZERO_SHA, "status": "complete", "problem_id": problem_id, "attempt": 0,
-        "model": settings.model, "mode": "naive", "error": None, "usage": usage, "latency_s": latency_s,
-        "steps": [],
-    })
+    write_artifact(
+        settings.run_paths.generation(problem_id),
+        "generation",
+        {
+            "fingerprint": ZERO_SHA,
+            "status": "complete",
+            "problem_id": problem_id,
+            "attempt": 0,
+            "model": settings.model,
+            "mode": "naive",
+            "error": None,
+            "usage": usage,
+            "latency_s": latency_s,
+            "steps": [],
+        },
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -96,24 +168,40 @@ def write_generation(settings: Settings, problem_id: str, usage: dict[str, int],
 # P5 physics    2 steps, no details file                      -> Error, 0/2, two no_verdict
 # Total 5, Evaluated 5, Error 2, resolved 1; steps 6/13, skipped 1.
 
+
 @pytest.fixture
 def mixed_run(tmp_path: Path) -> Settings:
     settings = make_settings(tmp_path)
-    write_selection(settings, [
-        selection_entry("P1", "physics", 3, 3),
-        selection_entry("P2", "physics", 4, 3),
-        selection_entry("P3", "chemistry", 2, 2),
-        selection_entry("P4", "chemistry", 3, 3),
-        selection_entry("P5", "physics", 2, 2),
-    ])
-    write_details(settings, "P1", "physics", [("P1.1", "pass"), ("P1.2", "pass"), ("P1.3", "pass")],
-                  meta={"usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150, "calls": 3},
-                        "latency_s": 2.5})
-    write_details(settings, "P2", "physics", [("P2.1", "pass"), ("P2.2", "fail"), ("P2.3", "timeout"), ("P2.4", "skipped")])
+    write_selection(
+        settings,
+        [
+            selection_entry("P1", "physics", 3, 3),
+            selection_entry("P2", "physics", 4, 3),
+            selection_entry("P3", "chemistry", 2, 2),
+            selection_entry("P4", "chemistry", 3, 3),
+            selection_entry("P5", "physics", 2, 2),
+        ],
+    )
+    write_details(
+        settings,
+        "P1",
+        "physics",
+        [("P1.1", "pass"), ("P1.2", "pass"), ("P1.3", "pass")],
+        meta={"usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150, "calls": 3}, "latency_s": 2.5},
+    )
+    write_details(
+        settings, "P2", "physics", [("P2.1", "pass"), ("P2.2", "fail"), ("P2.3", "timeout"), ("P2.4", "skipped")]
+    )
     write_generation(settings, "P2", {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15, "calls": 2}, 1.0)
     write_details(settings, "P3", "chemistry", [("P3.1", "parse_error"), ("P3.2", "eval_error")])
-    write_details(settings, "P4", "chemistry", [("P4.1", "pass"), ("P4.2", "pass")], status="generation_error",
-                  error="APIConnectionError at step P4.3 after 6 retries")
+    write_details(
+        settings,
+        "P4",
+        "chemistry",
+        [("P4.1", "pass"), ("P4.2", "pass")],
+        status="generation_error",
+        error="APIConnectionError at step P4.3 after 6 retries",
+    )
     return settings
 
 
@@ -130,12 +218,27 @@ def test_mixed_run_counts_match_hand_computed(mixed_run: Settings) -> None:
     assert record["subproblem_correct"] == 6 and record["subproblem_total"] == 13
     assert record["main_problem_resolve_rate"] == pytest.approx(1 / 5)
     assert record["subproblem"] == pytest.approx(6 / 13)
-    assert record["status_counts"] == {"pass": 6, "fail": 1, "timeout": 1, "parse_error": 1, "eval_error": 1,
-                                       "skipped": 1, "no_verdict": 3}
+    assert record["status_counts"] == {
+        "pass": 6,
+        "fail": 1,
+        "timeout": 1,
+        "parse_error": 1,
+        "eval_error": 1,
+        "skipped": 1,
+        "no_verdict": 3,
+    }
     assert record["by_category"]["physics"] | {} == {
-        "main_problem_resolve_rate": pytest.approx(1 / 3), "subproblem": pytest.approx(4 / 8), "Total": 3,
-        "Evaluated": 3, "Error": 1, "main_problem_resolved": 1, "main_problem_total": 3, "subproblem_correct": 4,
-        "subproblem_total": 8, "skipped_steps": 1}
+        "main_problem_resolve_rate": pytest.approx(1 / 3),
+        "subproblem": pytest.approx(4 / 8),
+        "Total": 3,
+        "Evaluated": 3,
+        "Error": 1,
+        "main_problem_resolved": 1,
+        "main_problem_total": 3,
+        "subproblem_correct": 4,
+        "subproblem_total": 8,
+        "skipped_steps": 1,
+    }
     chemistry = record["by_category"]["chemistry"]
     assert (chemistry["Total"], chemistry["Error"], chemistry["main_problem_resolved"]) == (2, 1, 0)
     assert (chemistry["subproblem_correct"], chemistry["subproblem_total"]) == (2, 5)
@@ -151,7 +254,11 @@ def test_mixed_run_problem_rows(mixed_run: Settings) -> None:
     assert [p for p in problems] == ["P1", "P2", "P3", "P4", "P5"]
     assert problems["P1"]["resolved"] and problems["P1"]["first_failure"] is None
     assert problems["P2"]["first_failure"]["step_id"] == "P2.2" and problems["P2"]["first_failure"]["status"] == "fail"
-    assert (problems["P2"]["steps_passed"], problems["P2"]["steps_scored"], problems["P2"]["steps_skipped"]) == (1, 3, 1)
+    assert (problems["P2"]["steps_passed"], problems["P2"]["steps_scored"], problems["P2"]["steps_skipped"]) == (
+        1,
+        3,
+        1,
+    )
     assert problems["P3"]["error"].startswith("step P3.2: eval_error")
     assert problems["P4"]["state"] == "generation_error" and not problems["P4"]["resolved"]
     assert problems["P4"]["first_failure"]["status"] == "no_verdict"
@@ -163,8 +270,13 @@ def test_mixed_run_problem_rows(mixed_run: Settings) -> None:
 def test_usage_and_latency_from_details_then_generation(mixed_run: Settings) -> None:
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
     record = read_artifact(mixed_run.run_paths.summary_json, "summary")
-    assert record["usage"] == {"input_tokens": 110, "output_tokens": 55, "total_tokens": 165, "calls": 5,
-                               "problems_reporting": 2}
+    assert record["usage"] == {
+        "input_tokens": 110,
+        "output_tokens": 55,
+        "total_tokens": 165,
+        "calls": 5,
+        "problems_reporting": 2,
+    }
     assert record["latency_s"] == pytest.approx(3.5)
 
 
@@ -257,23 +369,33 @@ def test_ratio_prints_the_denominator() -> None:
 # Denominators from the real problem files
 # ---------------------------------------------------------------------------
 
+
 def real_entries(problems: Sequence[Problem]) -> list[dict[str, Any]]:
-    return [selection_entry(p.problem_id, p.category, len(p.steps), len(p.scored_steps), p.split, p.fingerprint,
-                            step_layout(p)) for p in problems]
+    return [
+        selection_entry(
+            p.problem_id, p.category, len(p.steps), len(p.scored_steps), p.split, p.fingerprint, step_layout(p)
+        )
+        for p in problems
+    ]
 
 
 def write_all_pass(settings: Settings, problems: Sequence[Problem]) -> None:
     for problem in problems:
-        write_details(settings, problem.problem_id, problem.category,
-                      [(s.step_id, "skipped" if s.prefilled else "pass") for s in problem.steps])
+        write_details(
+            settings,
+            problem.problem_id,
+            problem.category,
+            [(s.step_id, "skipped" if s.prefilled else "pass") for s in problem.steps],
+        )
 
 
 @pytest.mark.parametrize(
     ("split", "problems", "scored", "skipped"),
     [("all", 80, 338, 3), ("test", 65, 288, 3), ("validation", 15, 50, 0)],
 )
-def test_denominators_come_from_the_problem_data(tmp_path: Path, shared_scicode: Path, split: str, problems: int,
-                                                 scored: int, skipped: int) -> None:
+def test_denominators_come_from_the_problem_data(
+    tmp_path: Path, shared_scicode: Path, split: str, problems: int, scored: int, skipped: int
+) -> None:
     data_dir = shared_scicode.parent
     settings = make_settings(tmp_path, data_dir, split=split)
     chosen = load_problems(DataPaths(data_dir), split)
@@ -312,6 +434,7 @@ def test_missing_details_keep_prefilled_steps_skipped(tmp_path: Path, shared_sci
 # Several attempts, real targets resolution, determinism, recorded settings
 # ---------------------------------------------------------------------------
 
+
 def write_attempts(settings: Settings, problem_id: str, attempts: Sequence[Sequence[tuple[str, str]]]) -> None:
     write_details(settings, problem_id, "x", attempts[0])
     record = json.loads(settings.run_paths.details(problem_id).read_text())
@@ -328,8 +451,9 @@ def write_attempts(settings: Settings, problem_id: str, attempts: Sequence[Seque
 
 def test_several_attempts_add_pass_at_k_and_both_strategies(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, attempts="2", attempt_strategy="pass")
-    write_selection(settings, [selection_entry("A", "x", 2, 2), selection_entry("B", "x", 1, 1),
-                               selection_entry("C", "x", 1, 1)])
+    write_selection(
+        settings, [selection_entry("A", "x", 2, 2), selection_entry("B", "x", 1, 1), selection_entry("C", "x", 1, 1)]
+    )
     write_attempts(settings, "A", [[("A.1", "pass"), ("A.2", "fail")], [("A.1", "pass"), ("A.2", "pass")]])
     write_attempts(settings, "B", [[("B.1", "pass")], [("B.1", "fail")]])
     outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)

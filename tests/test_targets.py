@@ -1,4 +1,5 @@
 """Targets: the compared-expression finder, the official HDF5 layout, isolated derivation, resolution."""
+
 from __future__ import annotations
 
 import ast
@@ -21,10 +22,10 @@ from stages.targets import (
     CAPTURE_NAME,
     GZIP_MIN_BYTES,
     DerivationError,
+    DerivationJob,
     H5Dataset,
     H5Group,
     ResolvedTargets,
-    DerivationJob,
     capture_program,
     compared_expression,
     derive_targets,
@@ -34,12 +35,12 @@ from stages.targets import (
     evaluate_step,
     expected_durations,
     find_target_comparison,
+    layout_of_test,
     longest_first,
     resolve_targets,
     run_step_isolated,
     step_jobs,
     survey_comparisons,
-    layout_of_test,
     value_layout,
     write_targets_file,
 )
@@ -59,6 +60,7 @@ def unparse(source: str) -> str | None:
 # ---------------------------------------------------------------------------
 # Finder
 # ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("source", "expected"),
@@ -133,6 +135,7 @@ def test_finder_understands_every_official_test_case(
 # Capture program
 # ---------------------------------------------------------------------------
 
+
 def test_capture_program_replaces_the_assert_and_the_unpacking() -> None:
     source = "from scicode.compare.cmp import cmp_tuple_or_list\na, b = target\nassert np.allclose(x, a) and y == b\n"
     program, comparison = capture_program(source)
@@ -152,7 +155,10 @@ def test_capture_program_refuses_helpers_used_outside_the_target_assert() -> Non
 def test_evaluate_step_shares_one_namespace_and_evaluates_each_expression_once() -> None:
     job = DerivationJob(
         "9.1",
-        (("<deps>", "import numpy as np"), ("<9.1 reference code>", "calls = []\ndef f(x):\n    calls.append(x)\n    return np.arange(x)")),
+        (
+            ("<deps>", "import numpy as np"),
+            ("<9.1 reference code>", "calls = []\ndef f(x):\n    calls.append(x)\n    return np.arange(x)"),
+        ),
         (
             "n = 3\nassert np.allclose(f(n), target)",
             "assert cmp_tuple_or_list((f(n + 1), len(calls)), target)",
@@ -182,12 +188,15 @@ def test_evaluate_step_fails_on_a_wrong_assert_in_a_test_without_target() -> Non
 # Official layout
 # ---------------------------------------------------------------------------
 
+
 def _write_and_read(tmp_path: Path, value: object) -> dict[str, object]:
     path = tmp_path / "t.h5"
     write_targets_file(path, {"1.1": [layout_of_test(value)]})
     found: dict[str, object] = {}
     with h5py.File(path, "r") as handle:
-        handle["1.1/test1"].visititems(lambda name, obj: found.__setitem__(name, obj[()] if isinstance(obj, h5py.Dataset) else "group"))
+        handle["1.1/test1"].visititems(
+            lambda name, obj: found.__setitem__(name, obj[()] if isinstance(obj, h5py.Dataset) else "group")
+        )
     return found
 
 
@@ -246,7 +255,11 @@ LIMITS = Limits(timeout_seconds=20, memory_mb=4096)
     ("code", "status", "reason_part"),
     [
         ("x = 1", "ok", ""),
-        ("raise RuntimeError('bad reference')", "error", "RuntimeError: bad reference (at <5.1 reference code> line 1)"),
+        (
+            "raise RuntimeError('bad reference')",
+            "error",
+            "RuntimeError: bad reference (at <5.1 reference code> line 1)",
+        ),
         ("x = 2", "error", "AssertionError (at <5.1 test2> line 1)"),
         ("raise SystemExit(0)", "error", "SystemExit"),
         ("import os\nos._exit(3)", "crashed", "exit code 3"),
@@ -270,8 +283,13 @@ def test_run_step_isolated_times_out(tmp_path: Path) -> None:
 
 
 def test_longest_steps_start_first() -> None:
-    jobs = [DerivationJob(step, (("<c>", "x" * size),), ()) for step, size in (("1.1", 10), ("2.1", 500), ("3.1", 20), ("4.1", 1))]
-    durations = expected_durations({"steps": [{"step_id": "3.1", "duration_s": 9.0}, {"step_id": "4.1", "duration_s": 30.0}]})
+    jobs = [
+        DerivationJob(step, (("<c>", "x" * size),), ())
+        for step, size in (("1.1", 10), ("2.1", 500), ("3.1", 20), ("4.1", 1))
+    ]
+    durations = expected_durations(
+        {"steps": [{"step_id": "3.1", "duration_s": 9.0}, {"step_id": "4.1", "duration_s": 30.0}]}
+    )
     assert [job.step_id for job in longest_first(jobs, durations)] == ["4.1", "3.1", "2.1", "1.1"]
 
 
@@ -279,9 +297,17 @@ def test_longest_steps_start_first() -> None:
 # Derivation against the shared validation targets
 # ---------------------------------------------------------------------------
 
+
 def _stage_small_problems(shared: Path, data_dir: Path) -> None:
     (data_dir / "scicode").mkdir(parents=True)
-    for name in ("problems_test.jsonl", "multistep_template.txt", "background_comment_template.txt", "13.6.txt", "62.1.txt", "76.3.txt"):
+    for name in (
+        "problems_test.jsonl",
+        "multistep_template.txt",
+        "background_comment_template.txt",
+        "13.6.txt",
+        "62.1.txt",
+        "76.3.txt",
+    ):
         shutil.copyfile(shared / name, data_dir / "scicode" / name)
     kept = []
     with open(shared / "problems_dev.jsonl", encoding="utf-8") as handle:
@@ -301,12 +327,21 @@ def small_derivation(tmp_path_factory: pytest.TempPathFactory, shared_scicode: P
     return data_dir, record
 
 
-def test_small_derivation_matches_the_shared_validation_targets(small_derivation: tuple[Path, dict], shared_scicode: Path) -> None:
+def test_small_derivation_matches_the_shared_validation_targets(
+    small_derivation: tuple[Path, dict], shared_scicode: Path
+) -> None:
     data_dir, record = small_derivation
     settings = load_settings({"data_dir": str(data_dir)})
     step_ids = [step["step_id"] for step in record["steps"]]
     assert record["status"] == "complete"
-    assert record["counts"] == {"problems": 4, "steps": 15, "steps_ok": 15, "steps_failed": 0, "tests": 49, "tests_without_target": 6}
+    assert record["counts"] == {
+        "problems": 4,
+        "steps": 15,
+        "steps_ok": 15,
+        "steps_failed": 0,
+        "tests": 49,
+        "tests_without_target": 6,
+    }
     assert {"3.1", "10.3", "70.6", "78.1", "78.3"} <= set(step_ids)
     derived = settings.data_paths.derived_targets
     assert target_file_differences(derived, shared_scicode / DEV_TARGETS, steps=step_ids) == []
@@ -316,7 +351,9 @@ def test_small_derivation_matches_the_shared_validation_targets(small_derivation
     assert read_artifact(derived_record_path(settings.data_paths), "targets") == record
 
 
-def test_file_comparison_sees_a_wrong_value(small_derivation: tuple[Path, dict], shared_scicode: Path, tmp_path: Path) -> None:
+def test_file_comparison_sees_a_wrong_value(
+    small_derivation: tuple[Path, dict], shared_scicode: Path, tmp_path: Path
+) -> None:
     data_dir, _ = small_derivation
     copy = tmp_path / "changed.h5"
     shutil.copyfile(data_dir / "scicode" / "derived_targets.h5", copy)
@@ -324,10 +361,15 @@ def test_file_comparison_sees_a_wrong_value(small_derivation: tuple[Path, dict],
         handle["3.1/test1/var1"][()] = handle["3.1/test1/var1"][()] * 1.001
         del handle["70.6/test1/var1/list/var3"]
     differences = target_file_differences(copy, shared_scicode / DEV_TARGETS, steps=["3.1", "70.6"])
-    assert differences == ["/3.1/test1/var1: values differ beyond rtol=1e-06 atol=1e-12", "/70.6/test1/var1/list/var3: missing"]
+    assert differences == [
+        "/3.1/test1/var1: values differ beyond rtol=1e-06 atol=1e-12",
+        "/70.6/test1/var1/list/var3: missing",
+    ]
 
 
-def test_current_derivation_is_reused_and_a_changed_problem_file_is_not_current(small_derivation: tuple[Path, dict], tmp_path: Path) -> None:
+def test_current_derivation_is_reused_and_a_changed_problem_file_is_not_current(
+    small_derivation: tuple[Path, dict], tmp_path: Path
+) -> None:
     data_dir, record = small_derivation
     settings = load_settings({"data_dir": str(data_dir)})
     assert derived_targets_current(settings)
@@ -363,7 +405,9 @@ def test_a_failing_step_is_reported_and_left_out(tmp_path: Path, shared_scicode:
 
 
 @pytest.mark.slow
-def test_full_derivation_matches_all_fifty_validation_steps(tmp_path: Path, staged_data_dir: Path, shared_scicode: Path) -> None:
+def test_full_derivation_matches_all_fifty_validation_steps(
+    tmp_path: Path, staged_data_dir: Path, shared_scicode: Path
+) -> None:
     settings = load_settings({"data_dir": str(staged_data_dir)})
     started = time.monotonic()
     record = derive_targets(settings)
@@ -371,7 +415,10 @@ def test_full_derivation_matches_all_fifty_validation_steps(tmp_path: Path, stag
     assert record["status"] == "complete", [s for s in record["steps"] if s["status"] != "ok"]
     assert record["counts"]["steps"] == 50 and record["counts"]["tests"] == 167
     assert target_file_differences(settings.data_paths.derived_targets, shared_scicode / DEV_TARGETS) == []
-    with h5py.File(settings.data_paths.derived_targets, "r") as derived, h5py.File(shared_scicode / DEV_TARGETS, "r") as official:
+    with (
+        h5py.File(settings.data_paths.derived_targets, "r") as derived,
+        h5py.File(shared_scicode / DEV_TARGETS, "r") as official,
+    ):
         assert sorted(derived.keys()) == sorted(official.keys())
     assert elapsed < 600
 
@@ -379,6 +426,7 @@ def test_full_derivation_matches_all_fifty_validation_steps(tmp_path: Path, stag
 # ---------------------------------------------------------------------------
 # Resolution
 # ---------------------------------------------------------------------------
+
 
 def _download(data_dir: Path, **extra: str) -> None:
     run_download(load_settings({"data_dir": str(data_dir), "dataset_zip_url": "", **extra}))
@@ -404,7 +452,9 @@ def test_resolve_explicit_targets(staged_data_dir: Path, tmp_path: Path) -> None
     assert resolve_targets(other).kind == "missing"  # the manifest describes another file
 
 
-def test_resolve_never_replaces_an_explicit_file_by_derived_targets(small_derivation: tuple[Path, dict], tmp_path: Path) -> None:
+def test_resolve_never_replaces_an_explicit_file_by_derived_targets(
+    small_derivation: tuple[Path, dict], tmp_path: Path
+) -> None:
     data_dir, _ = small_derivation
     settings = load_settings({"data_dir": str(data_dir), "h5py_file": str(tmp_path / "mine.h5")})
     assert derived_targets_current(settings)
@@ -413,7 +463,9 @@ def test_resolve_never_replaces_an_explicit_file_by_derived_targets(small_deriva
     assert "no download manifest" in resolved.note
 
 
-def test_resolve_derived_targets_when_official_ones_are_missing(small_derivation: tuple[Path, dict], tmp_path: Path) -> None:
+def test_resolve_derived_targets_when_official_ones_are_missing(
+    small_derivation: tuple[Path, dict], tmp_path: Path
+) -> None:
     source_dir, record = small_derivation
     data_dir = tmp_path / "data"
     shutil.copytree(source_dir, data_dir)
@@ -436,8 +488,13 @@ def test_resolve_missing_targets(staged_data_dir: Path) -> None:
 
 def test_step_jobs_carry_the_reference_code_of_earlier_steps(staged_data_dir: Path) -> None:
     problems = load_split(load_settings({"data_dir": str(staged_data_dir)}).data_paths, "validation")
-    jobs = {job.step_id: job for job in step_jobs(load_settings({"data_dir": str(staged_data_dir)}).data_paths, problems)}
+    jobs = {
+        job.step_id: job for job in step_jobs(load_settings({"data_dir": str(staged_data_dir)}).data_paths, problems)
+    }
     assert len(jobs) == 50
     assert [label for label, _ in jobs["47.3"].preamble] == [
-        "<47 required_dependencies>", "<47.1 reference code>", "<47.2 reference code>", "<47.3 reference code>"
+        "<47 required_dependencies>",
+        "<47.1 reference code>",
+        "<47.2 reference code>",
+        "<47.3 reference code>",
     ]

@@ -4,6 +4,7 @@
 probe per interpreter and process); config.json and the summary carry its one-line description, and
 `confinement=required` refuses to start without full confinement (`check_confinement`).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,14 @@ def confinement_of(python_binary: str) -> dict[str, Any]:
     from stages.isolation import scrubbed_environment
 
     try:
-        result = subprocess.run([python_binary, str(CONFINE_SCRIPT), "--probe"], capture_output=True, text=True,
-                                env=scrubbed_environment(), timeout=PROBE_TIMEOUT_SECONDS, check=False)
+        result = subprocess.run(
+            [python_binary, str(CONFINE_SCRIPT), "--probe"],
+            capture_output=True,
+            text=True,
+            env=scrubbed_environment(),
+            timeout=PROBE_TIMEOUT_SECONDS,
+            check=False,
+        )
         record = json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as error:
         return {"description": f"none (the confinement probe failed: {error})", "full": False}
@@ -44,5 +51,6 @@ def check_confinement(required: str, python_binary: str) -> str:
     if required == "required" and not record.get("full"):
         raise ConfinementUnavailable(
             f"confinement=required, but model code here would run under: {description} (full confinement needs "
-            "Landlock ABI >= 6 and PID namespaces; use confinement=auto to run with what is available)")
+            "Landlock ABI >= 6 and PID namespaces; use confinement=auto to run with what is available)"
+        )
     return description

@@ -26,6 +26,7 @@ the privileges do not allow it):
 `probe()` (or `python confine.py --probe`) reports what this kernel and these privileges allow, as the
 one-line `Confinement.description` that config.json and the summary carry.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -36,8 +37,8 @@ import signal
 import site
 import sys
 import sysconfig
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
 
 # -- Linux constants (x86_64 and aarch64 share these syscall numbers) ---------------------------------
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -60,9 +61,19 @@ LINUX_CAPABILITY_VERSION_3 = 0x20080522
 LAST_CAPABILITY = 63
 
 SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys/devices/system/cpu")
-SYSTEM_READ_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/timezone", "/etc/passwd",
-                     "/etc/group", "/etc/nsswitch.conf", "/etc/mime.types", "/dev/urandom", "/dev/random",
-                     "/dev/zero")
+SYSTEM_READ_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/mime.types",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/zero",
+)
 SYSTEM_READ_FOLDERS_ETC = ("/etc/ld.so.conf.d", "/etc/alternatives", "/etc/fonts")
 WRITABLE_DEVICES = ("/dev/null",)
 
@@ -77,7 +88,7 @@ class Confinement:
 
     landlock_abi: int = 0
     landlock_reason: str = ""
-    namespaces: str = ""          # e.g. "pid+net+ipc", "" when unavailable
+    namespaces: str = ""  # e.g. "pid+net+ipc", "" when unavailable
     namespace_reason: str = ""
     capabilities_dropped: bool = False
     problems: tuple[str, ...] = field(default_factory=tuple)
@@ -130,8 +141,11 @@ def _errno_text() -> str:
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -153,8 +167,9 @@ def landlock_abi() -> tuple[int, str]:
         libc = _libc()
     except OSError as error:
         return 0, f"no C library: {error}"
-    version = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
-                           ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    version = libc.syscall(
+        SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
+    )
     if version < 0:
         return 0, f"Landlock unavailable: {_errno_text()}"
     return int(version), ""
@@ -174,6 +189,7 @@ def _handled_fs(abi: int) -> int:
 # ---------------------------------------------------------------------------
 # What the interpreter needs to read
 # ---------------------------------------------------------------------------
+
 
 def interpreter_read_paths() -> list[str]:
     """The interpreter's prefixes and site-packages folders, the system library folders and a few /etc files."""
@@ -196,6 +212,7 @@ def interpreter_read_paths() -> list[str]:
 # Applying confinement (in the process that will run model code)
 # ---------------------------------------------------------------------------
 
+
 def apply_limits(memory_mb: int | None) -> None:
     import resource
 
@@ -214,8 +231,16 @@ def _add_path_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int, hand
         if not os.path.isdir(path):
             rights &= FILE_ONLY_RIGHTS
         rule = _PathBeneathAttr(rights & handled, fd)
-        if libc.syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
-                        ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+        if (
+            libc.syscall(
+                SYS_LANDLOCK_ADD_RULE,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
+                ctypes.byref(rule),
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             raise ConfinementError(f"landlock rule for {path}: {_errno_text()}")
     finally:
         os.close(fd)
@@ -225,8 +250,11 @@ def apply_landlock(read_paths: Sequence[str], write_paths: Sequence[str], abi: i
     """Restrict this process (and every process it starts) to the given paths; no TCP; scoped (by ABI)."""
     libc = _libc()
     handled = _handled_fs(abi)
-    attr = _RulesetAttr(handled, (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
-                        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0)
+    attr = _RulesetAttr(
+        handled,
+        (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
+        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0,
+    )
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
@@ -267,8 +295,9 @@ def drop_capabilities() -> bool:
     return True
 
 
-def enter_sandbox(read_paths: Sequence[str], write_paths: Sequence[str], memory_mb: int | None,
-                  abi: int | None = None) -> None:
+def enter_sandbox(
+    read_paths: Sequence[str], write_paths: Sequence[str], memory_mb: int | None, abi: int | None = None
+) -> None:
     """Limits, Landlock (when the kernel has it) and no capabilities, for the calling process."""
     apply_limits(memory_mb)
     if abi is None:
@@ -283,6 +312,7 @@ def enter_sandbox(read_paths: Sequence[str], write_paths: Sequence[str], memory_
 # ---------------------------------------------------------------------------
 # Namespaces and the supervising parent
 # ---------------------------------------------------------------------------
+
 
 def _unshare_flags() -> int:
     flags = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
@@ -389,6 +419,7 @@ def exit_like(code: int) -> None:
 # Probe
 # ---------------------------------------------------------------------------
 
+
 def probe() -> Confinement:
     """What a confined process gets here: run in a throw-away child so that nothing sticks to this process."""
     abi, landlock_reason = landlock_abi()
@@ -421,16 +452,20 @@ def probe() -> Confinement:
         report = json.loads(b"".join(chunks).decode("utf-8") or "{}")
     except ValueError:
         report = {}
-    return Confinement(landlock_abi=abi, landlock_reason=landlock_reason,
-                       namespaces=str(report.get("namespaces", "")),
-                       namespace_reason=str(report.get("namespace_reason", "probe failed")),
-                       capabilities_dropped=bool(report.get("capabilities_dropped", False)),
-                       problems=tuple(report.get("problems", ())))
+    return Confinement(
+        landlock_abi=abi,
+        landlock_reason=landlock_reason,
+        namespaces=str(report.get("namespaces", "")),
+        namespace_reason=str(report.get("namespace_reason", "probe failed")),
+        capabilities_dropped=bool(report.get("capabilities_dropped", False)),
+        problems=tuple(report.get("problems", ())),
+    )
 
 
 # ---------------------------------------------------------------------------
 # Launcher: python confine.py [--read P] [--write P] [--memory-mb N] [--python] -- program args...
 # ---------------------------------------------------------------------------
+
 
 def _parse(argv: list[str]) -> tuple[dict, list[str]]:
     import argparse
@@ -444,7 +479,7 @@ def _parse(argv: list[str]) -> tuple[dict, list[str]]:
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--python", action="store_true", help="the command's arguments are for this interpreter")
     options = parser.parse_args(argv[:split])
-    command = argv[split + 1:]
+    command = argv[split + 1 :]
     return vars(options), [os.path.realpath(sys.executable)] + command if options.python else command
 
 

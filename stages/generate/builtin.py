@@ -15,6 +15,7 @@ end-to-end self-test.
 seconds before every answer, like a slow real model: the pipeline benchmark and the streaming tests use
 it. It is not a setting of the run (it changes no artifact and no fingerprint).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -22,15 +23,15 @@ import json
 import math
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
 
 from stages.config import ConfigError, Settings
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Responder, ToolCallSpec
-from stages.problems import Problem, ProblemDataError, Step, load_problems, prefilled_code
 from stages.paths import DataPaths
+from stages.problems import Problem, ProblemDataError, Step, load_problems, prefilled_code
 
 STEP_HEADER = "X-SciCode-Step"
 LATENCY_VARIABLE = "SCICODE_BUILTIN_LATENCY_SECONDS"
@@ -46,18 +47,19 @@ class BuiltinModelError(ConfigError):
 
 
 def is_builtin_model(model: str) -> bool:
-    return model == GOLD_MODEL or (model.startswith(REPLAY_PREFIX) and bool(model[len(REPLAY_PREFIX):].strip()))
+    return model == GOLD_MODEL or (model.startswith(REPLAY_PREFIX) and bool(model[len(REPLAY_PREFIX) :].strip()))
 
 
 def replay_file(model: str, cwd: Path | None = None) -> Path:
     """The replay file named by `replay:<file.json>`, resolved against `cwd` (default: the working dir)."""
-    path = Path(model[len(REPLAY_PREFIX):].strip()).expanduser()
+    path = Path(model[len(REPLAY_PREFIX) :].strip()).expanduser()
     return path if path.is_absolute() else Path(cwd or Path.cwd()) / path
 
 
 # ---------------------------------------------------------------------------
 # Shared helpers
 # ---------------------------------------------------------------------------
+
 
 def approximate_tokens(text: str | None) -> int:
     return math.ceil(len(text or "") / CHARS_PER_TOKEN)
@@ -88,12 +90,16 @@ def has_tool_result_for_current_step(request: ModelRequest) -> bool:
 
 def _missing_header_error(model: str) -> ErrorReply:
     return ErrorReply(
-        400, f"built-in model {model} needs the {STEP_HEADER} header naming the step (e.g. 10.3)", code="missing_step_header"
+        400,
+        f"built-in model {model} needs the {STEP_HEADER} header naming the step (e.g. 10.3)",
+        code="missing_step_header",
     )
 
 
 def _wrong_model_error(asked: str, served: str) -> ErrorReply:
-    return ErrorReply(404, f"model {asked!r} is not served here (this endpoint serves {served!r})", code="model_not_found")
+    return ErrorReply(
+        404, f"model {asked!r} is not served here (this endpoint serves {served!r})", code="model_not_found"
+    )
 
 
 def _requested_step(request: ModelRequest, served: str) -> str | ErrorReply:
@@ -108,6 +114,7 @@ def _requested_step(request: ModelRequest, served: str) -> str | ErrorReply:
 # ---------------------------------------------------------------------------
 # gold
 # ---------------------------------------------------------------------------
+
 
 def _steps_by_id(problems: tuple[Problem, ...]) -> dict[str, tuple[Problem, Step]]:
     return {step.step_id: (problem, step) for problem in problems for step in problem.steps}
@@ -145,11 +152,15 @@ class GoldResponder:
         if CODE_INTERPRETER in request.tools and not has_tool_result_for_current_step(request):
             return self._run_code_first(request, step_id, code)
         answer = fenced(code)
-        return ModelReply(text=answer, prompt_tokens=prompt_tokens(request), completion_tokens=approximate_tokens(answer))
+        return ModelReply(
+            text=answer, prompt_tokens=prompt_tokens(request), completion_tokens=approximate_tokens(answer)
+        )
 
     def _run_code_first(self, request: ModelRequest, step_id: str, code: str) -> ModelReply:
         arguments = json.dumps({"code": code})
-        call = ToolCallSpec(id=f"call_gold_{step_id.replace('.', '_')}_{request.index}", name=CODE_INTERPRETER, arguments=arguments)
+        call = ToolCallSpec(
+            id=f"call_gold_{step_id.replace('.', '_')}_{request.index}", name=CODE_INTERPRETER, arguments=arguments
+        )
         return ModelReply(
             text=None,
             tool_calls=(call,),
@@ -185,6 +196,7 @@ def gold_responder(settings: Settings) -> GoldResponder:
 # replay
 # ---------------------------------------------------------------------------
 
+
 def no_recorded_answer(step_id: str) -> str:
     return f"No answer was recorded for step {step_id}."
 
@@ -210,7 +222,9 @@ def _parsed_replay(path_text: str, version: tuple[int, int] | None) -> dict[str,
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise BuiltinModelError(f"invalid model=replay:{path}: not readable JSON ({type(error).__name__})") from None
     if not isinstance(data, dict):
-        raise BuiltinModelError(f"invalid model=replay:{path}: expected a JSON object mapping step ids to response texts")
+        raise BuiltinModelError(
+            f"invalid model=replay:{path}: expected a JSON object mapping step ids to response texts"
+        )
     bad = next((key for key, value in data.items() if not isinstance(value, str)), None)
     if bad is not None:
         raise BuiltinModelError(f"invalid model=replay:{path}: the answer of step {bad!r} is not a string")
@@ -227,12 +241,15 @@ class ReplayResponder:
         if isinstance(step_id, ErrorReply):
             return step_id
         answer = self.answers.get(step_id, no_recorded_answer(step_id))
-        return ModelReply(text=answer, prompt_tokens=prompt_tokens(request), completion_tokens=approximate_tokens(answer))
+        return ModelReply(
+            text=answer, prompt_tokens=prompt_tokens(request), completion_tokens=approximate_tokens(answer)
+        )
 
 
 # ---------------------------------------------------------------------------
 # Entry points
 # ---------------------------------------------------------------------------
+
 
 def builtin_responder(settings: Settings) -> Responder:
     """The responder of the built-in model named by `settings.model`; BuiltinModelError if unusable."""
@@ -265,7 +282,9 @@ def builtin_latency_seconds(environ: Mapping[str, str] = os.environ) -> float:
     except ValueError:
         seconds = float("nan")
     if not (0 <= seconds <= MAX_LATENCY_SECONDS):
-        raise BuiltinModelError(f"invalid {LATENCY_VARIABLE}={text}: expected seconds between 0 and {MAX_LATENCY_SECONDS:g}")
+        raise BuiltinModelError(
+            f"invalid {LATENCY_VARIABLE}={text}: expected seconds between 0 and {MAX_LATENCY_SECONDS:g}"
+        )
     return seconds
 
 
@@ -289,8 +308,9 @@ class BuiltinModelService:
         with cls._lock:
             server = cls._servers.get(key)
             if server is None:
-                server = ModelServer(builtin_responder(settings), models=(settings.model,),
-                                     latency_seconds=builtin_latency_seconds()).start()
+                server = ModelServer(
+                    builtin_responder(settings), models=(settings.model,), latency_seconds=builtin_latency_seconds()
+                ).start()
                 cls._servers[key] = server
                 if not cls._stop_registered:
                     atexit.register(cls.stop_all)

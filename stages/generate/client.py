@@ -11,6 +11,7 @@ retried up to `settings.max_retries` times with exponential backoff and full jit
 most `settings.concurrency` requests are in flight in the process (one semaphore shared by threads,
 not held while backing off).
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -18,11 +19,11 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
-
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import openai
@@ -49,6 +50,7 @@ jitter: Callable[[float, float], float] = random.uniform
 # ---------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -151,6 +153,7 @@ def call_slots(limit: int) -> threading.BoundedSemaphore:
 # Retry policy
 # ---------------------------------------------------------------------------
 
+
 def retry_after_seconds(headers: Mapping[str, str] | None, now: datetime | None = None) -> float | None:
     """Seconds asked by `retry-after-ms` or `Retry-After` (seconds or an HTTP date), capped; None if absent."""
     if not headers:
@@ -187,7 +190,7 @@ def backoff_seconds(retry_number: int, retry_after: float | None) -> float:
     """Delay before retry `retry_number` (0-based): Retry-After when given, else full jitter."""
     if retry_after is not None:
         return retry_after
-    return jitter(0.0, min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** retry_number))
+    return jitter(0.0, min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2**retry_number))
 
 
 def _short(text: str) -> str:
@@ -241,6 +244,7 @@ def classify_failure(error: Exception, endpoint: str, timeout_s: float) -> Model
 # Conversation conversion
 # ---------------------------------------------------------------------------
 
+
 def _chat_message(message: Mapping[str, Any]) -> dict[str, Any]:
     """A trajectory message as a Chat Completions message (local bookkeeping keys dropped)."""
     converted = {"role": message["role"], "content": message.get("content")}
@@ -261,7 +265,13 @@ def to_responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     for message in messages:
         role = message["role"]
         if role == "tool":
-            items.append({"type": "function_call_output", "call_id": message["tool_call_id"], "output": message.get("content") or ""})
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message["tool_call_id"],
+                    "output": message.get("content") or "",
+                }
+            )
         elif role == "assistant" and message.get("output_items"):
             items.extend(dict(item) for item in message["output_items"])
         elif role == "assistant":
@@ -269,7 +279,14 @@ def to_responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
                 items.append({"role": "assistant", "content": message["content"]})
             for call in message.get("tool_calls") or ():
                 function = call["function"]
-                items.append({"type": "function_call", "call_id": call["id"], "name": function["name"], "arguments": function["arguments"]})
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": function["name"],
+                        "arguments": function["arguments"],
+                    }
+                )
         else:
             items.append({"role": role, "content": message.get("content") or ""})
     return items
@@ -279,13 +296,16 @@ def to_responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
 # Response parsing
 # ---------------------------------------------------------------------------
 
+
 def _usage_from(raw_usage: Any, input_name: str, output_name: str) -> Tokens:
     if raw_usage is None:
         return Tokens()
     return Tokens(int(getattr(raw_usage, input_name, 0) or 0), int(getattr(raw_usage, output_name, 0) or 0))
 
 
-def parse_chat_completion(completion: Any) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, Tokens, tuple]:
+def parse_chat_completion(
+    completion: Any,
+) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, Tokens, tuple]:
     if not isinstance(completion, _openai().types.chat.ChatCompletion):
         raise MalformedResponse(f"expected a chat completion, got {_short(repr(completion))[:200]}")
     if not completion.choices or completion.choices[0].message is None:
@@ -307,7 +327,9 @@ def _responses_finish_reason(response: Any, has_calls: bool) -> str:
     return "tool_calls" if has_calls else "stop"
 
 
-def parse_responses_response(response: Any) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, Tokens, tuple]:
+def parse_responses_response(
+    response: Any,
+) -> tuple[str | None, tuple[ToolCall, ...], str | None, str | None, Tokens, tuple]:
     if not isinstance(response, _openai().types.responses.Response):
         raise MalformedResponse(f"expected a response object, got {_short(repr(response))[:200]}")
     if response.status == "failed":
@@ -332,6 +354,7 @@ def parse_responses_response(response: Any) -> tuple[str | None, tuple[ToolCall,
 # The client
 # ---------------------------------------------------------------------------
 
+
 def _api_key(settings: Settings, is_builtin: bool) -> str:
     if is_builtin:
         return BUILTIN_API_KEY
@@ -353,7 +376,9 @@ class ModelClient:
         self.settings = settings
         self.protocol: ApiProtocol = settings.api_protocol
         self.is_builtin = builtin.is_builtin_model(settings.model)
-        base_url = builtin.BuiltinModelService.base_url_for(settings) if self.is_builtin else (settings.base_url or None)
+        base_url = (
+            builtin.BuiltinModelService.base_url_for(settings) if self.is_builtin else (settings.base_url or None)
+        )
         self.endpoint = base_url or "the default OpenAI endpoint"
         self._client = _openai().OpenAI(
             base_url=base_url,
@@ -382,7 +407,10 @@ class ModelClient:
 
     # ---- one request -----------------------------------------------------
     def _attempt(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[dict[str, Any]] | None, step_id: str,
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[dict[str, Any]] | None,
+        step_id: str,
         retries: tuple[RetryRecord, ...],
     ) -> ModelResponse:
         with self._slots, ACTIVITY.busy("model_calls"):
@@ -421,13 +449,17 @@ class ModelClient:
         if failure.transient:
             message = f"gave up after {len(retries) + 1} attempts: {message}"
         return ModelCallError(
-            message, status=failure.status, transient=failure.transient, model_level=failure.model_level, retries=retries
+            message,
+            status=failure.status,
+            transient=failure.transient,
+            model_level=failure.model_level,
+            retries=retries,
         )
 
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> "ModelClient":
+    def __enter__(self) -> ModelClient:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -10,6 +10,7 @@ fence, and not Python that defines the step's name) gets one reminder; after `to
 model calls, one last call without tools asks for the final code. A step that still has no code is
 "no_code" and the problem goes on.
 """
+
 from __future__ import annotations
 
 import time
@@ -49,7 +50,9 @@ class StepOutcome:
     failure: ModelCallError | None = None  # the exception behind status "error" (not serialized)
 
 
-def final_status(answer: str | None, finish_reason: str | None, defines: str | None) -> tuple[GenerationStepStatus, str | None]:
+def final_status(
+    answer: str | None, finish_reason: str | None, defines: str | None
+) -> tuple[GenerationStepStatus, str | None]:
     """Status and code of a final answer (`defines`: the name the step's header defines): truncated when
     cut by the length limit (code kept if any)."""
     code = answer_to_code(answer or "", defines)
@@ -72,9 +75,13 @@ class Conversation:
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
-    def start(cls, model: ModelClient, prompt: StepPrompt) -> "Conversation":
-        return cls(model=model, step_id=prompt.step_id, defines=prompt.defines,
-                   messages=[{"role": "user", "content": prompt.text}])
+    def start(cls, model: ModelClient, prompt: StepPrompt) -> Conversation:
+        return cls(
+            model=model,
+            step_id=prompt.step_id,
+            defines=prompt.defines,
+            messages=[{"role": "user", "content": prompt.text}],
+        )
 
     @property
     def call_count(self) -> int:
@@ -100,14 +107,16 @@ class Conversation:
         for call in response.tool_calls:
             outcome = tools.run_tool(call.name, call.arguments, settings)
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.output})
-            self.tool_results.append({
-                "call_id": call.id,
-                "name": call.name,
-                "status": outcome.status,
-                "duration_s": round(outcome.duration_s, 6),
-                "truncated": outcome.truncated,
-                "output": outcome.output,
-            })
+            self.tool_results.append(
+                {
+                    "call_id": call.id,
+                    "name": call.name,
+                    "status": outcome.status,
+                    "duration_s": round(outcome.duration_s, 6),
+                    "truncated": outcome.truncated,
+                    "output": outcome.output,
+                }
+            )
 
     def trajectory(self) -> dict[str, Any]:
         return {"messages": self.messages, "calls": self.calls, "tool_results": self.tool_results}
@@ -120,8 +129,13 @@ class Conversation:
         return self._outcome("error", None, None, None, str(error), error)
 
     def _outcome(
-        self, status: GenerationStepStatus, code: str | None, answer: str | None, finish_reason: str | None,
-        error_text: str | None, failure: ModelCallError | None,
+        self,
+        status: GenerationStepStatus,
+        code: str | None,
+        answer: str | None,
+        finish_reason: str | None,
+        error_text: str | None,
+        failure: ModelCallError | None,
     ) -> StepOutcome:
         return StepOutcome(
             status=status,

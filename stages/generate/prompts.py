@@ -10,10 +10,11 @@ Code carried forward (`stages.protocol.carried_forward`): under `carry=full` a g
 code, under `carry=definition` the definition its header names; an official prefilled step's file
 verbatim in both.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from stages.artifacts import fingerprint
 from stages.paths import DataPaths

@@ -8,15 +8,17 @@ its reply is rendered in the official response shape so the real `openai` client
 Used by the built-in models (`gold`, `replay:`) and by tests, which script errors, malformed
 bodies and stalls through `ErrorReply`, `RawReply` and `StallReply`.
 """
+
 from __future__ import annotations
 
 import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 Protocol = Literal["openai-chat", "openai-responses"]
 CHAT_PATH = "/v1/chat/completions"
@@ -94,7 +96,7 @@ class StallReply:
     """Waits `seconds` before answering `then` (client timeout tests)."""
 
     seconds: float
-    then: "ModelReply | ErrorReply | RawReply"
+    then: ModelReply | ErrorReply | RawReply
 
 
 Reply = ModelReply | ErrorReply | RawReply | StallReply
@@ -108,6 +110,7 @@ class RequestFormatError(ValueError):
 # ---------------------------------------------------------------------------
 # Normalization of requests
 # ---------------------------------------------------------------------------
+
 
 def _text_of_content(content: Any) -> str | None:
     """Plain text of a message content: a string, or a list of text parts joined."""
@@ -141,7 +144,11 @@ def _normalize_chat_message(message: Any) -> dict:
     }
     if message.get("tool_calls"):
         normalized["tool_calls"] = [
-            {"id": call.get("id", ""), "name": call["function"]["name"], "arguments": call["function"].get("arguments", "")}
+            {
+                "id": call.get("id", ""),
+                "name": call["function"]["name"],
+                "arguments": call["function"].get("arguments", ""),
+            }
             for call in message["tool_calls"]
         ]
     if "tool_call_id" in message:
@@ -157,7 +164,11 @@ def normalize_chat_messages(messages: Any) -> tuple[dict, ...]:
 
 def _append_function_call(messages: list[dict], item: dict) -> None:
     """A function_call item joins the preceding assistant message, or starts one."""
-    call = {"id": item.get("call_id") or item.get("id", ""), "name": item.get("name", ""), "arguments": item.get("arguments", "")}
+    call = {
+        "id": item.get("call_id") or item.get("id", ""),
+        "name": item.get("name", ""),
+        "arguments": item.get("arguments", ""),
+    }
     last = messages[-1] if messages else None
     if last is not None and last["role"] == "assistant":
         last.setdefault("tool_calls", []).append(call)
@@ -179,12 +190,16 @@ def normalize_responses_input(instructions: Any, input_value: Any) -> tuple[dict
             raise RequestFormatError("each input item must be a JSON object")
         kind = item.get("type", "message")
         if kind == "message":
-            messages.append({"role": _normalize_role(item.get("role")), "content": _text_of_content(item.get("content"))})
+            messages.append(
+                {"role": _normalize_role(item.get("role")), "content": _text_of_content(item.get("content"))}
+            )
         elif kind == "function_call":
             _append_function_call(messages, item)
         elif kind == "function_call_output":
             output = item.get("output")
-            messages.append({"role": "tool", "content": _text_of_content(output), "tool_call_id": item.get("call_id", "")})
+            messages.append(
+                {"role": "tool", "content": _text_of_content(output), "tool_call_id": item.get("call_id", "")}
+            )
         elif kind == "reasoning":
             continue  # opaque reasoning items carry no conversation text
         else:
@@ -237,6 +252,7 @@ def normalize_request(protocol: Protocol, body: Any, headers: dict, index: int) 
 # Rendering of replies
 # ---------------------------------------------------------------------------
 
+
 def _short_id() -> str:
     return uuid.uuid4().hex[:24]
 
@@ -271,22 +287,26 @@ def render_chat(reply: ModelReply, model: str) -> dict:
 def _responses_output(reply: ModelReply) -> list[dict]:
     output: list[dict] = []
     if reply.text is not None:
-        output.append({
-            "id": f"msg_{_short_id()}",
-            "type": "message",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
-        })
+        output.append(
+            {
+                "id": f"msg_{_short_id()}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        )
     for call in reply.tool_calls:
-        output.append({
-            "id": f"fc_{_short_id()}",
-            "type": "function_call",
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": call.arguments,
-            "status": "completed",
-        })
+        output.append(
+            {
+                "id": f"fc_{_short_id()}",
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+                "status": "completed",
+            }
+        )
     return output
 
 
@@ -335,8 +355,9 @@ def error_body(status: int, message: str, code: str | None) -> dict:
 # HTTP server
 # ---------------------------------------------------------------------------
 
+
 class _Handler(BaseHTTPRequestHandler):
-    server: "_HTTPServer"
+    server: _HTTPServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -344,7 +365,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         if self.path.rstrip("/") == MODELS_PATH:
-            data = [{"id": name, "object": "model", "created": 0, "owned_by": "local"} for name in self.server.owner.models]
+            data = [
+                {"id": name, "object": "model", "created": 0, "owned_by": "local"} for name in self.server.owner.models
+            ]
             self._send_json(200, {"object": "list", "data": data})
         else:
             self._send_error(404, f"no route for GET {self.path}", "not_found")
@@ -413,7 +436,7 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], owner: "ModelServer") -> None:
+    def __init__(self, address: tuple[str, int], owner: ModelServer) -> None:
         self.owner = owner
         super().__init__(address, _Handler)
 
@@ -421,8 +444,15 @@ class _HTTPServer(ThreadingHTTPServer):
 class ModelServer:
     """OpenAI-compatible endpoint on 127.0.0.1 (a free port by default) answering with `responder`."""
 
-    def __init__(self, responder: Responder, *, host: str = "127.0.0.1", port: int = 0, models: tuple[str, ...] = (),
-                 latency_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        models: tuple[str, ...] = (),
+        latency_seconds: float = 0.0,
+    ) -> None:
         self.responder = responder
         self.latency_seconds = latency_seconds  # added before every answer (a slow model, for benchmarks and tests)
         self.host = host
@@ -439,12 +469,15 @@ class ModelServer:
             raise RuntimeError("ModelServer is not started")
         return f"http://{self.host}:{self._httpd.server_address[1]}/v1"
 
-    def start(self) -> "ModelServer":
+    def start(self) -> ModelServer:
         if self._httpd is not None:
             return self
         self._httpd = _HTTPServer((self.host, self.port), self)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS}, name="model-server", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
+            name="model-server",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -458,7 +491,7 @@ class ModelServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "ModelServer":
+    def __enter__(self) -> ModelServer:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

@@ -17,6 +17,7 @@ without calling the API. Problems run in threads, so with enough concurrency eve
 failed before any of them could see the others' failures: the check after the failure is what
 stops the run then.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,8 +29,8 @@ from typing import Any, Literal
 from tqdm import tqdm
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
-from stages.errors import PipelineError
 from stages.config import Settings
+from stages.errors import PipelineError
 from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.generate import builtin
 from stages.generate.client import ModelCallError, ModelClient
@@ -54,6 +55,7 @@ class RunAborted(PipelineError, RuntimeError):
 # Paths and fingerprints
 # ---------------------------------------------------------------------------
 
+
 def generation_path(settings: Settings, problem_id: str, attempt: int = 0) -> Path:
     """The generation file of one attempt (named by `RunPaths.generation`)."""
     return settings.run_paths.generation(problem_id, attempt)
@@ -72,16 +74,24 @@ def generate_settings_fingerprint(settings: Settings) -> str:
 
 
 def _fingerprint_of(settings: Settings, problem: Problem, attempt: int) -> str:
-    return fingerprint({"generate": generate_settings_fingerprint(settings), "problem": problem.fingerprint, "attempt": attempt})
+    return fingerprint(
+        {"generate": generate_settings_fingerprint(settings), "problem": problem.fingerprint, "attempt": attempt}
+    )
 
 
 def generation_fingerprint_parts(settings: Settings, problem: Problem, attempt: int) -> FingerprintParts:
     """The generation fingerprint and what it covers by named part: the generate settings, the problem record
     and, for `replay:<file>`, the replay file."""
-    replay = ({"replay file": generate_settings_fingerprint(settings)[:16]}
-              if settings.model.startswith(builtin.REPLAY_PREFIX) else {})
-    return FingerprintParts(_fingerprint_of(settings, problem, attempt), settings=settings_slice(settings, "generate"),
-                            inputs={f"problem {problem.problem_id}": digest(problem.fingerprint), **replay})
+    replay = (
+        {"replay file": generate_settings_fingerprint(settings)[:16]}
+        if settings.model.startswith(builtin.REPLAY_PREFIX)
+        else {}
+    )
+    return FingerprintParts(
+        _fingerprint_of(settings, problem, attempt),
+        settings=settings_slice(settings, "generate"),
+        inputs={f"problem {problem.problem_id}": digest(problem.fingerprint), **replay},
+    )
 
 
 def generation_fingerprint(settings: Settings, problem_id: str, attempt: int = 0) -> str:
@@ -95,12 +105,15 @@ def generation_current(settings: Settings, problem_id: str, attempt: int = 0) ->
         expected = generation_fingerprint(settings, problem_id, attempt)
     except ProblemDataError:
         return False
-    return is_current(generation_path(settings, problem_id, attempt), ARTIFACT_KIND, expected, require_status=("complete",))
+    return is_current(
+        generation_path(settings, problem_id, attempt), ARTIFACT_KIND, expected, require_status=("complete",)
+    )
 
 
 # ---------------------------------------------------------------------------
 # Run-level breaker
 # ---------------------------------------------------------------------------
+
 
 @dataclass
 class _BreakerState:
@@ -153,6 +166,7 @@ BREAKER = ModelBreaker()
 # ---------------------------------------------------------------------------
 # Step records
 # ---------------------------------------------------------------------------
+
 
 def _empty_trajectory() -> dict[str, Any]:
     return {"messages": [], "calls": [], "tool_results": []}
@@ -207,6 +221,7 @@ def _previous_steps(path: Path) -> dict[str, dict[str, Any]]:
 # ---------------------------------------------------------------------------
 # The problem walk
 # ---------------------------------------------------------------------------
+
 
 @dataclass
 class ProblemRun:
@@ -264,21 +279,25 @@ class ProblemRun:
         for step in self.steps:
             usage = usage + Tokens(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
             calls += step["usage"].get("calls", 0)
-        return write_artifact(self.path, ARTIFACT_KIND, {
-            **self.fingerprint.record(),
-            "status": status,
-            "problem_id": self.problem.problem_id,
-            "attempt": self.attempt,
-            "model": self.settings.model,
-            "mode": self.settings.mode,
-            "api_protocol": self.settings.api_protocol,
-            "with_background": self.settings.with_background,
-            "carry": self.settings.carry,
-            "error": error,
-            "usage": usage.to_record(calls=calls),
-            "latency_s": round(sum(step["latency_s"] for step in self.steps), 6),
-            "steps": self.steps,
-        })
+        return write_artifact(
+            self.path,
+            ARTIFACT_KIND,
+            {
+                **self.fingerprint.record(),
+                "status": status,
+                "problem_id": self.problem.problem_id,
+                "attempt": self.attempt,
+                "model": self.settings.model,
+                "mode": self.settings.mode,
+                "api_protocol": self.settings.api_protocol,
+                "with_background": self.settings.with_background,
+                "carry": self.settings.carry,
+                "error": error,
+                "usage": usage.to_record(calls=calls),
+                "latency_s": round(sum(step["latency_s"] for step in self.steps), 6),
+                "steps": self.steps,
+            },
+        )
 
     def close(self) -> None:
         """Release the client and count this problem in the breaker; RunAborted if it is tripped by a
@@ -327,6 +346,7 @@ def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> dict[
 # ---------------------------------------------------------------------------
 # Several attempts per problem (settings.attempts)
 # ---------------------------------------------------------------------------
+
 
 def generations_current(settings: Settings, problem_id: str) -> bool:
     """True when the generation of every attempt 0..settings.attempts-1 is current (see `generation_current`)."""

@@ -15,6 +15,7 @@ to OUTPUT_LIMIT characters with a marker saying so. Two back ends:
   on 5xx, connection errors and sandbox-side failures; a service that keeps failing gives
   status `sandbox_error` (the model sees the message and the step goes on).
 """
+
 from __future__ import annotations
 
 import json
@@ -92,6 +93,7 @@ def tool_schemas(tool_names: Any, protocol: str) -> list[dict]:
 # Output shaping
 # ---------------------------------------------------------------------------
 
+
 def join_streams(stdout: str, stderr: str) -> str:
     if stdout and stderr and not stdout.endswith("\n"):
         return stdout + "\n" + stderr
@@ -141,14 +143,24 @@ except BaseException as error:
     lines = traceback.format_exception(type(error), error, error.__traceback__)
     sys.stderr.write("".join(line for line in lines if %(runner)r not in line))
     sys.exit(1)
-""" % {"preamble": PREAMBLE_FILE, "snippet": SNIPPET_FILE, "runner": RUNNER_FILE}
+""" % {"preamble": PREAMBLE_FILE, "snippet": SNIPPET_FILE, "runner": RUNNER_FILE}  # noqa: UP031 (the program holds braces)
 
 
 def confined_command(folder: Path, settings: Settings) -> list[str]:
     """`python_binary confine.py --write <folder> --memory-mb N --python -- -u runner.py`."""
     memory = settings.sandbox_memory_limit_mb or 0
-    return [settings.python_binary, str(CONFINE_SCRIPT), "--write", str(folder.resolve()), "--memory-mb", str(memory),
-            "--python", "--", "-u", RUNNER_FILE]
+    return [
+        settings.python_binary,
+        str(CONFINE_SCRIPT),
+        "--write",
+        str(folder.resolve()),
+        "--memory-mb",
+        str(memory),
+        "--python",
+        "--",
+        "-u",
+        RUNNER_FILE,
+    ]
 
 
 def snippet_environment(folder: Path, settings: Settings) -> dict[str, str]:
@@ -158,7 +170,9 @@ def snippet_environment(folder: Path, settings: Settings) -> dict[str, str]:
 
 
 def outcome_from_process(result: ProcessResult, timeout_seconds: float) -> ToolOutcome:
-    output, truncated = truncate_output(join_streams(result.stdout, result.stderr), result.stdout_bytes + result.stderr_bytes)
+    output, truncated = truncate_output(
+        join_streams(result.stdout, result.stderr), result.stdout_bytes + result.stderr_bytes
+    )
     if result.timed_out:
         note = f"execution timed out after {timeout_seconds:g} s and was stopped; the output so far is shown"
         return ToolOutcome(with_note(output, note), "timeout", result.duration_s, truncated)
@@ -180,8 +194,9 @@ def run_local(code: str, settings: Settings) -> ToolOutcome:
         (folder / PREAMBLE_FILE).write_text(settings.execution_preamble, encoding="utf-8")
         (folder / RUNNER_FILE).write_text(RUNNER_SOURCE, encoding="utf-8")
         try:
-            result = run_isolated(confined_command(folder, settings), cwd=folder, env=snippet_environment(folder, settings),
-                                  limits=limits)
+            result = run_isolated(
+                confined_command(folder, settings), cwd=folder, env=snippet_environment(folder, settings), limits=limits
+            )
         except OSError as error:
             return ToolOutcome(with_note("", f"could not start {settings.python_binary}: {error}"), "error", 0.0, False)
     return outcome_from_process(result, settings.code_timeout_seconds)
@@ -190,6 +205,7 @@ def run_local(code: str, settings: Settings) -> ToolOutcome:
 # ---------------------------------------------------------------------------
 # SandboxFusion-compatible service
 # ---------------------------------------------------------------------------
+
 
 class SandboxUnavailable(Exception):
     """The sandbox service failed in a way worth retrying (5xx, connection error, sandbox-side error)."""
@@ -251,6 +267,8 @@ finally:
     _err.raw.write((__TOTALS_MARKER__ + str(_out.total) + " " + str(_err.total) + "]\\n").encode())
     _err.raw.flush()
 """
+
+
 def sandbox_program(code: str, settings: Settings) -> str:
     """The Python program sent to the sandbox for one snippet (see SANDBOX_RUNNER_TEMPLATE)."""
     replacements = {
@@ -262,7 +280,9 @@ def sandbox_program(code: str, settings: Settings) -> str:
         "__TOTALS_MARKER__": repr(OUTPUT_TOTALS_MARKER),
     }
     # One pass, so a snippet that contains a placeholder's text is never substituted into.
-    return re.sub("|".join(map(re.escape, replacements)), lambda match: replacements[match.group(0)], SANDBOX_RUNNER_TEMPLATE)
+    return re.sub(
+        "|".join(map(re.escape, replacements)), lambda match: replacements[match.group(0)], SANDBOX_RUNNER_TEMPLATE
+    )
 
 
 def sandbox_payload(code: str, settings: Settings) -> dict[str, Any]:
@@ -302,7 +322,9 @@ def post_run_code(code: str, settings: Settings) -> dict[str, Any]:
     if not isinstance(reply, dict):
         raise SandboxRefused(f"unreadable reply from {url}: not a JSON object")
     if reply.get("status") == "SandboxError" or not isinstance(reply.get("run_result"), dict):
-        raise SandboxUnavailable(f"sandbox error from {url}: {reply.get('message') or reply.get('status') or 'no run result'}")
+        raise SandboxUnavailable(
+            f"sandbox error from {url}: {reply.get('message') or reply.get('status') or 'no run result'}"
+        )
     return reply
 
 
@@ -330,7 +352,9 @@ def outcome_from_sandbox(reply: dict[str, Any], duration_s: float, timeout_secon
     if run_status == "Finished" and run.get("return_code") == 0:
         return ToolOutcome(output or with_note("", "finished with no output"), "ok", duration_s, truncated)
     if run_status == "Finished":
-        return ToolOutcome(with_note(output, f"exited with status {run.get('return_code')}"), "error", duration_s, truncated)
+        return ToolOutcome(
+            with_note(output, f"exited with status {run.get('return_code')}"), "error", duration_s, truncated
+        )
     detail = reply.get("message") or run_status
     return ToolOutcome(with_note(output, f"run ended with {detail}"), "error", duration_s, truncated)
 
@@ -361,12 +385,13 @@ def run_in_sandbox(code: str, settings: Settings) -> ToolOutcome:
 # Dispatch
 # ---------------------------------------------------------------------------
 
+
 def parse_code_argument(arguments: str) -> str:
     """The `code` argument of a code_interpreter call; ValueError with a message for the model."""
     try:
         parsed = json.loads(arguments) if arguments and arguments.strip() else None
     except ValueError as error:
-        raise ValueError(f"the arguments are not valid JSON ({error}); send {{\"code\": \"...\"}}") from None
+        raise ValueError(f'the arguments are not valid JSON ({error}); send {{"code": "..."}}') from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("code"), str):
         raise ValueError('the arguments must be a JSON object with a string field "code"')
     return parsed["code"]

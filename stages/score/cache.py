@@ -6,6 +6,7 @@ changes only the scripts that contain its code; rescoring unchanged generations 
 process. `durations.json` keeps each step's last measured duration (for longest-first scheduling).
 Infrastructure failures (eval_error) are never cached.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,8 +34,11 @@ ORCHESTRATION = frozenset({"stage.py", "executor.py", "dask_executor.py", "reque
 def verdict_sources() -> list[Path]:
     """The files a verdict depends on besides its script: the engine, test process, checker, wire format,
     rewrite, launch and runtime shims, the confinement code, and the verdict record."""
-    scoring = [path for path in sorted(SOURCE_DIR.rglob("*.py")) if path.relative_to(SOURCE_DIR).as_posix()
-               not in ORCHESTRATION]
+    scoring = [
+        path
+        for path in sorted(SOURCE_DIR.rglob("*.py"))
+        if path.relative_to(SOURCE_DIR).as_posix() not in ORCHESTRATION
+    ]
     return [*scoring, *sorted(CONFINEMENT_DIR.rglob("*.py")), *VERDICT_SOURCES]
 
 
@@ -59,12 +63,24 @@ def _sources_hash(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def verdict_key(script_text: str, targets_sha256: str | None, versions: dict[str, str], timeout_seconds: float,
-                memory_mb: int | None) -> str:
-    return fingerprint({
-        "format": CACHE_FORMAT, "script": script_text, "targets": targets_sha256, "versions": versions,
-        "timeout": timeout_seconds, "memory_mb": memory_mb, "harness": harness_hash(),
-    })
+def verdict_key(
+    script_text: str,
+    targets_sha256: str | None,
+    versions: dict[str, str],
+    timeout_seconds: float,
+    memory_mb: int | None,
+) -> str:
+    return fingerprint(
+        {
+            "format": CACHE_FORMAT,
+            "script": script_text,
+            "targets": targets_sha256,
+            "versions": versions,
+            "timeout": timeout_seconds,
+            "memory_mb": memory_mb,
+            "harness": harness_hash(),
+        }
+    )
 
 
 class VerdictCache:

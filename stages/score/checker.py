@@ -17,6 +17,7 @@ with the step's memory limit. Frames (`child_runtime.write_frame`): in, a JSON s
 per-test target pickles (made by the engine), then `V` frames; out, `J` + JSON
 `{"test", "passed", "reason"}` per test, or `{"type": "checker_error", "reason"}`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,15 +28,21 @@ import os
 import pickle
 import sys
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import child_runtime
 from child_runtime import read_frame, short_exception, write_frame
 
 PROTOCOL_VERSION = 2
 COMPARISONS = ("allclose", "isclose", "array_equal", "array_equiv")
-TESTING_COMPARISONS = ("assert_allclose", "assert_array_equal", "assert_array_almost_equal", "assert_almost_equal",
-                       "assert_equal")
+TESTING_COMPARISONS = (
+    "assert_allclose",
+    "assert_array_equal",
+    "assert_array_almost_equal",
+    "assert_almost_equal",
+    "assert_equal",
+)
 REASON_LIMIT = 2000
 
 
@@ -65,8 +72,10 @@ def _shape_honest(compare: Callable[..., Any]) -> Callable[..., Any]:
     def honest(first: Any, second: Any, *args: Any, **kwargs: Any) -> Any:
         sizes = (_size(first), _size(second))
         if None not in sizes and (sizes[0] == 0) != (sizes[1] == 0):
-            raise EmptyComparison(f"an empty value (shape {_shape(first if sizes[0] == 0 else second)}) was compared "
-                                  f"with a non-empty one (shape {_shape(second if sizes[0] == 0 else first)})")
+            raise EmptyComparison(
+                f"an empty value (shape {_shape(first if sizes[0] == 0 else second)}) was compared "
+                f"with a non-empty one (shape {_shape(second if sizes[0] == 0 else first)})"
+            )
         return compare(first, second, *args, **kwargs)
 
     honest.__name__ = getattr(compare, "__name__", "compare")
@@ -95,8 +104,11 @@ class Checker:
     def __init__(self, fd: int, spec: dict[str, Any], targets: list[bytes]) -> None:
         self.fd = fd
         self.tests = {int(test["index"]): test for test in spec["tests"]}
-        self.codes = {index: compile(test["check"], f"<scicode-check test {index + 1}>", "exec")
-                      for index, test in self.tests.items() if test.get("check")}
+        self.codes = {
+            index: compile(test["check"], f"<scicode-check test {index + 1}>", "exec")
+            for index, test in self.tests.items()
+            if test.get("check")
+        }
         self.targets = targets
         self.base: dict[str, Any] = {"__builtins__": builtins}
         exec(compile(imports_only(spec["deps"]), "<scicode-check dependencies>", "exec"), self.base)
@@ -138,7 +150,7 @@ class Checker:
         if frame[:1] != b"V" or len(frame) < 5:
             raise ValueError("a frame that is not a values frame")
         size = int.from_bytes(frame[1:5], "big")
-        header = json.loads(frame[5:5 + size].decode("utf-8"))
+        header = json.loads(frame[5 : 5 + size].decode("utf-8"))
         index = header.get("test") if isinstance(header, dict) else None
         if type(index) is not int or index not in self.tests:
             raise ValueError(f"values for an unknown test {index!r}")
@@ -146,14 +158,17 @@ class Checker:
         names = [entry[0] for entry in header.get("temps", ()) if isinstance(entry, list) and len(entry) == 2]
         if names != expected:
             missing = [name for name in expected if name not in names]
-            raise ValueError(f"test {index + 1}: {len(missing)} of the {len(expected)} values the test compares never "
-                             f"arrived" if missing else f"test {index + 1}: unexpected or repeated values")
+            raise ValueError(
+                f"test {index + 1}: {len(missing)} of the {len(expected)} values the test compares never arrived"
+                if missing
+                else f"test {index + 1}: unexpected or repeated values"
+            )
         values: dict[str, Any] = {}
         offset = 5 + size
         for name, length in header["temps"]:
             if type(length) is not int or length < 0 or offset + length > len(frame):
                 raise ValueError(f"test {index + 1}: a value past the end of the frame")
-            values[name] = wire.decode(frame[offset:offset + length])
+            values[name] = wire.decode(frame[offset : offset + length])
             offset += length
         return index, values
 
@@ -168,8 +183,13 @@ def serve(fd: int) -> int:
         checker = Checker(fd, spec, list(targets))
     except Exception as error:  # noqa: BLE001 - no verdict can be given: an evaluation error
         sys.stderr.write("".join(traceback.format_exception(type(error), error, error.__traceback__)))
-        write_frame(fd, b"J" + json.dumps({"type": "checker_error", "reason": f"checker could not start: "
-                                                   f"{short_exception(error)}"}).encode("utf-8"))
+        write_frame(
+            fd,
+            b"J"
+            + json.dumps(
+                {"type": "checker_error", "reason": f"checker could not start: {short_exception(error)}"}
+            ).encode("utf-8"),
+        )
         return 3
     while True:
         try:

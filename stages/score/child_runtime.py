@@ -3,6 +3,7 @@
 Standalone (standard library plus the numeric packages): it runs under `settings.python_binary`, with
 this folder first on `sys.path`; never imports the `stages` package.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -16,17 +17,42 @@ MAX_FRAME_BYTES = 1 << 34
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFINE_FILE = os.path.join(os.path.dirname(HERE), "confinement", "confine.py")
 PRELOADED = (
-    "numpy", "numpy.linalg", "numpy.fft", "numpy.random", "scipy", "scipy.integrate", "scipy.optimize",
-    "scipy.linalg", "scipy.sparse", "scipy.sparse.linalg", "scipy.special", "scipy.interpolate",
-    "scipy.signal", "scipy.constants", "scipy.spatial", "scipy.spatial.distance", "scipy.fft", "scipy.stats",
-    "sympy", "math", "cmath", "itertools", "functools", "copy", "random", "collections",
-    "scicode.parse.parse", "scicode.compare.cmp", "wire",
+    "numpy",
+    "numpy.linalg",
+    "numpy.fft",
+    "numpy.random",
+    "scipy",
+    "scipy.integrate",
+    "scipy.optimize",
+    "scipy.linalg",
+    "scipy.sparse",
+    "scipy.sparse.linalg",
+    "scipy.special",
+    "scipy.interpolate",
+    "scipy.signal",
+    "scipy.constants",
+    "scipy.spatial",
+    "scipy.spatial.distance",
+    "scipy.fft",
+    "scipy.stats",
+    "sympy",
+    "math",
+    "cmath",
+    "itertools",
+    "functools",
+    "copy",
+    "random",
+    "collections",
+    "scicode.parse.parse",
+    "scicode.compare.cmp",
+    "wire",
 )
 
 
 # ---------------------------------------------------------------------------
 # Framing: 8-byte big-endian length, then the payload
 # ---------------------------------------------------------------------------
+
 
 def write_frame(fd: int, payload: bytes) -> None:
     data = len(payload).to_bytes(HEADER_BYTES, "big") + payload
@@ -57,6 +83,7 @@ def read_frame(fd: int) -> bytes:
 # Interpreter set-up
 # ---------------------------------------------------------------------------
 
+
 def runtime_dir() -> str:
     return os.path.join(HERE, "runtime")
 
@@ -80,7 +107,11 @@ def preload(extra: tuple[str, ...] = ()) -> list[str]:
 
 def running_interpreter_versions() -> dict[str, str]:
     """Interpreter and library versions (part of the verdict cache key)."""
-    versions = {"python": sys.version.split()[0], "implementation": sys.implementation.name, "executable": sys.executable}
+    versions = {
+        "python": sys.version.split()[0],
+        "implementation": sys.implementation.name,
+        "executable": sys.executable,
+    }
     for name in ("numpy", "scipy", "sympy", "mpmath", "h5py"):
         module = sys.modules.get(name)
         if module is None:

@@ -31,6 +31,7 @@ step is announced as an event on the topic `scicode-step-start`, so either way a
 than once records "retried after worker loss" in its verdict's reason, naming the lost worker(s).
 A step whose worker is lost twice is an `eval_error` (never cached).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -53,13 +54,15 @@ WORKER_LOSS_RESUBMITS = 1
 CONNECT_TIMEOUT = "20s"
 CLOSE_TIMEOUT_SECONDS = 20
 KEY_PREFIX = "scicode-step"
-MISSING_MESSAGE = ("executor=dask needs the optional dask extra: pip install -e '.[dask]' "
-                   "(module {name} is not installed)")
+MISSING_MESSAGE = (
+    "executor=dask needs the optional dask extra: pip install -e '.[dask]' (module {name} is not installed)"
+)
 
 
 # ---------------------------------------------------------------------------
 # The optional dependency
 # ---------------------------------------------------------------------------
+
 
 def missing_dependency() -> str | None:
     """The one-line reason executor=dask cannot work here (dask or distributed not installed), else None."""
@@ -88,6 +91,7 @@ def require_distributed() -> ModuleType:
 # ---------------------------------------------------------------------------
 # Worker side
 # ---------------------------------------------------------------------------
+
 
 def _worker_address() -> str:
     try:
@@ -121,14 +125,18 @@ def _targets_problem(request: StepRequest) -> str | None:
     try:
         stat = path.stat()
     except OSError:
-        return (f"targets file {path} not found on this worker: with a remote scheduler, data_dir (the targets "
-                f"file) must be visible on every worker at the same path")
+        return (
+            f"targets file {path} not found on this worker: with a remote scheduler, data_dir (the targets "
+            f"file) must be visible on every worker at the same path"
+        )
     if request.targets_sha256 is None:
         return None
     found = _sha256_of(str(path), stat.st_size, stat.st_mtime_ns)
     if found != request.targets_sha256:
-        return (f"targets file {path} on this worker differs from the submitting side's "
-                f"(sha256 {found[:12]} vs {request.targets_sha256[:12]})")
+        return (
+            f"targets file {path} on this worker differs from the submitting side's "
+            f"(sha256 {found[:12]} vs {request.targets_sha256[:12]})"
+        )
     return None
 
 
@@ -144,8 +152,10 @@ def _versions_problem(request: StepRequest) -> str | None:
     if not different:
         return None
     name = different[0]
-    return (f"{name} {here.get(name, 'absent')} here but {expected.get(name, 'absent')} on the submitting side "
-            f"(verdicts would not be comparable)")
+    return (
+        f"{name} {here.get(name, 'absent')} here but {expected.get(name, 'absent')} on the submitting side "
+        f"(verdicts would not be comparable)"
+    )
 
 
 def run_on_worker(request: StepRequest, key: str) -> StepVerdict:
@@ -154,14 +164,20 @@ def run_on_worker(request: StepRequest, key: str) -> StepVerdict:
     _announce_start(key, worker)
     problem = _targets_problem(request) or _versions_problem(request)
     if problem is not None:
-        return StepVerdict(request.step_id, "eval_error", f"on dask worker {worker}: {problem}",
-                           tests_total=len(request.job.tests), executed_on=worker)
+        return StepVerdict(
+            request.step_id,
+            "eval_error",
+            f"on dask worker {worker}: {problem}",
+            tests_total=len(request.job.tests),
+            executed_on=worker,
+        )
     return dataclasses.replace(run_request(request), executed_on=worker)
 
 
 # ---------------------------------------------------------------------------
 # Submitting side
 # ---------------------------------------------------------------------------
+
 
 def _retry_note(lost: list[str], final: str | None) -> str:
     where = f"; re-run on {final}" if final else ""
@@ -200,13 +216,19 @@ class DaskExecutor:
         try:
             with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
                 return distributed.LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                    dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                    memory_limit=0, silence_logs=logging.CRITICAL,
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=None,
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                    memory_limit=0,
+                    silence_logs=logging.CRITICAL,
                 )
         except Exception as error:  # noqa: BLE001 - any start failure becomes one line
-            raise ExecutorError(f"cannot start a dask LocalCluster of {workers} workers: "
-                                f"{type(error).__name__}: {error}") from None
+            raise ExecutorError(
+                f"cannot start a dask LocalCluster of {workers} workers: {type(error).__name__}: {error}"
+            ) from None
 
     def _on_start(self, event: Any) -> None:
         _, message = event
@@ -223,8 +245,9 @@ class DaskExecutor:
 
     def _submit(self, request: StepRequest) -> tuple[str, Any]:
         key = f"{KEY_PREFIX}-{request.step_id}-{uuid.uuid4().hex[:16]}"
-        future = self.client.submit(run_on_worker, request, key, key=key, pure=False,
-                                    priority=int(round(request.expected_seconds * 1000)))
+        future = self.client.submit(
+            run_on_worker, request, key, key=key, pure=False, priority=int(round(request.expected_seconds * 1000))
+        )
         return key, future
 
     def run(self, request: StepRequest) -> StepVerdict:
@@ -245,17 +268,21 @@ class DaskExecutor:
                 continue
             except Exception as error:  # noqa: BLE001 - a worker-side exception, a lost scheduler
                 self._pop_starts(key)
-                return self._infrastructure_error(request, f"the dask worker could not run the step: "
-                                                           f"{type(error).__name__}: {error}")
+                return self._infrastructure_error(
+                    request, f"the dask worker could not run the step: {type(error).__name__}: {error}"
+                )
             finally:
                 future.release()
             starts = self._pop_starts(key)
             lost.extend(starts[:-1])  # a scheduler that re-ran the step itself announced every start
             if lost:
-                verdict = dataclasses.replace(verdict, reason=f"{verdict.reason}; {_retry_note(lost, starts[-1] if starts else None)}")
+                verdict = dataclasses.replace(
+                    verdict, reason=f"{verdict.reason}; {_retry_note(lost, starts[-1] if starts else None)}"
+                )
             return verdict
         return self._infrastructure_error(
-            request, f"the dask workers running this step died {len(lost)} times ({', '.join(lost)}); not retried again")
+            request, f"the dask workers running this step died {len(lost)} times ({', '.join(lost)}); not retried again"
+        )
 
     @staticmethod
     def _infrastructure_error(request: StepRequest, reason: str) -> StepVerdict:

@@ -13,6 +13,7 @@ enforces the timeout by killing the test process's group (its namespace goes wit
 stdout/stderr, and returns a `StepVerdict` (`decide`): `pass` needs every test judged passed by the
 checker, the test process's completion record and exit code 0; a value that never arrives fails.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ from typing import Any
 from stages import live_processes
 from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
 from stages.score import child_runtime
-from stages.score.launcher import LaunchError, Launched, Role, kill_group, launch
+from stages.score.launcher import Launched, LaunchError, Role, kill_group, launch
 from stages.score.rewrite import RewrittenTest
 from stages.statuses import StepStatus
 from stages.verdict import StepVerdict
@@ -60,7 +61,9 @@ class StepJob:
     def test_spec(self) -> dict[str, Any]:
         """What the test process receives: code and each cell's model side; no target, no comparison."""
         return {
-            "protocol": PROTOCOL_VERSION, "step_id": self.step_id, "deps": self.deps,
+            "protocol": PROTOCOL_VERSION,
+            "step_id": self.step_id,
+            "deps": self.deps,
             "sections": [{"label": label, "code": code} for label, code in self.sections],
             "tests": [{"index": t.index, "prefetch": t.prefetch} for t in self.tests],
             "modules": list(self.modules),
@@ -69,7 +72,9 @@ class StepJob:
     def checker_spec(self) -> dict[str, Any]:
         """What the checker receives: the dependencies and each test's comparisons (targets follow)."""
         return {
-            "protocol": PROTOCOL_VERSION, "step_id": self.step_id, "deps": self.deps,
+            "protocol": PROTOCOL_VERSION,
+            "step_id": self.step_id,
+            "deps": self.deps,
             "tests": [{"index": t.index, "check": t.check, "temps": list(t.temps)} for t in self.tests],
         }
 
@@ -137,8 +142,8 @@ class _Peer:
                 raise ValueError(f"a frame of {size} bytes (the limit is {self.limit})")
             if len(self.buffer) < header + size:
                 break
-            frames.append(bytes(self.buffer[header:header + size]))
-            del self.buffer[:header + size]
+            frames.append(bytes(self.buffer[header : header + size]))
+            del self.buffer[: header + size]
         return frames
 
 
@@ -157,11 +162,14 @@ def _on_test_frame(log: SessionLog, frame: bytes, checker: _Peer) -> None:
         index = len(log.forwarded)
         try:
             size = int.from_bytes(frame[1:5], "big")
-            announced = json.loads(frame[5:5 + size].decode("utf-8")).get("test")
+            announced = json.loads(frame[5 : 5 + size].decode("utf-8")).get("test")
         except (ValueError, AttributeError):
             announced = None
         if announced != index or index >= log.total:
-            log.tamper = log.tamper or f"the test process sent values out of order (expected test {index + 1}, got {announced!r})"
+            log.tamper = (
+                log.tamper
+                or f"the test process sent values out of order (expected test {index + 1}, got {announced!r})"
+            )
             return
         log.forwarded.append(index)
         if not checker.send(frame):
@@ -172,8 +180,9 @@ def _on_test_frame(log: SessionLog, frame: bytes, checker: _Peer) -> None:
         log.tamper = log.tamper or "a malformed message arrived from the test process"
     elif record.get("type") == "done":
         if len(log.forwarded) < log.total:
-            log.tamper = log.tamper or (f"the test process reported completion after {len(log.forwarded)} of "
-                                        f"{log.total} tests")
+            log.tamper = log.tamper or (
+                f"the test process reported completion after {len(log.forwarded)} of {log.total} tests"
+            )
         log.complete = True
     elif log.failure is None:
         log.failure = record
@@ -242,14 +251,24 @@ class _Process:
         return [reader.text() for reader in self.readers]
 
 
-def _start(role: Role, job: StepJob, channel: socket.socket, scratch: Any, env: dict[str, str],
-           output_limit: int, streams: int) -> _Process:
+def _start(
+    role: Role, job: StepJob, channel: socket.socket, scratch: Any, env: dict[str, str], output_limit: int, streams: int
+) -> _Process:
     """Launch `role` with `streams` output pipes (1: stdout and stderr together, 2: separate)."""
     pipes = [os.pipe() for _ in range(streams)]
     writers = [write for _, write in pipes] * (2 // streams)
     try:
-        launched = launch(role, job.python_binary, channel.fileno(), writers[0], writers[1], scratch, env,
-                          job.memory_mb, use_zygote=job.use_zygote)
+        launched = launch(
+            role,
+            job.python_binary,
+            channel.fileno(),
+            writers[0],
+            writers[1],
+            scratch,
+            env,
+            job.memory_mb,
+            use_zygote=job.use_zygote,
+        )
     except LaunchError:
         for read, write in pipes:
             os.close(read)
@@ -280,8 +299,9 @@ def execute_step(job: StepJob) -> StepVerdict:
                 checker_process = _start("checker", job, checker_child, scratch, env, CHECKER_ERROR_LIMIT, 1)
                 test_process = _start("test", job, test_child, scratch, env, OUTPUT_LIMIT_BYTES, 2)
             except LaunchError as error:
-                return StepVerdict(job.step_id, "eval_error", f"could not start the test process: {error}",
-                                   tests_total=len(job.tests))
+                return StepVerdict(
+                    job.step_id, "eval_error", f"could not start the test process: {error}", tests_total=len(job.tests)
+                )
             checker = _Peer(checker_end, MAX_VALUES_FRAME_BYTES)
             test = _Peer(test_end, MAX_VALUES_FRAME_BYTES)
             checker.send(json.dumps(job.checker_spec()).encode("utf-8"))
@@ -310,9 +330,16 @@ def execute_step(job: StepJob) -> StepVerdict:
         stderr += "\n[checker] " + checker_process.output()[0]
     status, reason = decide(log, returncode, job.timeout_seconds)
     return StepVerdict(
-        step_id=job.step_id, status=status, reason=reason, tests_total=len(job.tests),
-        tests_passed=len(log.passed), returncode=returncode, stdout=stdout, stderr=stderr,
-        duration_s=duration, launch_mode=test_process.launched.mode if test_process else "",
+        step_id=job.step_id,
+        status=status,
+        reason=reason,
+        tests_total=len(job.tests),
+        tests_passed=len(log.passed),
+        returncode=returncode,
+        stdout=stdout,
+        stderr=stderr,
+        duration_s=duration,
+        launch_mode=test_process.launched.mode if test_process else "",
     )
 
 
@@ -343,7 +370,10 @@ def decide(log: SessionLog, returncode: int | None, timeout_seconds: float) -> t
     if log.tamper:
         return "fail", log.tamper
     if log.timed_out:
-        return "timeout", f"the tests did not finish within step_timeout_seconds={timeout_seconds:g} (process group killed)"
+        return (
+            "timeout",
+            f"the tests did not finish within step_timeout_seconds={timeout_seconds:g} (process group killed)",
+        )
     failure = _first_failure(log)
     if failure is not None:
         return failure
@@ -359,5 +389,8 @@ def decide(log: SessionLog, returncode: int | None, timeout_seconds: float) -> t
     if returncode < 0:
         return "fail", f"the test process was killed by {_signal_name(returncode)} {done} (no completion record)"
     if returncode == 0:
-        return "fail", f"the test process exited with code 0 {done} without a completion record (early exit is not a pass)"
+        return (
+            "fail",
+            f"the test process exited with code 0 {done} without a completion record (early exit is not a pass)",
+        )
     return "fail", f"the test process exited with code {returncode} {done} without a completion record"

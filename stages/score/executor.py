@@ -16,6 +16,7 @@ Either way the executing side runs `request.run_request`: read the step's target
 scrubbed environment, kernel confinement; the targets go to the checker, never to the test process).
 The verdict cache stays with the caller (the score stage).
 """
+
 from __future__ import annotations
 
 from stages.activity import ACTIVITY
@@ -25,8 +26,16 @@ from stages.score.pool import PrioritySlots, shared_slots
 from stages.score.request import ExecutorError, ExecutorName, StepExecutor, StepRequest, run_request, with_targets
 from stages.verdict import StepVerdict
 
-__all__ = ["ExecutorError", "ExecutorName", "LocalExecutor", "StepExecutor", "StepRequest", "executor_for",
-           "run_request", "with_targets"]
+__all__ = [
+    "ExecutorError",
+    "ExecutorName",
+    "LocalExecutor",
+    "StepExecutor",
+    "StepRequest",
+    "executor_for",
+    "run_request",
+    "with_targets",
+]
 
 
 class LocalExecutor:

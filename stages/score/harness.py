@@ -17,6 +17,7 @@ Messages to the engine (frames, `child_runtime.write_frame`):
 * `V` + 4-byte header length + JSON `{"test": i, "temps": [[name, size], ...]}` + the encoded values;
 * `J` + JSON `{"type": "deps_error" | "code_error" | "test_error" | "harness_error" | "done", "test", "reason"}`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,11 @@ def _run(code: types.CodeType, namespace: dict[str, Any], label: str, kind: str,
     except BaseException as error:  # noqa: BLE001 - every way code under test can end is reported
         _write_traceback(error)
         if isinstance(error, SystemExit):
-            raise StepFailed(kind, f"code under test raised {short_exception(error)} during {label} "
-                                   "(exiting early is not a pass)", test) from None
+            raise StepFailed(
+                kind,
+                f"code under test raised {short_exception(error)} during {label} (exiting early is not a pass)",
+                test,
+            ) from None
         raise StepFailed(kind, f"{label} raised {short_exception(error)}", test) from None
 
 
@@ -97,7 +101,9 @@ def run_step(channel: Channel, spec: dict[str, Any]) -> None:
         try:
             sections.append((section["label"], _compile(section["code"], section["label"])))
         except SyntaxError as error:
-            raise StepFailed("code_error", f"syntax error in {section['label']}: {error.msg} (line {error.lineno})") from None
+            raise StepFailed(
+                "code_error", f"syntax error in {section['label']}: {error.msg} (line {error.lineno})"
+            ) from None
     tests = []
     for test in spec["tests"]:
         try:
@@ -164,8 +170,9 @@ def main(argv: list[str] | None = None) -> None:
     confine = child_runtime.confine_module()
     read_paths = child_runtime.sandbox_read_paths()
     scratch = os.getcwd()
-    confine.exit_like(confine.supervise(
-        lambda: serve_confined(options.channel_fd, options.memory_mb or None, read_paths, scratch)))
+    confine.exit_like(
+        confine.supervise(lambda: serve_confined(options.channel_fd, options.memory_mb or None, read_paths, scratch))
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ session), and `wait(timeout)` for its exit code. One zygote per `python_binary` 
 thread of the process (doit runs `score:<id>` tasks in threads); when it cannot start or dies, steps
 run as fresh `python harness.py` processes.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -17,9 +18,10 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, Mapping
+from typing import Literal
 
 from stages import live_processes
 from stages.isolation import scrubbed_environment
@@ -75,8 +77,13 @@ class ZygoteClient:
         try:
             self._process = subprocess.Popen(
                 [self.python_binary, str(ZYGOTE), str(zygote_end.fileno())],
-                pass_fds=(zygote_end.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, env=scrubbed_environment(), start_new_session=True, close_fds=True,
+                pass_fds=(zygote_end.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=scrubbed_environment(),
+                start_new_session=True,
+                close_fds=True,
             )
         except OSError as error:
             engine_end.close()
@@ -119,16 +126,32 @@ class ZygoteClient:
             self.alive = False
             self._state.notify_all()
 
-    def launch(self, role: Role, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path, env: Mapping[str, str],
-               memory_mb: int | None) -> Launched:
+    def launch(
+        self,
+        role: Role,
+        channel_fd: int,
+        stdout_fd: int,
+        stderr_fd: int,
+        cwd: Path,
+        env: Mapping[str, str],
+        memory_mb: int | None,
+    ) -> Launched:
         if not self.alive or self._control is None:
             raise LaunchError("the zygote is not running")
         request_id = next(self._ids)
-        request = {"op": "spawn", "id": request_id, "role": role, "cwd": str(cwd), "env": dict(env),
-                   "memory_mb": memory_mb}
+        request = {
+            "op": "spawn",
+            "id": request_id,
+            "role": role,
+            "cwd": str(cwd),
+            "env": dict(env),
+            "memory_mb": memory_mb,
+        }
         try:
             with self._send_lock:
-                socket.send_fds(self._control, [json.dumps(request).encode("utf-8")], [stdout_fd, stderr_fd, channel_fd])
+                socket.send_fds(
+                    self._control, [json.dumps(request).encode("utf-8")], [stdout_fd, stderr_fd, channel_fd]
+                )
         except OSError as error:
             raise LaunchError(f"cannot reach the zygote: {error}") from None
         deadline = time.monotonic() + SPAWN_TIMEOUT_SECONDS
@@ -173,14 +196,28 @@ class ZygoteClient:
             live_processes.unregister(self._process.pid)
 
 
-def launch_fresh(role: Role, python_binary: str, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path,
-                 env: Mapping[str, str], memory_mb: int | None) -> Launched:
+def launch_fresh(
+    role: Role,
+    python_binary: str,
+    channel_fd: int,
+    stdout_fd: int,
+    stderr_fd: int,
+    cwd: Path,
+    env: Mapping[str, str],
+    memory_mb: int | None,
+) -> Launched:
     """A fresh interpreter running the test process or the checker (each confines itself)."""
     try:
         process = subprocess.Popen(
             [python_binary, str(PROGRAMS[role]), "--channel-fd", str(channel_fd), "--memory-mb", str(memory_mb or 0)],
-            pass_fds=(channel_fd,), stdin=subprocess.DEVNULL, stdout=stdout_fd, stderr=stderr_fd, cwd=cwd,
-            env=dict(env), start_new_session=True, close_fds=True,
+            pass_fds=(channel_fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout_fd,
+            stderr=stderr_fd,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+            close_fds=True,
         )
     except OSError as error:
         raise LaunchError(f"cannot start {python_binary}: {error}") from None
@@ -232,8 +269,18 @@ def stop_zygotes() -> None:
 atexit.register(stop_zygotes)
 
 
-def launch(role: Role, python_binary: str, channel_fd: int, stdout_fd: int, stderr_fd: int, cwd: Path,
-           env: Mapping[str, str], memory_mb: int | None, *, use_zygote: bool = True) -> Launched:
+def launch(
+    role: Role,
+    python_binary: str,
+    channel_fd: int,
+    stdout_fd: int,
+    stderr_fd: int,
+    cwd: Path,
+    env: Mapping[str, str],
+    memory_mb: int | None,
+    *,
+    use_zygote: bool = True,
+) -> Launched:
     """Fork from the zygote when possible, else start a fresh process."""
     if use_zygote:
         client = zygote_for(python_binary)
@@ -258,9 +305,13 @@ _VERSIONS: dict[str, dict[str, str]] = {}
 
 def _versions_by_subprocess(python_binary: str) -> dict[str, str]:
     if python_binary not in _VERSIONS:
-        code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import json, child_runtime; "
-                "print(json.dumps(child_runtime.running_interpreter_versions()))")
-        result = subprocess.run([python_binary, "-c", code], capture_output=True, env=scrubbed_environment(), timeout=300, check=False)
+        code = (
+            f"import sys; sys.path.insert(0, {str(HERE)!r}); import json, child_runtime; "
+            "print(json.dumps(child_runtime.running_interpreter_versions()))"
+        )
+        result = subprocess.run(
+            [python_binary, "-c", code], capture_output=True, env=scrubbed_environment(), timeout=300, check=False
+        )
         if result.returncode != 0:
             raise LaunchError(f"cannot run {python_binary}: {result.stderr.decode('utf-8', 'replace').strip()[-200:]}")
         _VERSIONS[python_binary] = json.loads(result.stdout.decode("utf-8"))

@@ -3,6 +3,7 @@
 Usage: python load_targets.py <targets.h5> <step_id> <count>; writes a pickled list of per-test
 pickles to stdout (so the engine serves pickles made by the interpreter that will load them).
 """
+
 from __future__ import annotations
 
 import os

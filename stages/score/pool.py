@@ -9,14 +9,15 @@ all of them draw from one module-level `PrioritySlots` per worker count, so at m
 `settings.score_workers` test processes run at once across the whole run. Waiters are served by
 expected duration (largest first, from the verdict cache's last durations), then in arrival order.
 """
+
 from __future__ import annotations
 
 import heapq
 import itertools
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 class PrioritySlots:

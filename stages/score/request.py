@@ -5,6 +5,7 @@ A `StepRequest` is the engine's `StepJob` without its target values, plus what t
 assumes; `run_request` reads the step's targets from `job.targets_file` where it runs, then executes the
 step (`engine.execute_step`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +14,8 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from stages.score.engine import StepJob, execute_step
-from stages.verdict import StepVerdict
 from stages.score.targets_io import TargetsUnavailable, load_step_targets
+from stages.verdict import StepVerdict
 
 ExecutorName = Literal["local", "dask"]
 
@@ -27,10 +28,10 @@ class ExecutorError(RuntimeError):
 class StepRequest:
     """One step to execute, as sent to the executing side (small: targets are read there)."""
 
-    job: StepJob                               # target_pickles empty: read from job.targets_file where it runs
-    targets_sha256: str | None                 # the targets file the verdict cache key assumes
-    versions: tuple[tuple[str, str], ...]      # interpreter and library versions the verdict cache key assumes
-    expected_seconds: float = 1.0              # last measured duration: longest steps start first
+    job: StepJob  # target_pickles empty: read from job.targets_file where it runs
+    targets_sha256: str | None  # the targets file the verdict cache key assumes
+    versions: tuple[tuple[str, str], ...]  # interpreter and library versions the verdict cache key assumes
+    expected_seconds: float = 1.0  # last measured duration: longest steps start first
 
     @property
     def step_id(self) -> str:

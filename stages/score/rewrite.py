@@ -31,13 +31,15 @@ is an `eval_error`): a target-derived value passed to model code (`f(target)`), 
 lambda or comprehension, a compound statement using `target`, an assert inside a compound statement.
 None of the 1082 official test cases does any of these.
 """
+
 from __future__ import annotations
 
 import ast
 import builtins
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, TypeGuard
+from typing import TypeGuard
 
 from stages import safe_ast
 
@@ -46,8 +48,17 @@ TEMP_PREFIX = "__scicode_t"
 CAPTURE_FUNCTION = "__scicode_capture"
 INLINED_PREFIX = "__scicode_"
 
-_SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
-           ast.Await, ast.Yield, ast.YieldFrom)
+_SCOPED = (
+    ast.Lambda,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.NamedExpr,
+    ast.Await,
+    ast.Yield,
+    ast.YieldFrom,
+)
 _SPLITTABLE = (ast.Assert, ast.Assign, ast.Expr, ast.AnnAssign)
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -61,14 +72,15 @@ class RewriteError(ValueError):
 class RewrittenTest:
     index: int
     prefetch: str
-    check: str | None          # None: the cell checks nothing (no assert, no target)
-    temps: tuple[str, ...]     # captured value names, in capture order
+    check: str | None  # None: the cell checks nothing (no assert, no target)
+    temps: tuple[str, ...]  # captured value names, in capture order
     reads_target: bool
 
 
 # ---------------------------------------------------------------------------
 # Names
 # ---------------------------------------------------------------------------
+
 
 def _loaded_names(node: ast.AST) -> set[str]:
     return {child.id for child in ast.walk(node) if isinstance(child, ast.Name)}
@@ -130,12 +142,15 @@ def _function_globals(function: ast.FunctionDef) -> set[str]:
             local |= _import_names(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not function:
             local.add(node.name)
-    return {node.id for node in ast.walk(function) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - local
+    return {
+        node.id for node in ast.walk(function) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+    } - local
 
 
 # ---------------------------------------------------------------------------
 # Inlining `test_case_k()` calls
 # ---------------------------------------------------------------------------
+
 
 def _inlinable(statement: ast.stmt) -> TypeGuard[ast.FunctionDef]:
     if not isinstance(statement, ast.FunctionDef) or statement.decorator_list:
@@ -143,10 +158,20 @@ def _inlinable(statement: ast.stmt) -> TypeGuard[ast.FunctionDef]:
     arguments = statement.args
     if arguments.posonlyargs or arguments.args or arguments.kwonlyargs or arguments.vararg or arguments.kwarg:
         return False
-    forbidden = (ast.Return, ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal, ast.FunctionDef,
-                 ast.AsyncFunctionDef, ast.ClassDef)
+    forbidden = (
+        ast.Return,
+        ast.Yield,
+        ast.YieldFrom,
+        ast.Global,
+        ast.Nonlocal,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.ClassDef,
+    )
     nodes = list(ast.walk(statement))[1:]
-    return any(isinstance(node, ast.Assert) for node in nodes) and not any(isinstance(node, forbidden) for node in nodes)
+    return any(isinstance(node, ast.Assert) for node in nodes) and not any(
+        isinstance(node, forbidden) for node in nodes
+    )
 
 
 def _called_without_arguments(statement: ast.stmt, names: Iterable[str]) -> str | None:
@@ -159,8 +184,12 @@ def _called_without_arguments(statement: ast.stmt, names: Iterable[str]) -> str 
 
 def _inlined_body(function: ast.FunctionDef) -> list[ast.stmt]:
     body = copy.deepcopy(function.body)
-    local = {node.id for statement in body for node in ast.walk(statement)
-             if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))}
+    local = {
+        node.id
+        for statement in body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))
+    }
     prefix = f"{INLINED_PREFIX}{function.name}_"
     for statement in body:
         for node in ast.walk(statement):
@@ -174,14 +203,21 @@ def inline_test_functions(tree: ast.Module) -> ast.Module:
     inlinable = {statement.name: statement for statement in tree.body if _inlinable(statement)}
     if not inlinable:
         return tree
-    other_uses = {node.id for statement in tree.body if not _called_without_arguments(statement, inlinable)
-                  for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    other_uses = {
+        node.id
+        for statement in tree.body
+        if not _called_without_arguments(statement, inlinable)
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+    }
     body: list[ast.stmt] = []
     for statement in tree.body:
         name = _called_without_arguments(statement, inlinable)
         if name:
             body.extend(_inlined_body(inlinable[name]))
-        elif not (isinstance(statement, ast.FunctionDef) and statement.name in inlinable and statement.name not in other_uses):
+        elif not (
+            isinstance(statement, ast.FunctionDef) and statement.name in inlinable and statement.name not in other_uses
+        ):
             body.append(statement)  # a definition used only by the inlined calls is dropped with its asserts
     return ast.Module(body=body, type_ignores=[])
 
@@ -189,6 +225,7 @@ def inline_test_functions(tree: ast.Module) -> ast.Module:
 # ---------------------------------------------------------------------------
 # Splitting the checked statements
 # ---------------------------------------------------------------------------
+
 
 class _Splitter:
     """Turns checked statements into captures (test process) and a residual (checker)."""
@@ -224,7 +261,9 @@ class _Splitter:
         self.temps.append(name)
         if isinstance(node, ast.GeneratorExp):
             node = ast.Call(func=ast.Name(id="tuple", ctx=ast.Load()), args=[node], keywords=[])
-        call = ast.Call(func=ast.Name(id=CAPTURE_FUNCTION, ctx=ast.Load()), args=[ast.Constant(name), node], keywords=[])
+        call = ast.Call(
+            func=ast.Name(id=CAPTURE_FUNCTION, ctx=ast.Load()), args=[ast.Constant(name), node], keywords=[]
+        )
         self.captures.append(ast.Expr(value=call))
         return ast.Name(id=name, ctx=ast.Load())
 
@@ -264,8 +303,10 @@ class _Splitter:
         function = self.test_functions[name]
         foreign = _function_globals(function) - self.trusted - set(self.test_functions)
         if foreign:
-            raise RewriteError(f"the test function {name} compares target-derived values using {sorted(foreign)[:5]} "
-                               "(names the checker cannot have)")
+            raise RewriteError(
+                f"the test function {name} compares target-derived values using {sorted(foreign)[:5]} "
+                "(names the checker cannot have)"
+            )
         self.checker_functions[name] = function
         for other in _function_globals(function) & set(self.test_functions):
             if other not in self.checker_functions:
@@ -308,7 +349,9 @@ def rewrite_test(source: str, index: int, trusted: frozenset[str] = BUILTIN_NAME
     except SyntaxError as error:
         raise RewriteError(f"test case {index + 1} does not parse: {error.msg} (line {error.lineno})") from None
     imports = [statement for statement in tree.body if isinstance(statement, (ast.Import, ast.ImportFrom))]
-    assigned = top_level_bindings(ast.Module(body=[s for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom))], type_ignores=[]))
+    assigned = top_level_bindings(
+        ast.Module(body=[s for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom))], type_ignores=[])
+    )
     imported = set().union(*(_import_names(statement) for statement in imports)) if imports else set()
     test_functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
     trusted_here = (set(trusted) | imported) - (assigned - imported)
@@ -328,7 +371,9 @@ def rewrite_test(source: str, index: int, trusted: frozenset[str] = BUILTIN_NAME
     check = None
     if residual:
         definitions = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name in splitter.checker_functions]
-        check = ast.unparse(ast.fix_missing_locations(ast.Module(body=imports + definitions + residual, type_ignores=[])))
+        check = ast.unparse(
+            ast.fix_missing_locations(ast.Module(body=imports + definitions + residual, type_ignores=[]))
+        )
     return RewrittenTest(
         index=index,
         prefetch=ast.unparse(ast.fix_missing_locations(ast.Module(body=prefetch, type_ignores=[]))),

@@ -8,10 +8,11 @@ contribute what they carry into later prompts (`stages.protocol.carried_forward`
 `official_text` renders it exactly as an official script file (used by the benchmark's plain runner
 and as the verdict cache key); the harness receives the same parts.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from stages.paths import DataPaths
 from stages.problems import Problem
@@ -40,7 +41,14 @@ class StepScript:
 
     def official_text(self, targets_path: str) -> str:
         """The official script: code, helper import, targets, then each test after its `target`."""
-        lines = [self.deps, "", self.code, "", HELPER_IMPORT, f"targets = process_hdf5_to_tuple({self.step_id!r}, {len(self.tests)}, {targets_path!r})"]
+        lines = [
+            self.deps,
+            "",
+            self.code,
+            "",
+            HELPER_IMPORT,
+            f"targets = process_hdf5_to_tuple({self.step_id!r}, {len(self.tests)}, {targets_path!r})",
+        ]
         for index, test in enumerate(self.tests):
             lines.append(f"target = targets[{index}]")
             lines.append("")
@@ -48,12 +56,15 @@ class StepScript:
         return "\n".join(lines) + "\n"
 
 
-def build_step_script(problem: Problem, step_index: int, codes: Mapping[str, str | None], data_paths: DataPaths,
-                      carry: Carry) -> StepScript:
+def build_step_script(
+    problem: Problem, step_index: int, codes: Mapping[str, str | None], data_paths: DataPaths, carry: Carry
+) -> StepScript:
     """The script of `problem.steps[step_index]` from the generated `codes` (step id -> code)."""
     step = problem.steps[step_index]
     sections = [
-        CodeSection(f"step {earlier.step_id} code", carried_forward(earlier, codes.get(earlier.step_id), data_paths, carry))
+        CodeSection(
+            f"step {earlier.step_id} code", carried_forward(earlier, codes.get(earlier.step_id), data_paths, carry)
+        )
         for earlier in problem.steps[:step_index]
     ]
     current = codes.get(step.step_id)

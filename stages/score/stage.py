@@ -15,6 +15,7 @@ attempt, each scored like attempt 0; its record-level `status` is attempt 0's.
 file's fingerprint: the score settings, every attempt's generation code content and status, the
 problem record, the targets identity and the scoring engine's source hash.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,10 +32,10 @@ from stages.artifacts import fingerprint, read_artifact, sha256_file, write_arti
 from stages.config import Settings
 from stages.errors import PipelineError
 from stages.fingerprints import FingerprintParts, digest, run_relative, settings_slice
+from stages.pins import pins
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
-from stages.pins import pins
 from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
 from stages.score.engine import StepJob
 from stages.score.executor import ExecutorError, StepExecutor, StepRequest, executor_for
@@ -75,11 +76,13 @@ def targets_identity(targets: ResolvedTargets) -> dict[str, Any]:
 # Fingerprint
 # ---------------------------------------------------------------------------
 
+
 def _generation_content(record: dict[str, Any] | None) -> Any:
     if record is None:
         return None
     return {
-        "status": record.get("status"), "error": record.get("error"),
+        "status": record.get("status"),
+        "error": record.get("error"),
         "steps": [[s.get("step_id"), s.get("status"), s.get("code"), s.get("error")] for s in record.get("steps", [])],
     }
 
@@ -89,8 +92,9 @@ def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTarg
     return fingerprint(_score_inputs(settings, problem_id, targets)[0])
 
 
-def _score_inputs(settings: Settings, problem_id: str,
-                  targets: ResolvedTargets | None) -> tuple[dict[str, Any], list[Path]]:
+def _score_inputs(
+    settings: Settings, problem_id: str, targets: ResolvedTargets | None
+) -> tuple[dict[str, Any], list[Path]]:
     """What the score fingerprint covers, and the generation files it read (one per attempt)."""
     targets = targets or resolve_targets(settings)
     problem = problem_by_id(settings.data_paths, problem_id)
@@ -105,17 +109,26 @@ def _score_inputs(settings: Settings, problem_id: str,
     }, paths
 
 
-def score_fingerprint_parts(settings: Settings, problem_id: str,
-                            targets: ResolvedTargets | None = None) -> FingerprintParts:
+def score_fingerprint_parts(
+    settings: Settings, problem_id: str, targets: ResolvedTargets | None = None
+) -> FingerprintParts:
     """`score_fingerprint` and what it covers by named part (settings, inputs, code, libraries)."""
     covered, paths = _score_inputs(settings, problem_id, targets)
-    generations = {run_relative(settings, path): None if content is None else digest(content)
-                   for path, content in zip(paths, covered["generation"])}
+    generations = {
+        run_relative(settings, path): None if content is None else digest(content)
+        for path, content in zip(paths, covered["generation"])
+    }
     return FingerprintParts(
-        fingerprint(covered), settings=settings_slice(settings, "score"),
-        inputs={f"problem {problem_id}": digest(covered["problem"]), "targets": digest(covered["targets"]),
-                **generations},
-        code={"scoring harness": covered["harness"]}, libraries=dict(covered["libraries"]))
+        fingerprint(covered),
+        settings=settings_slice(settings, "score"),
+        inputs={
+            f"problem {problem_id}": digest(covered["problem"]),
+            "targets": digest(covered["targets"]),
+            **generations,
+        },
+        code={"scoring harness": covered["harness"]},
+        libraries=dict(covered["libraries"]),
+    )
 
 
 @lru_cache(maxsize=8)
@@ -129,6 +142,7 @@ def scoring_library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
 # ---------------------------------------------------------------------------
 # Deciding what each step needs
 # ---------------------------------------------------------------------------
+
 
 @dataclass
 class PlannedStep:
@@ -167,8 +181,14 @@ def _step_codes(problem: Problem, steps: dict[str, dict[str, Any]]) -> dict[str,
     return {step.step_id: (steps.get(step.step_id) or {}).get("code") for step in problem.steps}
 
 
-def plan_steps(settings: Settings, problem: Problem, generation: dict[str, Any] | None, targets: ResolvedTargets,
-               versions: dict[str, str], attempt: int = 0) -> list[PlannedStep]:
+def plan_steps(
+    settings: Settings,
+    problem: Problem,
+    generation: dict[str, Any] | None,
+    targets: ResolvedTargets,
+    versions: dict[str, str],
+    attempt: int = 0,
+) -> list[PlannedStep]:
     records = _generated_steps(generation)
     codes = _step_codes(problem, records)
     targets_sha = targets_identity(targets)["sha256"]
@@ -177,8 +197,13 @@ def plan_steps(settings: Settings, problem: Problem, generation: dict[str, Any] 
         item = PlannedStep(step, attempt, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
         if item.verdict is None:
             item.script = build_step_script(problem, index, codes, settings.data_paths, settings.carry)
-            item.key = verdict_key(item.script.official_text(TARGETS_PLACEHOLDER), targets_sha, versions,
-                                   settings.step_timeout_seconds, settings.step_memory_mb)
+            item.key = verdict_key(
+                item.script.official_text(TARGETS_PLACEHOLDER),
+                targets_sha,
+                versions,
+                settings.step_timeout_seconds,
+                settings.step_memory_mb,
+            )
         planned.append(item)
     return planned
 
@@ -195,11 +220,17 @@ def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) 
     if targets.path is None:
         return StepVerdict(script.step_id, "eval_error", f"targets missing: {targets.note}", tests_total=total)
     return StepJob(
-        problem_id=script.problem_id, step_id=script.step_id, deps=script.deps,
-        sections=tuple((section.label, section.code) for section in script.sections), tests=tests,
-        modules=imported_modules([script.deps, *script.tests]), target_pickles=(),
-        python_binary=settings.python_binary, timeout_seconds=settings.step_timeout_seconds,
-        memory_mb=settings.step_memory_mb, targets_file=str(Path(targets.path).resolve()),
+        problem_id=script.problem_id,
+        step_id=script.step_id,
+        deps=script.deps,
+        sections=tuple((section.label, section.code) for section in script.sections),
+        tests=tests,
+        modules=imported_modules([script.deps, *script.tests]),
+        target_pickles=(),
+        python_binary=settings.python_binary,
+        timeout_seconds=settings.step_timeout_seconds,
+        memory_mb=settings.step_memory_mb,
+        targets_file=str(Path(targets.path).resolve()),
     )
 
 
@@ -287,8 +318,9 @@ def _details_status(generation: dict[str, Any] | None) -> DetailsStatus:
     return "complete" if generation.get("status") == "complete" else "generation_error"
 
 
-def attempt_record(problem: Problem, generation: dict[str, Any] | None, verdicts: list[StepVerdict],
-                   targets: ResolvedTargets) -> dict[str, Any]:
+def attempt_record(
+    problem: Problem, generation: dict[str, Any] | None, verdicts: list[StepVerdict], targets: ResolvedTargets
+) -> dict[str, Any]:
     """One entry of the details file's `attempts`: the attempt's codes, trajectory and evaluation."""
     scored = [v for v in verdicts if v.status != "skipped"]
     total_correct = sum(v.correct for v in scored)
@@ -299,8 +331,11 @@ def attempt_record(problem: Problem, generation: dict[str, Any] | None, verdicts
     trajectory = [{"step_id": sid, **(r.get("trajectory") or {})} for sid, r in records.items()]
     correct = problem_correct and status == "complete"
     evaluation = {
-        "problem_id": problem.problem_id, "problem_correct": problem_correct, "total_correct": total_correct,
-        "total_steps": len(scored), "subproblem_correctness": [v.correct for v in scored],
+        "problem_id": problem.problem_id,
+        "problem_correct": problem_correct,
+        "total_correct": total_correct,
+        "total_steps": len(scored),
+        "subproblem_correctness": [v.correct for v in scored],
         "steps": [v.as_record() for v in verdicts],
         "error": None if status == "complete" else (generation or {}).get("error") or status.replace("_", " "),
         "targets": {"kind": targets.kind, "sha256": targets_identity(targets)["sha256"], "note": targets.note},
@@ -311,19 +346,32 @@ def attempt_record(problem: Problem, generation: dict[str, Any] | None, verdicts
         if "latency_s" in generation:
             meta["latency_s"] = generation["latency_s"]
     return {
-        "final_answer": {"step_codes": codes}, "artifacts": {"step_codes": codes}, "trajectory": trajectory,
-        "correct": correct, "score": 1.0 if correct else 0.0, "meta": meta,
+        "final_answer": {"step_codes": codes},
+        "artifacts": {"step_codes": codes},
+        "trajectory": trajectory,
+        "correct": correct,
+        "score": 1.0 if correct else 0.0,
+        "meta": meta,
     }
 
 
-def build_details(problem: Problem, generations: list[dict[str, Any] | None], verdicts: list[list[StepVerdict]],
-                  targets: ResolvedTargets, fingerprint_parts: FingerprintParts) -> dict[str, Any]:
+def build_details(
+    problem: Problem,
+    generations: list[dict[str, Any] | None],
+    verdicts: list[list[StepVerdict]],
+    targets: ResolvedTargets,
+    fingerprint_parts: FingerprintParts,
+) -> dict[str, Any]:
     """The details record: one attempt per generation; the record-level status is attempt 0's."""
     return {
-        **fingerprint_parts.record(), "status": _details_status(generations[0]), "task_id": problem.problem_id,
+        **fingerprint_parts.record(),
+        "status": _details_status(generations[0]),
+        "task_id": problem.problem_id,
         "category": problem.category,
-        "attempts": [attempt_record(problem, generation, attempt_verdicts, targets)
-                     for generation, attempt_verdicts in zip(generations, verdicts)],
+        "attempts": [
+            attempt_record(problem, generation, attempt_verdicts, targets)
+            for generation, attempt_verdicts in zip(generations, verdicts)
+        ],
     }
 
 
@@ -353,18 +401,31 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
     targets = targets or resolve_targets(settings)
     generations = [_read_generation(settings, problem_id, attempt) for attempt in range(settings.attempts)]
     versions = environment_versions(settings.python_binary)
-    context = ScoringContext(settings, targets, targets_identity(targets)["sha256"], versions,
-                             cache_at(settings.state_paths.verdict_cache), executor)
-    planned = [plan_steps(settings, problem, generation, targets, versions, attempt)
-               for attempt, generation in enumerate(generations)]
+    context = ScoringContext(
+        settings,
+        targets,
+        targets_identity(targets)["sha256"],
+        versions,
+        cache_at(settings.state_paths.verdict_cache),
+        executor,
+    )
+    planned = [
+        plan_steps(settings, problem, generation, targets, versions, attempt)
+        for attempt, generation in enumerate(generations)
+    ]
     score_steps(context, problem, [item for attempt in planned for item in attempt])
     verdicts = [[item.verdict for item in attempt if item.verdict is not None] for attempt in planned]
-    details = build_details(problem, generations, verdicts, targets,
-                            score_fingerprint_parts(settings, problem_id, targets))
+    details = build_details(
+        problem, generations, verdicts, targets, score_fingerprint_parts(settings, problem_id, targets)
+    )
     write_artifact(settings.run_paths.details(problem_id), "details", details)
     evaluations = [attempt["meta"]["evaluation"] for attempt in details["attempts"]]
-    summary: dict[str, Any] = {"problem_id": problem_id, "passed": evaluations[0]["total_correct"],
-                               "scored": evaluations[0]["total_steps"], "resolved": evaluations[0]["problem_correct"]}
+    summary: dict[str, Any] = {
+        "problem_id": problem_id,
+        "passed": evaluations[0]["total_correct"],
+        "scored": evaluations[0]["total_steps"],
+        "resolved": evaluations[0]["problem_correct"],
+    }
     if len(evaluations) > 1:
         summary["attempts_resolved"] = [evaluation["problem_correct"] for evaluation in evaluations]
     return summary

@@ -5,6 +5,7 @@ cases would use) and pickled one per test, handed to the checker process. When
 `python_binary` is another interpreter, the values are read and pickled by that interpreter (so the
 pickles match its numpy), through `load_targets.py`.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,7 +32,9 @@ class TargetsUnavailable(Exception):
 
 @lru_cache(maxsize=1)
 def _parse_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_scicode_engine_parse", RUNTIME_DIR / "scicode" / "parse" / "parse.py")
+    spec = importlib.util.spec_from_file_location(
+        "_scicode_engine_parse", RUNTIME_DIR / "scicode" / "parse" / "parse.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -72,9 +75,14 @@ def _load_here(path: Path, step_id: str, count: int) -> list[bytes]:
 def _load_with(python_binary: str, path: Path, step_id: str, count: int) -> list[bytes]:
     result = subprocess.run(
         [python_binary, str(LOADER), str(path), step_id, str(count)],
-        capture_output=True, env=scrubbed_environment(), timeout=600, check=False,
+        capture_output=True,
+        env=scrubbed_environment(),
+        timeout=600,
+        check=False,
     )
     if result.returncode != 0:
         message = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise TargetsUnavailable(f"targets of step {step_id} unreadable: {message[-1] if message else result.returncode}")
+        raise TargetsUnavailable(
+            f"targets of step {step_id} unreadable: {message[-1] if message else result.returncode}"
+        )
     return list(pickle.loads(result.stdout))

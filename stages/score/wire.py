@@ -18,12 +18,14 @@ that reason. `decode` raises `BadFrame` for anything malformed or over budget.
 Frame: 8-byte big-endian skeleton length, the skeleton (UTF-8 JSON), then the buffers back to back.
 Skeleton nodes are JSON arrays whose first element is a tag (see `_DECODERS`).
 """
+
 from __future__ import annotations
 
 import json
 import math
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 HEADER_BYTES = 8
 MAX_SKELETON_BYTES = 64 << 20
@@ -32,25 +34,116 @@ MAX_DEPTH = 100
 MAX_INT_DIGITS = 20_000
 MAX_NDIM = 32
 ALLOWED_DTYPE_KINDS = frozenset("biufcUS")
-SPARSE_CLASSES = frozenset({
-    "csr_matrix", "csc_matrix", "coo_matrix", "bsr_matrix", "dia_matrix", "lil_matrix", "dok_matrix",
-    "csr_array", "csc_array", "coo_array", "bsr_array", "dia_array", "lil_array", "dok_array",
-})
+SPARSE_CLASSES = frozenset(
+    {
+        "csr_matrix",
+        "csc_matrix",
+        "coo_matrix",
+        "bsr_matrix",
+        "dia_matrix",
+        "lil_matrix",
+        "dok_matrix",
+        "csr_array",
+        "csc_array",
+        "coo_array",
+        "bsr_array",
+        "dia_array",
+        "lil_array",
+        "dok_array",
+    }
+)
 SYMPY_ATOMS = {  # class name -> attribute of sympy.S
-    "Pi": "Pi", "Exp1": "Exp1", "ImaginaryUnit": "ImaginaryUnit", "Infinity": "Infinity",
-    "NegativeInfinity": "NegativeInfinity", "ComplexInfinity": "ComplexInfinity", "NaN": "NaN", "Zero": "Zero",
-    "One": "One", "NegativeOne": "NegativeOne", "Half": "Half", "EulerGamma": "EulerGamma",
-    "GoldenRatio": "GoldenRatio", "Catalan": "Catalan", "BooleanTrue": "true", "BooleanFalse": "false",
+    "Pi": "Pi",
+    "Exp1": "Exp1",
+    "ImaginaryUnit": "ImaginaryUnit",
+    "Infinity": "Infinity",
+    "NegativeInfinity": "NegativeInfinity",
+    "ComplexInfinity": "ComplexInfinity",
+    "NaN": "NaN",
+    "Zero": "Zero",
+    "One": "One",
+    "NegativeOne": "NegativeOne",
+    "Half": "Half",
+    "EulerGamma": "EulerGamma",
+    "GoldenRatio": "GoldenRatio",
+    "Catalan": "Catalan",
+    "BooleanTrue": "true",
+    "BooleanFalse": "false",
 }
-SYMPY_OPERATIONS = frozenset({
-    "Add", "Mul", "Pow", "exp", "log", "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan",
-    "atan2", "acot", "sinh", "cosh", "tanh", "coth", "asinh", "acosh", "atanh", "Abs", "sign", "re", "im",
-    "conjugate", "arg", "floor", "ceiling", "Min", "Max", "factorial", "gamma", "erf", "erfc", "Heaviside",
-    "DiracDelta", "besselj", "bessely", "besseli", "besselk", "Piecewise", "ExprCondPair", "Equality",
-    "Unequality", "StrictLessThan", "LessThan", "StrictGreaterThan", "GreaterThan", "And", "Or", "Not", "Tuple", "Derivative", "Integral", "Sum", "Product", "Rational",
-    "Integer", "Float", "Symbol", "Dummy", "ImmutableDenseMatrix", "MutableDenseMatrix", "Mod", "sqrt",
-    "Function", "Lambda",
-})
+SYMPY_OPERATIONS = frozenset(
+    {
+        "Add",
+        "Mul",
+        "Pow",
+        "exp",
+        "log",
+        "sin",
+        "cos",
+        "tan",
+        "cot",
+        "sec",
+        "csc",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "acot",
+        "sinh",
+        "cosh",
+        "tanh",
+        "coth",
+        "asinh",
+        "acosh",
+        "atanh",
+        "Abs",
+        "sign",
+        "re",
+        "im",
+        "conjugate",
+        "arg",
+        "floor",
+        "ceiling",
+        "Min",
+        "Max",
+        "factorial",
+        "gamma",
+        "erf",
+        "erfc",
+        "Heaviside",
+        "DiracDelta",
+        "besselj",
+        "bessely",
+        "besseli",
+        "besselk",
+        "Piecewise",
+        "ExprCondPair",
+        "Equality",
+        "Unequality",
+        "StrictLessThan",
+        "LessThan",
+        "StrictGreaterThan",
+        "GreaterThan",
+        "And",
+        "Or",
+        "Not",
+        "Tuple",
+        "Derivative",
+        "Integral",
+        "Sum",
+        "Product",
+        "Rational",
+        "Integer",
+        "Float",
+        "Symbol",
+        "Dummy",
+        "ImmutableDenseMatrix",
+        "MutableDenseMatrix",
+        "Mod",
+        "sqrt",
+        "Function",
+        "Lambda",
+    }
+)
 
 
 class Unsendable(TypeError):
@@ -113,7 +206,10 @@ def _encode(value: Any, buffers: _Buffers, depth: int) -> list:
         tag = _COLLECTION_TAGS[kind]
         return [tag, [_encode(item, buffers, depth + 1) for item in value]]
     if kind is dict:
-        return ["d", [[_encode(key, buffers, depth + 1), _encode(item, buffers, depth + 1)] for key, item in value.items()]]
+        return [
+            "d",
+            [[_encode(key, buffers, depth + 1), _encode(item, buffers, depth + 1)] for key, item in value.items()],
+        ]
     numpy = sys.modules.get("numpy")
     if numpy is not None and kind is numpy.ndarray:
         return _encode_array(numpy, value, buffers)
@@ -124,15 +220,22 @@ def _encode(value: Any, buffers: _Buffers, depth: int) -> list:
         _check_dtype(array.dtype)
         return ["g", array.dtype.str, _buffer(buffers, array.tobytes())]
     sparse = sys.modules.get("scipy.sparse")
-    if numpy is not None and sparse is not None and kind.__name__ in SPARSE_CLASSES and kind.__module__.startswith("scipy.sparse"):
+    if (
+        numpy is not None
+        and sparse is not None
+        and kind.__name__ in SPARSE_CLASSES
+        and kind.__module__.startswith("scipy.sparse")
+    ):
         coo = value.tocoo()
         parts = [_encode_array(numpy, numpy.asarray(part), buffers) for part in (coo.data, coo.row, coo.col)]
         return ["sp", kind.__name__, [int(size) for size in value.shape], parts]
     sympy = sys.modules.get("sympy")
     if sympy is not None and _is_sympy_value(sympy, value):
         return _encode_sympy(sympy, value, buffers, depth)
-    raise Unsendable(f"a {kind.__module__}.{kind.__qualname__} value cannot be sent to the checker "
-                     "(only numbers, strings, containers, numpy arrays, sparse matrices and sympy expressions)")
+    raise Unsendable(
+        f"a {kind.__module__}.{kind.__qualname__} value cannot be sent to the checker "
+        "(only numbers, strings, containers, numpy arrays, sparse matrices and sympy expressions)"
+    )
 
 
 def _is_sympy_value(sympy: Any, value: Any) -> bool:
@@ -169,8 +272,12 @@ def _encode_sympy(sympy: Any, value: Any, buffers: _Buffers, depth: int) -> list
         return ["sym", name]
     if isinstance(value, sympy.MatrixBase):
         matrix = name if name in ("ImmutableDenseMatrix", "MutableDenseMatrix") else "ImmutableDenseMatrix"
-        return ["sym", matrix, [int(value.rows), int(value.cols)],
-                [_encode(item, buffers, depth + 1) for item in value]]
+        return [
+            "sym",
+            matrix,
+            [int(value.rows), int(value.cols)],
+            [_encode(item, buffers, depth + 1) for item in value],
+        ]
     if isinstance(value, sympy.core.function.AppliedUndef):
         return ["sym", "Function", value.func.__name__, [_encode(arg, buffers, depth + 1) for arg in value.args]]
     if name not in SYMPY_OPERATIONS:
@@ -182,6 +289,7 @@ def _encode_sympy(sympy: Any, value: Any, buffers: _Buffers, depth: int) -> list
 # Decoding (trusted side)
 # ---------------------------------------------------------------------------
 
+
 class _Decoder:
     def __init__(self, frame: bytes) -> None:
         if len(frame) < HEADER_BYTES:
@@ -190,19 +298,21 @@ class _Decoder:
         if size > MAX_SKELETON_BYTES or HEADER_BYTES + size > len(frame):
             raise BadFrame("a frame whose skeleton is larger than the frame or the limit")
         try:
-            self.skeleton = json.loads(frame[HEADER_BYTES:HEADER_BYTES + size].decode("utf-8"))
+            self.skeleton = json.loads(frame[HEADER_BYTES : HEADER_BYTES + size].decode("utf-8"))
         except (ValueError, RecursionError) as error:
             raise BadFrame(f"a skeleton that is not JSON ({type(error).__name__})") from None
-        self.data = memoryview(frame)[HEADER_BYTES + size:]
+        self.data = memoryview(frame)[HEADER_BYTES + size :]
         self.nodes = 0
 
     def buffer(self, reference: Any) -> bytes:
-        if not (isinstance(reference, list) and len(reference) == 2 and all(type(n) is int and n >= 0 for n in reference)):
+        if not (
+            isinstance(reference, list) and len(reference) == 2 and all(type(n) is int and n >= 0 for n in reference)
+        ):
             raise BadFrame("a malformed buffer reference")
         offset, length = reference
         if offset + length > len(self.data):
             raise BadFrame("a buffer reference past the end of the frame")
-        return bytes(self.data[offset:offset + length])
+        return bytes(self.data[offset : offset + length])
 
     def value(self, node: Any, depth: int = 0) -> Any:
         self.nodes += 1
@@ -324,8 +434,11 @@ def _sympy(decoder: _Decoder, node: list, depth: int) -> Any:
         return getattr(sympy.S, SYMPY_ATOMS[name])
     if name in ("Symbol", "Dummy"):
         symbol_name, assumptions = node[2], node[3]
-        if not isinstance(symbol_name, str) or not isinstance(assumptions, dict) or not all(
-                isinstance(key, str) and type(flag) is bool for key, flag in assumptions.items()):
+        if (
+            not isinstance(symbol_name, str)
+            or not isinstance(assumptions, dict)
+            or not all(isinstance(key, str) and type(flag) is bool for key, flag in assumptions.items())
+        ):
             raise BadFrame("a malformed sympy symbol")
         return getattr(sympy, name)(symbol_name, **assumptions)
     if name == "Integer":
@@ -333,7 +446,12 @@ def _sympy(decoder: _Decoder, node: list, depth: int) -> Any:
     if name == "Rational":
         return sympy.Rational(_int(node[2]), _int(node[3]))
     if name == "Float":
-        if not isinstance(node[2], str) or len(node[2]) > 1000 or type(node[3]) is not int or not 1 <= node[3] <= 10_000:
+        if (
+            not isinstance(node[2], str)
+            or len(node[2]) > 1000
+            or type(node[3]) is not int
+            or not 1 <= node[3] <= 10_000
+        ):
             raise BadFrame("a malformed sympy Float")
         return sympy.Float(node[2], precision=node[3])
     if name in ("ImmutableDenseMatrix", "MutableDenseMatrix"):
@@ -361,12 +479,14 @@ def _sympy(decoder: _Decoder, node: list, depth: int) -> Any:
 def _container(kind: Callable[[list], Any]) -> Callable[[_Decoder, list, int], Any]:
     def build(decoder: _Decoder, node: list, depth: int) -> Any:
         return kind([decoder.value(item, depth + 1) for item in _items(node, 1)])
+
     return build
 
 
 def _hashable_container(kind: Callable[[list], Any]) -> Callable[[_Decoder, list, int], Any]:
     def build(decoder: _Decoder, node: list, depth: int) -> Any:
         return kind([_hashable(decoder.value(item, depth + 1)) for item in _items(node, 1)])
+
     return build
 
 

@@ -17,6 +17,7 @@ memory limit); a checker child confines itself and runs the checker. Children al
 `os._exit`. The zygote is a child subreaper: an orphan of a step reparented to it is killed. When the
 engine goes away the zygote kills its children's groups and exits. It never runs model code.
 """
+
 from __future__ import annotations
 
 import json

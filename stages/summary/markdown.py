@@ -1,9 +1,11 @@
 """summary.md: the Markdown rendering of the problem rows and their metrics."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from stages.config import Settings
 from stages.results import CELL_STATUSES, ToolStats
@@ -35,11 +37,18 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: 
     widths = [max([len(header[col])] + [len(row[col]) for row in cells] + [3]) for col in range(len(header))]
 
     def line(values: Sequence[str]) -> str:
-        padded = [value.rjust(widths[col]) if right[col] else value.ljust(widths[col]) for col, value in enumerate(values)]
+        padded = [
+            value.rjust(widths[col]) if right[col] else value.ljust(widths[col]) for col, value in enumerate(values)
+        ]
         return "| " + " | ".join(padded) + " |"
 
-    rule = "|" + "|".join(("-" * (widths[col] + 1) + ":") if right[col] else ("-" * (widths[col] + 2))
-                          for col in range(len(header))) + "|"
+    rule = (
+        "|"
+        + "|".join(
+            ("-" * (widths[col] + 1) + ":") if right[col] else ("-" * (widths[col] + 2)) for col in range(len(header))
+        )
+        + "|"
+    )
     return [line(header), rule, *(line(row) for row in cells)]
 
 
@@ -48,22 +57,34 @@ def _targets_lines(targets: TargetsInfo) -> list[str]:
     if targets.kind == "derived":
         return [f"**Note: targets derived from reference code, not the official test_data.h5.**{note}", ""]
     if targets.kind == "missing":
-        return [f"**Note: no targets file: steps that need targets are eval_error, not scored against official "
-                f"targets.**{note}", ""]
+        return [
+            f"**Note: no targets file: steps that need targets are eval_error, not scored against official "
+            f"targets.**{note}",
+            "",
+        ]
     if targets.kind == "unknown":
         return [f"**Note: the targets used for scoring could not be determined.**{note}", ""]
     return []
 
 
 def _targets_text(targets: TargetsInfo) -> str:
-    names = {"official": "official test_data.h5", "explicit": "targets file given by h5py_file",
-             "derived": "derived from reference code (not the official test_data.h5)", "missing": "missing",
-             "unknown": "unknown"}
+    names = {
+        "official": "official test_data.h5",
+        "explicit": "targets file given by h5py_file",
+        "derived": "derived from reference code (not the official test_data.h5)",
+        "missing": "missing",
+        "unknown": "unknown",
+    }
     return names[targets.kind] + (f" ({targets.note})" if targets.note else "")
 
 
 RECORDED_SETTINGS: tuple[str, ...] = (
-    "api_protocol", "model_params", "code_timeout_seconds", "step_timeout_seconds", "step_memory_mb", "executor",
+    "api_protocol",
+    "model_params",
+    "code_timeout_seconds",
+    "step_timeout_seconds",
+    "step_memory_mb",
+    "executor",
 )
 
 
@@ -77,8 +98,9 @@ def _recorded_settings_text(recorded: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _header_lines(settings: Settings, targets: TargetsInfo, config: Mapping[str, Any] | None,
-                  started: str | None, summarized_at: str) -> list[str]:
+def _header_lines(
+    settings: Settings, targets: TargetsInfo, config: Mapping[str, Any] | None, started: str | None, summarized_at: str
+) -> list[str]:
     recorded = (config or {}).get("settings", {})
     categories = ", ".join(settings.category)
     samples = ", ".join(settings.sample_ids) or "(all)"
@@ -88,8 +110,12 @@ def _header_lines(settings: Settings, targets: TargetsInfo, config: Mapping[str,
         f"- model: `{settings.model}`" + (f" at {recorded['base_url']}" if recorded.get("base_url") else ""),
         f"- run: `{settings.run_name}` ({settings.run_paths.run_dir})",
         f"- split: {settings.split}; category: {categories}; sample_ids: {samples}",
-        f"- mode: {settings.mode}" + (f" (tools: {', '.join(settings.tool_names)}, at most "
-                                      f"{settings.tool_use_max_loops} model calls per step)" if settings.mode == "tool_use" else ""),
+        f"- mode: {settings.mode}"
+        + (
+            f" (tools: {', '.join(settings.tool_names)}, at most {settings.tool_use_max_loops} model calls per step)"
+            if settings.mode == "tool_use"
+            else ""
+        ),
         f"- background: {'with step background' if settings.with_background else 'without step background'}",
         f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
         f"- confinement of model code: {(config or {}).get('confinement') or 'unknown (config.json has none)'}",
@@ -99,9 +125,11 @@ def _header_lines(settings: Settings, targets: TargetsInfo, config: Mapping[str,
     if shown:
         lines.append(f"- settings: {shown}")
     if settings.attempts > 1:
-        lines.append(f"- attempts: {settings.attempts} per problem (strategy {settings.attempt_strategy}); the tables "
-                     f"score attempt {SCORED_ATTEMPT + 1}, the Attempts section covers all of them; token usage and "
-                     f"latency sum all attempts")
+        lines.append(
+            f"- attempts: {settings.attempts} per problem (strategy {settings.attempt_strategy}); the tables "
+            f"score attempt {SCORED_ATTEMPT + 1}, the Attempts section covers all of them; token usage and "
+            f"latency sum all attempts"
+        )
     return lines + [""]
 
 
@@ -118,20 +146,45 @@ def _headline_lines(metrics: Metrics) -> list[str]:
         ("subproblem_total", metrics.steps_scored),
         ("skipped steps (prefilled, not scored)", metrics.steps_skipped),
     ]
-    return (["## Scores [^defs]", ""] + markdown_table(("metric", "value"), rows, (False, True))
-            + ["", "Raw counts:", ""] + markdown_table(("count", "value"), raw, (False, True)) + [""])
+    return (
+        ["## Scores [^defs]", ""]
+        + markdown_table(("metric", "value"), rows, (False, True))
+        + ["", "Raw counts:", ""]
+        + markdown_table(("count", "value"), raw, (False, True))
+        + [""]
+    )
 
 
 def _group_lines(title: str, label: str, groups: Mapping[str, Metrics]) -> list[str]:
-    rows = [(name, ratio(m.resolved, m.evaluated), ratio(m.steps_passed, m.steps_scored), m.total, m.evaluated,
-             m.errors, m.steps_skipped) for name, m in groups.items()]
+    rows = [
+        (
+            name,
+            ratio(m.resolved, m.evaluated),
+            ratio(m.steps_passed, m.steps_scored),
+            m.total,
+            m.evaluated,
+            m.errors,
+            m.steps_skipped,
+        )
+        for name, m in groups.items()
+    ]
     header = (label, "main_problem_resolve_rate", "subproblem", "Total", "Evaluated", "Error", "skipped")
     return [f"## {title}", ""] + markdown_table(header, rows, (False, True, True, True, True, True, True)) + [""]
 
 
 def _subfield_lines(groups: Mapping[str, tuple[str, Metrics]]) -> list[str]:
-    rows = [(field, name, ratio(m.resolved, m.evaluated), ratio(m.steps_passed, m.steps_scored), m.total, m.errors,
-             m.steps_skipped) for name, (field, m) in groups.items()]
+    rows = [
+        (
+            field,
+            name,
+            ratio(m.resolved, m.evaluated),
+            ratio(m.steps_passed, m.steps_scored),
+            m.total,
+            m.errors,
+            m.steps_skipped,
+        )
+        for name, (field, m) in groups.items()
+    ]
     header = ("field", "subfield", "main_problem_resolve_rate", "subproblem", "Total", "Error", "skipped")
     return ["## By subfield", ""] + markdown_table(header, rows, (False, False, True, True, True, True, True)) + [""]
 
@@ -139,13 +192,23 @@ def _subfield_lines(groups: Mapping[str, tuple[str, Metrics]]) -> list[str]:
 def _inspect_view_lines(view: InspectView) -> list[str]:
     rows = [
         ("subproblem (all steps, prefilled counted as not passed)", ratio(view.steps_passed, view.steps_total)),
-        ("main_problem_resolve_rate (a problem with a prefilled step never resolves)", ratio(view.resolved, view.problems)),
+        (
+            "main_problem_resolve_rate (a problem with a prefilled step never resolves)",
+            ratio(view.resolved, view.problems),
+        ),
     ]
-    return (["## Official inspect_ai step view (for comparison only)", "",
-             "The headline above excludes the prefilled steps (13.6, 62.1, 76.3) from every denominator. The "
-             "official inspect_ai task counts every step of a problem, prefilled ones included and never passed "
-             "(291 steps on the test split, 341 on both); its figures for this run are:", ""]
-            + markdown_table(("inspect_ai view", "value"), rows, (False, True)) + [""])
+    return (
+        [
+            "## Official inspect_ai step view (for comparison only)",
+            "",
+            "The headline above excludes the prefilled steps (13.6, 62.1, 76.3) from every denominator. The "
+            "official inspect_ai task counts every step of a problem, prefilled ones included and never passed "
+            "(291 steps on the test split, 341 on both); its figures for this run are:",
+            "",
+        ]
+        + markdown_table(("inspect_ai view", "value"), rows, (False, True))
+        + [""]
+    )
 
 
 def _failed_step_lines(rows: Sequence[ProblemRow]) -> list[str]:
@@ -169,7 +232,9 @@ def _tool_lines(rows: Sequence[ProblemRow], attempts: int) -> list[str]:
     table = [(f"all steps, attempt {SCORED_ATTEMPT + 1}", *_tool_cells(scored))]
     if attempts > 1:
         table.append(("all steps, all attempts", *_tool_cells(every)))
-    table += [(f"step {step.step_id}", *_tool_cells(step.tools)) for row in rows for step in row.steps if step.tools.calls]
+    table += [
+        (f"step {step.step_id}", *_tool_cells(step.tools)) for row in rows for step in row.steps if step.tools.calls
+    ]
     return lines + markdown_table(header, table, right) + [""]
 
 
@@ -181,12 +246,16 @@ def _status_lines(counts: Mapping[str, int]) -> list[str]:
     shown = [status for status in CELL_STATUSES if status != "no_verdict" or counts["no_verdict"]]
     total = sum(counts[status] for status in shown)
     rows: list[tuple[str, int, str]] = [
-        (status, counts[status], f"{100.0 * counts[status] / total:.1f}%" if total else "n/a") for status in shown]
+        (status, counts[status], f"{100.0 * counts[status] / total:.1f}%" if total else "n/a") for status in shown
+    ]
     rows.append(("all steps", total, "100.0%" if total else "n/a"))
     lines = ["## Step statuses", ""] + markdown_table(("status", "steps", "share"), rows, (False, True, True))
     if counts["no_verdict"]:
-        lines += ["", "`no_verdict`: scored steps without a verdict (no details file, or a step missing from it); "
-                      "they count as not passed."]
+        lines += [
+            "",
+            "`no_verdict`: scored steps without a verdict (no details file, or a step missing from it); "
+            "they count as not passed.",
+        ]
     return lines + [""]
 
 
@@ -197,10 +266,30 @@ def _problem_lines(rows: Sequence[ProblemRow]) -> list[str]:
         first = f"{failure.step_id} ({failure.status})" if failure else "-"
         tokens = f"{row.usage.total_tokens}" if row.usage else "-"
         latency = f"{row.latency_s:.1f}" if row.latency_s is not None else "-"
-        table.append((row.problem_id, row.split, row.category, f"{row.steps_passed}/{row.steps_scored}",
-                      "yes" if row.resolved else "no", first, row.state, tokens, latency))
-    header = ("problem", "split", "category", "steps passed", "resolved", "first failing step", "details",
-              "tokens", "latency s")
+        table.append(
+            (
+                row.problem_id,
+                row.split,
+                row.category,
+                f"{row.steps_passed}/{row.steps_scored}",
+                "yes" if row.resolved else "no",
+                first,
+                row.state,
+                tokens,
+                latency,
+            )
+        )
+    header = (
+        "problem",
+        "split",
+        "category",
+        "steps passed",
+        "resolved",
+        "first failing step",
+        "details",
+        "tokens",
+        "latency s",
+    )
     right = (False, False, False, True, False, False, False, True, True)
     return ["## Problems", ""] + markdown_table(header, table, right) + [""]
 
@@ -243,20 +332,40 @@ def _attempt_lines(metrics: Mapping[str, Any] | None) -> list[str]:
     lines = ["## Attempts", ""]
     if "error" in metrics:
         return lines + [f"Attempt metrics not computed: {metrics['error']}", ""]
-    rows = [(f"attempt {row['attempt'] + 1}", ratio(row["main_problem_resolved"], row["main_problem_total"]),
-             ratio(row["subproblem_correct"], row["subproblem_total"])) for row in metrics["per_attempt"]]
+    rows = [
+        (
+            f"attempt {row['attempt'] + 1}",
+            ratio(row["main_problem_resolved"], row["main_problem_total"]),
+            ratio(row["subproblem_correct"], row["subproblem_total"]),
+        )
+        for row in metrics["per_attempt"]
+    ]
     best = metrics["any_attempt"]
-    rows.append(("any attempt (strategy pass)", ratio(best["main_problem_resolved"], best["main_problem_total"]),
-                 ratio(best["subproblem_correct"], best["subproblem_total"])))
-    rows.append(("mean over attempts (strategy avg)", _rate_text(metrics["mean_main_problem_resolve_rate"]),
-                 _rate_text(metrics["mean_subproblem_rate"])))
+    rows.append(
+        (
+            "any attempt (strategy pass)",
+            ratio(best["main_problem_resolved"], best["main_problem_total"]),
+            ratio(best["subproblem_correct"], best["subproblem_total"]),
+        )
+    )
+    rows.append(
+        (
+            "mean over attempts (strategy avg)",
+            _rate_text(metrics["mean_main_problem_resolve_rate"]),
+            _rate_text(metrics["mean_subproblem_rate"]),
+        )
+    )
     lines += markdown_table(("attempts", "main_problem_resolve_rate", "subproblem"), rows, (False, True, True))
     pass_at = ", ".join(f"pass@{k} = {_rate_text(value)}" for k, value in metrics["pass_at_k"].items())
     chosen = metrics["strategies"][metrics["strategy"]]
-    lines += ["", f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics['problems']} problems).",
-              f"Configured attempt_strategy={metrics['strategy']}: main_problem_resolve_rate "
-              f"{_rate_text(chosen['main_problem_resolve_rate'])}, subproblem {_rate_text(chosen['subproblem'])}. "
-              f"The tables above score attempt {SCORED_ATTEMPT + 1}.", ""]
+    lines += [
+        "",
+        f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics['problems']} problems).",
+        f"Configured attempt_strategy={metrics['strategy']}: main_problem_resolve_rate "
+        f"{_rate_text(chosen['main_problem_resolve_rate'])}, subproblem {_rate_text(chosen['subproblem'])}. "
+        f"The tables above score attempt {SCORED_ATTEMPT + 1}.",
+        "",
+    ]
     return lines
 
 

@@ -1,10 +1,12 @@
 """Aggregation of problem rows: the headline counts and rates, groups by category, field, subfield and split,
 the inspect_ai step view, step statuses, token usage, latency, tool calls and the attempts metrics."""
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from stages.categories import fields
 from stages.config import Settings
@@ -104,17 +106,21 @@ class InspectView:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "subproblem_correct": self.steps_passed, "subproblem_total": self.steps_total,
+            "subproblem_correct": self.steps_passed,
+            "subproblem_total": self.steps_total,
             "subproblem": self.steps_passed / self.steps_total if self.steps_total else None,
-            "main_problem_resolved": self.resolved, "main_problem_total": self.problems,
+            "main_problem_resolved": self.resolved,
+            "main_problem_total": self.problems,
             "main_problem_resolve_rate": self.resolved / self.problems if self.problems else None,
             "note": INSPECT_VIEW_NOTE,
         }
 
 
-INSPECT_VIEW_NOTE = ("step view of the official inspect_ai task: prefilled steps are in the step denominator and "
-                     "count as not passed, so problems with a prefilled step (13, 62, 76) are never resolved; "
-                     "the headline excludes prefilled steps")
+INSPECT_VIEW_NOTE = (
+    "step view of the official inspect_ai task: prefilled steps are in the step denominator and "
+    "count as not passed, so problems with a prefilled step (13, 62, 76) are never resolved; "
+    "the headline excludes prefilled steps"
+)
 
 
 def inspect_view(rows: Sequence[ProblemRow]) -> InspectView:

@@ -1,9 +1,11 @@
 """Where a run's verdicts come from: the targets they were scored against, and when the run started."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Literal, Sequence
+from typing import Literal
 
 from stages.config import Settings
 from stages.paths import RunPaths

@@ -1,7 +1,9 @@
 """summary.json: the record of the problem rows and their metrics, under the names of the results contract."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from stages.config import Settings
 from stages.results import ToolStats
@@ -34,10 +36,18 @@ def _problem_record(row: ProblemRow) -> dict[str, Any]:
         "steps_passed": row.steps_passed,
         "steps_scored": row.steps_scored,
         "steps_skipped": row.steps_skipped,
-        "first_failure": None if failure is None else {"step_id": failure.step_id, "status": failure.status,
-                                                       "reason": one_line(failure.reason)},
-        "steps": [{"step_id": step.step_id, "status": step.status, "reason": one_line(step.reason),
-                   "tools": step.tools.to_record()} for step in row.steps],
+        "first_failure": None
+        if failure is None
+        else {"step_id": failure.step_id, "status": failure.status, "reason": one_line(failure.reason)},
+        "steps": [
+            {
+                "step_id": step.step_id,
+                "status": step.status,
+                "reason": one_line(step.reason),
+                "tools": step.tools.to_record(),
+            }
+            for step in row.steps
+        ],
         "tools": row.tools.to_record(),
         "usage": row.usage.to_record() if row.usage else None,
         "latency_s": row.latency_s,
@@ -79,12 +89,15 @@ def summary_record(
         "by_split": {name: m.as_dict() for name, m in grouped_metrics(rows, "split").items()},
         "status_counts": status_counts(rows),
         "problems": [_problem_record(row) for row in rows],
-        "failed_problems": [{"problem_id": row.problem_id, "reason": one_line(row.error or row.state)}
-                            for row in rows if row.failed],
+        "failed_problems": [
+            {"problem_id": row.problem_id, "reason": one_line(row.error or row.state)} for row in rows if row.failed
+        ],
         "usage": total_usage(rows),
         "latency_s": total_latency(rows),
-        "tool_use": {"attempt_scored": tool_totals(rows).to_record(),
-                     "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record()},
+        "tool_use": {
+            "attempt_scored": tool_totals(rows).to_record(),
+            "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record(),
+        },
         "plots": list(plot_names),
         "attempts": dict(attempts) if attempts is not None else None,
     }

@@ -1,10 +1,11 @@
 """Problem rows: each selected problem of a run as the summary counts it, its step verdicts laid out in the
 order selection.json records (prefilled steps skipped, scored steps without a verdict `no_verdict`)."""
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from stages.problems import prefilled_reason
 from stages.results import (
@@ -90,6 +91,7 @@ class ProblemRow:
 # Building the rows
 # ---------------------------------------------------------------------------
 
+
 def _attempts_cost(result: ProblemResult) -> tuple[Usage | None, float | None]:
     """Tokens, calls and latency summed over every attempt that reports them (all attempts were billed)."""
     costs = result.costs()
@@ -100,8 +102,10 @@ def _attempts_cost(result: ProblemResult) -> tuple[Usage | None, float | None]:
 
 def _rows_without_details(layout: StepLayout, reason: str) -> tuple[StepRow, ...]:
     skipped = prefilled_reason()
-    return tuple(StepRow(step.step_id, "skipped", skipped) if step.prefilled else StepRow(step.step_id, "no_verdict", reason)
-                 for step in layout)
+    return tuple(
+        StepRow(step.step_id, "skipped", skipped) if step.prefilled else StepRow(step.step_id, "no_verdict", reason)
+        for step in layout
+    )
 
 
 def _merge_steps(layout: StepLayout, verdicts: Sequence[StepVerdict]) -> tuple[StepRow, ...]:
@@ -160,9 +164,19 @@ def _row(result: ProblemResult, steps: tuple[StepRow, ...], error: str | None, *
     entry = result.entry
     usage, latency = _attempts_cost(result)
     return ProblemRow(
-        problem_id=entry.problem_id, split=entry.split, category=entry.category, field=entry.taxonomy.field,
-        subfield=entry.taxonomy.subfield, state=result.state, steps=steps, scored_expected=entry.scored_steps,
-        usage=usage, latency_s=latency, error=error, resolved=resolved, tools=result.tool_stats,
+        problem_id=entry.problem_id,
+        split=entry.split,
+        category=entry.category,
+        field=entry.taxonomy.field,
+        subfield=entry.taxonomy.subfield,
+        state=result.state,
+        steps=steps,
+        scored_expected=entry.scored_steps,
+        usage=usage,
+        latency_s=latency,
+        error=error,
+        resolved=resolved,
+        tools=result.tool_stats,
         skipped_expected=entry.skipped_steps,
     )
 

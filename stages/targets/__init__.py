@@ -11,6 +11,7 @@ get targets derived, in the official layout. One module per job:
 
 The names other modules use are importable from `stages.targets` itself.
 """
+
 from __future__ import annotations
 
 from stages.targets.comparison import (
@@ -37,14 +38,47 @@ from stages.targets.derive import (
     step_jobs,
 )
 from stages.targets.errors import DerivationError, TargetsError
-from stages.targets.layout import GZIP_MIN_BYTES, H5Dataset, H5Group, H5Node, layout_of_test, value_layout, write_targets_file
+from stages.targets.layout import (
+    GZIP_MIN_BYTES,
+    H5Dataset,
+    H5Group,
+    H5Node,
+    layout_of_test,
+    value_layout,
+    write_targets_file,
+)
 from stages.targets.resolve import ResolvedTargets, TargetsKind, resolve_targets
 
 __all__ = [
-    "CAPTURE_NAME", "GZIP_MIN_BYTES", "ComparisonKind", "DerivationError", "DerivationJob", "DerivationOutcome",
-    "H5Dataset", "H5Group", "H5Node", "ResolvedTargets", "TargetComparison", "TargetsError", "TargetsKind",
-    "capture_program", "compared_expression", "derive_targets", "derived_record_path", "derived_targets_current",
-    "derived_targets_fingerprint", "derived_targets_fingerprint_parts", "evaluate_step", "expected_durations", "find_target_comparison",
-    "layout_of_test", "longest_first", "resolve_targets", "run_step_isolated", "step_jobs", "survey_comparisons",
-    "value_layout", "write_targets_file",
+    "CAPTURE_NAME",
+    "GZIP_MIN_BYTES",
+    "ComparisonKind",
+    "DerivationError",
+    "DerivationJob",
+    "DerivationOutcome",
+    "H5Dataset",
+    "H5Group",
+    "H5Node",
+    "ResolvedTargets",
+    "TargetComparison",
+    "TargetsError",
+    "TargetsKind",
+    "capture_program",
+    "compared_expression",
+    "derive_targets",
+    "derived_record_path",
+    "derived_targets_current",
+    "derived_targets_fingerprint",
+    "derived_targets_fingerprint_parts",
+    "evaluate_step",
+    "expected_durations",
+    "find_target_comparison",
+    "layout_of_test",
+    "longest_first",
+    "resolve_targets",
+    "run_step_isolated",
+    "step_jobs",
+    "survey_comparisons",
+    "value_layout",
+    "write_targets_file",
 ]

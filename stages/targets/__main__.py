@@ -1,4 +1,5 @@
 """`python -m stages.targets [data_dir]`: derive the targets and print the record's counts."""
+
 import sys
 
 from stages.targets.derive import main

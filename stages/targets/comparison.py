@@ -5,12 +5,14 @@
 `f(x)[0] ~ target[0] and f(x)[1] ~ target[1]`, `a, b = target` + asserts on `a` and `b`, ...);
 `capture_program` replaces that assert by a capture of the compared expression (evaluated once).
 """
+
 from __future__ import annotations
 
 import ast
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Literal
 
 from stages.safe_ast import parse_module
 from stages.targets.errors import DerivationError
@@ -190,7 +192,9 @@ def _match_same_wrapper(left: ast.expr, right: ast.expr, aliases: _Aliases) -> l
 
 
 def _match_same_call(left: ast.Call, right: ast.Call, aliases: _Aliases) -> list[_Match] | None:
-    if len(left.args) != len(right.args) or [ast.dump(k) for k in left.keywords] != [ast.dump(k) for k in right.keywords]:
+    if len(left.args) != len(right.args) or [ast.dump(k) for k in left.keywords] != [
+        ast.dump(k) for k in right.keywords
+    ]:
         return None
     if isinstance(left.func, ast.Attribute) and isinstance(right.func, ast.Attribute):
         if left.func.attr != right.func.attr or not all(_same(a, b) for a, b in zip(left.args, right.args)):
@@ -239,7 +243,9 @@ def _combine(matches: list[_Match], test: ast.expr, aliases: _Aliases) -> ast.ex
     for index in range(length):
         values = [m.value for m in matches if m.path == (index,)]
         if not values or any(not _same(v, values[0]) for v in values):
-            raise DerivationError(f"item {index} of target is not compared exactly once in `assert {ast.unparse(test)}`")
+            raise DerivationError(
+                f"item {index} of target is not compared exactly once in `assert {ast.unparse(test)}`"
+            )
         items.append(values[0])
     return ast.Tuple(elts=items, ctx=ast.Load())
 
@@ -262,8 +268,10 @@ def _shape(node: ast.expr, aliases: _Aliases) -> str:
         parts = [_shape(a, aliases) for a in node.args] + [f"{k.arg}=E" for k in node.keywords]
         return f"{func}({', '.join(parts)})"
     if isinstance(node, ast.Compare):
-        operators = "".join(f" {_OPERATOR_TEXT.get(type(op), type(op).__name__)} {_shape(c, aliases)}"
-                            for op, c in zip(node.ops, node.comparators))
+        operators = "".join(
+            f" {_OPERATOR_TEXT.get(type(op), type(op).__name__)} {_shape(c, aliases)}"
+            for op, c in zip(node.ops, node.comparators)
+        )
         return _shape(node.left, aliases) + operators
     if isinstance(node, ast.BoolOp):
         joiner = " and " if isinstance(node.op, ast.And) else " or "
@@ -281,8 +289,16 @@ def _shape(node: ast.expr, aliases: _Aliases) -> str:
     return f"{type(node).__name__}(...)"
 
 
-_OPERATOR_TEXT = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not", ast.Lt: "<", ast.LtE: "<=",
-                  ast.Gt: ">", ast.GtE: ">="}
+_OPERATOR_TEXT = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+}
 
 
 def survey_comparisons(test_cases: Iterable[str]) -> Counter[str]:
@@ -297,6 +313,7 @@ def survey_comparisons(test_cases: Iterable[str]) -> Counter[str]:
 # ---------------------------------------------------------------------------
 # Turning a test case into a capture of its compared expression
 # ---------------------------------------------------------------------------
+
 
 class _Replace(ast.NodeTransformer):
     def __init__(self, replacements: dict[int, ast.stmt]) -> None:

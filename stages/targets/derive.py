@@ -9,6 +9,7 @@ The parent writes all layouts into one HDF5 file atomically, plus a schema-valid
 (`derived_targets.json`) whose fingerprint covers the problem file, the prefilled files, the derivation
 code and the numeric library versions.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -20,15 +21,16 @@ import platform
 import sys
 import time
 import traceback
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
-from stages.fingerprints import FingerprintParts
 from stages.config import Settings
+from stages.fingerprints import FingerprintParts
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 from stages.paths import PROJECT_ROOT, DataPaths
 from stages.pins import pins, prefilled_steps, split_files
@@ -65,8 +67,13 @@ class DerivationOutcome:
     layouts: tuple[H5Group, ...] = field(default=(), repr=False)
 
     def summary(self) -> dict[str, Any]:
-        return {"step_id": self.step_id, "status": self.status, "tests": self.tests,
-                "duration_s": round(self.duration_s, 3), "reason": self.reason}
+        return {
+            "step_id": self.step_id,
+            "status": self.status,
+            "tests": self.tests,
+            "duration_s": round(self.duration_s, 3),
+            "reason": self.reason,
+        }
 
 
 def step_jobs(data_paths: DataPaths, problems: Iterable[Problem]) -> list[DerivationJob]:
@@ -75,7 +82,9 @@ def step_jobs(data_paths: DataPaths, problems: Iterable[Problem]) -> list[Deriva
     for problem in problems:
         if not problem.has_reference_code:
             continue
-        preamble: list[tuple[str, str]] = [(f"<{problem.problem_id} required_dependencies>", problem.required_dependencies)]
+        preamble: list[tuple[str, str]] = [
+            (f"<{problem.problem_id} required_dependencies>", problem.required_dependencies)
+        ]
         for step in problem.steps:
             preamble.append((f"<{step.step_id} reference code>", _reference_code(data_paths, step)))
             if not step.prefilled:
@@ -111,7 +120,9 @@ def evaluate_step(job: DerivationJob) -> tuple[H5Group, ...]:
         exec(compile(program, label, "exec"), namespace)  # noqa: S102
         expected_captures = 1 if comparison.kind == "compared" else 0
         if len(captured) != expected_captures:
-            raise DerivationError(f"{label}: the compared expression ran {len(captured)} times, expected {expected_captures}")
+            raise DerivationError(
+                f"{label}: the compared expression ran {len(captured)} times, expected {expected_captures}"
+            )
         layouts.append(layout_of_test(captured[0] if captured else None))
     namespace.pop(CAPTURE_NAME, None)
     return tuple(layouts)
@@ -157,8 +168,12 @@ def run_step_isolated(job: DerivationJob, scratch: Path, limits: Limits) -> Deri
     folder.mkdir(parents=True)
     output = folder / "result.pickle"
     job_file = folder / "job.json"
-    job_file.write_text(json.dumps({"step_id": job.step_id, "preamble": job.preamble,
-                                    "test_cases": job.test_cases, "output": str(output)}), encoding="utf-8")
+    job_file.write_text(
+        json.dumps(
+            {"step_id": job.step_id, "preamble": job.preamble, "test_cases": job.test_cases, "output": str(output)}
+        ),
+        encoding="utf-8",
+    )
     env = scrubbed_environment({"PYTHONPATH": str(PROJECT_ROOT)}, home=folder)
     process = run_isolated([sys.executable, "-c", CHILD_ENTRY, str(job_file)], cwd=folder, env=env, limits=limits)
     return _outcome(job, process, output, limits)
@@ -171,7 +186,9 @@ def _safe_step_name(step_id: str) -> str:
 def _outcome(job: DerivationJob, process: ProcessResult, output: Path, limits: Limits) -> DerivationOutcome:
     tests, duration = len(job.test_cases), process.duration_s
     if process.timed_out:
-        return DerivationOutcome(job.step_id, "timeout", tests, duration, f"timed out after {limits.timeout_seconds:g} s")
+        return DerivationOutcome(
+            job.step_id, "timeout", tests, duration, f"timed out after {limits.timeout_seconds:g} s"
+        )
     if not output.is_file():
         return DerivationOutcome(job.step_id, "crashed", tests, duration, _crash_reason(process))
     with open(output, "rb") as stream:
@@ -192,6 +209,7 @@ def _crash_reason(process: ProcessResult) -> str:
 # The derive stage
 # ---------------------------------------------------------------------------
 
+
 def derived_record_path(data_paths: DataPaths) -> Path:
     return data_paths.derived_targets.with_suffix(".json")
 
@@ -205,9 +223,12 @@ def derived_targets_fingerprint_parts(settings: Settings) -> FingerprintParts:
     """`derived_targets_fingerprint` and what it covers by named part (no setting: inputs, code, libraries)."""
     covered = _fingerprint_inputs(settings.data_paths)
     files = {**covered["problems"], **covered["prefilled"]}
-    return FingerprintParts(fingerprint(covered), inputs={name: sha and sha[:16] for name, sha in files.items()},
-                            code={"targets derivation": covered["code"], "format": str(covered["format"])},
-                            libraries=dict(covered["environment"]))
+    return FingerprintParts(
+        fingerprint(covered),
+        inputs={name: sha and sha[:16] for name, sha in files.items()},
+        code={"targets derivation": covered["code"], "format": str(covered["format"])},
+        libraries=dict(covered["environment"]),
+    )
 
 
 def _fingerprint_inputs(data_paths: DataPaths) -> dict[str, Any]:
@@ -250,7 +271,11 @@ def derived_targets_current(settings: Settings) -> bool:
     (`error`); steps that timed out or crashed are retried on the next run.
     """
     record = read_artifact(derived_record_path(settings.data_paths), RECORD_KIND)
-    return record is not None and _record_usable(record, settings) and record["fingerprint"] == derived_targets_fingerprint(settings)
+    return (
+        record is not None
+        and _record_usable(record, settings)
+        and record["fingerprint"] == derived_targets_fingerprint(settings)
+    )
 
 
 def _record_usable(record: dict[str, Any], settings: Settings) -> bool:
@@ -305,6 +330,7 @@ def expected_durations(previous_record: dict[str, Any] | None) -> dict[str, floa
 
 def longest_first(jobs: Sequence[DerivationJob], durations: dict[str, float]) -> list[DerivationJob]:
     """Steps with an expected duration first, longest first; then the others, largest code first."""
+
     def cost(job: DerivationJob) -> tuple[bool, float, int]:
         code_size = sum(len(code) for _, code in job.preamble) + sum(len(test) for test in job.test_cases)
         return (job.step_id in durations, durations.get(job.step_id, 0.0), code_size)
@@ -312,16 +338,23 @@ def longest_first(jobs: Sequence[DerivationJob], durations: dict[str, float]) ->
     return sorted(jobs, key=cost, reverse=True)
 
 
-def run_step_jobs(jobs: Sequence[DerivationJob], settings: Settings, durations: dict[str, float]) -> dict[str, DerivationOutcome]:
+def run_step_jobs(
+    jobs: Sequence[DerivationJob], settings: Settings, durations: dict[str, float]
+) -> dict[str, DerivationOutcome]:
     """Every job in its own isolated process, `score_workers` at a time, with a progress bar on stderr."""
     from tqdm import tqdm
 
-    limits = Limits(timeout_seconds=settings.step_timeout_seconds, memory_mb=settings.step_memory_mb,
-                    output_limit_bytes=CHILD_OUTPUT_LIMIT)
+    limits = Limits(
+        timeout_seconds=settings.step_timeout_seconds,
+        memory_mb=settings.step_memory_mb,
+        output_limit_bytes=CHILD_OUTPUT_LIMIT,
+    )
     outcomes: dict[str, DerivationOutcome] = {}
-    with ScratchDir(None, "scicode-targets-") as scratch, \
-            ThreadPoolExecutor(max_workers=settings.score_workers) as pool, \
-            tqdm(total=len(jobs), desc="derive targets", unit="step", file=sys.stderr, leave=False) as progress:
+    with (
+        ScratchDir(None, "scicode-targets-") as scratch,
+        ThreadPoolExecutor(max_workers=settings.score_workers) as pool,
+        tqdm(total=len(jobs), desc="derive targets", unit="step", file=sys.stderr, leave=False) as progress,
+    ):
         futures = {pool.submit(run_step_isolated, job, scratch, limits): job for job in longest_first(jobs, durations)}
         for future in as_completed(futures):
             outcome = future.result()
@@ -344,7 +377,9 @@ def _derivation_record(
     inputs = _fingerprint_inputs(settings.data_paths)
     parts = derived_targets_fingerprint_parts(settings)
     no_target = sum(
-        1 for step in (s for p in problems for s in p.scored_steps) for case in step.test_cases
+        1
+        for step in (s for p in problems for s in p.scored_steps)
+        for case in step.test_cases
         if find_target_comparison(case).kind == "no_target"
     )
     return {
@@ -372,12 +407,21 @@ def _derivation_record(
 # Command line: `python -m stages.targets [data_dir]`
 # ---------------------------------------------------------------------------
 
+
 def main(argv: Sequence[str]) -> int:
     """`python -m stages.targets [data_dir]`: derive the targets and print the record's counts."""
     from stages.config import load_settings
 
     settings = load_settings({"data_dir": argv[0]} if argv else {})
     record = derive_targets(settings)
-    print(json.dumps({"status": record["status"], "counts": record["counts"],
-                      "failed": [s for s in record["steps"] if s["status"] != "ok"]}, indent=2))
+    print(
+        json.dumps(
+            {
+                "status": record["status"],
+                "counts": record["counts"],
+                "failed": [s for s in record["steps"] if s["status"] != "ok"],
+            },
+            indent=2,
+        )
+    )
     return 0 if record["status"] == "complete" else 1

@@ -1,4 +1,5 @@
 """The errors of the targets stage."""
+
 from __future__ import annotations
 
 from stages.errors import PipelineError

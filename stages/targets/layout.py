@@ -3,16 +3,18 @@
 `layout_of_test(value)` turns one test case's compared value into its `test<i>` group; `write_targets_file`
 writes the groups of every step into one HDF5 file atomically.
 """
+
 from __future__ import annotations
 
 import io
 import os
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from stages.artifacts import sha256_file
 from stages.targets.errors import DerivationError
@@ -28,7 +30,7 @@ class H5Dataset:
 
 @dataclass(frozen=True)
 class H5Group:
-    members: tuple[tuple[str, "H5Dataset | H5Group"], ...]
+    members: tuple[tuple[str, H5Dataset | H5Group], ...]
 
 
 H5Node = H5Dataset | H5Group
@@ -109,8 +111,11 @@ def _sparse_layout(matrix: Any) -> H5Group:
     if isinstance(matrix, scipy.sparse.coo_matrix):
         members += [("row", H5Dataset(matrix.row)), ("col", H5Dataset(matrix.col))]
     elif isinstance(matrix, scipy.sparse.bsr_matrix):
-        members += [("indices", H5Dataset(matrix.indices)), ("indptr", H5Dataset(matrix.indptr)),
-                    ("blocksize", H5Dataset(np.array(matrix.blocksize)))]
+        members += [
+            ("indices", H5Dataset(matrix.indices)),
+            ("indptr", H5Dataset(matrix.indptr)),
+            ("blocksize", H5Dataset(np.array(matrix.blocksize))),
+        ]
     else:
         members += [("indices", H5Dataset(matrix.indices)), ("indptr", H5Dataset(matrix.indptr))]
     return H5Group(tuple(members))
@@ -137,7 +142,7 @@ def _checked_dataset(value: Any) -> H5Dataset:
     return H5Dataset(value)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hdf5_accepts_dtype(dtype: Any) -> bool:
     """Whether h5py stores arrays of `dtype` (probed with an empty array in an in-memory file)."""
     import h5py

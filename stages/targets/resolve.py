@@ -1,5 +1,6 @@
 """Which targets file the scorer reads: official or explicit targets from the download manifest, else
 current derived targets, else missing. Never hashes the large HDF5 file."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,8 +42,9 @@ def resolve_targets(settings: Settings) -> ResolvedTargets:
         if failed:
             note += f"; no targets for {len(failed)} steps whose derivation failed: {', '.join(failed)}"
         return ResolvedTargets("derived", data_paths.derived_targets, record["sha256"], note)
-    derived_note = ("derived targets are out of date (run the targets stage)" if record is not None
-                    else "no derived targets")
+    derived_note = (
+        "derived targets are out of date (run the targets stage)" if record is not None else "no derived targets"
+    )
     return ResolvedTargets("missing", None, None, f"{manifest_note}; {derived_note}")
 
 

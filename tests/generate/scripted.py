@@ -1,9 +1,11 @@
 """Scripted responders for the local model server, shared by the generation tests."""
+
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class Script:

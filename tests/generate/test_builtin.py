@@ -1,4 +1,5 @@
 """Built-in models (gold, replay) through the local endpoint, driven by the real `openai` client."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,14 +25,16 @@ from stages.generate.builtin import (
 from stages.problems import load_problems
 from stages.protocol import extract_fenced_code
 
-TOOLS_CHAT = [{
-    "type": "function",
-    "function": {
-        "name": "code_interpreter",
-        "description": "run python",
-        "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
-    },
-}]
+TOOLS_CHAT = [
+    {
+        "type": "function",
+        "function": {
+            "name": "code_interpreter",
+            "description": "run python",
+            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+        },
+    }
+]
 TOOLS_RESPONSES = [{"type": "function", **TOOLS_CHAT[0]["function"]}]
 
 
@@ -107,8 +110,13 @@ def test_gold_tool_use_tool_results_of_an_earlier_step_do_not_count(staged_data_
     base_url = service.base_url_for(gold_settings(staged_data_dir))
     history = [
         {"role": "user", "content": "step 10.1"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "code_interpreter", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "code_interpreter", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
         {"role": "assistant", "content": "```python\npass\n```"},
         {"role": "user", "content": "step 10.2"},
@@ -124,8 +132,11 @@ def test_gold_tool_use_over_responses_protocol(staged_data_dir: Path, service) -
     first = api.responses.create(model="gold", input="step 10.2", tools=TOOLS_RESPONSES, extra_headers=headers)
     [call] = [item for item in first.output if item.type == "function_call"]
     assert json.loads(call.arguments)["code"] == reference(staged_data_dir, "10.2")
-    follow_up = [{"role": "user", "content": "step 10.2"}, call.model_dump(exclude_none=True),
-                 {"type": "function_call_output", "call_id": call.call_id, "output": ""}]
+    follow_up = [
+        {"role": "user", "content": "step 10.2"},
+        call.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": call.call_id, "output": ""},
+    ]
     second = api.responses.create(model="gold", input=follow_up, tools=TOOLS_RESPONSES, extra_headers=headers)
     assert extract_fenced_code(second.output_text).strip() == reference(staged_data_dir, "10.2").strip()
 
@@ -146,7 +157,9 @@ def test_gold_step_without_reference_code_is_an_error_naming_the_problem(staged_
 
 
 def test_gold_for_a_split_without_reference_code_refuses_to_start(staged_data_dir: Path, service) -> None:
-    settings = dataclasses.replace(gold_settings(staged_data_dir), split="test")  # config refuses it; check the service too
+    settings = dataclasses.replace(
+        gold_settings(staged_data_dir), split="test"
+    )  # config refuses it; check the service too
     with pytest.raises(BuiltinModelError) as raised:
         service.base_url_for(settings)
     message = str(raised.value)
@@ -252,11 +265,16 @@ def test_latency_variable_slows_every_answer(staged_data_dir: Path, service, mon
         started = time.monotonic()
         completion = ask_chat(base_url, step_id, [{"role": "user", "content": f"write step {step_id}"}])
         assert time.monotonic() - started >= 0.6
-        assert extract_fenced_code(completion.choices[0].message.content).strip() == reference(staged_data_dir, step_id).strip()
+        assert (
+            extract_fenced_code(completion.choices[0].message.content).strip()
+            == reference(staged_data_dir, step_id).strip()
+        )
 
 
 @pytest.mark.parametrize("value", ["slow", "-1", "1e9", "nan"])
-def test_invalid_latency_is_one_line_naming_the_variable(staged_data_dir: Path, service, monkeypatch, value: str) -> None:
+def test_invalid_latency_is_one_line_naming_the_variable(
+    staged_data_dir: Path, service, monkeypatch, value: str
+) -> None:
     monkeypatch.setenv(LATENCY_VARIABLE, value)
     expected = f"invalid {LATENCY_VARIABLE}={value}: expected seconds between 0 and 600"
     with pytest.raises(BuiltinModelError, match=expected):

@@ -1,4 +1,5 @@
 """ModelClient: the real `openai` client against the local scripted ModelServer."""
+
 from __future__ import annotations
 
 import threading
@@ -8,6 +9,7 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
+from scripted import InFlightCounter, Script
 
 from stages.config import load_settings
 from stages.generate import client as client_module
@@ -21,10 +23,24 @@ from stages.generate.client import (
 )
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, RawReply, StallReply, ToolCallSpec
 
-from scripted import InFlightCounter, Script
-
-TOOLS_CHAT = [{"type": "function", "function": {"name": "code_interpreter", "description": "run", "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}}}]
-TOOLS_RESPONSES = [{"type": "function", "name": "code_interpreter", "description": "run", "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}}]
+TOOLS_CHAT = [
+    {
+        "type": "function",
+        "function": {
+            "name": "code_interpreter",
+            "description": "run",
+            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+        },
+    }
+]
+TOOLS_RESPONSES = [
+    {
+        "type": "function",
+        "name": "code_interpreter",
+        "description": "run",
+        "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+    }
+]
 PROMPT = [{"role": "user", "content": "write f"}]
 
 
@@ -44,7 +60,10 @@ def make_settings(tmp_path: Path, server: ModelServer, **overrides):
 def test_chat_answer_with_tool_calls_usage_and_params(tmp_path, sleeps):
     reply = ModelReply(
         text="thinking",
-        tool_calls=(ToolCallSpec("c1", "code_interpreter", '{"code": "1"}'), ToolCallSpec("c2", "code_interpreter", '{"code": "2"}')),
+        tool_calls=(
+            ToolCallSpec("c1", "code_interpreter", '{"code": "1"}'),
+            ToolCallSpec("c2", "code_interpreter", '{"code": "2"}'),
+        ),
         prompt_tokens=11,
         completion_tokens=7,
     )
@@ -68,7 +87,13 @@ def test_chat_conversation_with_tool_results_round_trips(tmp_path):
     with ModelServer(Script(ModelReply(text="```python\ndef f(): pass\n```"))) as server:
         settings = make_settings(tmp_path, server)
         messages = PROMPT + [
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "code_interpreter", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "code_interpreter", "arguments": "{}"}}
+                ],
+            },
             {"role": "tool", "tool_call_id": "c1", "content": "out"},
         ]
         response = ModelClient(settings).complete(messages, tools=None, step_id="1.1")
@@ -80,22 +105,37 @@ def test_chat_conversation_with_tool_results_round_trips(tmp_path):
 
 
 def test_responses_protocol_items_and_function_call_outputs(tmp_path):
-    first = ModelReply(text=None, tool_calls=(ToolCallSpec("call_a", "code_interpreter", '{"code": "x"}'),), prompt_tokens=5, completion_tokens=3)
+    first = ModelReply(
+        text=None,
+        tool_calls=(ToolCallSpec("call_a", "code_interpreter", '{"code": "x"}'),),
+        prompt_tokens=5,
+        completion_tokens=3,
+    )
     second = ModelReply(text="done", finish_reason="length", prompt_tokens=9, completion_tokens=2)
     with ModelServer(Script(first, second)) as server:
-        settings = make_settings(tmp_path, server, api_protocol="openai-responses", model_params='{"max_output_tokens": 64, "reasoning": {"effort": "low"}}')
+        settings = make_settings(
+            tmp_path,
+            server,
+            api_protocol="openai-responses",
+            model_params='{"max_output_tokens": 64, "reasoning": {"effort": "low"}}',
+        )
         model = ModelClient(settings)
         one = model.complete(PROMPT, tools=TOOLS_RESPONSES, step_id="1.1")
         assert one.text is None and one.finish_reason == "tool_calls"
         assert [c.id for c in one.tool_calls] == ["call_a"]
         assert one.call.response_id.startswith("resp_") and one.call.usage.input_tokens == 5
-        conversation = PROMPT + [one.assistant_message(), {"role": "tool", "tool_call_id": "call_a", "content": "printed"}]
+        conversation = PROMPT + [
+            one.assistant_message(),
+            {"role": "tool", "tool_call_id": "call_a", "content": "printed"},
+        ]
         two = model.complete(conversation, tools=TOOLS_RESPONSES, step_id="1.1")
     assert two.text == "done" and two.finish_reason == "length"
     first_request, second_request = server.requests
     assert first_request.protocol == "openai-responses"
     assert first_request.params["max_output_tokens"] == 64 and first_request.params["reasoning"] == {"effort": "low"}
-    assert second_request.messages[1]["tool_calls"] == [{"id": "call_a", "name": "code_interpreter", "arguments": '{"code": "x"}'}]
+    assert second_request.messages[1]["tool_calls"] == [
+        {"id": "call_a", "name": "code_interpreter", "arguments": '{"code": "x"}'}
+    ]
     assert second_request.messages[2] == {"role": "tool", "content": "printed", "tool_call_id": "call_a"}
 
 
@@ -112,7 +152,9 @@ def test_429_is_retried_honouring_retry_after(tmp_path, sleeps):
 
 def test_retry_after_http_date_ms_and_cap():
     now = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    assert retry_after_seconds({"Retry-After": format_datetime(now + timedelta(seconds=30), usegmt=True)}, now) == pytest.approx(30)
+    assert retry_after_seconds(
+        {"Retry-After": format_datetime(now + timedelta(seconds=30), usegmt=True)}, now
+    ) == pytest.approx(30)
     assert retry_after_seconds({"retry-after-ms": "1500", "retry-after": "9"}, now) == 1.5
     assert retry_after_seconds({"Retry-After": "100000"}, now) == RETRY_AFTER_CAP_SECONDS
     assert retry_after_seconds({"Retry-After": format_datetime(now - timedelta(seconds=5), usegmt=True)}, now) == 0.0
@@ -174,15 +216,23 @@ def test_timeouts_every_time_end_in_an_error(tmp_path, sleeps):
 
 @pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
 def test_malformed_bodies_are_retried_then_fail(tmp_path, sleeps, protocol):
-    malformed = [RawReply(200, b"not json"), RawReply(200, b'{"id": "x"}'), RawReply(200, b"<html>proxy</html>", "text/html")]
+    malformed = [
+        RawReply(200, b"not json"),
+        RawReply(200, b'{"id": "x"}'),
+        RawReply(200, b"<html>proxy</html>", "text/html"),
+    ]
     with ModelServer(Script(*malformed, ModelReply(text="finally"))) as server:
-        response = ModelClient(make_settings(tmp_path, server, api_protocol=protocol)).complete(PROMPT, tools=None, step_id="1.1")
+        response = ModelClient(make_settings(tmp_path, server, api_protocol=protocol)).complete(
+            PROMPT, tools=None, step_id="1.1"
+        )
     assert response.text == "finally"
     assert len(response.call.retries) == 3
     assert all("malformed response" in retry.error for retry in response.call.retries)
     with ModelServer(Script(RawReply(200, b'{"id": "x"}'))) as server:
         with pytest.raises(ModelCallError, match="gave up after 4 attempts: malformed response"):
-            ModelClient(make_settings(tmp_path, server, api_protocol=protocol)).complete(PROMPT, tools=None, step_id="1.1")
+            ModelClient(make_settings(tmp_path, server, api_protocol=protocol)).complete(
+                PROMPT, tools=None, step_id="1.1"
+            )
 
 
 def test_connection_refused_is_transient(tmp_path, sleeps):
@@ -198,7 +248,10 @@ def test_at_most_concurrency_calls_in_flight(tmp_path):
     with ModelServer(responder) as server:
         settings = make_settings(tmp_path, server, concurrency=2)
         model = ModelClient(settings)
-        threads = [threading.Thread(target=model.complete, args=(PROMPT,), kwargs={"tools": None, "step_id": "1.1"}) for _ in range(6)]
+        threads = [
+            threading.Thread(target=model.complete, args=(PROMPT,), kwargs={"tools": None, "step_id": "1.1"})
+            for _ in range(6)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -1,10 +1,12 @@
 """Step loops: naive and tool_use, with the real client, the scripted server and the real code interpreter."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
+from scripted import Script
 
 from stages.config import load_settings
 from stages.generate import client as client_module
@@ -12,8 +14,6 @@ from stages.generate.client import ModelClient
 from stages.generate.loops import FINAL_ANSWER_REQUEST, REMINDER, final_status, run_step
 from stages.generate.prompts import StepPrompt
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, ToolCallSpec
-
-from scripted import Script
 
 CODE_ANSWER = "Here:\n```python\nimport numpy as np\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n```"
 CODE = "\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n"
@@ -92,7 +92,10 @@ def test_naive_unfenced_code_defining_the_step_is_taken_as_code(tmp_path):
 
 @pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
 def test_every_tool_call_of_a_response_is_answered_in_order(tmp_path, protocol):
-    first = ModelReply(text=None, tool_calls=(interpreter_call("call_1", "print(6 * 7)"), interpreter_call("call_2", "print('second')")))
+    first = ModelReply(
+        text=None,
+        tool_calls=(interpreter_call("call_1", "print(6 * 7)"), interpreter_call("call_2", "print('second')")),
+    )
     second = ModelReply(text=None, tool_calls=(interpreter_call("call_3", "raise ValueError('boom')"),))
     final = ModelReply(text=CODE_ANSWER)
     with ModelServer(Script(first, second, final)) as server:

@@ -8,6 +8,7 @@ send). Here the canned answers are replayed by the built-in `replay:` model thro
 local OpenAI-compatible server and the real `openai` client, every problem of the split is generated
 by the generate stage, and the prompts the server received are compared with the official ones.
 """
+
 from __future__ import annotations
 
 import ast
@@ -43,8 +44,12 @@ DELIBERATE_DIFFERENCES = {
     ("test", "definition"): PREFILLED_DIFFERENCES + CLASS_DIFFERENCES,
 }
 # The 288 test-split steps take a while to generate through the server (a new client per problem): slow.
-CONFIGURATIONS = [pytest.param(split, background, carry, marks=[pytest.mark.slow] if split == "test" else [])
-                  for split in ("validation", "test") for background in ("true", "false") for carry in ("full", "definition")]
+CONFIGURATIONS = [
+    pytest.param(split, background, carry, marks=[pytest.mark.slow] if split == "test" else [])
+    for split in ("validation", "test")
+    for background in ("true", "false")
+    for carry in ("full", "definition")
+]
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +109,12 @@ def generate_split(settings, problems: tuple[Problem, ...]) -> tuple[dict[str, s
     server = BuiltinModelService._servers.get(server_key)
     already = len(server.requests) if server is not None else 0
     with ThreadPoolExecutor(max_workers=8) as pool:
-        records = dict(zip((p.problem_id for p in problems),
-                           pool.map(lambda problem: run_generate(settings, problem.problem_id), problems)))
+        records = dict(
+            zip(
+                (p.problem_id for p in problems),
+                pool.map(lambda problem: run_generate(settings, problem.problem_id), problems),
+            )
+        )
     requests = BuiltinModelService._servers[server_key].requests[already:]
     received: dict[str, str] = {}
     for request in requests:
@@ -116,8 +125,9 @@ def generate_split(settings, problems: tuple[Problem, ...]) -> tuple[dict[str, s
     return received, records
 
 
-def with_official_carried_code(prompt: str, problem: Problem, step_index: int, codes: dict[str, str | None],
-                                settings) -> str:
+def with_official_carried_code(
+    prompt: str, problem: Problem, step_index: int, codes: dict[str, str | None], settings
+) -> str:
     """`prompt` with the code carried for every earlier step replaced by what the official generator
     carries where the two differ (each replaced piece must occur exactly once)."""
     official = official_carried(problem, codes, settings.carry, settings.data_paths)
@@ -131,13 +141,23 @@ def with_official_carried_code(prompt: str, problem: Problem, step_index: int, c
 
 @pytest.mark.parametrize("split, background, carry", CONFIGURATIONS)
 def test_prompts_equal_the_official_generator_but_for_the_documented_differences(
-        official, staged_data_dir: Path, tmp_path: Path, split: str, background: str, carry: str) -> None:
+    official, staged_data_dir: Path, tmp_path: Path, split: str, background: str, carry: str
+) -> None:
     replay = tmp_path / f"answers-{split}.json"
     replay.write_text(json.dumps(official["answers"][split]), encoding="utf-8")
-    settings = load_settings({
-        "model": f"replay:{replay}", "split": split, "mode": "naive", "with_background": background, "carry": carry,
-        "data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results"), "max_retries": "0",
-    }, cwd=tmp_path)
+    settings = load_settings(
+        {
+            "model": f"replay:{replay}",
+            "split": split,
+            "mode": "naive",
+            "with_background": background,
+            "carry": carry,
+            "data_dir": str(staged_data_dir),
+            "results_dir": str(tmp_path / "results"),
+            "max_retries": "0",
+        },
+        cwd=tmp_path,
+    )
     problems = load_problems(settings.data_paths, split)
     expected = official[OFFICIAL_RUN[carry]][split][background]
 
@@ -147,10 +167,13 @@ def test_prompts_equal_the_official_generator_but_for_the_documented_differences
     assert sorted(received) == sorted(expected), "every generated step is asked exactly once"
     differing = sorted((step_id for step_id, text in received.items() if text != expected[step_id]), key=step_order)
     assert differing == sorted(DELIBERATE_DIFFERENCES[(split, carry)], key=step_order), (
-        f"{len(differing)} of {len(received)} prompts differ: {differing}")
+        f"{len(differing)} of {len(received)} prompts differ: {differing}"
+    )
     for problem in problems:
         codes = {step["step_id"]: step["code"] for step in records[problem.problem_id]["steps"]}
         for index, step in enumerate(problem.steps):
             if step.step_id in differing:
-                assert with_official_carried_code(received[step.step_id], problem, index, codes, settings) == \
-                    expected[step.step_id], f"{step.step_id} differs in more than the deliberately carried code"
+                assert (
+                    with_official_carried_code(received[step.step_id], problem, index, codes, settings)
+                    == expected[step.step_id]
+                ), f"{step.step_id} differs in more than the deliberately carried code"

@@ -1,4 +1,5 @@
 """The step prompts are the official SciCode prompts, character for character."""
+
 from __future__ import annotations
 
 import json
@@ -6,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from stages.generate.prompts import build_step_prompt, fill_template, prompt_fingerprint
 from stages.paths import DataPaths
 from stages.problems import problems_by_id
-from stages.generate.prompts import build_step_prompt, fill_template, prompt_fingerprint
 from stages.protocol import carried_forward
 
 
@@ -44,12 +45,26 @@ def test_prompt_with_background_matches_the_official_template_filled_by_hand(sha
     raw = raw_problem(shared_scicode, "problems_dev.jsonl", "29")
     s1, s2, s3 = raw["sub_steps"]
     steps_part = (
-        s1["step_description_prompt"] + "\n" + s1["step_background"] + "\n\n" + CARRIED_29[0] + "\n\n------\n\n"
-        + s2["step_description_prompt"] + "\n" + s2["step_background"] + "\n\n" + CARRIED_29[1]
+        s1["step_description_prompt"]
+        + "\n"
+        + s1["step_background"]
+        + "\n\n"
+        + CARRIED_29[0]
+        + "\n\n------\n\n"
+        + s2["step_description_prompt"]
+        + "\n"
+        + s2["step_background"]
+        + "\n\n"
+        + CARRIED_29[1]
     )
     next_part = (
-        s3["step_description_prompt"] + "\n" + s3["step_background"] + "\n\n"
-        + s3["function_header"] + "\n\n" + s3["return_line"]
+        s3["step_description_prompt"]
+        + "\n"
+        + s3["step_background"]
+        + "\n\n"
+        + s3["function_header"]
+        + "\n\n"
+        + s3["return_line"]
     )
     template = (shared_scicode / "multistep_template.txt").read_text(encoding="utf-8")
     expected = hand_filled(template, steps_part, next_part, raw["required_dependencies"])
@@ -68,8 +83,13 @@ def test_prompt_without_background_uses_the_comment_template_and_descriptions_on
     raw = raw_problem(shared_scicode, "problems_dev.jsonl", "29")
     s1, s2, s3 = raw["sub_steps"]
     steps_part = (
-        s1["step_description_prompt"] + "\n\n" + CARRIED_29[0] + "\n\n------\n\n"
-        + s2["step_description_prompt"] + "\n\n" + CARRIED_29[1]
+        s1["step_description_prompt"]
+        + "\n\n"
+        + CARRIED_29[0]
+        + "\n\n------\n\n"
+        + s2["step_description_prompt"]
+        + "\n\n"
+        + CARRIED_29[1]
     )
     next_part = s3["step_description_prompt"] + "\n\n" + s3["function_header"] + "\n\n" + s3["return_line"]
     template = (shared_scicode / "background_comment_template.txt").read_text(encoding="utf-8")
@@ -87,7 +107,15 @@ def test_first_step_has_an_empty_steps_section(shared_scicode, data_paths):
     raw = raw_problem(shared_scicode, "problems_dev.jsonl", "29")
     s1 = raw["sub_steps"][0]
     template = (shared_scicode / "multistep_template.txt").read_text(encoding="utf-8")
-    next_part = s1["step_description_prompt"] + "\n" + s1["step_background"] + "\n\n" + s1["function_header"] + "\n\n" + s1["return_line"]
+    next_part = (
+        s1["step_description_prompt"]
+        + "\n"
+        + s1["step_background"]
+        + "\n\n"
+        + s1["function_header"]
+        + "\n\n"
+        + s1["return_line"]
+    )
     expected = hand_filled(template, "", next_part, raw["required_dependencies"])
     problem = problems_by_id(data_paths)["29"]
     assert fill_template(template, problem, 0, [], True) == expected
@@ -108,25 +136,34 @@ def test_prefilled_step_is_carried_verbatim_and_never_prompted(shared_scicode, d
     )
     raw = raw_problem(shared_scicode, "problems_test.jsonl", "13")
     s6, s7 = raw["sub_steps"][5], raw["sub_steps"][6]
-    last_earlier = "return 4\n\n------\n\n" + s6["step_description_prompt"] + "\n" + s6["step_background"] + "\n\n" + official
+    last_earlier = (
+        "return 4\n\n------\n\n" + s6["step_description_prompt"] + "\n" + s6["step_background"] + "\n\n" + official
+    )
     assert (last_earlier + "\n\nNEXT STEP - PROBLEM STEP AND FUNCTION HEADER:") in prompt.text
     assert prompt.text.split("NEXT STEP")[1].count(s7["function_header"]) == 1
     with pytest.raises(ValueError, match="13.6 is an official prefilled step"):
-        build_step_prompt(problem, 5, carried[:5], data_paths=data_paths, with_background=True, generate_settings_fingerprint="0" * 64)
+        build_step_prompt(
+            problem, 5, carried[:5], data_paths=data_paths, with_background=True, generate_settings_fingerprint="0" * 64
+        )
 
 
 def test_carry_full_carries_the_whole_code_and_definition_only_the_named_one(data_paths):
     problem = problems_by_id(data_paths)["29"]
     code = "\n\nSCALE = 2\n\ndef helper(x):\n    return x\n\ndef normalize(v):\n    return helper(v) / SCALE\n"
     assert carried_forward(problem.steps[0], code, data_paths, "full") == code
-    assert carried_forward(problem.steps[0], code, data_paths, "definition") == "def normalize(v):\n    return helper(v) / SCALE"
+    assert (
+        carried_forward(problem.steps[0], code, data_paths, "definition")
+        == "def normalize(v):\n    return helper(v) / SCALE"
+    )
     assert carried_forward(problem.steps[0], None, data_paths, "full") == ""
     assert carried_forward(problem.steps[0], None, data_paths, "definition") == ""
 
 
 def test_step_prompt_names_what_the_header_defines(data_paths):
     problem = problems_by_id(data_paths)["29"]
-    prompt = build_step_prompt(problem, 0, [], data_paths=data_paths, with_background=True, generate_settings_fingerprint="0" * 64)
+    prompt = build_step_prompt(
+        problem, 0, [], data_paths=data_paths, with_background=True, generate_settings_fingerprint="0" * 64
+    )
     assert prompt.defines == "normalize"
 
 

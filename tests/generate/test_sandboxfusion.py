@@ -3,6 +3,7 @@
 The server is started once per session by the `sandboxfusion_url` fixture (tests/conftest.py) and runs
 snippets with this interpreter, so local and sandbox results can be compared one to one.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,13 +22,22 @@ IMPORT_PROBE = "import numpy, scipy.linalg, sympy\nprint(numpy.linalg.eigvalsh(n
 @pytest.fixture
 def backends(tmp_path: Path, sandboxfusion_url: str):
     """make(**values) -> (local settings, sandbox settings), the same but for `sandbox_url`."""
+
     def make(**values: str):
         data_dir = tmp_path / "data"
         (data_dir / "scicode").mkdir(parents=True, exist_ok=True)
-        base = {"data_dir": str(data_dir), "code_workdir": str(tmp_path / "interpreter"), "model": "m", "split": "all",
-                "sandbox_retry_delay_seconds": "0.1", **values}
-        return (load_settings(base, cwd=tmp_path),
-                load_settings({**base, "sandbox_url": sandboxfusion_url}, cwd=tmp_path))
+        base = {
+            "data_dir": str(data_dir),
+            "code_workdir": str(tmp_path / "interpreter"),
+            "model": "m",
+            "split": "all",
+            "sandbox_retry_delay_seconds": "0.1",
+            **values,
+        }
+        return (
+            load_settings(base, cwd=tmp_path),
+            load_settings({**base, "sandbox_url": sandboxfusion_url}, cwd=tmp_path),
+        )
 
     return make
 
@@ -84,7 +94,16 @@ def test_a_runtime_error_names_the_snippet_lines_as_locally(backends) -> None:
 def test_a_dead_sandbox_url_is_a_sandbox_error(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     (data_dir / "scicode").mkdir(parents=True)
-    settings = load_settings({"data_dir": str(data_dir), "model": "m", "split": "all", "sandbox_url": "http://127.0.0.1:9",
-                              "sandbox_max_retries": "1", "sandbox_retry_delay_seconds": "0"}, cwd=tmp_path)
+    settings = load_settings(
+        {
+            "data_dir": str(data_dir),
+            "model": "m",
+            "split": "all",
+            "sandbox_url": "http://127.0.0.1:9",
+            "sandbox_max_retries": "1",
+            "sandbox_retry_delay_seconds": "0",
+        },
+        cwd=tmp_path,
+    )
     outcome = run_tool(CODE_INTERPRETER, json.dumps({"code": "print(1)"}), settings)
     assert outcome.status == "sandbox_error" and "cannot reach" in outcome.output

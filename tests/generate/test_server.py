@@ -1,4 +1,5 @@
 """The local OpenAI-compatible server, exercised with the real `openai` client over loopback."""
+
 from __future__ import annotations
 
 import json
@@ -65,7 +66,11 @@ def test_chat_text_reply_and_usage() -> None:
     assert choice.finish_reason == "stop"
     assert choice.message.tool_calls is None
     assert completion.model == "m1"
-    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.total_tokens) == (11, 7, 18)
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.total_tokens) == (
+        11,
+        7,
+        18,
+    )
     [request] = server.requests
     assert request.protocol == "openai-chat"
     assert request.messages == ({"role": "system", "content": "sys"}, {"role": "user", "content": "hello"})
@@ -260,7 +265,10 @@ def test_invalid_json_request_is_400_and_not_logged() -> None:
         assert "'model' is required" in body["error"]["message"]
         status, body = post_raw(server.base_url + "/embeddings", b"{}")
         assert status == 404
-        broken_call = {"model": "m", "messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function"}]}]}
+        broken_call = {
+            "model": "m",
+            "messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function"}]}],
+        }
         status, body = post_raw(server.base_url + "/chat/completions", json.dumps(broken_call).encode())
         assert status == 400 and "malformed openai-chat request" in body["error"]["message"]
         status, body = post_raw(server.base_url + "/responses", json.dumps({"model": "m", "input": 3}).encode())

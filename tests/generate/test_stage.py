@@ -1,5 +1,6 @@
 """run_generate: artifacts after every step, resume by prompt fingerprint, errors kept per problem,
 the run-level breaker, and end-to-end runs of the built-in gold model."""
+
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from scripted import InFlightCounter
 
 from stages.artifacts import read_artifact
 from stages.config import load_settings
@@ -25,8 +27,6 @@ from stages.generate.stage import (
 from stages.problems import load_problems, problems_by_id
 from stages.protocol import remove_top_level_imports
 
-from scripted import InFlightCounter
-
 NEXT_FUNCTION = re.compile(r"NEXT STEP.*?^(?:def|class) (\w+)", re.DOTALL | re.MULTILINE)
 
 
@@ -38,7 +38,11 @@ def asked_function(request) -> str:
 
 
 def answer_defining(name: str) -> ModelReply:
-    return ModelReply(text=f"```python\nimport numpy as np\n\ndef {name}(*args):\n    return '{name}'\n```", prompt_tokens=3, completion_tokens=2)
+    return ModelReply(
+        text=f"```python\nimport numpy as np\n\ndef {name}(*args):\n    return '{name}'\n```",
+        prompt_tokens=3,
+        completion_tokens=2,
+    )
 
 
 class StepResponder:
@@ -97,7 +101,9 @@ def test_complete_generation_is_schema_valid_and_current(make_settings):
     assert generation_current(settings, "29")
     assert record["fingerprint"] == generation_fingerprint(settings, "29")
     # the later prompt carries the earlier step's whole code forward
-    assert "\n\n\n\ndef normalize(*args):\n    return 'normalize'\n\n\n------" in server.requests[2].messages[0]["content"]
+    assert (
+        "\n\n\n\ndef normalize(*args):\n    return 'normalize'\n\n\n------" in server.requests[2].messages[0]["content"]
+    )
     # another generate setting, another fingerprint: no longer current
     changed = make_settings(model="m1", base_url=settings.base_url, model_params='{"temperature": 0.5}')
     assert generation_path(changed, "29") == generation_path(settings, "29")
@@ -194,8 +200,10 @@ def test_changed_earlier_code_changes_later_prompts(make_settings):
 def test_carry_decides_what_later_prompts_carry(make_settings, carry):
     def with_helper(request):
         name = asked_function(request)
-        return ModelReply(text=f"```python\nimport numpy as np\n\ndef _helper_{name}():\n    return 1\n\n"
-                               f"def {name}(*args):\n    return _helper_{name}()\n```")
+        return ModelReply(
+            text=f"```python\nimport numpy as np\n\ndef _helper_{name}():\n    return 1\n\n"
+            f"def {name}(*args):\n    return _helper_{name}()\n```"
+        )
 
     with ModelServer(with_helper) as server:
         settings = make_settings(model="m13", base_url=server.base_url, carry=carry)
@@ -215,10 +223,15 @@ def test_carry_decides_what_later_prompts_carry(make_settings, carry):
 
 
 def test_404_trips_the_breaker_for_the_rest_of_the_run(make_settings):
-    with ModelServer(lambda request: ErrorReply(404, "The model `nope` does not exist", code="model_not_found")) as server:
+    with ModelServer(
+        lambda request: ErrorReply(404, "The model `nope` does not exist", code="model_not_found")
+    ) as server:
         settings = make_settings(model="nope", base_url=server.base_url)
         # The first failure already aborts (its doit task fails: no summary claims 0/N), after writing the error.
-        with pytest.raises(RunAborted, match=r"model call failed for every problem \(model=nope\): HTTP 404 .*does not exist; check model= and base_url="):
+        with pytest.raises(
+            RunAborted,
+            match=r"model call failed for every problem \(model=nope\): HTTP 404 .*does not exist; check model= and base_url=",
+        ):
             run_generate(settings, "1")
         record = read_artifact(generation_path(settings, "1"), "generation")
         assert record["status"] == "error" and "HTTP 404" in record["error"]

@@ -1,12 +1,12 @@
 """The code_interpreter tool: schemas, confined local execution in real subprocesses, SandboxFusion client."""
+
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import os
 import socket
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -44,6 +44,7 @@ def leftover_snippet_dirs(settings) -> list[str]:
 # Schemas and arguments
 # ---------------------------------------------------------------------------
 
+
 def test_tool_schemas_for_both_protocols() -> None:
     [chat] = tool_schemas(("code_interpreter",), "openai-chat")
     assert chat["type"] == "function"
@@ -78,6 +79,7 @@ def test_bad_calls_are_errors_the_model_can_read(settings_for, name: str, argume
 # ---------------------------------------------------------------------------
 # Local execution
 # ---------------------------------------------------------------------------
+
 
 def test_local_snippet_runs_with_preamble_in_a_removed_temp_dir(settings_for) -> None:
     settings = settings_for(execution_preamble="import math\nANSWER = 41")
@@ -137,8 +139,10 @@ def test_local_timeout_kills_every_descendant_and_keeps_partial_output(settings_
 
 def test_local_process_left_behind_is_killed_and_output_kept(settings_for) -> None:
     marker = unique_sleep_seconds()
-    code = (f"import os\nprint('before', flush=True)\nif os.fork() == 0:\n    os.setsid()\n"
-            f"    os.execv('/bin/sleep', ['sleep', '{marker}'])\nprint('after')\n")
+    code = (
+        f"import os\nprint('before', flush=True)\nif os.fork() == 0:\n    os.setsid()\n"
+        f"    os.execv('/bin/sleep', ['sleep', '{marker}'])\nprint('after')\n"
+    )
     started = time.monotonic()
     outcome = call(code, settings_for())
     assert time.monotonic() - started < 30
@@ -158,7 +162,10 @@ def test_local_huge_output_is_truncated_with_marker_and_keeps_the_end(settings_f
 
 
 def test_local_memory_limit_applies(settings_for) -> None:
-    outcome = call("import numpy as np\nx = np.ones(400 * 1024 * 1024 // 8)\nprint('allocated')", settings_for(sandbox_memory_limit_mb="256"))
+    outcome = call(
+        "import numpy as np\nx = np.ones(400 * 1024 * 1024 // 8)\nprint('allocated')",
+        settings_for(sandbox_memory_limit_mb="256"),
+    )
     assert outcome.status == "error"
     assert "MemoryError" in outcome.output
     assert "allocated" not in outcome.output
@@ -167,7 +174,9 @@ def test_local_memory_limit_applies(settings_for) -> None:
 def test_local_environment_has_no_secrets(settings_for, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-snippets")
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-test-not-for-snippets")
-    outcome = call("import os\nfor name, value in sorted(os.environ.items()):\n    print(name, '=', value)", settings_for())
+    outcome = call(
+        "import os\nfor name, value in sorted(os.environ.items()):\n    print(name, '=', value)", settings_for()
+    )
     assert outcome.status == "ok"
     assert "PATH =" in outcome.output
     for leaked in ("sk-test-not-for-snippets", "tok-test-not-for-snippets", "OPENAI_API_KEY", "MY_SERVICE_TOKEN"):
@@ -183,6 +192,7 @@ def test_missing_interpreter_is_an_error(settings_for, tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 # Kernel confinement: no data, no writes outside the snippet's folder, no secrets, no network
 # ---------------------------------------------------------------------------
+
 
 @pytest.fixture
 def confined(settings_for, tmp_path: Path):
@@ -213,8 +223,10 @@ def confined(settings_for, tmp_path: Path):
 def test_snippets_cannot_read_the_benchmark_data(confined, snippet: str) -> None:
     settings, scicode, elsewhere = confined
     code = snippet.format(
-        targets=str(scicode / "test_data.h5"), problems=str(scicode / "problems_dev.jsonl"),
-        scicode=str(scicode), elsewhere=str(elsewhere),
+        targets=str(scicode / "test_data.h5"),
+        problems=str(scicode / "problems_dev.jsonl"),
+        scicode=str(scicode),
+        elsewhere=str(elsewhere),
     )
     outcome = call(code, settings)
     assert outcome.status == "error", outcome.output
@@ -237,7 +249,9 @@ def test_snippets_cannot_write_delete_or_rename_outside_their_folder(settings_fo
     for attack in attacks:
         outcome = call(attack, settings)
         assert outcome.status == "error" and "PermissionError" in outcome.output, (attack, outcome.output)
-    assert victim.read_text() == "untouched" and not (tmp_path / "moved").exists() and not (tmp_path / "new.txt").exists()
+    assert (
+        victim.read_text() == "untouched" and not (tmp_path / "moved").exists() and not (tmp_path / "new.txt").exists()
+    )
     assert not Path("/tmp/scicode-snippet-escape.txt").exists()
 
 
@@ -245,7 +259,7 @@ def test_snippets_cannot_read_the_environment_of_other_processes(settings_for) -
     secret = "sk-snippet-parent-7d1e"
     victim = subprocess.Popen(["sleep", "60"], env={"OPENAI_API_KEY": secret, "PATH": os.defpath})
     try:
-        code = (f"import os\nprint(open('/proc/{victim.pid}/environ').read())")
+        code = f"import os\nprint(open('/proc/{victim.pid}/environ').read())"
         outcome = call(code, settings_for())
         assert outcome.status == "error" and "PermissionError" in outcome.output
         scan = call("import os\nfor pid in os.listdir('/proc'):\n    print(pid)", settings_for())
@@ -290,6 +304,7 @@ def test_confined_snippets_use_files_and_libraries_normally(confined) -> None:
 # SandboxFusion-compatible service
 # ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def sandbox_settings(settings_for):
     def make(url: str, **values: str):
@@ -305,8 +320,11 @@ def test_sandbox_success_sends_the_documented_request(sandbox_settings) -> None:
     assert (outcome.status, outcome.output) == ("ok", "42\n")
     [request] = sandbox.received
     assert request == {
-        "path": "/run_code", "code": tools.sandbox_program("print(X + 1)", settings), "language": "python",
-        "run_timeout": 7.0, "memory_limit_MB": 512,
+        "path": "/run_code",
+        "code": tools.sandbox_program("print(X + 1)", settings),
+        "language": "python",
+        "run_timeout": 7.0,
+        "memory_limit_MB": 512,
     }
     assert leftover_snippet_dirs(settings) == []
 
@@ -315,7 +333,9 @@ def run_program(program: str, tmp_path: Path) -> subprocess.CompletedProcess:
     source = tmp_path / "sent.py"
     source.write_text(program, encoding="utf-8")
     env = {"PATH": os.defpath}
-    return subprocess.run([sys.executable, str(source)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(source)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
 
 
 def test_sandbox_program_sets_single_thread_blas_then_runs_preamble_and_snippet(settings_for, tmp_path) -> None:
@@ -359,8 +379,11 @@ def test_sandbox_failed_run_is_an_error_with_stderr(sandbox_settings) -> None:
 
 
 def test_sandbox_500_then_success_is_retried(sandbox_settings) -> None:
-    script = [(500, {"detail": "busy"}), (200, {"status": "SandboxError", "message": "worker died", "run_result": None}),
-              (200, run_result(stdout="ok\n"))]
+    script = [
+        (500, {"detail": "busy"}),
+        (200, {"status": "SandboxError", "message": "worker died", "run_result": None}),
+        (200, run_result(stdout="ok\n")),
+    ]
     with FakeSandbox(script) as sandbox:
         outcome = call("print('ok')", sandbox_settings(sandbox.url))
     assert (outcome.status, outcome.output) == ("ok", "ok\n")
@@ -397,7 +420,9 @@ def test_sandbox_no_proxy_bypasses_proxy_variables(sandbox_settings, monkeypatch
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     with FakeSandbox([(200, run_result(stdout="direct\n"))]) as sandbox:
         direct = call("print(1)", sandbox_settings(sandbox.url))
-        through_proxy = call("print(1)", sandbox_settings(sandbox.url, sandbox_no_proxy="false", sandbox_max_retries="0"))
+        through_proxy = call(
+            "print(1)", sandbox_settings(sandbox.url, sandbox_no_proxy="false", sandbox_max_retries="0")
+        )
     assert (direct.status, direct.output) == ("ok", "direct\n")
     assert through_proxy.status == "sandbox_error"
     assert len(sandbox.received) == 1

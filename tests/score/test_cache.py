@@ -1,4 +1,5 @@
 """What voids cached verdicts: the code that decides a verdict, not the code that schedules steps."""
+
 from __future__ import annotations
 
 import shutil
@@ -45,8 +46,18 @@ def test_editing_orchestration_keeps_cached_verdicts_and_rewrites_details(scorin
     assert _hashes()[1] != details
 
 
-@pytest.mark.parametrize("edited", ["score/engine.py", "score/checker.py", "score/wire.py", "score/harness.py",
-                                    "confinement/confine.py", "verdict.py", "statuses.py"])
+@pytest.mark.parametrize(
+    "edited",
+    [
+        "score/engine.py",
+        "score/checker.py",
+        "score/wire.py",
+        "score/harness.py",
+        "confinement/confine.py",
+        "verdict.py",
+        "statuses.py",
+    ],
+)
 def test_editing_what_decides_a_verdict_voids_cached_verdicts(scoring_copy: Path, edited: str) -> None:
     verdicts, details = _hashes()
     with open(scoring_copy / edited, "a", encoding="utf-8") as handle:

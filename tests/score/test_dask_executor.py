@@ -6,6 +6,7 @@ the scheduler resubmits it); a timeout on a worker (its process group is killed)
 of the targets file and library versions; `doit run executor=dask` against the local executor; and
 the local executor never importing dask.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,22 +18,22 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
-
-from tests.run_files import summary_file
-
 from score_helpers import make_job, problem
-from tests.process_scan import assert_no_process_with, unique_sleep_seconds
+
 from stages.score.dask_executor import DaskExecutor, require_distributed
 from stages.score.engine import StepJob
 from stages.score.executor import ExecutorError, LocalExecutor, StepRequest
 from stages.score.launcher import environment_versions
-from stages.verdict import StepVerdict
 from stages.score.stage import reference_seconds
+from stages.verdict import StepVerdict
+from tests.process_scan import assert_no_process_with, unique_sleep_seconds
+from tests.run_files import summary_file
 
 distributed = pytest.importorskip("distributed", reason="the optional dask extra is not installed")
 
@@ -40,6 +41,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TESTS_SCORE = Path(__file__).resolve().parent
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"
 VERSIONS = tuple(sorted(environment_versions(sys.executable).items()))
+
+
 def sleeper_deps(marker: str) -> str:
     return f"import numpy as np\nimport subprocess\n_sleeper = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
 
@@ -79,6 +82,7 @@ def cluster_executor() -> Iterator[DaskExecutor]:
 # The optional dependency
 # ---------------------------------------------------------------------------
 
+
 def test_local_scoring_never_imports_dask(staged_data_dir: Path, shared_scicode: Path, tmp_path: Path) -> None:
     program = f"""
 import json, sys
@@ -107,19 +111,35 @@ def test_missing_distributed_is_one_line(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "distributed", None)  # what `import distributed` sees when not installed
     with pytest.raises(ExecutorError) as raised:
         require_distributed()
-    assert str(raised.value) == ("executor=dask needs the optional dask extra: pip install -e '.[dask]' "
-                                 "(module distributed is not installed)")
+    assert str(raised.value) == (
+        "executor=dask needs the optional dask extra: pip install -e '.[dask]' (module distributed is not installed)"
+    )
 
 
-def test_doit_with_executor_dask_without_distributed_stops_before_any_work(tmp_path: Path, staged_data_dir: Path) -> None:
-    argv = ["doit", "-f", str(PROJECT_ROOT / "dodo.py"), "-d", str(tmp_path), "select", f"data_dir={staged_data_dir}",
-            f"dataset_zip_url={DEAD_URL}", "executor=dask"]
-    program = (f"import runpy, sys\nsys.modules['distributed'] = None\nsys.argv = {argv!r}\n"
-               "runpy.run_module('doit', run_name='__main__')\n")
+def test_doit_with_executor_dask_without_distributed_stops_before_any_work(
+    tmp_path: Path, staged_data_dir: Path
+) -> None:
+    argv = [
+        "doit",
+        "-f",
+        str(PROJECT_ROOT / "dodo.py"),
+        "-d",
+        str(tmp_path),
+        "select",
+        f"data_dir={staged_data_dir}",
+        f"dataset_zip_url={DEAD_URL}",
+        "executor=dask",
+    ]
+    program = (
+        f"import runpy, sys\nsys.modules['distributed'] = None\nsys.argv = {argv!r}\n"
+        "runpy.run_module('doit', run_name='__main__')\n"
+    )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert result.returncode == 3, result.stdout + result.stderr
-    assert result.stderr.strip() == ("scicode: config error: executor=dask needs the optional dask extra: "
-                                     "pip install -e '.[dask]' (module distributed is not installed)")
+    assert result.stderr.strip() == (
+        "scicode: config error: executor=dask needs the optional dask extra: "
+        "pip install -e '.[dask]' (module distributed is not installed)"
+    )
     assert not (staged_data_dir / "scicode" / "manifest.json").exists()
 
 
@@ -127,13 +147,18 @@ def test_doit_with_executor_dask_without_distributed_stops_before_any_work(tmp_p
 # Same verdicts as the local executor
 # ---------------------------------------------------------------------------
 
+
 def validation_reference_jobs(shared_scicode: Path) -> list[StepJob]:
     from score_helpers import shared_data_paths
+
     from stages.problems import load_split
 
-    return [make_job(shared_scicode, prob, step.step_id, timeout=900)
-            for prob in load_split(shared_data_paths(shared_scicode), "validation")
-            for step in prob.steps if not step.prefilled]
+    return [
+        make_job(shared_scicode, prob, step.step_id, timeout=900)
+        for prob in load_split(shared_data_paths(shared_scicode), "validation")
+        for step in prob.steps
+        if not step.prefilled
+    ]
 
 
 def run_all(run: Callable[[StepRequest], StepVerdict], jobs: list[StepJob]) -> tuple[dict[str, StepVerdict], float]:
@@ -150,7 +175,9 @@ def essentials(verdict: StepVerdict) -> tuple:
 
 
 @pytest.mark.slow
-def test_validation_reference_steps_same_verdicts_as_local(shared_scicode: Path, cluster_executor: DaskExecutor) -> None:
+def test_validation_reference_steps_same_verdicts_as_local(
+    shared_scicode: Path, cluster_executor: DaskExecutor
+) -> None:
     jobs = validation_reference_jobs(shared_scicode)
     assert len(jobs) == 50
     on_dask, dask_wall = run_all(cluster_executor.run, jobs)
@@ -166,6 +193,7 @@ def test_validation_reference_steps_same_verdicts_as_local(shared_scicode: Path,
 # ---------------------------------------------------------------------------
 # Worker loss, timeouts, worker-side checks
 # ---------------------------------------------------------------------------
+
 
 def sleeping_step(shared_scicode: Path, seconds: float) -> StepRequest:
     """Step 19.1 with its reference code, which first sleeps."""
@@ -189,8 +217,7 @@ def children(pid: int) -> list[int]:
 def step_processes(worker_pid: int) -> list[int]:
     """The test processes forked by the zygote(s) a worker process started: the zygote's children that have a
     child of their own (the confined test process); the step's checker, also forked by the zygote, has none."""
-    zygotes = [child for child in children(worker_pid)
-               if b"zygote.py" in Path(f"/proc/{child}/cmdline").read_bytes()]
+    zygotes = [child for child in children(worker_pid) if b"zygote.py" in Path(f"/proc/{child}/cmdline").read_bytes()]
     return [pid for zygote in zygotes for pid in children(zygote) if alive(pid) and children(pid)]
 
 
@@ -218,7 +245,9 @@ def kill_worker_during_step(executor: DaskExecutor, request: StepRequest) -> tup
 
 
 @pytest.mark.slow
-def test_worker_killed_mid_step_is_resubmitted_and_recorded(shared_scicode: Path, cluster_executor: DaskExecutor) -> None:
+def test_worker_killed_mid_step_is_resubmitted_and_recorded(
+    shared_scicode: Path, cluster_executor: DaskExecutor
+) -> None:
     verdict, killed, orphan = kill_worker_during_step(cluster_executor, sleeping_step(shared_scicode, 4))
     assert verdict.status == "pass", verdict.reason
     assert f"retried after worker loss (dask worker {killed} died during the step; re-run on " in verdict.reason
@@ -230,8 +259,15 @@ def test_worker_killed_mid_step_is_resubmitted_and_recorded(shared_scicode: Path
 @pytest.mark.slow
 def test_scheduler_rerun_after_worker_loss_is_recorded(shared_scicode: Path) -> None:
     """An existing cluster (`scheduler=tcp://...`) whose scheduler re-runs a lost step by itself."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=50) as cluster:
+    with distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        memory_limit=0,
+        silence_logs=50,
+    ) as cluster:
         executor = DaskExecutor(cluster.scheduler_address)
         try:
             verdict, killed, orphan = kill_worker_during_step(executor, sleeping_step(shared_scicode, 4))
@@ -245,8 +281,14 @@ def test_scheduler_rerun_after_worker_loss_is_recorded(shared_scicode: Path) -> 
 def test_timeout_on_a_worker_kills_every_descendant(shared_scicode: Path, cluster_executor: DaskExecutor) -> None:
     prob = problem(shared_scicode, "19")
     marker = unique_sleep_seconds()
-    job = make_job(shared_scicode, prob, "19.1", {"19.1": "def tensor(*args):\n    while True:\n        pass\n"},
-                   timeout=3, deps=sleeper_deps(marker))
+    job = make_job(
+        shared_scicode,
+        prob,
+        "19.1",
+        {"19.1": "def tensor(*args):\n    while True:\n        pass\n"},
+        timeout=3,
+        deps=sleeper_deps(marker),
+    )
     started = time.monotonic()
     verdict = cluster_executor.run(request_for(job))
     assert verdict.status == "timeout", verdict.reason
@@ -256,7 +298,9 @@ def test_timeout_on_a_worker_kills_every_descendant(shared_scicode: Path, cluste
     assert_no_process_with(marker)
 
 
-def test_worker_side_checks_are_eval_errors(shared_scicode: Path, cluster_executor: DaskExecutor, tmp_path: Path) -> None:
+def test_worker_side_checks_are_eval_errors(
+    shared_scicode: Path, cluster_executor: DaskExecutor, tmp_path: Path
+) -> None:
     prob = problem(shared_scicode, "19")
     job = make_job(shared_scicode, prob, "19.1")
     elsewhere = dataclasses.replace(job, targets_file=str(tmp_path / "not-mounted" / "test_data.h5"))
@@ -275,7 +319,9 @@ def test_worker_side_checks_are_eval_errors(shared_scicode: Path, cluster_execut
 
     from stages.artifacts import sha256_file
 
-    right = cluster_executor.run(dataclasses.replace(request_for(job), targets_sha256=sha256_file(shared_scicode / "test_data_dev.h5")))
+    right = cluster_executor.run(
+        dataclasses.replace(request_for(job), targets_sha256=sha256_file(shared_scicode / "test_data_dev.h5"))
+    )
     assert right.status == "pass", right.reason
 
 
@@ -283,14 +329,35 @@ def test_worker_side_checks_are_eval_errors(shared_scicode: Path, cluster_execut
 # doit run executor=dask
 # ---------------------------------------------------------------------------
 
-SUMMARY_NUMBERS = ("main_problem_resolved", "main_problem_total", "subproblem_correct", "subproblem_total", "Total",
-                   "Error", "status_counts", "failed_problems")
+SUMMARY_NUMBERS = (
+    "main_problem_resolved",
+    "main_problem_total",
+    "subproblem_correct",
+    "subproblem_total",
+    "Total",
+    "Error",
+    "status_counts",
+    "failed_problems",
+)
 
 
 def gold_run(workdir: Path, data_dir: Path, targets: Path, *extra: str) -> Path:
-    command = [sys.executable, "-m", "doit", "-f", str(PROJECT_ROOT / "dodo.py"), "-d", str(workdir),
-               f"data_dir={data_dir}", f"dataset_zip_url={DEAD_URL}", f"h5py_file={targets}", "model=gold",
-               "sample_ids=1,3,19,29", "score_workers=2", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "doit",
+        "-f",
+        str(PROJECT_ROOT / "dodo.py"),
+        "-d",
+        str(workdir),
+        f"data_dir={data_dir}",
+        f"dataset_zip_url={DEAD_URL}",
+        f"h5py_file={targets}",
+        "model=gold",
+        "sample_ids=1,3,19,29",
+        "score_workers=2",
+        *extra,
+    ]
     result = subprocess.run(command, capture_output=True, text=True, cwd=workdir, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     return workdir / "results" / "scicode" / "gold" / "validation-tool_use-bg"
@@ -306,17 +373,23 @@ def test_doit_run_executor_dask_matches_local(tmp_path: Path, staged_data_dir: P
         workdir.mkdir()
         runs[executor] = gold_run(workdir, staged_data_dir, targets, f"executor={executor}")
     summaries = {name: json.loads(summary_file(run, "json").read_text()) for name, run in runs.items()}
-    assert {name: summaries["dask"][name] for name in SUMMARY_NUMBERS} == \
-        {name: summaries["local"][name] for name in SUMMARY_NUMBERS}
+    assert {name: summaries["dask"][name] for name in SUMMARY_NUMBERS} == {
+        name: summaries["local"][name] for name in SUMMARY_NUMBERS
+    }
     assert (summaries["dask"]["main_problem_resolved"], summaries["dask"]["subproblem_correct"]) == (4, 7)
-    dask_steps = [step for path in sorted((runs["dask"] / "details").glob("*.json"))
-                  for step in json.loads(path.read_text())["attempts"][0]["meta"]["evaluation"]["steps"]]
+    dask_steps = [
+        step
+        for path in sorted((runs["dask"] / "details").glob("*.json"))
+        for step in json.loads(path.read_text())["attempts"][0]["meta"]["evaluation"]["steps"]
+    ]
     assert len(dask_steps) == 7 and all(step["executed_on"].startswith("tcp://127.0.0.1:") for step in dask_steps)
-    local_steps = [step for path in sorted((runs["local"] / "details").glob("*.json"))
-                   for step in json.loads(path.read_text())["attempts"][0]["meta"]["evaluation"]["steps"]]
+    local_steps = [
+        step
+        for path in sorted((runs["local"] / "details").glob("*.json"))
+        for step in json.loads(path.read_text())["attempts"][0]["meta"]["evaluation"]["steps"]
+    ]
     assert all("executed_on" not in step for step in local_steps)
     assert "executor=dask" in summary_file(runs["dask"], "md").read_text()
-
 
 
 def test_unreachable_scheduler_is_one_line_and_not_retried_per_problem(monkeypatch: pytest.MonkeyPatch) -> None:

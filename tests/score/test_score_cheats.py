@@ -5,6 +5,7 @@ dev targets, on step 19.1 (`tensor`) and 19.2 (`n_tangle`, which calls `tensor`)
 verdict and its reason; the harm tests also assert that nothing outside the scratch folder changed,
 that no process survives and that a secret of another process appears nowhere in the verdict.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,18 +15,18 @@ import time
 from pathlib import Path
 
 import pytest
-
 from score_helpers import make_job, problem, run_code
-from tests.process_scan import assert_no_process_with, unique_sleep_seconds
-from stages.score.engine import execute_step
 
-TENSOR = '''
+from stages.score.engine import execute_step
+from tests.process_scan import assert_no_process_with, unique_sleep_seconds
+
+TENSOR = """
 def tensor(*args):
     M = 1
     for a in args:
         M = np.kron(M, a)
     return M
-'''
+"""
 RIGHT_ANSWER = "    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"
 SECRET = "sk-cheat-test-5b0c2e91d7a4"
 
@@ -59,37 +60,44 @@ def test_wrong_answer_fails(shared_scicode: Path) -> None:
 
 # -- 1, 2: the test process's own machinery is reachable, and decides nothing ---------------------------
 
-@pytest.mark.parametrize("code", [
-    # rebinding what the test process calls, or its channel, so that it reports constants
-    "import builtins\n_exec = builtins.exec\nbuiltins.exec = lambda *a, **k: None\ndef tensor(*args):\n    return 0\n",
-    "import sys\nsys.modules['harness'].Channel.values = lambda self, test, captured: self.report('done')\n"
-    "def tensor(*args):\n    return 0\n",
-    "import sys\n_h = sys.modules['harness']\n_h.run_step = lambda channel, spec: None\ndef tensor(*args):\n    return 0\n",
-    # the encoder of captured values replaced: every value becomes a constant
-    "import sys, numpy\n_w = sys.modules['wire']\n_enc = _w.encode\n_w.encode = lambda value: _enc(numpy.zeros(4))\n"
-    "def tensor(*args):\n    return 0\n",
-    # standard-library decoders replaced (they decode nothing here: targets never arrive)
-    "import json, pickle\njson.loads = lambda *a, **k: {}\npickle.loads = lambda *a, **k: 0\ndef tensor(*args):\n    return 0\n",
-    # the comparison functions replaced in this process: comparisons happen in the checker
-    "np.allclose = lambda *a, **k: True\nimport builtins\nbuiltins.all = lambda *a: True\ndef tensor(*args):\n    return 0\n",
-])
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # rebinding what the test process calls, or its channel, so that it reports constants
+        "import builtins\n_exec = builtins.exec\nbuiltins.exec = lambda *a, **k: None\ndef tensor(*args):\n    return 0\n",
+        "import sys\nsys.modules['harness'].Channel.values = lambda self, test, captured: self.report('done')\n"
+        "def tensor(*args):\n    return 0\n",
+        "import sys\n_h = sys.modules['harness']\n_h.run_step = lambda channel, spec: None\ndef tensor(*args):\n    return 0\n",
+        # the encoder of captured values replaced: every value becomes a constant
+        "import sys, numpy\n_w = sys.modules['wire']\n_enc = _w.encode\n_w.encode = lambda value: _enc(numpy.zeros(4))\n"
+        "def tensor(*args):\n    return 0\n",
+        # standard-library decoders replaced (they decode nothing here: targets never arrive)
+        "import json, pickle\njson.loads = lambda *a, **k: {}\npickle.loads = lambda *a, **k: 0\ndef tensor(*args):\n    return 0\n",
+        # the comparison functions replaced in this process: comparisons happen in the checker
+        "np.allclose = lambda *a, **k: True\nimport builtins\nbuiltins.all = lambda *a: True\ndef tensor(*args):\n    return 0\n",
+    ],
+)
 def test_tampering_with_the_test_process_cannot_make_wrong_code_pass(shared_scicode: Path, code: str) -> None:
     verdict = verdict_of(shared_scicode, code)
     assert verdict.status == "fail", (verdict.reason, verdict.stderr[-1500:])
     assert verdict.tests_passed == 0
 
 
-@pytest.mark.parametrize("code", [
-    "class AlwaysEqual:\n    def __eq__(self, other):\n        return True\n    def __array__(self, *a, **k):\n        return np.zeros(4)\n"
-    "def tensor(*args):\n    return AlwaysEqual()\n",
-    "class Sub(np.ndarray):\n    def __eq__(self, other):\n        return True\ndef tensor(*args):\n    return np.zeros(4).view(Sub)\n",
-    "def tensor(*args):\n    return np.array([object()], dtype=object)\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "class AlwaysEqual:\n    def __eq__(self, other):\n        return True\n    def __array__(self, *a, **k):\n        return np.zeros(4)\n"
+        "def tensor(*args):\n    return AlwaysEqual()\n",
+        "class Sub(np.ndarray):\n    def __eq__(self, other):\n        return True\ndef tensor(*args):\n    return np.zeros(4).view(Sub)\n",
+        "def tensor(*args):\n    return np.array([object()], dtype=object)\n",
+    ],
+)
 def test_objects_that_pretend_to_match_cannot_be_sent(shared_scicode: Path, code: str) -> None:
     assert_fails(verdict_of(shared_scicode, code), "test 1 raised", "cannot be sent")
 
 
-CHANNEL_WRITER = '''
+CHANNEL_WRITER = """
 def _frame(payload):
     return len(payload).to_bytes(8, "big") + payload
 
@@ -102,7 +110,7 @@ def _forge():
     for index in range(3):
         os.write(3, _frame(b"J" + json.dumps({"test": index, "passed": True, "reason": "ok"}).encode()))
     os.write(3, _frame(b"J" + json.dumps({"type": "done"}).encode()))
-'''
+"""
 
 
 @pytest.mark.parametrize("ending", ["    os._exit(0)\n", "    return 0\n"])
@@ -114,17 +122,22 @@ def test_forged_messages_on_the_channel_cannot_pass(shared_scicode: Path, ending
 
 # -- 3: reading the memory of this or another process ---------------------------------------------------
 
-@pytest.mark.parametrize("body", [
-    "    return open('/proc/self/mem', 'rb').read(1)\n",
-    "    import os\n    fd = os.open('/proc', os.O_RDONLY)\n    return os.open('self/mem', os.O_RDONLY, dir_fd=fd)\n",
-    "    import os\n    fd = os.open('/proc', os.O_RDONLY)\n    return os.open(f'{os.getppid()}/mem', os.O_RDONLY, dir_fd=fd)\n",
-    "    import os\n    return os.listdir('/proc')\n",
-])
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    return open('/proc/self/mem', 'rb').read(1)\n",
+        "    import os\n    fd = os.open('/proc', os.O_RDONLY)\n    return os.open('self/mem', os.O_RDONLY, dir_fd=fd)\n",
+        "    import os\n    fd = os.open('/proc', os.O_RDONLY)\n    return os.open(f'{os.getppid()}/mem', os.O_RDONLY, dir_fd=fd)\n",
+        "    import os\n    return os.listdir('/proc')\n",
+    ],
+)
 def test_process_memory_and_proc_are_unreadable(shared_scicode: Path, body: str) -> None:
     assert_fails(verdict_of(shared_scicode, "def tensor(*args):\n" + body), "test 1 raised PermissionError")
 
 
 # -- 4: shape honesty --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("empty", ["np.zeros((0, 1, 1))", "np.zeros((0,))", "[]"])
 def test_an_empty_value_never_matches_a_non_empty_target(shared_scicode: Path, empty: str) -> None:
@@ -133,6 +146,7 @@ def test_an_empty_value_never_matches_a_non_empty_target(shared_scicode: Path, e
 
 
 # -- 5, 6: files outside scratch and secrets of other processes -----------------------------------------
+
 
 def test_writes_deletes_and_renames_outside_scratch_are_refused(shared_scicode: Path, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
@@ -162,12 +176,15 @@ def process_with_secret():
     process.wait()
 
 
-@pytest.mark.parametrize("body", [
-    "    import os\n    for pid in os.listdir('/proc'):\n        try:\n            print(open(f'/proc/{pid}/environ').read())\n"
-    "        except Exception:\n            pass\n",
-    "    import os\n    fd = os.open('/proc', os.O_RDONLY)\n    print(open(os.open(f'{PID}/environ', os.O_RDONLY, dir_fd=fd)).read())\n",
-    "    import os\n    print(dict(os.environ))\n",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    import os\n    for pid in os.listdir('/proc'):\n        try:\n            print(open(f'/proc/{pid}/environ').read())\n"
+        "        except Exception:\n            pass\n",
+        "    import os\n    fd = os.open('/proc', os.O_RDONLY)\n    print(open(os.open(f'{PID}/environ', os.O_RDONLY, dir_fd=fd)).read())\n",
+        "    import os\n    print(dict(os.environ))\n",
+    ],
+)
 def test_secrets_of_other_processes_are_unreachable(shared_scicode: Path, process_with_secret, body: str) -> None:
     code = "def tensor(*args):\n" + body.replace("{PID}", str(process_with_secret.pid)) + RIGHT_ANSWER
     verdict = verdict_of(shared_scicode, code)
@@ -179,15 +196,19 @@ def test_secrets_of_other_processes_are_unreachable(shared_scicode: Path, proces
 
 # -- 7: processes that outlive their step ----------------------------------------------------------------
 
-@pytest.mark.parametrize("start", [
-    "subprocess.Popen(['sleep', MARK], start_new_session=True)",
-    "__import__('_posixsubprocess').fork_exec(['sleep', MARK], [b'/bin/sleep'], True, (), None, None, -1, -1, -1, -1, -1, -1,"
-    " *os.pipe(), False, False, -1, None, None, None, -1, None, False)",
-    "os.fork() == 0 and (os.setsid(), os.execv('/bin/sleep', ['sleep', MARK]))",
-])
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        "subprocess.Popen(['sleep', MARK], start_new_session=True)",
+        "__import__('_posixsubprocess').fork_exec(['sleep', MARK], [b'/bin/sleep'], True, (), None, None, -1, -1, -1, -1, -1, -1,"
+        " *os.pipe(), False, False, -1, None, None, None, -1, None, False)",
+        "os.fork() == 0 and (os.setsid(), os.execv('/bin/sleep', ['sleep', MARK]))",
+    ],
+)
 def test_no_process_outlives_its_step(shared_scicode: Path, start: str) -> None:
     marker = unique_sleep_seconds()
-    code = ("import os, subprocess\n" + f"MARK = {marker!r}\n" + TENSOR.replace("return M", f"{start}\n    return M"))
+    code = "import os, subprocess\n" + f"MARK = {marker!r}\n" + TENSOR.replace("return M", f"{start}\n    return M")
     verdict = verdict_of(shared_scicode, code)
     assert verdict.status in ("pass", "fail"), (verdict.reason, verdict.stderr[-1500:])
     assert_no_process_with(marker)
@@ -195,15 +216,20 @@ def test_no_process_outlives_its_step(shared_scicode: Path, start: str) -> None:
 
 # -- the network, signals, the targets file --------------------------------------------------------------
 
+
 def test_no_network_even_to_loopback(shared_scicode: Path) -> None:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
     port = server.getsockname()[1]
     try:
-        for attack in (f"socket.create_connection(('127.0.0.1', {port}), timeout=2)",
-                       f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {port}))"):
-            verdict = verdict_of(shared_scicode, f"def tensor(*args):\n    import socket\n    {attack}\n" + RIGHT_ANSWER)
+        for attack in (
+            f"socket.create_connection(('127.0.0.1', {port}), timeout=2)",
+            f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {port}))",
+        ):
+            verdict = verdict_of(
+                shared_scicode, f"def tensor(*args):\n    import socket\n    {attack}\n" + RIGHT_ANSWER
+            )
             assert_fails(verdict, "test 1 raised")
             assert any(word in verdict.reason for word in ("Network is unreachable", "Permission denied"))
         server.settimeout(0.5)
@@ -216,7 +242,9 @@ def test_no_network_even_to_loopback(shared_scicode: Path) -> None:
 def test_signals_to_processes_outside_the_step_are_refused(shared_scicode: Path) -> None:
     victim = subprocess.Popen(["sleep", "60"])
     try:
-        verdict = verdict_of(shared_scicode, f"def tensor(*args):\n    import os, signal\n    os.kill({victim.pid}, signal.SIGKILL)\n")
+        verdict = verdict_of(
+            shared_scicode, f"def tensor(*args):\n    import os, signal\n    os.kill({victim.pid}, signal.SIGKILL)\n"
+        )
         assert_fails(verdict, "test 1 raised")
         time.sleep(0.2)
         assert victim.poll() is None
@@ -232,20 +260,26 @@ def test_signals_to_self_fail(shared_scicode: Path, signal_name: str) -> None:
     assert verdict.status == "fail" and verdict.tests_passed == 0, verdict.reason
 
 
-@pytest.mark.parametrize("opener", [
-    "import h5py\n    return h5py.File(PATH, 'r')['19.1/test1/var1'][()]",
-    "return open(PATH, 'rb').read(10)",
-    "import os\n    os.symlink(PATH, 'x.bin')\n    return open('x.bin', 'rb').read()",
-    "import os\n    os.link(PATH, 'x.bin')\n    return open('x.bin', 'rb').read()",
-])
+@pytest.mark.parametrize(
+    "opener",
+    [
+        "import h5py\n    return h5py.File(PATH, 'r')['19.1/test1/var1'][()]",
+        "return open(PATH, 'rb').read(10)",
+        "import os\n    os.symlink(PATH, 'x.bin')\n    return open('x.bin', 'rb').read()",
+        "import os\n    os.link(PATH, 'x.bin')\n    return open('x.bin', 'rb').read()",
+    ],
+)
 def test_the_targets_file_is_unreadable(shared_scicode: Path, opener: str) -> None:
     path = str((shared_scicode / "test_data_dev.h5").resolve())
     verdict = verdict_of(shared_scicode, "def tensor(*args):\n    PATH = " + repr(path) + "\n    " + opener + "\n")
     assert_fails(verdict, "test 1 raised")
-    assert any(word in verdict.reason for word in ("Permission denied", "PermissionError", "unable to open", "cross-device link"))
+    assert any(
+        word in verdict.reason
+        for word in ("Permission denied", "PermissionError", "unable to open", "cross-device link")
+    )
 
 
-FRAME_WALK = '''
+FRAME_WALK = """
 def tensor(*args):
     import gc, sys
     frame = sys._getframe()
@@ -259,7 +293,7 @@ def tensor(*args):
         if isinstance(item, dict) and "target" in item:
             return item["target"]
     return None
-'''
+"""
 
 
 def test_no_target_exists_in_the_test_process(shared_scicode: Path) -> None:
@@ -268,30 +302,41 @@ def test_no_target_exists_in_the_test_process(shared_scicode: Path) -> None:
 
 # -- exiting early -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("code, fragment", [
-    ("def tensor(*args):\n    exit(0)\n", "SystemExit(0)"),
-    ("def tensor(*args):\n    import sys\n    sys.exit(0)\n", "SystemExit(0)"),
-    (TENSOR + "raise SystemExit(0)\n", "SystemExit(0)"),
-    ("def tensor(*args):\n    quit()\n", "SystemExit"),
-])
+
+@pytest.mark.parametrize(
+    "code, fragment",
+    [
+        ("def tensor(*args):\n    exit(0)\n", "SystemExit(0)"),
+        ("def tensor(*args):\n    import sys\n    sys.exit(0)\n", "SystemExit(0)"),
+        (TENSOR + "raise SystemExit(0)\n", "SystemExit(0)"),
+        ("def tensor(*args):\n    quit()\n", "SystemExit"),
+    ],
+)
 def test_system_exit_fails(shared_scicode: Path, code: str, fragment: str) -> None:
     assert_fails(verdict_of(shared_scicode, code), fragment, "exiting early is not a pass")
 
 
-@pytest.mark.parametrize("code", [
-    "def tensor(*args):\n    import os\n    os._exit(0)\n",
-    TENSOR + "__import__('os')._exit(0)\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def tensor(*args):\n    import os\n    os._exit(0)\n",
+        TENSOR + "__import__('os')._exit(0)\n",
+    ],
+)
 def test_os_exit_zero_fails(shared_scicode: Path, code: str) -> None:
     verdict = verdict_of(shared_scicode, code)
     assert_fails(verdict, "exited with code 0", "early exit is not a pass")
     assert verdict.returncode == 0
 
 
-@pytest.mark.parametrize("code", [
-    "def tensor(*args):\n    import atexit, os\n    atexit.register(lambda: os._exit(0))\n    return 0\n",
-    "import atexit\nfrom os import _exit\n" + TENSOR.replace("return M", "atexit.register(_exit, 0)\n    return -M"),
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def tensor(*args):\n    import atexit, os\n    atexit.register(lambda: os._exit(0))\n    return 0\n",
+        "import atexit\nfrom os import _exit\n"
+        + TENSOR.replace("return M", "atexit.register(_exit, 0)\n    return -M"),
+    ],
+)
 def test_atexit_handlers_never_turn_a_failure_into_a_pass(shared_scicode: Path, code: str) -> None:
     assert_fails(verdict_of(shared_scicode, code), "test 1")
 
@@ -310,11 +355,13 @@ CARRIED_TAMPERING = {
     "replaced library function": TENSOR + "np.allclose = lambda *a, **k: True\n",
     "replaced builtin": TENSOR + "import builtins\nbuiltins.all = lambda *a: True\n",
     "replaced comparison module": TENSOR + "import sys\nsys.modules['scicode.compare.cmp'] = type(sys)('fake')\n",
-    "shadowed np": TENSOR + "class _Anything:\n    def allclose(self, *a, **k):\n        return True\nnp = _Anything()\n",
+    "shadowed np": TENSOR
+    + "class _Anything:\n    def allclose(self, *a, **k):\n        return True\nnp = _Anything()\n",
     "signal to self": TENSOR + "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
     "subprocess": TENSOR + "import subprocess\nsubprocess.run(['true'])\n",
     "tracing": TENSOR + "import sys\nsys.settrace(lambda *a: None)\n",
-    "background thread": TENSOR + "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n",
+    "background thread": TENSOR
+    + "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n",
     "targets file read": TENSOR + "try:\n    open({targets!r}, 'rb').read(10)\nexcept Exception:\n    pass\n",
 }
 WRONG_N_TANGLE = "def n_tangle(psi):\n    return -1.0\n"
@@ -335,21 +382,34 @@ def test_an_early_exit_in_an_earlier_step_fails_later_steps_under_carry_full(sha
 def test_tampering_in_an_earlier_step_never_makes_a_wrong_later_step_pass(shared_scicode: Path, name: str) -> None:
     earlier = with_targets_path(shared_scicode, CARRIED_TAMPERING[name])
     prob = problem(shared_scicode, "19")
-    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": WRONG_N_TANGLE}, carry="full"))
+    verdict = execute_step(
+        make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": WRONG_N_TANGLE}, carry="full")
+    )
     assert verdict.status == "fail" and verdict.tests_passed == 0, (verdict.reason, verdict.stderr[-1500:])
 
 
-@pytest.mark.parametrize("earlier", [CARRIED_EXITS["system exit"][0], CARRIED_TAMPERING["replaced library function"],
-                                     CARRIED_TAMPERING["targets file read"]])
-def test_module_level_code_of_an_earlier_step_is_not_carried_under_carry_definition(shared_scicode: Path, earlier: str) -> None:
+@pytest.mark.parametrize(
+    "earlier",
+    [
+        CARRIED_EXITS["system exit"][0],
+        CARRIED_TAMPERING["replaced library function"],
+        CARRIED_TAMPERING["targets file read"],
+    ],
+)
+def test_module_level_code_of_an_earlier_step_is_not_carried_under_carry_definition(
+    shared_scicode: Path, earlier: str
+) -> None:
     prob = problem(shared_scicode, "19")
-    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": with_targets_path(shared_scicode, earlier)},
-                                    carry="definition"))
+    verdict = execute_step(
+        make_job(shared_scicode, prob, "19.2", {"19.1": with_targets_path(shared_scicode, earlier)}, carry="definition")
+    )
     assert verdict.status == "pass", verdict.reason
 
 
 def test_carried_atexit_hook_never_turns_a_later_failure_into_a_pass(shared_scicode: Path) -> None:
     earlier = TENSOR + "import atexit, os\natexit.register(os._exit, 0)\n"
     prob = problem(shared_scicode, "19")
-    verdict = execute_step(make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": WRONG_N_TANGLE}, carry="full"))
+    verdict = execute_step(
+        make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": WRONG_N_TANGLE}, carry="full")
+    )
     assert_fails(verdict, "test 1")

@@ -1,4 +1,5 @@
 """The engine's relay between the test process and the checker, and the verdict rules."""
+
 from __future__ import annotations
 
 import json
@@ -50,7 +51,9 @@ def test_malformed_messages_from_either_side() -> None:
     assert log.checker_error and decide(log, 0, 10)[0] == "eval_error"
 
 
-def _judged(total: int, results: dict[int, tuple[bool, str]], *, complete: bool = True, failure: dict | None = None) -> SessionLog:
+def _judged(
+    total: int, results: dict[int, tuple[bool, str]], *, complete: bool = True, failure: dict | None = None
+) -> SessionLog:
     log = SessionLog(total=total, forwarded=list(results), results=dict(results), complete=complete, failure=failure)
     return log
 
@@ -60,17 +63,27 @@ def test_pass_needs_every_test_judged_passed_completion_and_exit_zero() -> None:
     assert decide(_judged(2, passed), 0, 10) == ("pass", "all 2 tests passed")
     assert decide(_judged(2, passed), 1, 10)[0] == "fail"
     assert decide(_judged(2, passed, complete=False), 0, 10) == (
-        "fail", "the test process exited with code 0 after 2 of 2 tests without a completion record (early exit is not a pass)")
-    assert decide(_judged(3, passed, complete=False), -9, 10)[1].startswith("the test process was killed by SIGKILL after 2 of 3")
+        "fail",
+        "the test process exited with code 0 after 2 of 2 tests without a completion record (early exit is not a pass)",
+    )
+    assert decide(_judged(3, passed, complete=False), -9, 10)[1].startswith(
+        "the test process was killed by SIGKILL after 2 of 3"
+    )
 
 
 def test_the_earliest_failure_in_test_order_is_the_reason() -> None:
     results = {0: (True, "test 1 passed"), 1: (False, "test 2 failed: AssertionError")}
-    log = _judged(3, results, complete=False, failure={"type": "test_error", "test": 2, "reason": "test 3 raised ValueError"})
+    log = _judged(
+        3, results, complete=False, failure={"type": "test_error", "test": 2, "reason": "test 3 raised ValueError"}
+    )
     assert decide(log, 1, 10) == ("fail", "test 2 failed: AssertionError")
-    code_error = _judged(1, {}, complete=False, failure={"type": "code_error", "test": None, "reason": "step 1.1 code raised X"})
+    code_error = _judged(
+        1, {}, complete=False, failure={"type": "code_error", "test": None, "reason": "step 1.1 code raised X"}
+    )
     assert decide(code_error, 1, 10) == ("fail", "step 1.1 code raised X")
-    deps = _judged(1, {}, complete=False, failure={"type": "deps_error", "test": None, "reason": "required dependencies failed"})
+    deps = _judged(
+        1, {}, complete=False, failure={"type": "deps_error", "test": None, "reason": "required dependencies failed"}
+    )
     assert decide(deps, 1, 10)[0] == "eval_error"
 
 

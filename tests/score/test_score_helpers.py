@@ -1,9 +1,9 @@
 """Our `scicode.parse.parse` / `scicode.compare.cmp` (official semantics), the simps shim, the rewrite
 of every official test case, and test-script assembly."""
+
 from __future__ import annotations
 
 import ast
-
 import importlib.util
 import json
 import subprocess
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import scipy.sparse
 import sympy
-
 from score_helpers import problem, shared_data_paths
+
 from stages.score.rewrite import CAPTURE_FUNCTION, RewriteError, checker_names, rewrite_test
 from stages.score.script import build_step_script
 
@@ -96,8 +96,9 @@ def test_compare_helpers_semantics() -> None:
     assert not cmp.are_dicts_close({"a": 1.0}, {"b": 1.0})
     sparse = scipy.sparse.csr_matrix(np.eye(2))
     assert cmp.are_csc_matrix_close(sparse, scipy.sparse.csr_matrix(np.eye(2)))
-    assert cmp.cmp_tuple_or_list([sparse, {"m": scipy.sparse.coo_matrix(np.eye(2))}],
-                                 [sparse, {"m": scipy.sparse.coo_matrix(np.eye(2))}])
+    assert cmp.cmp_tuple_or_list(
+        [sparse, {"m": scipy.sparse.coo_matrix(np.eye(2))}], [sparse, {"m": scipy.sparse.coo_matrix(np.eye(2))}]
+    )
 
 
 def test_simps_shim_has_the_old_signature() -> None:
@@ -123,8 +124,10 @@ def _all_test_cases(shared_scicode: Path) -> list[tuple[str, int, str, str]]:
         for line in (shared_scicode / name).read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             for step in record["sub_steps"]:
-                cases.extend((step["step_number"], i, t, record["required_dependencies"])
-                             for i, t in enumerate(step["test_cases"]))
+                cases.extend(
+                    (step["step_number"], i, t, record["required_dependencies"])
+                    for i, t in enumerate(step["test_cases"])
+                )
     return cases
 
 
@@ -141,16 +144,22 @@ def test_every_official_test_case_splits_and_every_assertion_is_checked(shared_s
         assert item.check is not None, (step, item.index)  # every official cell asserts something
         check = ast.parse(item.check)
         assert any(isinstance(node, ast.Assert) for node in ast.walk(check))
-        captured = {node.args[0].value for node in ast.walk(prefetch) if isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Name) and node.func.id == CAPTURE_FUNCTION}
+        captured = {
+            node.args[0].value
+            for node in ast.walk(prefetch)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == CAPTURE_FUNCTION
+        }
         assert captured == set(item.temps)
     inlined = {step for step, item in rewritten if "__scicode_test_case_" in item.prefetch}
     assert inlined == {"78.1", "78.2"}
 
 
 def test_checked_statements_keep_comparisons_in_the_checker() -> None:
-    item = rewrite_test("x = f(1)\nassert np.allclose(g(x), target) and h(2) == target[0], 'msg'\n", 0,
-                        checker_names("import numpy as np"))
+    item = rewrite_test(
+        "x = f(1)\nassert np.allclose(g(x), target) and h(2) == target[0], 'msg'\n",
+        0,
+        checker_names("import numpy as np"),
+    )
     assert "f(1)" in item.prefetch and "g(x)" in item.prefetch and "h(2)" in item.prefetch
     assert "target" not in item.prefetch and "allclose" not in item.prefetch
     assert item.check == "assert np.allclose(__scicode_t0, target) and __scicode_t1 == target[0], 'msg'"
@@ -158,8 +167,11 @@ def test_checked_statements_keep_comparisons_in_the_checker() -> None:
 
 
 def test_assertions_without_target_and_attribute_values_are_checked() -> None:
-    item = rewrite_test("block = f()\nassert np.allclose(block.length, 3) and sorted(block.keys) == [1, 2]\n", 0,
-                        checker_names("import numpy as np"))
+    item = rewrite_test(
+        "block = f()\nassert np.allclose(block.length, 3) and sorted(block.keys) == [1, 2]\n",
+        0,
+        checker_names("import numpy as np"),
+    )
     assert item.check == "assert np.allclose(__scicode_t0, 3) and sorted(__scicode_t1) == [1, 2]"
     assert "__scicode_capture('__scicode_t0', block.length)" in item.prefetch
 
@@ -167,17 +179,24 @@ def test_assertions_without_target_and_attribute_values_are_checked() -> None:
 def test_test_functions_comparing_targets_run_in_the_checker() -> None:
     source = "def same(a, b):\n    return len(a) == len(b)\nassert same(f(), target)\n"
     item = rewrite_test(source, 0, checker_names(""))
-    assert item.check is not None and item.check.startswith("def same(a, b):") and "same(__scicode_t0, target)" in item.check
+    assert (
+        item.check is not None
+        and item.check.startswith("def same(a, b):")
+        and "same(__scicode_t0, target)" in item.check
+    )
     with pytest.raises(RewriteError, match="names the checker cannot have"):
         rewrite_test("def same(a, b):\n    return g(a) == b\nassert same(f(), target)\n", 0, checker_names(""))
 
 
-@pytest.mark.parametrize("source", [
-    "assert all(f(t) for t in target)\n",
-    "assert np.allclose(f(target), 1)\n",
-    "for t in target:\n    assert f(t)\n",
-    "if f():\n    assert g()\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "assert all(f(t) for t in target)\n",
+        "assert np.allclose(f(target), 1)\n",
+        "for t in target:\n    assert f(t)\n",
+        "if f():\n    assert g()\n",
+    ],
+)
 def test_cells_that_would_give_model_code_a_target_are_refused(source: str) -> None:
     with pytest.raises(RewriteError):
         rewrite_test(source, 0, checker_names("import numpy as np"))
@@ -196,4 +215,6 @@ def test_script_assembly_uses_carried_code_and_full_current_code(shared_scicode:
     text = script.official_text("/x/t.h5")
     assert text.startswith(prob.required_dependencies)
     assert "targets = process_hdf5_to_tuple('19.2', 4, '/x/t.h5')" in text
-    assert text.index("target = targets[0]") < text.index(prob.steps[1].test_cases[0]) < text.index("target = targets[1]")
+    assert (
+        text.index("target = targets[0]") < text.index(prob.steps[1].test_cases[0]) < text.index("target = targets[1]")
+    )

@@ -1,5 +1,6 @@
 """Isolation of test processes: timeouts kill every descendant, memory limit, bounded and decoded output,
 syntax errors, the zygote fallback, and prefilled classes usable by later steps."""
+
 from __future__ import annotations
 
 import os
@@ -10,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from score_helpers import make_job, problem, run_code, shared_data_paths
-from tests.process_scan import assert_no_process_with, processes_with, unique_sleep_seconds
+
 from stages.score import launcher
 from stages.score.engine import OUTPUT_LIMIT_BYTES, execute_step
 from stages.score.script import build_step_script
+from tests.process_scan import assert_no_process_with, processes_with, unique_sleep_seconds
 
 TENSOR = "def tensor(*args):\n    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"
 
@@ -23,13 +24,17 @@ TENSOR = "def tensor(*args):\n    M = 1\n    for a in args:\n        M = np.kron
 @pytest.mark.parametrize("use_zygote", [True, False])
 def test_timeout_kills_every_descendant(shared_scicode: Path, use_zygote: bool) -> None:
     marker = unique_sleep_seconds()
-    deps = ("import numpy as np\nimport subprocess\n"
-            f"_sleeper = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n")
+    deps = (
+        "import numpy as np\nimport subprocess\n"
+        f"_sleeper = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+    )
     code = "def tensor(*args):\n    while True:\n        pass\n"
     prob = problem(shared_scicode, "19")
     launcher.zygote_for(sys.executable)  # started before the clock: the limit is on the step, not on the zygote
     started = time.monotonic()
-    verdict = execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": code}, timeout=3, deps=deps, use_zygote=use_zygote))
+    verdict = execute_step(
+        make_job(shared_scicode, prob, "19.1", {"19.1": code}, timeout=3, deps=deps, use_zygote=use_zygote)
+    )
     assert verdict.status == "timeout", verdict.reason
     assert time.monotonic() - started < 20
     assert verdict.launch_mode == ("zygote" if use_zygote else "fresh")
@@ -44,8 +49,11 @@ def test_memory_limit(shared_scicode: Path) -> None:
 
 
 def test_invalid_utf8_and_huge_output_are_kept_bounded(shared_scicode: Path) -> None:
-    code = TENSOR.replace("return M", "import sys\n    sys.stdout.buffer.write(b'\\xff\\xfe bad bytes ' * 200000)\n"
-                                      "    sys.stdout.flush()\n    sys.stderr.write('x' * 300000)\n    return M")
+    code = TENSOR.replace(
+        "return M",
+        "import sys\n    sys.stdout.buffer.write(b'\\xff\\xfe bad bytes ' * 200000)\n"
+        "    sys.stdout.flush()\n    sys.stderr.write('x' * 300000)\n    return M",
+    )
     verdict = run_code(shared_scicode, "19", "19.1", code)
     assert verdict.status == "pass", verdict.reason
     assert "\ufffd" in verdict.stdout
@@ -81,13 +89,23 @@ def test_fresh_process_fallback_when_the_zygote_dies(shared_scicode: Path) -> No
 def test_prefilled_class_is_usable_by_later_steps(shared_scicode: Path) -> None:
     prob = problem(shared_scicode, "13", "test")
     index = next(i for i, step in enumerate(prob.steps) if step.step_id == "13.7")
-    script = build_step_script(prob, index, {s.step_id: None for s in prob.steps} | {"13.7": "def probe():\n    return 1\n"},
-                               shared_data_paths(shared_scicode), "full")
+    script = build_step_script(
+        prob,
+        index,
+        {s.step_id: None for s in prob.steps} | {"13.7": "def probe():\n    return 1\n"},
+        shared_data_paths(shared_scicode),
+        "full",
+    )
     official = (shared_scicode / "13.6.txt").read_text(encoding="utf-8")
     assert any(section.code == official for section in script.sections)
     test = "maxwell = Maxwell(10, 1.0)\nassert maxwell.n_grid == 10 and maxwell.n_vars == 7 and probe() == 1\n"
-    job = make_job(shared_scicode, prob, "13.7", {s.step_id: None for s in prob.steps} | {"13.7": "def probe():\n    return 1\n"},
-                   tests=(test,))
+    job = make_job(
+        shared_scicode,
+        prob,
+        "13.7",
+        {s.step_id: None for s in prob.steps} | {"13.7": "def probe():\n    return 1\n"},
+        tests=(test,),
+    )
     verdict = execute_step(job)
     assert verdict.status == "pass", (verdict.reason, verdict.stderr[-1500:])
 
@@ -98,8 +116,14 @@ def test_a_zygote_that_dies_takes_its_running_steps_with_it(shared_scicode: Path
     marker = unique_sleep_seconds()
     deps = f"import numpy as np\nimport subprocess\n_sleeper = subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
     prob = problem(shared_scicode, "19")
-    job = make_job(shared_scicode, prob, "19.1", {"19.1": "def tensor(*args):\n    while True:\n        pass\n"},
-                   timeout=120, deps=deps)
+    job = make_job(
+        shared_scicode,
+        prob,
+        "19.1",
+        {"19.1": "def tensor(*args):\n    while True:\n        pass\n"},
+        timeout=120,
+        deps=deps,
+    )
     verdicts = []
     worker = threading.Thread(target=lambda: verdicts.append(execute_step(job)))
     worker.start()

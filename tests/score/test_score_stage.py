@@ -1,13 +1,14 @@
 """The score stage end to end: details files, verdict cache, generation errors, missing targets,
 prefilled steps, and (slow) all 50 validation reference steps through `run_score`."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from score_helpers import reference_codes, write_generation
+
 from stages.artifacts import is_current, read_artifact
 from stages.config import load_settings
 from stages.problems import load_split, problems_by_id
@@ -21,8 +22,16 @@ def make_settings(staged_data_dir: Path, tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.chdir(tmp_path)
 
     def build(**values: str):
-        return load_settings({"data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results"),
-                              "score_workers": "2", "step_timeout_seconds": "120", **values}, cwd=tmp_path)
+        return load_settings(
+            {
+                "data_dir": str(staged_data_dir),
+                "results_dir": str(tmp_path / "results"),
+                "score_workers": "2",
+                "step_timeout_seconds": "120",
+                **values,
+            },
+            cwd=tmp_path,
+        )
 
     return build
 
@@ -83,8 +92,9 @@ def test_reference_problem_passes_and_cache_reruns_only_changed_scripts(settings
 
 def test_generation_error_and_missing_steps(settings, dev_targets) -> None:
     prob = problems_by_id(settings.data_paths)["19"]
-    write_generation(settings, prob, reference_codes(prob), status="error", error="API error 500 after retries",
-                     stop_after=1)
+    write_generation(
+        settings, prob, reference_codes(prob), status="error", error="API error 500 after retries", stop_after=1
+    )
     run_score(settings, "19", dev_targets)
     evaluation = evaluation_of(settings, "19")
     details = evaluation["_details"]
@@ -122,8 +132,9 @@ def test_prefilled_step_is_skipped_and_missing_groups_are_eval_errors(settings, 
     by_id = {s["step_id"]: s for s in evaluation["steps"]}
     assert by_id["13.6"]["status"] == "skipped" and by_id["13.6"]["reason"] == "official prefilled step"
     assert evaluation["total_steps"] == len(prob.steps) - 1
-    assert all(s["status"] == "eval_error" and "missing from" in s["reason"]
-               for sid, s in by_id.items() if sid != "13.6")
+    assert all(
+        s["status"] == "eval_error" and "missing from" in s["reason"] for sid, s in by_id.items() if sid != "13.6"
+    )
 
 
 HELPER_TENSOR = """
@@ -140,8 +151,9 @@ def tensor(*args):
 
 
 @pytest.mark.parametrize("carry", ["full", "definition"])
-def test_a_top_level_helper_of_an_earlier_step_reaches_later_steps_only_under_carry_full(make_settings, dev_targets,
-                                                                                          carry) -> None:
+def test_a_top_level_helper_of_an_earlier_step_reaches_later_steps_only_under_carry_full(
+    make_settings, dev_targets, carry
+) -> None:
     settings = make_settings(carry=carry)
     prob = problems_by_id(settings.data_paths)["19"]
     write_generation(settings, prob, reference_codes(prob) | {"19.1": HELPER_TENSOR})
@@ -174,8 +186,12 @@ def test_all_validation_reference_steps_pass_through_run_score(make_settings, de
         write_generation(settings, prob, reference_codes(prob))
     with ThreadPoolExecutor(max_workers=4) as pool:
         summaries = list(pool.map(lambda p: run_score(settings, p.problem_id, dev_targets), problems))
-    failures = [(s["step_id"], s["status"], s["reason"]) for p in problems
-                for s in evaluation_of(settings, p.problem_id)["steps"] if s["status"] != "pass"]
+    failures = [
+        (s["step_id"], s["status"], s["reason"])
+        for p in problems
+        for s in evaluation_of(settings, p.problem_id)["steps"]
+        if s["status"] != "pass"
+    ]
     assert failures == []
     assert sum(s["passed"] for s in summaries) == 50 and sum(s["scored"] for s in summaries) == 50
     assert sum(s["resolved"] for s in summaries) == 15

@@ -1,4 +1,5 @@
 """The data format between the test process and the checker: faithful round trips, refusals, hostile frames."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,37 @@ import wire  # noqa: E402 - the module runs as a top-level module in the test pr
 
 X, Y = sympy.symbols("x y", real=True)
 VALUES = [
-    None, True, 3, 10 ** 50, -1.5, float("-inf"), 2 + 3j, "hé", b"\x00\x01", [1, (2, 3)], {1.5: "a", "k": [np.float64(2.5)]},
-    {1, 2}, frozenset({3}), np.arange(12).reshape(3, 4).T, np.array(["ab", "c"]), np.array([1 + 2j]), np.zeros((0, 1, 1)),
-    np.bool_(True), np.int32(7), np.matrix([[1, 2]]), sparse.csr_matrix(np.eye(3)), sparse.coo_array(np.ones((2, 2))),
-    X ** 2 + sympy.sin(Y) / 3, sympy.Matrix([[X, 1], [2, Y]]), sympy.pi * sympy.I, sympy.Rational(1, 3),
-    sympy.Float("1.25"), sympy.Function("f")(X), sympy.Piecewise((X, X > 0), (0, True)), sympy.Eq(X, 1), sympy.oo,
+    None,
+    True,
+    3,
+    10**50,
+    -1.5,
+    float("-inf"),
+    2 + 3j,
+    "hé",
+    b"\x00\x01",
+    [1, (2, 3)],
+    {1.5: "a", "k": [np.float64(2.5)]},
+    {1, 2},
+    frozenset({3}),
+    np.arange(12).reshape(3, 4).T,
+    np.array(["ab", "c"]),
+    np.array([1 + 2j]),
+    np.zeros((0, 1, 1)),
+    np.bool_(True),
+    np.int32(7),
+    np.matrix([[1, 2]]),
+    sparse.csr_matrix(np.eye(3)),
+    sparse.coo_array(np.ones((2, 2))),
+    X**2 + sympy.sin(Y) / 3,
+    sympy.Matrix([[X, 1], [2, Y]]),
+    sympy.pi * sympy.I,
+    sympy.Rational(1, 3),
+    sympy.Float("1.25"),
+    sympy.Function("f")(X),
+    sympy.Piecewise((X, X > 0), (0, True)),
+    sympy.Eq(X, 1),
+    sympy.oo,
 ]
 
 
@@ -48,13 +75,16 @@ class Pretender(sympy.Expr):
     pass
 
 
-@pytest.mark.parametrize("value, fragment", [
-    (object(), "builtins.object value cannot be sent"),
-    (np.array([object()], dtype=object), "dtype object"),
-    (np.zeros(2, dtype=[("a", int)]), "cannot be sent"),
-    (np.zeros(3).view(type("Sub", (np.ndarray,), {})), "Sub value cannot be sent"),
-    (Pretender(), "Pretender value cannot be sent"),
-])
+@pytest.mark.parametrize(
+    "value, fragment",
+    [
+        (object(), "builtins.object value cannot be sent"),
+        (np.array([object()], dtype=object), "dtype object"),
+        (np.zeros(2, dtype=[("a", int)]), "cannot be sent"),
+        (np.zeros(3).view(type("Sub", (np.ndarray,), {})), "Sub value cannot be sent"),
+        (Pretender(), "Pretender value cannot be sent"),
+    ],
+)
 def test_values_outside_the_format_are_refused(value, fragment: str) -> None:
     with pytest.raises(wire.Unsendable, match=fragment):
         wire.encode(value)
@@ -65,21 +95,25 @@ def _frame(skeleton, data: bytes = b"") -> bytes:
     return len(text).to_bytes(8, "big") + text + data
 
 
-@pytest.mark.parametrize("frame, fragment", [
-    (b"", "shorter than its header"),
-    ((10 ** 6).to_bytes(8, "big") + b"[]", "larger than the frame"),
-    (_frame(b'["a",'), "not JSON"),
-    (_frame(["a", "|O8", [1], [0, 8]], b"x" * 8), "refused dtype"),
-    (_frame(["a", "<f8", [2], [0, 8]], b"x" * 8), "does not match its shape"),
-    (_frame(["a", "<f8", [1], [4, 8]], b"x" * 8), "past the end"),
-    (_frame(["pickle", "x"]), "unknown node tag"),
-    (_frame(["sym", "Lambda2", []]), "refused sympy class"),
-    (_frame(["sp", "lil_thing", [2, 2], []]), "refused sparse class"),
-    (_frame(["d", [[["l", []], ["n"]]]]), "not hashable"),
-    (_frame(b'["l",[' * 150 + b'["n"]' + b"]]" * 150), "nested deeper"),
-    (_frame(b'["l",[' * 30000 + b'["n"]' + b"]]" * 30000), "not JSON"),
-    (_frame(["i", "9" * 30000]), "digit limit"),
-], ids=lambda value: value if isinstance(value, str) else None)
+@pytest.mark.parametrize(
+    "frame, fragment",
+    [
+        (b"", "shorter than its header"),
+        ((10**6).to_bytes(8, "big") + b"[]", "larger than the frame"),
+        (_frame(b'["a",'), "not JSON"),
+        (_frame(["a", "|O8", [1], [0, 8]], b"x" * 8), "refused dtype"),
+        (_frame(["a", "<f8", [2], [0, 8]], b"x" * 8), "does not match its shape"),
+        (_frame(["a", "<f8", [1], [4, 8]], b"x" * 8), "past the end"),
+        (_frame(["pickle", "x"]), "unknown node tag"),
+        (_frame(["sym", "Lambda2", []]), "refused sympy class"),
+        (_frame(["sp", "lil_thing", [2, 2], []]), "refused sparse class"),
+        (_frame(["d", [[["l", []], ["n"]]]]), "not hashable"),
+        (_frame(b'["l",[' * 150 + b'["n"]' + b"]]" * 150), "nested deeper"),
+        (_frame(b'["l",[' * 30000 + b'["n"]' + b"]]" * 30000), "not JSON"),
+        (_frame(["i", "9" * 30000]), "digit limit"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
 def test_hostile_frames_are_refused(frame: bytes, fragment: str) -> None:
     with pytest.raises(wire.BadFrame, match=fragment):
         wire.decode(frame)

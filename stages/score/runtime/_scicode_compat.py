@@ -11,6 +11,7 @@ NumPy 2 removed aliases such as `np.trapz`, `np.float_` and `np.Inf`; none of th
 (reference code of the validation split, test cases and dependencies of both splits) uses them, so no
 NumPy shim is installed: code that uses a removed alias fails as it would under NumPy 2 anywhere.
 """
+
 from __future__ import annotations
 
 from typing import Any

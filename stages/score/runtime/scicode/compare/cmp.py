@@ -4,6 +4,7 @@
 bools with `==`, everything else with `np.allclose` (falling back to `==` when the shapes make
 allclose raise ValueError). `are_dicts_close` first turns sympy Symbol keys and values into strings.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +13,12 @@ import numpy as np
 import scipy.sparse
 import sympy
 
-_DICT_SPARSE_TYPES = (scipy.sparse.csr_matrix, scipy.sparse.csc_matrix, scipy.sparse.bsr_matrix, scipy.sparse.coo_matrix)
+_DICT_SPARSE_TYPES = (
+    scipy.sparse.csr_matrix,
+    scipy.sparse.csc_matrix,
+    scipy.sparse.bsr_matrix,
+    scipy.sparse.coo_matrix,
+)
 _LIST_SPARSE_TYPES = (scipy.sparse.csr_matrix, scipy.sparse.csc_matrix)
 
 

@@ -6,6 +6,7 @@ several as a tuple in h5py key order. A group named `list` holds a list, a group
 csr), any other group a dict whose keys become floats where they parse as floats. Byte strings are
 decoded as UTF-8. Scalars come back as h5py returns them (numpy scalars), arrays as numpy arrays.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -118,11 +118,11 @@ def task_problems():
         "name": None,
         "doc": "Run the official test cases of every step of one problem, isolated (one sub-task per problem).",
     }
-    for problem_id, expected_seconds in wiring.problems_in_generation_order(config):
+    for problem_id, admission_priority in wiring.generation_admissions(config):
         yield {
             "basename": "generate",
             "name": problem_id,
-            "actions": [wiring.guarded(tasks.GENERATE.run, config, problem_id, expected_seconds)],
+            "actions": [wiring.guarded(tasks.GENERATE.run, config, problem_id, admission_priority)],
             "task_dep": ["preflight"],
             "uptodate": [(tasks.GENERATE.is_up_to_date, [config, problem_id])],
             "clean": [wiring.clean_action("clean_generations", config, problem_id)],

@@ -177,6 +177,14 @@ def problems_in_generation_order(settings: Settings) -> list[tuple[str, float]]:
     return sorted(expected, key=lambda item: -item[1])
 
 
+def generation_admissions(settings: Settings) -> list[tuple[str, float]]:
+    """`problems_in_generation_order` with each problem's admission priority: its place in that order (the
+    first highest), so problems expected to take as long are admitted in selection order too, whichever
+    thread reaches the problem pool first."""
+    order = problems_in_generation_order(settings)
+    return [(problem_id, float(len(order) - place)) for place, (problem_id, _) in enumerate(order)]
+
+
 def explain_action(settings: Settings) -> Callable[[list[str]], TaskFailed | None]:
     """The `doit explain <task> ...` action: one line per named task (stages.tasks.explain)."""
 

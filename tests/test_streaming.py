@@ -15,7 +15,7 @@ from stages.config import load_settings
 from stages.generate.stage import problem_slots
 from stages.score.stage import expected_problem_seconds, reference_seconds
 from stages.select import run_select
-from stages.wiring import problem_bound, problems_in_generation_order
+from stages.wiring import generation_admissions, problem_bound, problems_in_generation_order
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +48,20 @@ def test_measured_durations_take_over_from_the_pins(tmp_path: Path, staged_data_
     cache.mkdir(parents=True)
     (cache / "durations.json").write_text(json.dumps({"3.1": 300.0, "51.4": 2.0}), encoding="utf-8")
     assert [problem_id for problem_id, _ in problems_in_generation_order(settings)] == ["3", "51", "1"]
+
+
+def test_admission_priorities_follow_the_generation_order_ties_included(tmp_path: Path, staged_data_dir: Path) -> None:
+    settings = _settings(tmp_path, staged_data_dir, sample_ids="1,19,29,38")
+    run_select(settings)
+    cache = settings.state_paths.verdict_cache
+    cache.mkdir(parents=True)
+    (cache / "durations.json").write_text(json.dumps({"1.1": 100.0}), encoding="utf-8")
+    order = problems_in_generation_order(settings)
+    assert [seconds for _, seconds in order] == [100.0, 3.0, 3.0, 2.0]  # 29 and 38 tie: selection order
+    admissions = generation_admissions(settings)
+    assert [problem_id for problem_id, _ in admissions] == ["1", "29", "38", "19"]
+    priorities = [priority for _, priority in admissions]
+    assert priorities == sorted(set(priorities), reverse=True)  # distinct: no tie left to the threads' race
 
 
 def test_waiting_problems_are_admitted_highest_priority_first(tmp_path: Path, staged_data_dir: Path) -> None:

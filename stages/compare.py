@@ -39,6 +39,7 @@ from stages.results import (
     ProblemResult as RunProblem,
 )
 from stages.statuses import StepStatus
+from stages.summary.markdown import ratio
 from stages.usage import Usage
 
 COMPARED_ATTEMPT = 0
@@ -314,8 +315,9 @@ def _attempt_metrics(results: Sequence[ProblemResult]) -> dict[str, Any] | str:
 # ---------------------------------------------------------------------------
 
 
-def ratio(part: int, whole: int) -> str:
-    return f"{part}/{whole} ({100.0 * part / whole:.1f}%)" if whole else f"{part}/{whole} (n/a)"
+def _rate_row(label: str, a: Mapping[str, Any], b: Mapping[str, Any], part: str, whole: str) -> tuple[str, ...]:
+    """One metrics row: run A's and run B's `part`/`whole` rates and B's change in points."""
+    return (label, ratio(a[part], a[whole]), ratio(b[part], b[whole]), rate_delta(a[part], a[whole], b[part], b[whole]))
 
 
 def signed(value: int | float, digits: int = 0) -> str:
@@ -523,28 +525,8 @@ def _attempt_rows(metrics_a: dict[str, Any] | str, metrics_b: dict[str, Any] | s
             points_delta(metrics_a["mean_subproblem_rate"], metrics_b["mean_subproblem_rate"]),
         ),
         *_pass_at_k_rows(metrics_a, metrics_b),
-        (
-            "resolved by any attempt (pass)",
-            ratio(any_a["main_problem_resolved"], any_a["main_problem_total"]),
-            ratio(any_b["main_problem_resolved"], any_b["main_problem_total"]),
-            rate_delta(
-                any_a["main_problem_resolved"],
-                any_a["main_problem_total"],
-                any_b["main_problem_resolved"],
-                any_b["main_problem_total"],
-            ),
-        ),
-        (
-            "steps passed by any attempt (pass)",
-            ratio(any_a["subproblem_correct"], any_a["subproblem_total"]),
-            ratio(any_b["subproblem_correct"], any_b["subproblem_total"]),
-            rate_delta(
-                any_a["subproblem_correct"],
-                any_a["subproblem_total"],
-                any_b["subproblem_correct"],
-                any_b["subproblem_total"],
-            ),
-        ),
+        _rate_row("resolved by any attempt (pass)", any_a, any_b, "main_problem_resolved", "main_problem_total"),
+        _rate_row("steps passed by any attempt (pass)", any_a, any_b, "subproblem_correct", "subproblem_total"),
     ]
     return rows
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from doit.exceptions import TaskFailed
 
+from stages.command_line import generation_only
 from stages.fingerprints import FingerprintParts, changed_parts, run_relative
 
 if TYPE_CHECKING:
@@ -215,6 +216,10 @@ def preflight_reasons(settings: Settings) -> list[str]:
 def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> object:
     from stages.generate.stage import run_generate_attempts
 
+    if settings.executor == "local" and not generation_only(sys.argv[1:]):  # scoring follows in this process
+        from stages.score.launcher import start_zygote_in_background
+
+        start_zygote_in_background(settings.python_binary)
     return run_generate_attempts(settings, problem_id, priority)
 
 

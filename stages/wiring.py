@@ -20,6 +20,7 @@ from stages.config import ConfigError, Settings, load_settings
 from stages.confinement import ConfinementUnavailable, check_confinement
 from stages.errors import PipelineError
 from stages.interrupts import exit_now, on_exit_now
+from stages.scheduling import ExpectedWork, generation_order
 
 
 def _cmdline_vars() -> dict[str, str]:
@@ -164,25 +165,23 @@ def clean_action(name: str, *args: Any) -> Callable[[], None]:
     return action
 
 
-def problems_in_generation_order(settings: Settings) -> list[tuple[str, float]]:
-    """The selected problems with their expected scoring seconds, slowest to score first (selection order
-    among equals); the count goes to the live view. Empty when the selection is missing or stale."""
+def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
+    """The selected problems with their expected work, in `stages.scheduling.generation_order`; the count goes
+    to the live view. Empty when the selection is missing or stale."""
     from stages.activity import ACTIVITY
-    from stages.score.stage import expected_problem_seconds
+    from stages.score.stage import expected_work
     from stages.select import selected_problem_ids
 
     selected = selected_problem_ids(settings) or []
     ACTIVITY.set_problems(len(selected))
-    expected = [(problem_id, expected_problem_seconds(settings, problem_id)) for problem_id in selected]
-    return sorted(expected, key=lambda item: -item[1])
+    return generation_order([expected_work(settings, problem_id) for problem_id in selected])
 
 
 def generation_admissions(settings: Settings) -> list[tuple[str, float]]:
     """`problems_in_generation_order` with each problem's admission priority: its place in that order (the
-    first highest), so problems expected to take as long are admitted in selection order too, whichever
-    thread reaches the problem pool first."""
+    first highest), so the problems are admitted in that order whichever thread reaches the problem pool first."""
     order = problems_in_generation_order(settings)
-    return [(problem_id, float(len(order) - place)) for place, (problem_id, _) in enumerate(order)]
+    return [(work.problem_id, float(len(order) - place)) for place, work in enumerate(order)]
 
 
 def explain_action(settings: Settings) -> Callable[[list[str]], TaskFailed | None]:

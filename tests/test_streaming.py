@@ -13,7 +13,7 @@ from stages.activity import Activity
 from stages.command_line import executes_tasks
 from stages.config import load_settings
 from stages.generate.stage import problem_slots
-from stages.score.stage import expected_problem_seconds, reference_seconds
+from stages.score.stage import expected_work, reference_seconds
 from stages.select import run_select
 from stages.wiring import generation_admissions, problem_bound, problems_in_generation_order
 
@@ -28,17 +28,23 @@ def _settings(tmp_path: Path, data_dir: Path, **values: str):
     return load_settings({"data_dir": str(data_dir), "results_dir": str(tmp_path / "results"), **values}, cwd=tmp_path)
 
 
-def test_problems_slowest_to_score_come_first(tmp_path: Path, staged_data_dir: Path) -> None:
+def test_the_slowest_to_score_first_then_the_most_test_seconds_per_answer(
+    tmp_path: Path, staged_data_dir: Path
+) -> None:
     settings = _settings(tmp_path, staged_data_dir)
     run_select(settings)
     order = problems_in_generation_order(settings)
     assert len(order) == 15
-    seconds = [expected for _, expected in order]
-    assert seconds == sorted(seconds, reverse=True)
     # With no measured durations, the pinned reference durations decide: 51.4 is the slowest step.
     assert max(reference_seconds(), key=reference_seconds().get) == "51.4"
-    assert order[0][0] == "51"
-    assert order[0][1] == expected_problem_seconds(settings, "51") > 40
+    assert order[0] == expected_work(settings, "51")
+    assert order[0].answers == 4 and order[0].test_seconds > 80
+    rates = [work.test_seconds_per_answer for work in order[1:]]
+    assert rates == sorted(rates, reverse=True)
+    # 47 (4 answers, ~47 s), then the one-answer problems with long tests (7: 10 s, 6: 6 s) before 10, whose
+    # 22 s test needs eleven answers first.
+    assert [work.problem_id for work in order[1:4]] == ["47", "7", "6"]
+    assert [work.problem_id for work in order].index("10") > 4
 
 
 def test_measured_durations_take_over_from_the_pins(tmp_path: Path, staged_data_dir: Path) -> None:
@@ -47,7 +53,7 @@ def test_measured_durations_take_over_from_the_pins(tmp_path: Path, staged_data_
     cache = settings.state_paths.verdict_cache
     cache.mkdir(parents=True)
     (cache / "durations.json").write_text(json.dumps({"3.1": 300.0, "51.4": 2.0}), encoding="utf-8")
-    assert [problem_id for problem_id, _ in problems_in_generation_order(settings)] == ["3", "51", "1"]
+    assert [work.problem_id for work in problems_in_generation_order(settings)] == ["3", "51", "1"]
 
 
 def test_admission_priorities_follow_the_generation_order_ties_included(tmp_path: Path, staged_data_dir: Path) -> None:
@@ -57,7 +63,7 @@ def test_admission_priorities_follow_the_generation_order_ties_included(tmp_path
     cache.mkdir(parents=True)
     (cache / "durations.json").write_text(json.dumps({"1.1": 100.0}), encoding="utf-8")
     order = problems_in_generation_order(settings)
-    assert [seconds for _, seconds in order] == [100.0, 3.0, 3.0, 2.0]  # 29 and 38 tie: selection order
+    assert [work.test_seconds for work in order] == [100.0, 3.0, 3.0, 2.0]  # 29 and 38 tie: selection order
     admissions = generation_admissions(settings)
     assert [problem_id for problem_id, _ in admissions] == ["1", "29", "38", "19"]
     priorities = [priority for _, priority in admissions]

@@ -368,8 +368,8 @@ def run_generate_attempts(settings: Settings, problem_id: str, priority: float =
     resumable on its own (`run_generate`). Returns a small JSON-native dict: each attempt's status.
 
     The problem first waits for one of the `concurrency` problem slots; waiting problems are admitted
-    highest `priority` first (the pipeline passes the problem's place in the generation order, slowest to
-    score first: `wiring.generation_admissions`), then in arrival order. A problem finishes all its
+    highest `priority` first (the pipeline passes the problem's place in the generation order:
+    `wiring.generation_admissions`), then in arrival order. A problem finishes all its
     attempts before it frees its slot, so its scoring can start while other problems are generated.
 
     RunAborted (from `run_generate`) stops the remaining attempts."""

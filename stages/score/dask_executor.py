@@ -5,7 +5,7 @@
     doit run executor=dask scheduler=tcp://host:8786        # an existing cluster
 
 `DaskExecutor.run(request)` submits `run_on_worker` with `client.submit(..., key=<unique>, pure=False,
-priority=<expected milliseconds>)`, so among queued steps the longest expected starts first, and
+priority=<integer step priority>)`, so queued steps start in the local executor's order, and
 waits for the verdict. On the worker, `run_on_worker` runs exactly what the local executor runs
 (`request.run_request`: read the step's targets from `job.targets_file`, then `engine.execute_step`
 with its timeout, memory limit, scrubbed environment and kernel confinement of the test process; the
@@ -46,6 +46,7 @@ from types import ModuleType
 from typing import Any
 
 from stages.artifacts import sha256_file
+from stages.scheduling import integer_priority
 from stages.score.request import ExecutorError, ExecutorName, StepRequest, run_request
 from stages.verdict import StepVerdict
 
@@ -246,7 +247,7 @@ class DaskExecutor:
     def _submit(self, request: StepRequest) -> tuple[str, Any]:
         key = f"{KEY_PREFIX}-{request.step_id}-{uuid.uuid4().hex[:16]}"
         future = self.client.submit(
-            run_on_worker, request, key, key=key, pure=False, priority=int(round(request.expected_seconds * 1000))
+            run_on_worker, request, key, key=key, pure=False, priority=integer_priority(request.priority)
         )
         return key, future
 

@@ -50,7 +50,7 @@ class LocalExecutor:
         loaded = with_targets(request.job)  # read outside the slot: file I/O, no test process yet
         if isinstance(loaded, StepVerdict):
             return loaded
-        with self.slots.slot(request.expected_seconds), ACTIVITY.busy("test_processes"):
+        with self.slots.slot(request.priority), ACTIVITY.busy("test_processes"):
             return execute_step(loaded)
 
 

@@ -258,6 +258,19 @@ def zygote_for(python_binary: str) -> ZygoteClient | None:
         return client
 
 
+def start_zygote_in_background(python_binary: str) -> None:
+    """Start the zygote of `python_binary` in a daemon thread, once per process: a streaming run starts it while
+    the model answers, so its first test does not wait seconds for the zygote's imports."""
+    with _ZYGOTES_LOCK:
+        if python_binary in _ZYGOTES or python_binary in _WARMING:
+            return
+        _WARMING.add(python_binary)
+    threading.Thread(target=zygote_for, args=(python_binary,), name="zygote-start", daemon=True).start()
+
+
+_WARMING: set[str] = set()
+
+
 def stop_zygotes() -> None:
     with _ZYGOTES_LOCK:
         for client in _ZYGOTES.values():

@@ -1,4 +1,4 @@
-"""A bounded pool of test-process slots shared by every thread of the process, longest step first.
+"""A bounded pool of test-process slots shared by every thread of the process, highest priority first.
 
 `PrioritySlots` is generic (the generate stage also admits problems through one, `named_slots`, with a
 settling time: doit starts the problem threads in a burst, and without it whichever thread reached the
@@ -7,7 +7,7 @@ pool first would take a free slot before the higher-priority threads started a m
 doit runs `score:<id>` tasks in threads of one process, and each task scores its steps in threads:
 all of them draw from one module-level `PrioritySlots` per worker count, so at most
 `settings.score_workers` test processes run at once across the whole run. Waiters are served by
-expected duration (largest first, from the verdict cache's last durations), then in arrival order.
+`stages.scheduling.step_priority` (from expected durations), then in arrival order.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+Priority = float | tuple[float, ...]  # the greatest is served first; tuples compare element by element
 
 
 class PrioritySlots:
@@ -35,14 +37,15 @@ class PrioritySlots:
         self._open_at = 0.0  # time.monotonic() at which the current settling window closes
         self.active = 0
         self.peak = 0
-        self._waiting: list[tuple[float, int]] = []
+        self._waiting: list[tuple[tuple[float, ...], int]] = []
         self._order = itertools.count()
         self._condition = threading.Condition()
 
     @contextmanager
-    def slot(self, expected_seconds: float) -> Iterator[None]:
-        """Hold one slot; among waiters, the longest expected step goes first."""
-        entry = (-float(expected_seconds), next(self._order))
+    def slot(self, priority: Priority) -> Iterator[None]:
+        """Hold one slot; among waiters, the greatest priority goes first."""
+        ranks = priority if isinstance(priority, tuple) else (priority,)
+        entry = (tuple(-float(rank) for rank in ranks), next(self._order))
         with self._condition:
             if self.active == 0 and not self._waiting:
                 self._open_at = time.monotonic() + self.settle_s

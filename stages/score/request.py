@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from stages.scheduling import StepPriority, step_priority
 from stages.score.engine import StepJob, execute_step
 from stages.score.targets_io import TargetsUnavailable, load_step_targets
 from stages.verdict import StepVerdict
@@ -31,7 +32,12 @@ class StepRequest:
     job: StepJob  # target_pickles empty: read from job.targets_file where it runs
     targets_sha256: str | None  # the targets file the verdict cache key assumes
     versions: tuple[tuple[str, str], ...]  # interpreter and library versions the verdict cache key assumes
-    expected_seconds: float = 1.0  # last measured duration: longest steps start first
+    expected_seconds: float = 1.0  # last measured duration (else pinned, else a default)
+    problem_seconds: float = 1.0  # expected_seconds of its problem's slowest step
+
+    @property
+    def priority(self) -> StepPriority:
+        return step_priority(self.problem_seconds, self.expected_seconds)
 
     @property
     def step_id(self) -> str:

@@ -36,6 +36,7 @@ from stages.pins import pins
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
+from stages.scheduling import ExpectedWork
 from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
 from stages.score.engine import StepJob
 from stages.score.executor import ExecutorError, StepExecutor, StepRequest, executor_for
@@ -265,18 +266,19 @@ def expected_step_seconds(cache: VerdictCache, step_id: str) -> float:
     return cache.expected_seconds(step_id, default=reference_seconds().get(step_id, DEFAULT_EXPECTED_SECONDS))
 
 
-def expected_problem_seconds(settings: Settings, problem_id: str) -> float:
-    """Expected test-process seconds of scoring one attempt of a selected problem (its scored steps, as
-    selection.json lays them out); ScoringError when the problem is not in the run's selection."""
+def expected_work(settings: Settings, problem_id: str) -> ExpectedWork:
+    """What scoring one attempt of a selected problem is expected to take (its scored steps, as selection.json
+    lays them out); ScoringError when the problem is not in the run's selection."""
     selection = cached_selection(settings.run_paths)
     entry = selection.by_id.get(problem_id) if selection is not None else None
     if entry is None:
         raise ScoringError(f"problem {problem_id} is not in {settings.run_paths.selection}: run `doit select` first")
     cache = cache_at(settings.state_paths.verdict_cache)
-    return sum(expected_step_seconds(cache, step_id) for step_id in entry.scored_step_ids)
+    steps = entry.scored_step_ids
+    return ExpectedWork(problem_id, len(steps), sum(expected_step_seconds(cache, step_id) for step_id in steps))
 
 
-def _run_planned(context: ScoringContext, item: PlannedStep) -> StepVerdict:
+def _run_planned(context: ScoringContext, item: PlannedStep, problem_seconds: float) -> StepVerdict:
     assert item.key is not None
     cached = context.cache.get(item.key)
     if cached is not None:
@@ -285,7 +287,8 @@ def _run_planned(context: ScoringContext, item: PlannedStep) -> StepVerdict:
     if isinstance(built, StepVerdict):
         return built
     expected = expected_step_seconds(context.cache, item.step.step_id)
-    request = StepRequest(built, context.targets_sha256, tuple(sorted(context.versions.items())), expected)
+    versions = tuple(sorted(context.versions.items()))
+    request = StepRequest(built, context.targets_sha256, versions, expected, problem_seconds)
     verdict = context.executor.run(request)
     if verdict.launch_mode:
         with _EXECUTIONS_LOCK:
@@ -303,8 +306,9 @@ def score_steps(context: ScoringContext, problem: Problem, planned: list[Planned
             runnable.setdefault(item.key, []).append(item)
     if not runnable:
         return
+    slowest = max(expected_step_seconds(context.cache, items[0].step.step_id) for items in runnable.values())
     with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix=f"score-{problem.problem_id}") as pool:
-        futures = {key: pool.submit(_run_planned, context, items[0]) for key, items in runnable.items()}
+        futures = {key: pool.submit(_run_planned, context, items[0], slowest) for key, items in runnable.items()}
         for key, items in runnable.items():
             verdict = futures[key].result()
             items[0].verdict = verdict

@@ -162,8 +162,14 @@ def validation_reference_jobs(shared_scicode: Path) -> list[StepJob]:
 
 
 def run_all(run: Callable[[StepRequest], StepVerdict], jobs: list[StepJob]) -> tuple[dict[str, StepVerdict], float]:
-    durations = reference_seconds()
-    requests = [request_for(job, expected=durations.get(job.step_id, 1.0)) for job in jobs]
+    """Every job at once, ordered as the score stage orders them (each with its problem's slowest step)."""
+    expected = {job.step_id: reference_seconds().get(job.step_id, 1.0) for job in jobs}
+    slowest: dict[str, float] = {}
+    for job in jobs:
+        slowest[job.problem_id] = max(slowest.get(job.problem_id, 0.0), expected[job.step_id])
+    requests = [
+        request_for(job, expected=expected[job.step_id], problem_seconds=slowest[job.problem_id]) for job in jobs
+    ]
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=len(requests)) as pool:
         verdicts = list(pool.map(run, requests))

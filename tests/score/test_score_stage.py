@@ -13,8 +13,10 @@ from stages.artifacts import is_current, read_artifact
 from stages.config import load_settings
 from stages.problems import load_split, problems_by_id
 from stages.score import stage
+from stages.score.request import StepRequest
 from stages.score.stage import run_score, score_fingerprint
 from stages.targets import ResolvedTargets
+from stages.verdict import StepVerdict
 
 
 @pytest.fixture
@@ -195,3 +197,29 @@ def test_all_validation_reference_steps_pass_through_run_score(make_settings, de
     assert failures == []
     assert sum(s["passed"] for s in summaries) == 50 and sum(s["scored"] for s in summaries) == 50
     assert sum(s["resolved"] for s in summaries) == 15
+
+
+def test_steps_wait_with_their_problems_slowest_step(settings, dev_targets, monkeypatch) -> None:
+    """What the score stage asks of the executor: every step of 47 carries 47.4's pinned seconds, so the
+    problem's quick steps go first and its details are written as soon as 47.4 ends."""
+    prob = problems_by_id(settings.data_paths)["47"]
+    write_generation(settings, prob, reference_codes(prob))
+    requests: list[StepRequest] = []
+
+    class Recording:
+        name = "local"
+
+        def run(self, request: StepRequest) -> StepVerdict:
+            requests.append(request)
+            return StepVerdict(request.step_id, "fail", "recorded, not run", tests_total=1)
+
+    monkeypatch.setattr(stage, "executor_for", lambda _settings: Recording())
+    run_score(settings, "47", dev_targets)
+    slowest = stage.reference_seconds()["47.4"]
+    priorities = {request.step_id: request.priority for request in requests}
+    assert priorities == {
+        "47.1": (slowest, -1.0),
+        "47.2": (slowest, -1.0),
+        "47.3": (slowest, -1.0),
+        "47.4": (slowest, -slowest),
+    }

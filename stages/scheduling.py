@@ -10,10 +10,12 @@ Hence two rules, both from expected durations (the verdict cache's last measured
 reference durations):
 
 * **Generation order** (`generation_order`): the problem expected to take longest to score first, since its
-  tail bounds the run; then the problems that give the test pool the most work per model answer (expected test
-  seconds / answers), so the pool is busy from the first answers instead of idle until the long problems are
-  generated; then selection order. Slowest-to-score first for every problem leaves the test pool idle while
-  the long problems are being generated (with four answers each, the first 15 s of a validation run).
+  tail bounds the run; then, alternately, the next problem with the most expected test seconds per answer (it
+  gives the test pool work soonest) and the next with the most model answers (generation's own longest chain:
+  admitted late, it ends the generation late); selection order among equals. Neither list alone holds up:
+  slowest-to-score first for every problem leaves the test pool idle while the long problems are generated
+  (the first 15 s of a validation run at 3 s per answer), and test seconds per answer alone admits the
+  eleven-answer problem late, which costs a quarter of the run when answers take 10 s or more.
 * **Test order** (`step_priority`): a waiting step takes its problem's priority, the expected seconds of the
   problem's slowest step (longest first), and within a problem its quick steps go first. Long steps start as
   early as with longest-step-first, and a problem's verdict file is written when its slowest step ends, not
@@ -47,8 +49,17 @@ def generation_order(problems: Sequence[ExpectedWork]) -> list[ExpectedWork]:
         return []
     tail = max(problems, key=lambda work: work.test_seconds)  # the first of equals: selection order
     rest = [work for work in problems if work is not tail]
-    rest.sort(key=lambda work: (-work.test_seconds_per_answer, -work.test_seconds))  # stable: selection order
-    return [tail, *rest]
+    most_answers = sorted(rest, key=lambda work: (-work.answers, -work.test_seconds))  # stable: selection order
+    most_per_answer = sorted(rest, key=lambda work: (-work.test_seconds_per_answer, -work.test_seconds))
+    order, taken = [tail], {tail.problem_id}
+    turns = (iter(most_per_answer), iter(most_answers))
+    while len(order) < len(problems):
+        for candidates in turns:
+            work = next((work for work in candidates if work.problem_id not in taken), None)
+            if work is not None:
+                order.append(work)
+                taken.add(work.problem_id)
+    return order
 
 
 def step_priority(problem_slowest_seconds: float, step_seconds: float) -> StepPriority:

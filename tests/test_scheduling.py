@@ -14,20 +14,27 @@ def _ids(order: list[ExpectedWork]) -> list[str]:
     return [work.problem_id for work in order]
 
 
-def test_the_slowest_to_score_first_then_test_seconds_per_answer() -> None:
+def test_the_slowest_to_score_first_then_alternately_test_seconds_per_answer_and_answers() -> None:
     problems = [
-        ExpectedWork("many-answers", answers=11, test_seconds=22.0),  # 2 s per answer
+        ExpectedWork("ten-answers", answers=10, test_seconds=10.0),  # 1 s per answer
+        ExpectedWork("eight-answers", answers=8, test_seconds=8.0),  # 1 s per answer
         ExpectedWork("tail", answers=4, test_seconds=82.0),
-        ExpectedWork("one-answer", answers=1, test_seconds=10.0),  # 10 s per answer
-        ExpectedWork("quick", answers=3, test_seconds=0.3),
+        ExpectedWork("five-per-answer", answers=1, test_seconds=5.0),
+        ExpectedWork("four-per-answer", answers=1, test_seconds=4.0),
     ]
-    assert _ids(generation_order(problems)) == ["tail", "one-answer", "many-answers", "quick"]
+    assert _ids(generation_order(problems)) == [
+        "tail",
+        "five-per-answer",
+        "ten-answers",
+        "four-per-answer",
+        "eight-answers",
+    ]
 
 
 def test_ties_keep_the_selection_order() -> None:
     problems = [ExpectedWork(name, 2, 2.0) for name in ("b", "a", "c")] + [ExpectedWork("d", 1, 1.0)]
-    # "b" is the first of the slowest; "a" and "c" tie with it on seconds per answer: selection order; "d" has
-    # as many seconds per answer but fewer seconds in all.
+    # "b" is the first of the slowest; "a" and "c" tie on both lists: selection order; "d" has as many seconds
+    # per answer but fewer seconds in all, and fewer answers.
     assert _ids(generation_order(problems)) == ["b", "a", "c", "d"]
     assert generation_order([]) == []
 

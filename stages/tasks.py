@@ -11,9 +11,12 @@ client or the scoring engine unless a check needs it.
 
 from __future__ import annotations
 
+import importlib
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -216,11 +219,32 @@ def preflight_reasons(settings: Settings) -> list[str]:
 def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> object:
     from stages.generate.stage import run_generate_attempts
 
-    if settings.executor == "local" and not generation_only(sys.argv[1:]):  # scoring follows in this process
+    if not generation_only(sys.argv[1:]):
+        warm_up_later_stages(settings)
+    return run_generate_attempts(settings, problem_id, priority)
+
+
+def warm_up_later_stages(settings: Settings) -> None:
+    """While the model answers (scoring and summarizing follow in this process): start the test processes'
+    zygote and import the summary's plotting and report modules, in background threads, once per process, so
+    neither the first verdict nor the summary waits seconds for imports."""
+    if settings.executor == "local":
         from stages.score.launcher import start_zygote_in_background
 
         start_zygote_in_background(settings.python_binary)
-    return run_generate_attempts(settings, problem_id, priority)
+    _import_summary_modules_in_background()
+
+
+@lru_cache(maxsize=1)
+def _import_summary_modules_in_background() -> None:
+    def import_them() -> None:
+        for name in SUMMARY_MODULES:
+            importlib.import_module(name)
+
+    threading.Thread(target=import_them, name="summary-imports", daemon=True).start()
+
+
+SUMMARY_MODULES = ("stages.plots", "stages.report")
 
 
 def generations_are_current(settings: Settings, problem_id: str) -> bool:

@@ -260,15 +260,17 @@ def zygote_for(python_binary: str) -> ZygoteClient | None:
 
 def start_zygote_in_background(python_binary: str) -> None:
     """Start the zygote of `python_binary` in a daemon thread, once per process: a streaming run starts it while
-    the model answers, so its first test does not wait seconds for the zygote's imports."""
-    with _ZYGOTES_LOCK:
-        if python_binary in _ZYGOTES or python_binary in _WARMING:
+    the model answers, so its first test does not wait seconds for the zygote's imports. Never blocks: the
+    zygote's own lock is held while it starts."""
+    with _STARTED_IN_BACKGROUND_LOCK:
+        if python_binary in _STARTED_IN_BACKGROUND:
             return
-        _WARMING.add(python_binary)
+        _STARTED_IN_BACKGROUND.add(python_binary)
     threading.Thread(target=zygote_for, args=(python_binary,), name="zygote-start", daemon=True).start()
 
 
-_WARMING: set[str] = set()
+_STARTED_IN_BACKGROUND: set[str] = set()
+_STARTED_IN_BACKGROUND_LOCK = threading.Lock()
 
 
 def stop_zygotes() -> None:

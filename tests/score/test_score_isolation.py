@@ -136,3 +136,22 @@ def test_a_zygote_that_dies_takes_its_running_steps_with_it(shared_scicode: Path
     assert verdicts and verdicts[0].status != "pass"
     assert_no_process_with(marker)
     launcher.stop_zygotes()
+
+
+def test_a_zygote_started_in_the_background_never_blocks_its_caller() -> None:
+    """A streaming run starts the zygote from a generation thread: the caller goes on at once even while another
+    zygote holds the start lock, and the zygote is ready when the first step asks for it."""
+    launcher.stop_zygotes()
+    launcher._STARTED_IN_BACKGROUND.discard(sys.executable)
+    with launcher._ZYGOTES_LOCK:  # as while some zygote is starting
+        started = time.monotonic()
+        launcher.start_zygote_in_background(sys.executable)
+        launcher.start_zygote_in_background(sys.executable)  # once per process: the second call does nothing
+        assert time.monotonic() - started < 1.0
+        assert [t.name for t in threading.enumerate()].count("zygote-start") == 1
+    deadline = time.monotonic() + 60
+    while not (sys.executable in launcher._ZYGOTES and launcher._ZYGOTES[sys.executable] is not None):
+        assert time.monotonic() < deadline, "the background zygote never started"
+        time.sleep(0.05)
+    client = launcher.zygote_for(sys.executable)
+    assert client is not None and client.alive and client.versions

@@ -14,19 +14,23 @@ def _ids(order: list[ExpectedWork]) -> list[str]:
     return [work.problem_id for work in order]
 
 
-def test_the_slowest_to_score_first_then_alternately_test_seconds_per_answer_and_answers() -> None:
+def test_the_slowest_to_score_first_then_two_by_test_seconds_per_answer_for_one_by_answers() -> None:
     problems = [
         ExpectedWork("ten-answers", answers=10, test_seconds=10.0),  # 1 s per answer
         ExpectedWork("eight-answers", answers=8, test_seconds=8.0),  # 1 s per answer
         ExpectedWork("tail", answers=4, test_seconds=82.0),
         ExpectedWork("five-per-answer", answers=1, test_seconds=5.0),
         ExpectedWork("four-per-answer", answers=1, test_seconds=4.0),
+        ExpectedWork("three-per-answer", answers=1, test_seconds=3.0),
+        ExpectedWork("two-per-answer", answers=1, test_seconds=2.0),
     ]
     assert _ids(generation_order(problems)) == [
         "tail",
         "five-per-answer",
-        "ten-answers",
         "four-per-answer",
+        "ten-answers",
+        "three-per-answer",
+        "two-per-answer",
         "eight-answers",
     ]
 

@@ -92,23 +92,38 @@ def write_artifact(path: Path, kind: str, record: dict[str, Any]) -> dict[str, A
     """Validate `record` against `schemas/<kind>.schema.json` and write it atomically. Returns the record."""
     record = {"schema_version": SCHEMA_VERSION, **record}
     validate(kind, record)
-    atomic_write_text(path, json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    atomic_write_text(path, text)
+    _VALIDATED.add(_validated_key(kind, text))
     return record
 
 
 def read_artifact(path: Path, kind: str) -> dict[str, Any] | None:
     """The artifact at `path` if it exists, parses and validates; None otherwise."""
     try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        record = json.loads(text)
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("schema_version") != SCHEMA_VERSION:
         return None
-    try:
-        validate(kind, record)
-    except ArtifactError:
-        return None
+    key = _validated_key(kind, text)
+    if key not in _VALIDATED:
+        try:
+            validate(kind, record)
+        except ArtifactError:
+            return None
+        _VALIDATED.add(key)
     return record
+
+
+# (kind, sha256 of the text) of every artifact text this process has validated: the same bytes need no second
+# validation (a streaming run reads back, often several times, what it has just written).
+_VALIDATED: set[tuple[str, str]] = set()
+
+
+def _validated_key(kind: str, text: str) -> tuple[str, str]:
+    return kind, hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def current_record(

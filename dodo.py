@@ -40,6 +40,7 @@ from stages.reporter import ProgressReporter
 
 Path(STATE_DIR_NAME).mkdir(exist_ok=True)
 install_interrupt_handling()
+wiring.exit_without_final_collection()
 
 DOIT_CONFIG = {
     "backend": "sqlite3",

@@ -113,3 +113,19 @@ def test_list_info_forget_see_every_problem_task_after_select(workdir: Path, sta
 def test_requested_tasks(argv: list[str], tasks: list[str], rescore: bool) -> None:
     assert requested_tasks(argv) == tasks
     assert rescore_only(argv) is rescore
+
+
+def test_the_collector_is_frozen_after_the_exit_handlers_registered_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """doit commands end without walking every object at teardown; handlers registered after dodo.py is loaded
+    (the zygote, the built-in endpoint, the run lock) still run first, as atexit runs them last in, first out."""
+    import atexit
+    import gc
+
+    from stages import wiring
+
+    registered: list[object] = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    wiring.exit_without_final_collection()
+    assert registered == [gc.freeze]
+    dodo_lines = (Path(__file__).resolve().parents[1] / "dodo.py").read_text(encoding="utf-8").splitlines()
+    assert "wiring.exit_without_final_collection()" in dodo_lines, "dodo.py registers it at import"

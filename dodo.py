@@ -10,10 +10,11 @@ delayed creators only when the dependency's creator has already run, so with one
 `score` had to be created after all of `generate` executed, and no problem was scored before the last
 one was generated. Created together (after `select`), `score:<id>` depends on `generate:<id>` by name
 and runs as soon as that problem's generation ends, while other problems are still being generated.
-The problems are yielded in generation order (`stages.scheduling`: the slowest to score first, then in turns
-the most test seconds per model answer and the most answers), which is also the order in which doit starts them; `run_generate_attempts` admits
-`concurrency` problems at once in that order, and doit gets one thread per problem the run can select
-(`wiring.worker_threads`), so a finished generation never waits for a thread to be scored.
+The problems are yielded in generation order (`stages.scheduling`: the slowest to score first, then in
+turns the most test seconds per model answer and the most answers), which is also the order in which doit
+starts them; `run_generate_attempts` admits `concurrency` problems at once in that order, and doit gets
+one thread per problem the run can select (`wiring.worker_threads`), so a finished generation never waits
+for a thread to be scored.
 
 For `doit run` the creator declares `creates=["generate", "score"]`, so `doit score:10` or
 `doit generate` finds its tasks. doit never calls a creator with `creates` for commands that do not run

@@ -278,7 +278,7 @@ def expected_work(settings: Settings, problem_id: str) -> ExpectedWork:
     return ExpectedWork(problem_id, len(steps), sum(expected_step_seconds(cache, step_id) for step_id in steps))
 
 
-def _run_planned(context: ScoringContext, item: PlannedStep, problem_seconds: float) -> StepVerdict:
+def _run_planned(context: ScoringContext, item: PlannedStep, expected: float, problem_seconds: float) -> StepVerdict:
     assert item.key is not None
     cached = context.cache.get(item.key)
     if cached is not None:
@@ -286,7 +286,6 @@ def _run_planned(context: ScoringContext, item: PlannedStep, problem_seconds: fl
     built = _build_job(context.settings, item, context.targets)
     if isinstance(built, StepVerdict):
         return built
-    expected = expected_step_seconds(context.cache, item.step.step_id)
     versions = tuple(sorted(context.versions.items()))
     request = StepRequest(built, context.targets_sha256, versions, expected, problem_seconds)
     verdict = context.executor.run(request)
@@ -306,9 +305,12 @@ def score_steps(context: ScoringContext, problem: Problem, planned: list[Planned
             runnable.setdefault(item.key, []).append(item)
     if not runnable:
         return
-    slowest = max(expected_step_seconds(context.cache, items[0].step.step_id) for items in runnable.values())
+    expected = {key: expected_step_seconds(context.cache, items[0].step.step_id) for key, items in runnable.items()}
+    slowest = max(expected.values())
     with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix=f"score-{problem.problem_id}") as pool:
-        futures = {key: pool.submit(_run_planned, context, items[0], slowest) for key, items in runnable.items()}
+        futures = {
+            key: pool.submit(_run_planned, context, items[0], expected[key], slowest) for key, items in runnable.items()
+        }
         for key, items in runnable.items():
             verdict = futures[key].result()
             items[0].verdict = verdict

@@ -13,8 +13,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from stages.generate.server import ModelRequest, ModelServer, Reply
+
+# Property tests never flake: derandomized (the same examples every run), no deadline, a bounded count, no
+# example database carried between runs.
+settings.register_profile(
+    "pipeline",
+    derandomize=True,
+    deadline=None,
+    max_examples=150,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("pipeline")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_SCICODE = PROJECT_ROOT.parent / "shared" / "scicode"

@@ -201,7 +201,8 @@ def metrics_from_outcomes(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]
 
     - `per_attempt[j]`: resolve rate and micro-averaged subproblem rate of attempt j;
     - `mean_main_problem_resolve_rate`, `mean_subproblem_rate`: those averaged over attempts (strategy avg);
-    - `pass_at_k["k"]` for k = 1..n, from whole-problem outcomes;
+    - `pass_at_k["k"]` for k = 1..n, from whole-problem outcomes, and `pass_at_k_intervals["k"]` their 95%
+      bootstrap intervals over problems (seed and resamples under `bootstrap`, stages.uncertainty.intervals);
     - `any_attempt`: resolved when any attempt resolved it, step passed when any attempt passed it (strategy pass);
     - `strategies`: the headline pair under each attempt strategy name.
     """
@@ -212,13 +213,19 @@ def metrics_from_outcomes(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]
     mean_resolve = _mean([row["main_problem_resolve_rate"] for row in per_attempt])
     mean_subproblem = _mean([row["subproblem"] for row in per_attempt])
     counts = [(problem.n, problem.c) for problem in outcomes]
+    from stages.uncertainty.intervals import bootstrap_record, pass_at_k_intervals
+
+    ks = list(range(1, n + 1))
+    intervals = pass_at_k_intervals(counts, ks)
     return {
         "problems": len(outcomes),
         "attempts": n,
         "per_attempt": per_attempt,
         "mean_main_problem_resolve_rate": mean_resolve,
         "mean_subproblem_rate": mean_subproblem,
-        "pass_at_k": {str(k): mean_pass_at_k(counts, k) for k in range(1, n + 1)},
+        "pass_at_k": {str(k): mean_pass_at_k(counts, k) for k in ks},
+        "pass_at_k_intervals": {str(k): intervals[k].to_record() for k in ks},
+        "bootstrap": bootstrap_record(),
         "any_attempt": any_attempt,
         "strategies": {
             "avg": {"main_problem_resolve_rate": mean_resolve, "subproblem": mean_subproblem},

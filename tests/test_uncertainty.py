@@ -61,6 +61,18 @@ def test_wilson_none_resolved_by_hand() -> None:
     assert interval.high == pytest.approx(0.434484, abs=2e-6)
 
 
+@given(st.integers(1, 400).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_wilson_is_scipys_binomtest_interval(case: tuple[int, int]) -> None:
+    from scipy.stats import binomtest
+
+    successes, trials = case
+    expected = binomtest(successes, trials).proportion_ci(confidence_level=0.95, method="wilson")
+    found = wilson_interval(successes, trials)
+    assert found is not None
+    assert found.low == pytest.approx(float(expected.low), abs=1e-12)
+    assert found.high == pytest.approx(float(expected.high), abs=1e-12)
+
+
 def test_wilson_without_trials_is_none_and_bad_counts_are_refused() -> None:
     assert wilson_interval(0, 0) is None
     with pytest.raises(ValueError, match="between 0 and trials=3"):
@@ -191,6 +203,14 @@ def test_mcnemar_exact_by_hand() -> None:
     # equal counts and no discordant pair: p = 1
     assert mcnemar_exact_p(3, 3) == 1.0
     assert mcnemar_exact_p(0, 0) == 1.0
+
+
+@given(st.integers(0, 60), st.integers(0, 60))
+def test_mcnemar_is_scipys_two_sided_binomial_test(only_a: int, only_b: int) -> None:
+    from scipy.stats import binomtest
+
+    expected = 1.0 if only_a + only_b == 0 else binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue
+    assert mcnemar_exact_p(only_a, only_b) == pytest.approx(float(expected), rel=1e-9, abs=1e-15)
 
 
 def test_mcnemar_counts_the_four_cells() -> None:

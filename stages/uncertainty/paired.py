@@ -3,8 +3,9 @@
 - Resolved problems: the exact McNemar test. Of the problems resolved by exactly one run, `only_a` were
   resolved by A alone and `only_b` by B alone; under "no difference" each of those `n = only_a + only_b`
   discordant problems is A's or B's with probability 1/2, so the two-sided p is
-  `min(1, 2 * sum_{i=0}^{min(only_a, only_b)} C(n, i) / 2^n)` (`scipy.stats.binomtest(min, n, 0.5)`), and
-  p = 1 when no problem is discordant.
+  `min(1, 2 * sum_{i=0}^{min(only_a, only_b)} C(n, i) / 2^n)` (the two-sided
+  `scipy.stats.binomtest(min, n, 0.5).pvalue`; the tests check they agree), and p = 1 when no problem is
+  discordant.
 - Step pass rates: each scored step gives a difference `d_ij = x^B_ij - x^A_ij` (1 for pass, else 0). The
   paired difference is `D = sum d / N` over the N steps of the common problems; its standard error is
   clustered by problem as for one run (E. Miller, "Adding Error Bars to Evals", 2024),
@@ -93,9 +94,8 @@ def mcnemar_exact_p(only_a: int, only_b: int) -> float:
     discordant = only_a + only_b
     if discordant == 0:
         return 1.0
-    from scipy.stats import binomtest
-
-    return min(1.0, float(binomtest(min(only_a, only_b), discordant, 0.5).pvalue))
+    tail = sum(math.comb(discordant, i) for i in range(min(only_a, only_b) + 1))
+    return min(1.0, 2 * tail / 2**discordant)
 
 
 def mcnemar(problems: Sequence[PairedProblem]) -> McNemar:

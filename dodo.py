@@ -163,6 +163,16 @@ def task_explain():
     }
 
 
+def task_runs():
+    """`doit runs`: an index of every run under results_dir, runs.md and runs.html (never a default task)."""
+    from stages.run_index import write_run_index
+
+    return {
+        "actions": [wiring.guarded(write_run_index, settings())],
+        "uptodate": [False],
+    }
+
+
 def task_compare():
     """`doit compare runs=DIR1,DIR2`: a Markdown report of two runs side by side (never a default task)."""
     from stages.compare import write_comparison

@@ -87,6 +87,15 @@ class ResultsPaths:
         """The HTML page beside the Markdown comparison."""
         return self.comparison(label_a, label_b).with_suffix(".html")
 
+    @property
+    def runs_index(self) -> Path:
+        """`doit runs`: the Markdown index of every run; its HTML page is `runs_page`."""
+        return self.root / "runs.md"
+
+    @property
+    def runs_page(self) -> Path:
+        return self.root / "runs.html"
+
 
 @dataclass(frozen=True)
 class RunPaths:

@@ -165,10 +165,20 @@ def task_explain():
 
 def task_runs():
     """`doit runs`: an index of every run under results_dir, runs.md and runs.html (never a default task)."""
-    from stages.run_index import write_run_index
+    from stages.index_page import write_run_index
 
     return {
         "actions": [wiring.guarded(write_run_index, settings())],
+        "uptodate": [False],
+    }
+
+
+def task_export():
+    """`doit export`: the run's steps as CSV/JSONL and an inspect_ai log under <run>/export/ (never a default task)."""
+    from stages.export.stage import write_export
+
+    return {
+        "actions": [wiring.guarded(write_export, settings())],
         "uptodate": [False],
     }
 

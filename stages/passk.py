@@ -19,6 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.results import Details, ProblemResult, ScoredAttempt
+from stages.uncertainty.intervals import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    Interval,
+    bootstrap_mean_intervals,
+    bootstrap_record,
+)
 
 
 class PassKError(ValueError):
@@ -56,6 +63,18 @@ def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
     if not values:
         raise PassKError("pass@k: no problems to average over")
     return math.fsum(values) / len(values)
+
+
+def pass_at_k_intervals(
+    counts: Sequence[tuple[int, int]],
+    ks: Sequence[int],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[int, Interval]:
+    """k -> the 95% bootstrap interval of mean pass@k over problems, each problem given as (n, c): the problems
+    are resampled (stages.uncertainty.intervals.bootstrap_mean_intervals), each keeping its own pass@k."""
+    columns = [[pass_at_k(n, c, k) for n, c in counts] for k in ks]
+    return dict(zip(ks, bootstrap_mean_intervals(columns, resamples, seed)))
 
 
 # ---------------------------------------------------------------------------
@@ -213,8 +232,6 @@ def metrics_from_outcomes(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]
     mean_resolve = _mean([row["main_problem_resolve_rate"] for row in per_attempt])
     mean_subproblem = _mean([row["subproblem"] for row in per_attempt])
     counts = [(problem.n, problem.c) for problem in outcomes]
-    from stages.uncertainty.intervals import bootstrap_record, pass_at_k_intervals
-
     ks = list(range(1, n + 1))
     intervals = pass_at_k_intervals(counts, ks)
     return {

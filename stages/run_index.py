@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from stages.artifacts import atomic_write_text, read_artifact
-from stages.config import Settings
+from stages.artifacts import read_artifact
 from stages.paths import COMPARE_DIR_NAME, ResultsPaths, RunPaths
 from stages.pricing import money
 from stages.results import cached_selection
@@ -300,17 +299,69 @@ MARKDOWN_HEADER = (
 )
 
 
+@dataclass(frozen=True)
+class SettingFront:
+    """The runs of one split and background setting with a resolve rate: those plotted against cost (or tokens,
+    when some run of the setting has no cost) and the Pareto front among them."""
+
+    split: str
+    background: str
+    x_kind: Literal["cost", "tokens"]
+    plotted: tuple[IndexRow, ...]
+    front: tuple[IndexRow, ...]  # in cost order
+    not_plotted: tuple[IndexRow, ...]
+
+    @property
+    def title(self) -> str:
+        return f"split {self.split}, {self.background}"
+
+    @property
+    def marks(self) -> tuple[MarkedSetting, ...]:
+        return self.plotted[0].marks if self.plotted else (self.not_plotted[0].marks if self.not_plotted else ())
+
+
+def x_value(row: IndexRow, kind: str) -> float | None:
+    value = row.cost if kind == "cost" else row.tokens
+    return None if value is None else float(value)
+
+
+def setting_front(split: str, background: str, rows: Sequence[IndexRow]) -> SettingFront:
+    rated = [row for row in rows if row.resolve_rate is not None]
+    kind: Literal["cost", "tokens"] = "cost" if rated and all(row.cost is not None for row in rated) else "tokens"
+    plotted = [row for row in rated if x_value(row, kind) is not None]
+    on_front = pareto_front([(x_value(row, kind) or 0.0, row.resolve_rate or 0.0) for row in plotted])
+    front = sorted((plotted[index] for index in on_front), key=lambda row: x_value(row, kind) or 0.0)
+    return SettingFront(
+        split, background, kind, tuple(plotted), tuple(front), tuple(row for row in rows if row not in plotted)
+    )
+
+
+def setting_fronts(rows: Sequence[IndexRow]) -> list[SettingFront]:
+    """One per (split, background) setting that has a run with a resolve rate, in the rows' order."""
+    groups: dict[tuple[str, str], list[IndexRow]] = {}
+    for row in rows:
+        if row.resolve_rate is not None:
+            groups.setdefault(row.setting, [])
+    for row in rows:
+        if row.setting in groups:
+            groups[row.setting].append(row)
+    return [setting_front(split, background, members) for (split, background), members in groups.items()]
+
+
+def point_text(row: IndexRow, kind: str) -> str:
+    """`strong / test-tool_use-nobg (50.0% resolved, $6.00)`."""
+    x = x_value(row, kind) or 0.0
+    shown = money(x) if kind == "cost" else f"{int(x):,} tokens"
+    return f"{row.model} / {row.run} ({100.0 * (row.resolve_rate or 0.0):.1f}% resolved, {shown})"
+
+
 def front_lines(rows: Sequence[IndexRow]) -> list[str]:
     """Per split and background setting: the runs on the Pareto front of resolve rate against cost (or tokens)."""
-    from stages.index_plot import plot_groups
-
     lines = ["## Pareto fronts (resolve rate against cost, or tokens where a run has no cost)", ""]
-    groups = plot_groups(rows)
-    if not groups:
-        return lines + ["No summarized run has a resolve rate and tokens to plot.", ""]
-    for group in groups:
-        front = ", ".join(f"{point.label} ({point.y_text}, {point.x_text})" for point in group.front_points)
-        lines.append(f"- {group.title}: {front}")
+    fronts = setting_fronts(rows)
+    if not fronts:
+        return lines + ["No summarized run has a resolve rate to plot.", ""]
+    lines += [f"- {found.title}: {', '.join(point_text(row, found.x_kind) for row in found.front)}" for found in fronts]
     return lines + [""]
 
 
@@ -322,21 +373,3 @@ def render_markdown(rows: Sequence[IndexRow], page_dir: Path) -> str:
     lines += markdown_table(MARKDOWN_HEADER, table, [False] * len(MARKDOWN_HEADER)) if table else ["No run yet."]
     lines.append("")
     return "\n".join(lines + front_lines(rows))
-
-
-# ---------------------------------------------------------------------------
-# Entry point
-# ---------------------------------------------------------------------------
-
-
-def write_run_index(settings: Settings) -> Path:
-    """Write `<results_dir>/scicode/runs.md` and `runs.html` and return the Markdown path (both are printed)."""
-    from stages.index_plot import render_page
-
-    results = ResultsPaths(Path(settings.results_dir))
-    rows = index_rows(results)
-    atomic_write_text(results.runs_index, render_markdown(rows, results.root))
-    atomic_write_text(results.runs_page, render_page(rows, results.root))
-    print(f"run index: {results.runs_index} ({len(rows)} runs)")
-    print(f"run index page: {results.runs_page}")
-    return results.runs_index

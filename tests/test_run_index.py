@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from stages.config import Settings
-from stages.index_plot import nice_ticks, plot_groups
+from stages.index_page import nice_ticks, plot_groups, write_run_index
 from stages.paths import ResultsPaths
-from stages.run_index import index_rows, pareto_front, write_run_index
+from stages.run_index import index_rows, pareto_front
 from stages.summarize import run_summarize
 from tests.test_summarize import FIXED_NOW, OFFICIAL, make_settings, selection_entry, write_details, write_selection
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stages.passk import pass_at_k_intervals
 from stages.uncertainty.intervals import (
     Interval,
     ProblemTally,
@@ -18,7 +19,6 @@ from stages.uncertainty.intervals import (
     clustered_step_rate,
     group_intervals,
     headline_intervals,
-    pass_at_k_intervals,
     wilson_interval,
 )
 from stages.uncertainty.paired import (

@@ -14,7 +14,8 @@
   interval is `p +- 1.96 SE`, clipped to [0, 1].
 - pass@k: the mean over problems of each problem's unbiased pass@k; its interval is the 2.5th and 97.5th
   percentiles of that mean over `BOOTSTRAP_RESAMPLES` resamples of the problems with replacement, drawn with
-  numpy's `default_rng(BOOTSTRAP_SEED)` (fixed and recorded, so the same run gives the same interval).
+  numpy's `default_rng(BOOTSTRAP_SEED)` (fixed and recorded, so the same run gives the same interval):
+  `bootstrap_mean_intervals` here, applied to pass@k by `stages.passk.pass_at_k_intervals`.
 - Groups (a field, a subfield, a split) get intervals only with at least `MIN_GROUP_PROBLEMS` problems; a
   smaller group shows its counts only.
 """
@@ -203,19 +204,6 @@ def bootstrap_mean_intervals(
         low, high = np.percentile(means, [tail, 100.0 - tail])
         intervals.append(Interval.clipped(float(low), float(high)))
     return intervals
-
-
-def pass_at_k_intervals(
-    counts: Sequence[tuple[int, int]],
-    ks: Sequence[int],
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-) -> dict[int, Interval]:
-    """k -> the bootstrap interval of mean pass@k over problems, each problem given as (n attempts, c resolved)."""
-    from stages.passk import pass_at_k
-
-    columns = [[pass_at_k(n, c, k) for n, c in counts] for k in ks]
-    return dict(zip(ks, bootstrap_mean_intervals(columns, resamples, seed)))
 
 
 def bootstrap_record(resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:

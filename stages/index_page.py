@@ -1,6 +1,7 @@
-"""The run index page (`runs.html`): its table rows and its plots, drawn as inline SVG (no network, no image
-file), one per split and background setting: resolve rate (with its 95% Wilson interval) against cost, or
-against total tokens where some run of the setting has no cost; the Pareto front is marked and joined.
+"""`doit runs`: the run index (`stages.run_index` finds the runs and writes runs.md) and its page `runs.html`:
+the table rows and the plots, drawn as inline SVG (no network, no image file), one per split and background
+setting: resolve rate (with its 95% Wilson interval) against cost, or against total tokens where some run of the
+setting has no cost; the Pareto front is marked and joined.
 """
 
 from __future__ import annotations
@@ -10,8 +11,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from stages.artifacts import atomic_write_text
+from stages.config import Settings
+from stages.paths import ResultsPaths
 from stages.pricing import money
-from stages.run_index import MARKED_SETTINGS, IndexRow, MarkedSetting, background_text, pareto_front
+from stages.run_index import (
+    MARKED_SETTINGS,
+    IndexRow,
+    MarkedSetting,
+    SettingFront,
+    background_text,
+    index_rows,
+    render_markdown,
+    setting_fronts,
+    x_value,
+)
 
 WIDTH, HEIGHT = 640, 360
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 16, 52
@@ -95,20 +109,9 @@ def _tick_text(kind: str, value: float) -> str:
     return f"{value / 1e6:g}M" if value >= 1e6 else (f"{value / 1e3:g}k" if value >= 1e3 else f"{value:g}")
 
 
-def _x_kind(rows: Sequence[IndexRow]) -> str:
-    return "cost" if all(row.cost is not None for row in rows) else "tokens"
-
-
-def _x_of(row: IndexRow, kind: str) -> float | None:
-    value = row.cost if kind == "cost" else row.tokens
-    return None if value is None else float(value)
-
-
-def plot_group(split: str, background: str, rows: Sequence[IndexRow]) -> PlotGroup:
-    rated = [row for row in rows if row.resolve_rate is not None]
-    kind = _x_kind(rated)
-    plotted = [row for row in rated if _x_of(row, kind) is not None]
-    xs = [_x_of(row, kind) or 0.0 for row in plotted]
+def plot_group(found: SettingFront) -> PlotGroup:
+    kind = found.x_kind
+    xs = [x_value(row, kind) or 0.0 for row in found.plotted]
     ticks = nice_ticks(HEADROOM * max(xs, default=0.0))
     span = ticks[-1] or 1.0
     inner_w, inner_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -119,32 +122,33 @@ def plot_group(split: str, background: str, rows: Sequence[IndexRow]) -> PlotGro
     def py(rate: float) -> float:
         return round(TOP + inner_h * (1.0 - rate), 2)
 
-    front = pareto_front([(x, row.resolve_rate or 0.0) for x, row in zip(xs, plotted)])
-    points = tuple(
-        PlotPoint(
+    def point(row: IndexRow, x: float) -> PlotPoint:
+        rate = row.resolve_rate or 0.0
+        low, high = row.resolve_interval or (rate, rate)
+        return PlotPoint(
             row_id=row_id(row),
             label=f"{row.model} / {row.run}",
             x_text=_x_text(kind, x),
-            y_text=f"{100.0 * (row.resolve_rate or 0.0):.1f}% resolved",
+            y_text=f"{100.0 * rate:.1f}% resolved",
             px=px(x),
-            py=py(row.resolve_rate or 0.0),
-            py_low=py(row.resolve_interval[0]) if row.resolve_interval else py(row.resolve_rate or 0.0),
-            py_high=py(row.resolve_interval[1]) if row.resolve_interval else py(row.resolve_rate or 0.0),
-            on_front=index in front,
+            py=py(rate),
+            py_low=py(low),
+            py_high=py(high),
+            on_front=row in found.front,
             label_end=px(x) > LEFT + 0.6 * inner_w,
         )
-        for index, (x, row) in enumerate(zip(xs, plotted))
-    )
+
+    points = tuple(point(row, x) for row, x in zip(found.plotted, xs))
     return PlotGroup(
-        split=split,
-        background=background,
+        split=found.split,
+        background=found.background,
         x_kind=kind,
         points=points,
-        front_path=_step_path([point for point in points if point.on_front]),
+        front_path=_step_path([p for p in points if p.on_front]),
         x_ticks=tuple(Tick(px(value), _tick_text(kind, value)) for value in ticks),
         y_ticks=tuple(Tick(py(value), f"{100 * value:.0f}%") for value in (0.0, 0.25, 0.5, 0.75, 1.0)),
-        marks=rows[0].marks if rows else (),
-        not_plotted=tuple(f"{row.model} / {row.run}" for row in rows if row not in plotted),
+        marks=found.marks,
+        not_plotted=tuple(f"{row.model} / {row.run}" for row in found.not_plotted),
     )
 
 
@@ -161,14 +165,7 @@ def _step_path(front: Sequence[PlotPoint]) -> str:
 
 def plot_groups(rows: Sequence[IndexRow]) -> list[PlotGroup]:
     """One plot per (split, background) setting that has a summarized run."""
-    settings: dict[tuple[str, str], list[IndexRow]] = {}
-    for row in rows:
-        if row.resolve_rate is not None:
-            settings.setdefault(row.setting, [])
-    for row in rows:
-        if row.setting in settings:
-            settings[row.setting].append(row)
-    return [plot_group(split, background, members) for (split, background), members in settings.items()]
+    return [plot_group(found) for found in setting_fronts(rows)]
 
 
 # ---------------------------------------------------------------------------
@@ -210,6 +207,17 @@ def filter_values(rows: Sequence[IndexRow]) -> dict[str, list[str]]:
         "background": sorted({background_text(row.with_background) for row in rows}),
         "carry": sorted({row.carry or "unknown" for row in rows}),
     }
+
+
+def write_run_index(settings: Settings) -> Path:
+    """Write `<results_dir>/scicode/runs.md` and `runs.html` and return the Markdown path (both are printed)."""
+    results = ResultsPaths(Path(settings.results_dir))
+    rows = index_rows(results)
+    atomic_write_text(results.runs_index, render_markdown(rows, results.root))
+    atomic_write_text(results.runs_page, render_page(rows, results.root))
+    print(f"run index: {results.runs_index} ({len(rows)} runs)")
+    print(f"run index page: {results.runs_page}")
+    return results.runs_index
 
 
 def render_page(rows: Sequence[IndexRow], page_dir: Path) -> str:

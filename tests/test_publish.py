@@ -151,6 +151,24 @@ def test_index_page_lists_both_runs(browser, published) -> None:  # noqa: F811
     assert [point.get_attribute("data-row") for point in front] == ["run-replay_replay_b.json--replay-b"]
 
 
+def test_report_and_compare_pages_show_the_intervals_and_tests(browser, published) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    from tests.run_files import report_file
+
+    open_page(browser, report_file(published["a"]))
+    assert browser.find_element(By.ID, "resolve-interval").text == "11.8% to 76.9% (Wilson)"
+    assert browser.find_element(By.ID, "subproblem-interval").text.startswith("29.3% to 90.7% (SE 15.7 pp")
+    assert browser.find_element(By.ID, "run-cost").text.startswith("$")
+    assert browser.find_element(By.ID, "confinement").text
+    browser.find_element(By.CSS_SELECTOR, "#run-settings summary").click()
+    assert "price_input_per_mtok" in browser.find_element(By.ID, "settings-table").text
+    open_page(browser, published["compare_md"].with_suffix(".html"))
+    verdict = browser.find_element(By.ID, "paired-verdict").text
+    assert verdict == published["compare_md"].read_text(encoding="utf-8").splitlines()[0]
+    assert "A only 0 vs B only 1, exact McNemar p = 1" in verdict
+
+
 def test_export_of_run_a_is_read_by_inspect_ai(published) -> None:
     from inspect_ai.log import read_eval_log
 

@@ -1,4 +1,4 @@
-"""`doit runs`: the run index (`stages.run_index` finds the runs and writes runs.md) and its page `runs.html`:
+"""`doit runs`: the run index (`stages.run_index` finds the runs and renders runs.md) and its page `runs.html`:
 the table rows and the plots, drawn as inline SVG (no network, no image file), one per split and background
 setting: resolve rate (with its 95% Wilson interval) against cost, or against total tokens where some run of the
 setting has no cost; the Pareto front is marked and joined.

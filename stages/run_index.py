@@ -3,7 +3,7 @@
 A run is a folder `<model>/<run>/` holding selection.json or config.json. Its row comes from its summary: the
 full run's `summary.json`, else the most recent `summary-<tag>.json` (a subset or several attempts; the row
 names the tag). A run without a valid summary, or one of whose details or generation files is newer than its
-summary, is listed with that state and what to run. The page (`stages.index_plot` draws its plots) sorts and
+summary, is listed with that state and what to run. The page (`stages.index_page`, which also draws the plots) sorts and
 filters the rows by setting and plots resolve rate against cost (tokens where a run has no cost), one plot per
 split and background setting, with the Pareto front marked. Two settings are marked wherever they appear: the
 SciCode paper's most realistic one (test split, no background) and the one AgentCompass and Artificial Analysis

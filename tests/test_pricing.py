@@ -71,3 +71,23 @@ def test_half_set_prices_are_one_line_errors(words: dict[str, str]) -> None:
 def test_negative_price_is_refused() -> None:
     with pytest.raises(ConfigError, match="invalid price_output_per_mtok=-2: expected a number >= 0"):
         load_settings({"model": "m", "price_input_per_mtok": "1", "price_output_per_mtok": "-2"})
+
+
+def test_prices_leave_generation_and_details_fingerprints_of_a_real_problem_alone(staged_data_dir, tmp_path) -> None:
+    from stages.generate.stage import generation_fingerprint_parts
+    from stages.problems import problem_by_id
+    from stages.score.stage import score_fingerprint
+
+    common = {
+        "model": "m",
+        "split": "validation",
+        "data_dir": str(staged_data_dir),
+        "results_dir": str(tmp_path / "results"),
+        "h5py_file": str(tmp_path / "targets.h5"),
+    }
+    plain = load_settings(common, cwd=tmp_path)
+    priced = load_settings({**common, "price_input_per_mtok": "3", "price_output_per_mtok": "15"}, cwd=tmp_path)
+    assert plain.run_paths == priced.run_paths  # the same run folder
+    problem = problem_by_id(plain.data_paths, "1")
+    assert generation_fingerprint_parts(plain, problem, 0) == generation_fingerprint_parts(priced, problem, 0)
+    assert score_fingerprint(plain, "1") == score_fingerprint(priced, "1")

@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stages.artifacts import write_artifact
 from stages.config import Settings
+from stages.export.inspect_log import chat_message, plain
 from stages.export.stage import ExportError, write_export
-from stages.export.steps import COLUMNS, spreadsheet_safe
+from stages.export.steps import COLUMNS, FORMULA_STARTS, StepRow, csv_text, spreadsheet_safe
 from tests.test_summarize import ZERO_SHA, make_settings, selection_entry, write_details, write_selection
 
 FORMULA_REASON = '=HYPERLINK("http://evil.example", "click") raised'
@@ -135,13 +138,22 @@ def test_steps_table_has_one_row_per_step(exported) -> None:
 
 def test_csv_cells_never_run_as_formulas(exported) -> None:
     settings, _ = exported
-    rows = list(csv.DictReader(io.StringIO(settings.run_paths.export_steps_csv.read_text(encoding="utf-8"))))
+    text = settings.run_paths.export_steps_csv.read_bytes().decode("utf-8")
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
     assert len(rows) == 6 and list(rows[0]) == list(COLUMNS)
     assert rows[3]["reason"] == "'" + FORMULA_REASON
     assert rows[5]["input_tokens"] == ""  # unknown numbers are empty cells
     for start in ("=", "+", "-", "@", "\t", "\r"):
         assert spreadsheet_safe(start + "1") == "'" + start + "1"
     assert spreadsheet_safe(-1.5) == -1.5 and spreadsheet_safe("fine") == "fine"
+
+
+@given(st.text(max_size=40) | st.sampled_from(["\r", "a\rb", "\r\n", "=cmd|' /C calc'!A0"]))
+def test_any_reason_survives_the_csv_guarded(reason: str) -> None:
+    row = StepRow("r", "m", "1", "1.1", 1, "fail", reason, 1, 1, 2, 1, 0.5, 0.25, 0, 0.0, "F", "S", "test")
+    (parsed,) = list(csv.DictReader(io.StringIO(csv_text([row]), newline="")))
+    expected = "'" + reason if reason.startswith(FORMULA_STARTS) else reason
+    assert parsed["reason"] == expected
 
 
 def test_inspect_ai_reads_the_log(exported) -> None:
@@ -171,6 +183,44 @@ def test_inspect_ai_reads_the_log(exported) -> None:
     listed = list_eval_logs(str(log_path.parent))
     assert [Path(info.name.removeprefix("file://")).name for info in listed] == [log_path.name]
     assert listed[0].task == "scicode"
+
+
+HOSTILE_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=20) | st.sampled_from(
+    ["\ud800", "x\udfffy", "\x00", "=1+1"]
+)
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | HOSTILE_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE_TEXT, inner, max_size=3),
+    max_leaves=20,
+)
+
+
+@given(
+    st.sampled_from(["user", "system", "developer", "assistant", "tool", "other", None]),
+    JSONISH,
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["id", "function", "type"]),
+            JSONISH | st.fixed_dictionaries({"name": HOSTILE_TEXT, "arguments": HOSTILE_TEXT | JSONISH}),
+        ),
+        max_size=2,
+    ),
+)
+def test_any_trajectory_message_becomes_a_writable_chat_message(role, content, calls) -> None:
+    message = {"role": role, "content": content, "tool_calls": calls, "tool_call_id": content, "name": content}
+    found = chat_message(message, "1.1", "m")
+    json.dumps(plain(found), ensure_ascii=False, allow_nan=False).encode("utf-8")  # never raises
+
+
+def test_deeply_nested_tool_arguments_are_kept_as_text() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    call = {"id": "c", "function": {"name": "code_interpreter", "arguments": deep}}
+    found = chat_message({"role": "assistant", "content": None, "tool_calls": [call]}, "1.1", "m")
+    assert found is not None and found["tool_calls"][0]["parse_error"].startswith("arguments are not")
+    nested: Any = "leaf"
+    for _ in range(200):
+        nested = {"k": nested}
+    json.dumps(plain(nested))  # cut at MAX_DEPTH, never a RecursionError
 
 
 def test_a_second_export_replaces_the_log(exported) -> None:

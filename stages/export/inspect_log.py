@@ -30,6 +30,7 @@ from stages.usage import Usage
 
 LOG_VERSION = 2
 TASK = "scicode"
+MAX_DEPTH = 32  # deeper values (from a model's tool arguments, say) are kept as their text
 
 
 def iso(timestamp: str | None) -> str:
@@ -54,24 +55,42 @@ def log_file_name(run: RunResults, created: str) -> str:
 # ---------------------------------------------------------------------------
 
 
+def plain(value: Any, depth: int = 0) -> Any:
+    """`value` as JSON-native data every writer accepts: texts made valid, mapping keys made texts, numbers that
+    JSON cannot hold (NaN, infinities) and anything else as text, nesting deeper than MAX_DEPTH as text."""
+    if value is None or isinstance(value, bool) or isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if isinstance(value, str):
+        return valid_text(value)
+    if depth >= MAX_DEPTH:
+        return valid_text(f"<{type(value).__name__} nested deeper than {MAX_DEPTH} levels>")
+    if isinstance(value, Mapping):
+        return {valid_text(key): plain(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item, depth + 1) for item in value]
+    return valid_text(value)
+
+
 def _text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
         return valid_text(value)
-    return valid_text(json.dumps(value, ensure_ascii=False, default=str))
+    return json.dumps(plain(value), ensure_ascii=False)
 
 
 def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     """A tool call's arguments as a mapping, and the parse error when they are not a JSON object."""
     if isinstance(raw, Mapping):
-        return json.loads(json.dumps(raw, default=str)), None
+        return plain(raw), None
     try:
         parsed = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError as error:
-        return {"raw": _text(raw)}, f"arguments are not JSON: {error}"
+    except (ValueError, RecursionError) as error:
+        return {"raw": _text(raw)}, f"arguments are not JSON: {type(error).__name__}"
     if isinstance(parsed, dict):
-        return json.loads(_text(json.dumps(parsed, ensure_ascii=False))), None
+        return plain(parsed), None
     return {"raw": _text(raw)}, "arguments are not a JSON object"
 
 
@@ -320,7 +339,7 @@ def eval_log(
             "shuffled": False,
         },
         "model": model,
-        "model_args": json.loads(json.dumps(settings.get("model_params") or {}, default=str)),
+        "model_args": plain(settings.get("model_params") or {}),
         "config": {"epochs": attempts},
         "packages": {str(project.get("name")): str(project.get("version") or "unknown")},
         "metadata": {
@@ -332,16 +351,18 @@ def eval_log(
     }
     if settings.get("base_url"):
         spec["model_base_url"] = settings["base_url"]
-    return {
-        "version": LOG_VERSION,
-        "status": "success",
-        "eval": spec,
-        "plan": {
-            "name": "plan",
-            "steps": [{"solver": "scicode-pipeline", "params": {"mode": settings.get("mode")}}],
-            "config": {},
-        },
-        "results": results_record(rows, len(samples)),
-        "stats": {"started_at": created, "completed_at": completed, "model_usage": {model: model_usage(usage)}},
-        "samples": samples,
-    }
+    return plain(
+        {
+            "version": LOG_VERSION,
+            "status": "success",
+            "eval": spec,
+            "plan": {
+                "name": "plan",
+                "steps": [{"solver": "scicode-pipeline", "params": {"mode": settings.get("mode")}}],
+                "config": {},
+            },
+            "results": results_record(rows, len(samples)),
+            "stats": {"started_at": created, "completed_at": completed, "model_usage": {model: model_usage(usage)}},
+            "samples": samples,
+        }
+    )

@@ -104,8 +104,8 @@ def step_rows(run: RunResults, model: str) -> Iterator[StepRow]:
 
 
 def csv_text(rows: Iterable[StepRow]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)  # RFC 4180 line ends: a cell holding a carriage return or a line feed is quoted
     writer.writerow(COLUMNS)
     for row in rows:
         writer.writerow(["" if value is None else spreadsheet_safe(value) for value in asdict(row).values()])

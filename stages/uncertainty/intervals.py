@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 LEVEL = 0.95
@@ -132,6 +131,8 @@ def wilson_interval(successes: int, trials: int, level: float = LEVEL) -> Interv
         return None
     if not 0 <= successes <= trials:
         raise ValueError(f"wilson interval: successes must be between 0 and trials={trials}, got {successes}")
+    from statistics import NormalDist  # imported here: the up-to-date checks import this module
+
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     squared = z * z
     centre = (successes + squared / 2.0) / (trials + squared)

@@ -163,11 +163,25 @@ def task_explain():
     }
 
 
+def task_runs():
+    """`doit runs`: an index of every run under results_dir, runs.md and runs.html (never a default task)."""
+    return {
+        "actions": [wiring.guarded(wiring.deferred("stages.index_page", "write_run_index"), settings())],
+        "uptodate": [False],
+    }
+
+
+def task_export():
+    """`doit export`: the run's steps as CSV/JSONL and an inspect_ai log under <run>/export/ (never a default task)."""
+    return {
+        "actions": [wiring.guarded(wiring.deferred("stages.export.stage", "write_export"), settings())],
+        "uptodate": [False],
+    }
+
+
 def task_compare():
     """`doit compare runs=DIR1,DIR2`: a Markdown report of two runs side by side (never a default task)."""
-    from stages.compare import write_comparison
-
     return {
-        "actions": [wiring.guarded(write_comparison, settings())],
+        "actions": [wiring.guarded(wiring.deferred("stages.compare", "write_comparison"), settings())],
         "uptodate": [False],
     }

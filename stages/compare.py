@@ -1,10 +1,11 @@
-"""compare: a Markdown report of two runs side by side, with deltas and what flipped.
+"""compare: a Markdown report of two runs side by side: paired tests, deltas, and what one run alone passed.
 
 Numbers come from the details files (summary.json may be stale), in the same sense as the summary:
 every selected problem counts; a problem without a (valid) details file, or whose generation failed,
 is unresolved and its scored steps did not pass; each problem's number of scored steps comes from
-selection.json. Verdicts, flips and status counts are those of the first attempt of each problem;
-when a run holds several attempts, the report adds the attempt metrics (averages and pass@k).
+selection.json. Verdicts, the one-run-only lists and status counts are those of the first attempt of each problem;
+when a run holds several attempts, the report adds the attempt metrics (averages and pass@k). Whether a
+difference is more than noise is `stages.paired_comparison`: its first line opens the report.
 Runs of different splits are refused unless `allow_split_mismatch` is set; then, as whenever the two
 selections differ, only the problems selected in both runs are compared and the report says so.
 """
@@ -21,6 +22,7 @@ from typing import Any
 from stages.artifacts import atomic_write_text
 from stages.config import Settings
 from stages.errors import PipelineError
+from stages.paired_comparison import PAIRED_NOTE, PairedSection, interval_rows, paired_lines, paired_section
 from stages.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, result_outcomes
 from stages.paths import ResultsPaths, RunPaths
 from stages.results import (
@@ -399,8 +401,8 @@ def _scope_notes(run_a: RunInfo, run_b: RunInfo, common: Sequence[str]) -> list[
     notes.append(
         (
             "text",
-            f"Verdicts, flips and status counts are those of attempt {COMPARED_ATTEMPT + 1} of each "
-            "problem; deltas are B minus A.",
+            f"Verdicts, the one-run-only lists and status counts are those of attempt {COMPARED_ATTEMPT + 1} of "
+            "each problem; deltas are B minus A.",
         )
     )
     return notes
@@ -442,6 +444,11 @@ def _metric_rows(a: RunTotals, b: RunTotals) -> list[Row]:
             signed(b.no_details - a.no_details),
         ),
     ]
+
+
+def _with_intervals(rows: list[Row], intervals: Sequence[Row]) -> list[Row]:
+    """The two rate rows, each followed by its interval row."""
+    return [rows[0], intervals[0], rows[1], intervals[1], *rows[2:]]
 
 
 def _metric_lines(rows: Sequence[Row]) -> list[str]:
@@ -628,6 +635,7 @@ class Comparison:
     steps_lost: list[StepFlip]
     steps_gained: list[StepFlip]
     cost: list[Row]
+    paired: PairedSection
 
 
 def build_comparison(
@@ -648,7 +656,7 @@ def build_comparison(
         run_b=run_b,
         identity=_identity_rows(run_a, run_b),
         scope=_scope_notes(run_a, run_b, common),
-        metrics=_metric_rows(totals_a, totals_b),
+        metrics=_with_intervals(_metric_rows(totals_a, totals_b), interval_rows(results_a, results_b)),
         statuses=_status_rows(totals_a, totals_b),
         attempts=_attempt_rows(_attempt_metrics(results_a), _attempt_metrics(results_b)) if several else None,
         problems_lost=_problem_flip_rows(lost, by_a, by_b),
@@ -656,22 +664,24 @@ def build_comparison(
         steps_lost=steps_lost,
         steps_gained=steps_gained,
         cost=_cost_rows(totals_a.cost, totals_b.cost),
+        paired=paired_section(results_a, results_b, run_a.entries, run_b.entries),
     )
 
 
 def render_markdown(comparison: Comparison) -> str:
     c = comparison
-    lines = [f"# Comparison: {c.run_a.label} (A) vs {c.run_b.label} (B)", ""]
+    lines = [c.paired.first_line, "", f"# Comparison: {c.run_a.label} (A) vs {c.run_b.label} (B)", ""]
     lines += _identity_lines(c.identity)
     lines += _scope_lines(c.scope)
+    lines += paired_lines(c.paired)
     lines += _metric_lines(c.metrics)
     lines += _status_lines(c.statuses)
     if c.attempts is not None:
         lines += _attempt_lines(c.attempts)
-    lines += ["## Problems that flipped", ""]
+    lines += ["## Problems resolved by one run only", ""]
     lines += _problem_flip_lines("resolved in A, unresolved in B", c.problems_lost)
     lines += _problem_flip_lines("unresolved in A, resolved in B", c.problems_gained)
-    lines += ["## Steps that flipped", ""]
+    lines += ["## Steps passed by one run only", ""]
     lines += _step_flip_lines("pass in A, not pass in B", c.steps_lost)
     lines += _step_flip_lines("not pass in A, pass in B", c.steps_gained)
     lines += _cost_lines(c.cost)
@@ -750,6 +760,7 @@ def render_html(comparison: Comparison, page_dir: Path) -> str:
         definitions=DEFINITIONS,
         status_note=STATUS_NOTE,
         cost_note=COST_NOTE,
+        paired_note=PAIRED_NOTE,
         reports_present={side: report.is_file() for side, report in reports.items()},
         report_links=links("headline"),
         problem_links={

@@ -100,6 +100,10 @@ class Settings:
     runs: tuple[str, ...] = ()
     allow_split_mismatch: bool = False
     config: str = ""
+    # ---- prices, US dollars per million tokens (cost figures only; no generation or scoring input) ----
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
+    price_cached_input_per_mtok: float | None = None
 
     # ---- derived values -------------------------------------------------
     @property
@@ -338,6 +342,13 @@ def _memory_limit(name: str, value: Any) -> int:
         raise _fail(name, value, "0 (no limit) or a whole number >= 16") from None
 
 
+def _price(name: str, value: Any) -> float | None:
+    """Unset (empty) or a number >= 0 of US dollars per million tokens."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return float(_to_number(name, value, float, 0, False))
+
+
 def _url(name: str, value: Any) -> str:
     text = _to_text(name, value).strip()
     if text and not text.startswith(("http://", "https://", "file://")):
@@ -390,6 +401,9 @@ COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "runs": _to_str_list,
     "allow_split_mismatch": _to_bool,
     "config": _to_text,
+    "price_input_per_mtok": _price,
+    "price_output_per_mtok": _price,
+    "price_cached_input_per_mtok": _price,
 }
 VARIABLES: tuple[str, ...] = tuple(f.name for f in fields(Settings))
 assert set(COERCERS) == set(VARIABLES), "every setting needs a coercer"
@@ -498,3 +512,20 @@ def _check_consistency(settings: Settings) -> None:
         raise ConfigError(f"invalid sample_ids: problem id {duplicate} is listed twice")
     if settings.run and settings.run != settings.run.strip():
         raise ConfigError(f"invalid run={settings.run!r}: no leading or trailing spaces")
+    _check_prices(settings)
+
+
+def _check_prices(settings: Settings) -> None:
+    """Input and output prices come together (a cost needs both); a cached-input price needs them."""
+    given = {
+        name: getattr(settings, name)
+        for name in ("price_input_per_mtok", "price_output_per_mtok", "price_cached_input_per_mtok")
+    }
+    if (given["price_input_per_mtok"] is None) != (given["price_output_per_mtok"] is None) or (
+        given["price_cached_input_per_mtok"] is not None and given["price_input_per_mtok"] is None
+    ):
+        shown = ", ".join(f"{name}={'unset' if value is None else value}" for name, value in given.items())
+        raise ConfigError(
+            f"invalid prices ({shown}): expected price_input_per_mtok and price_output_per_mtok set together "
+            "(price_cached_input_per_mtok only with them), or no price at all"
+        )

@@ -19,6 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.results import Details, ProblemResult, ScoredAttempt
+from stages.uncertainty.intervals import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    Interval,
+    bootstrap_mean_intervals,
+    bootstrap_record,
+)
 
 
 class PassKError(ValueError):
@@ -56,6 +63,18 @@ def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
     if not values:
         raise PassKError("pass@k: no problems to average over")
     return math.fsum(values) / len(values)
+
+
+def pass_at_k_intervals(
+    counts: Sequence[tuple[int, int]],
+    ks: Sequence[int],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[int, Interval]:
+    """k -> the 95% bootstrap interval of mean pass@k over problems, each problem given as (n, c): the problems
+    are resampled (stages.uncertainty.intervals.bootstrap_mean_intervals), each keeping its own pass@k."""
+    columns = [[pass_at_k(n, c, k) for n, c in counts] for k in ks]
+    return dict(zip(ks, bootstrap_mean_intervals(columns, resamples, seed)))
 
 
 # ---------------------------------------------------------------------------
@@ -201,7 +220,8 @@ def metrics_from_outcomes(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]
 
     - `per_attempt[j]`: resolve rate and micro-averaged subproblem rate of attempt j;
     - `mean_main_problem_resolve_rate`, `mean_subproblem_rate`: those averaged over attempts (strategy avg);
-    - `pass_at_k["k"]` for k = 1..n, from whole-problem outcomes;
+    - `pass_at_k["k"]` for k = 1..n, from whole-problem outcomes, and `pass_at_k_intervals["k"]` their 95%
+      bootstrap intervals over problems (seed and resamples under `bootstrap`, stages.uncertainty.intervals);
     - `any_attempt`: resolved when any attempt resolved it, step passed when any attempt passed it (strategy pass);
     - `strategies`: the headline pair under each attempt strategy name.
     """
@@ -212,13 +232,17 @@ def metrics_from_outcomes(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]
     mean_resolve = _mean([row["main_problem_resolve_rate"] for row in per_attempt])
     mean_subproblem = _mean([row["subproblem"] for row in per_attempt])
     counts = [(problem.n, problem.c) for problem in outcomes]
+    ks = list(range(1, n + 1))
+    intervals = pass_at_k_intervals(counts, ks)
     return {
         "problems": len(outcomes),
         "attempts": n,
         "per_attempt": per_attempt,
         "mean_main_problem_resolve_rate": mean_resolve,
         "mean_subproblem_rate": mean_subproblem,
-        "pass_at_k": {str(k): mean_pass_at_k(counts, k) for k in range(1, n + 1)},
+        "pass_at_k": {str(k): mean_pass_at_k(counts, k) for k in ks},
+        "pass_at_k_intervals": {str(k): intervals[k].to_record() for k in ks},
+        "bootstrap": bootstrap_record(),
         "any_attempt": any_attempt,
         "strategies": {
             "avg": {"main_problem_resolve_rate": mean_resolve, "subproblem": mean_subproblem},

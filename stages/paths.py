@@ -87,6 +87,15 @@ class ResultsPaths:
         """The HTML page beside the Markdown comparison."""
         return self.comparison(label_a, label_b).with_suffix(".html")
 
+    @property
+    def runs_index(self) -> Path:
+        """`doit runs`: the Markdown index of every run; its HTML page is `runs_page`."""
+        return self.root / "runs.md"
+
+    @property
+    def runs_page(self) -> Path:
+        return self.root / "runs.html"
+
 
 @dataclass(frozen=True)
 class RunPaths:
@@ -155,10 +164,28 @@ class RunPaths:
     def report_html(self) -> Path:
         return self.run_dir / f"report{self._tag_suffix}.html"
 
+    @property
+    def export_dir(self) -> Path:
+        """`doit export`: the steps table and the inspect_ai log of the selection."""
+        return self.run_dir / f"export{self._tag_suffix}"
+
+    @property
+    def export_steps_csv(self) -> Path:
+        return self.export_dir / "steps.csv"
+
+    @property
+    def export_steps_jsonl(self) -> Path:
+        return self.export_dir / "steps.jsonl"
+
+    @property
+    def export_inspect_dir(self) -> Path:
+        """The inspect_ai log folder (`inspect view --log-dir` lists it)."""
+        return self.export_dir / "inspect"
+
     def derived_outputs(self) -> list[Path]:
-        """Everything the run derives from its generations: details, and the summaries, plots and reports of
-        every selection (any summary tag)."""
-        patterns = ("summary*.md", "summary*.json", "plots*", "report*.html")
+        """Everything the run derives from its generations: details, and the summaries, plots, reports and exports
+        of every selection (any summary tag)."""
+        patterns = ("summary*.md", "summary*.json", "plots*", "report*.html", "export*")
         return [self.details_dir, *(path for pattern in patterns for path in sorted(self.run_dir.glob(pattern)))]
 
     def written_report(self) -> Path:

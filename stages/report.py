@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from markupsafe import Markup
 from stages.artifacts import atomic_write_text
 from stages.config import Settings
 from stages.paths import DataPaths
+from stages.pricing import money
 from stages.problems import Problem, ProblemDataError, load_problems
 from stages.protocol import Carry
 from stages.results import (
@@ -46,6 +48,7 @@ from stages.results import (
     ToolRun,
 )
 from stages.statuses import TOOL_STATUSES
+from stages.uncertainty.text import interval_of, percent
 from stages.verdict import StepVerdict
 
 TEMPLATES_DIR = Path(__file__).with_name("report_templates")
@@ -59,13 +62,15 @@ RAN_STATUSES = frozenset({"pass", "fail", "timeout"})
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         autoescape=True,  # every value is escaped: model output never becomes markup or script
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters.update(interval=interval_of, money=money, percent=percent)
+    return env
 
 
 @lru_cache(maxsize=4)
@@ -149,6 +154,7 @@ class ProblemView:
     generation_error: str | None
     cells: tuple[Cell, ...]
     statuses: str  # space-separated statuses of its cells, for the filter
+    cost: float | None = None  # all attempts, from the price settings (None: no price or no usage)
 
     @property
     def failed(self) -> bool:
@@ -163,10 +169,50 @@ class StepBlob:
     data: str
 
 
+@dataclass(frozen=True)
+class ConfigurationView:
+    """The header block of a report: the run's whole configuration as config.json records it (secrets already
+    redacted there), the library versions, the confinement of model code and the project's version."""
+
+    settings: tuple[tuple[str, str], ...]
+    versions: tuple[tuple[str, str], ...]
+    confinement: str
+    project: str
+    recorded: bool  # config.json was readable
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def project_text(project: Mapping[str, Any] | None) -> str:
+    """`scicode-pipeline 0.1.0, commit 0fdba41c... (tracked files modified)`."""
+    if not project:
+        return "unknown"
+    commit = project.get("commit")
+    return (
+        f"{project.get('name')} {project.get('version') or '(version unknown)'}, "
+        + (f"commit {commit}" if commit else "no git commit (not a checkout)")
+        + (" (tracked files modified)" if project.get("dirty") else "")
+    )
+
+
+def configuration_view(config: Mapping[str, Any] | None, summary: Mapping[str, Any]) -> ConfigurationView:
+    recorded = config or {}
+    return ConfigurationView(
+        settings=tuple((name, _shown(value)) for name, value in sorted((recorded.get("settings") or {}).items())),
+        versions=tuple((name, _shown(value)) for name, value in sorted((recorded.get("versions") or {}).items())),
+        confinement=str(recorded.get("confinement") or "unknown (config.json has none)"),
+        project=project_text(summary.get("project")),
+        recorded=config is not None,
+    )
+
+
 @dataclass
 class RunView:
     title: str
     summary: Mapping[str, Any]
+    configuration: ConfigurationView | None = None
     problems: list[ProblemView] = field(default_factory=list)
     steps: list[StepView] = field(default_factory=list)
     blobs: list[StepBlob] = field(default_factory=list)
@@ -321,7 +367,12 @@ def _attempt_status(result: ProblemResult, step_id: str, attempt: int) -> str:
 def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Mapping[str, Any]) -> RunView:
     """The report's records: a grid row per problem (attempt 1) and a step view per step and attempt."""
     problems = _problems_of(settings.data_paths, run)
-    view = RunView(title=f"{summary['model']} / {summary['run']}", summary=summary)
+    costs = {str(record["problem_id"]): record.get("cost") for record in summary.get("problems", [])}
+    view = RunView(
+        title=f"{summary['model']} / {summary['run']}",
+        summary=summary,
+        configuration=configuration_view(run.config, summary),
+    )
     for result, row in zip(run.problems, rows):
         problem = problems.get(result.problem_id)
         attempts = result.attempt_count
@@ -355,6 +406,7 @@ def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], sum
                 generation_error=generation.error if generation else None,
                 cells=tuple(cells),
                 statuses=" ".join(sorted({cell.status for cell in cells})),
+                cost=costs.get(result.problem_id),
             )
         )
     return view

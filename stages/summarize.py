@@ -32,7 +32,7 @@ from stages.fingerprints import FingerprintParts, run_relative
 from stages.paths import RunPaths
 from stages.results import ResultsError, Selection, read_config, read_run, read_selection, read_summary
 from stages.run_conditions import conditions_markdown, conditions_record, unscored_steps
-from stages.summary.markdown import ratio, render_markdown
+from stages.summary.markdown import ratio, render_markdown, resolve_range, step_range
 from stages.summary.metrics import Metrics, attempt_metrics_of, metrics_of, status_counts, subfield_metrics, tool_totals
 from stages.summary.provenance import TargetsInfo, resolve_targets_info, run_started
 from stages.summary.record import summary_record
@@ -216,10 +216,11 @@ def one_line_summary(settings: Settings, metrics: Metrics, targets: TargetsInfo,
         if targets.kind == "derived"
         else (f" [targets {targets.kind}]" if targets.kind in ("missing", "unknown") else "")
     )
+    intervals = metrics.intervals(min_problems=0)
     return (
-        f"{settings.model} / {settings.run_name}: resolved {ratio(metrics.resolved, metrics.evaluated)}, "
-        f"steps {ratio(metrics.steps_passed, metrics.steps_scored)}, {metrics.errors} error(s), "
-        f"{failed} failed problem(s){note}"
+        f"{settings.model} / {settings.run_name}: resolved {ratio(metrics.resolved, metrics.evaluated)} "
+        f"[95% {resolve_range(intervals)}], steps {ratio(metrics.steps_passed, metrics.steps_scored)} "
+        f"[95% {step_range(intervals)}], {metrics.errors} error(s), {failed} failed problem(s){note}"
     )
 
 

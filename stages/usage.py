@@ -3,7 +3,9 @@
 - `Tokens`: what the model client counts for one call (or a sum of calls): input and output tokens, the
   total always their sum; written into generation files as `{input_tokens, output_tokens, total_tokens}`
   (with `calls` where a step or a problem sums several calls).
-- `Usage`: the typed form of such a JSON usage record as reports read it back, calls included.
+- `Usage`: the typed form of such a JSON usage record as reports read it back, calls included, and the cached
+  input tokens when the record states them (`cached_input_tokens`, part of `input_tokens`; priced separately by
+  `stages.pricing`).
 - `AttemptCost`: the usage and latency of one attempt of a problem.
 
 The one reading path: a generation file holds the usage and latency of every step and of the whole attempt;
@@ -25,6 +27,7 @@ class Usage:
     output_tokens: int = 0
     total_tokens: int = 0
     calls: int = 0
+    cached_input_tokens: int = 0  # of input_tokens, when the API reported them (0 otherwise)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -32,6 +35,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.total_tokens + other.total_tokens,
             self.calls + other.calls,
+            self.cached_input_tokens + other.cached_input_tokens,
         )
 
     @classmethod
@@ -41,9 +45,13 @@ class Usage:
             return None
         try:
             calls = int(record["calls"]) if "calls" in record else default_calls
-            return cls(int(record["input_tokens"]), int(record["output_tokens"]), int(record["total_tokens"]), calls)
+            usage = cls(int(record["input_tokens"]), int(record["output_tokens"]), int(record["total_tokens"]), calls)
         except (KeyError, TypeError, ValueError):
             return None
+        cached = record.get("cached_input_tokens")
+        if isinstance(cached, int) and not isinstance(cached, bool) and 0 < cached <= usage.input_tokens:
+            return cls(usage.input_tokens, usage.output_tokens, usage.total_tokens, usage.calls, cached)
+        return usage
 
     def to_record(self, include_calls: bool = True) -> dict[str, int]:
         record = {
@@ -53,6 +61,8 @@ class Usage:
         }
         if include_calls:
             record["calls"] = self.calls
+        if self.cached_input_tokens:
+            record["cached_input_tokens"] = self.cached_input_tokens
         return record
 
 

@@ -205,7 +205,18 @@ def test_three_attempts_generated_scored_and_summarized(
     # Usage counts the model calls of every attempt (12 step answers, 50 + 20 tokens each).
     assert summary["usage"]["calls"] == 12 and summary["usage"]["total_tokens"] == 12 * 70
     markdown = summary_file(run, "md").read_text(encoding="utf-8")
-    assert "pass@1 = 55.6%, pass@2 = 88.9%, pass@3 = 100.0%" in markdown
+    assert "pass@1 = 55.6% (" in markdown and "pass@2 = 88.9% (" in markdown
+    assert "pass@3 = 100.0% (100.0% to 100.0%)" in markdown  # every problem resolved by one of its 3 attempts
+    assert attempts["pass_at_k_intervals"]["3"] == {"low": 1.0, "high": 1.0}
+    low, high = attempts["pass_at_k_intervals"]["1"]["low"], attempts["pass_at_k_intervals"]["1"]["high"]
+    assert low < attempts["pass_at_k"]["1"] < high
+    assert attempts["bootstrap"] == {
+        "method": "bootstrap percentile over problems",
+        "resamples": 10000,
+        "seed": 20240517,
+        "level": 0.95,
+    }
+    assert "bootstrap resamples of the problems, seed 20240517" in markdown
     assert "| attempt 2" in markdown and "1/3 (33.3%)" in markdown
 
     # Up to date: all attempts current, no model call on a rerun.

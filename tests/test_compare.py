@@ -236,13 +236,53 @@ def section(report: str, heading: str) -> str:
 
 def test_identity_side_by_side(two_runs: tuple[Path, Path]) -> None:
     report = compare_runs(*two_runs)
-    assert report.startswith("# Comparison: alpha/validation-tool_use-bg (A) vs beta/validation-tool_use-bg (B)")
+    assert report.splitlines()[2] == "# Comparison: alpha/validation-tool_use-bg (A) vs beta/validation-tool_use-bg (B)"
     assert row(report, "model") == ["model", "alpha", "beta"]
     assert row(report, "run") == ["run", "validation-tool_use-bg", "validation-tool_use-bg"]
     assert row(report, "split") == ["split", "validation", "validation"]
     assert row(report, "mode") == ["mode", "tool_use", "tool_use"]
     assert row(report, "with_background") == ["with_background", "true", "true"]
     assert "Compared problems: all 5 selected problems (the same in both runs)." in report
+
+
+def test_first_line_states_the_paired_tests(two_runs: tuple[Path, Path]) -> None:
+    # Scored by both (complete details): 1, 2, 3 (A has no details for 4; B's generation of 5 failed).
+    # Resolved: 1 by A only, 2 by B only, 3 by both: McNemar n = 2, min = 1: 2 * (1 + 2) / 4 = 1.5 -> p = 1.
+    # Steps: 1: A 2/2, B 1/2 (-1); 2: A 2/3, B 3/3 (+1); 3: 2/2 both (0): D = 0 / 7 = 0;
+    # SE = sqrt(1 + 1 + 0) / 7 = 0.202031; z = 0, p = 1; interval 0 +- 0.395980 = -39.6 pp to +39.6 pp.
+    first = compare_runs(*two_runs).splitlines()[0]
+    assert first == (
+        "Paired tests on the 3 problems both runs scored (attempt 1): resolved problems, A only 1 vs B only 1, "
+        "exact McNemar p = 1: not distinguishable from noise; step pass rate B - A +0.0 pp (95% CI -39.6 pp to "
+        "+39.6 pp, clustered by problem), p = 1: not distinguishable from noise."
+    )
+
+
+def test_paired_section_lists_problems_scored_by_one_run_only(two_runs: tuple[Path, Path]) -> None:
+    report = compare_runs(*two_runs)
+    paired = section(report, "## Paired tests (problems both runs scored, attempt 1)")
+    assert row(paired, "problems both runs scored") == ["problems both runs scored", "3"]
+    assert row(paired, "resolved by A only / by B only (discordant)")[1] == "1 / 1"
+    assert row(paired, "standard error")[1] == "20.2 pp"
+    assert "- scored by A only (1): 5" in paired and "- scored by B only (1): 4" in paired
+    assert "flip" not in report.lower()
+
+
+def test_a_clear_difference_is_called_distinguishable(tmp_path: Path) -> None:
+    # Six one-step problems: A fails all, B passes all. McNemar: 0 vs 6, p = 2 / 64 = 0.03125 < 0.05.
+    # Steps: D = 6/6 = 1 and every problem's difference equals D: SE = 0, no step test is possible.
+    results = tmp_path / "results"
+    pids = ["1", "2", "3", "4", "5", "9"]
+    a = make_run(results, "alpha", "all", pids)
+    b = make_run(results, "beta", "all", pids)
+    for pid in pids:
+        step_ids, prefilled = PROBLEMS[pid]
+        write_details(a, pid, attempt_record(pid, ["skipped" if sid in prefilled else "fail" for sid in step_ids]))
+        write_details(b, pid, attempt_record(pid, ["skipped" if sid in prefilled else "pass" for sid in step_ids]))
+    first = compare_runs(a.run_dir, b.run_dir).splitlines()[0]
+    assert "A only 0 vs B only 6, exact McNemar p = 0.031: distinguishable from noise" in first
+    # steps 1.1 1.2, 2.1-2.3, 3.1 3.3 (3.2 prefilled), 4.1 4.2, 5.1, 9.1: all 11 fail in A and pass in B
+    assert "step pass rate B - A +100.0 pp" in first and "p n/a: no test possible" in first
 
 
 def test_metrics_and_deltas_from_details(two_runs: tuple[Path, Path]) -> None:

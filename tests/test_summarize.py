@@ -238,6 +238,7 @@ def test_mixed_run_counts_match_hand_computed(mixed_run: Settings) -> None:
         "subproblem_correct": 4,
         "subproblem_total": 8,
         "skipped_steps": 1,
+        "intervals": None,  # 3 problems: counts only
     }
     chemistry = record["by_category"]["chemistry"]
     assert (chemistry["Total"], chemistry["Error"], chemistry["main_problem_resolved"]) == (2, 1, 0)
@@ -246,6 +247,47 @@ def test_mixed_run_counts_match_hand_computed(mixed_run: Settings) -> None:
     assert [f["problem_id"] for f in record["failed_problems"]] == ["P3", "P4", "P5"]
     assert record["status"] == "partial"
     assert record["targets"] == {"kind": "official", "note": "data/scicode/test_data.h5"}
+
+
+def test_mixed_run_headline_intervals_by_hand(mixed_run: Settings) -> None:
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    record = read_artifact(mixed_run.run_paths.summary_json, "summary")
+    resolve, steps = record["intervals"]["main_problem_resolve_rate"], record["intervals"]["subproblem"]
+    # Wilson, 1 of 5: centre = (1 + 1.920729) / 8.841459 = 0.330345,
+    # half = 0.221679 * sqrt(1 * 4 / 5 + 0.960365) = 0.221679 * 1.326787 = 0.294120 -> [0.036225, 0.624465]
+    assert (resolve["low"], resolve["high"]) == (pytest.approx(0.036225, abs=2e-6), pytest.approx(0.624465, abs=2e-6))
+    # steps (passed, scored): P1 3/3, P2 1/3, P3 0/2, P4 2/3, P5 0/2; N = 13, p = 6/13 = 0.461538
+    # passed - p * steps: 1.615385, -0.384615, -0.923077, 0.615385, -0.923077
+    # squares: 2.609467 + 0.147929 + 0.852071 + 0.378698 + 0.852071 = 4.840237
+    # SE = sqrt(4.840237) / 13 = 2.200054 / 13 = 0.169235; 1.96 SE = 0.331701 -> [0.129837, 0.793239]
+    assert steps["se"] == pytest.approx(0.169235, abs=1e-6)
+    assert (steps["low"], steps["high"]) == (pytest.approx(0.129837, abs=2e-6), pytest.approx(0.793239, abs=2e-6))
+    assert record["uncertainty"]["min_group_problems"] == 5
+    text = mixed_run.run_paths.summary_md.read_text(encoding="utf-8")
+    assert "| main_problem_resolve_rate |  1/5 (20.0%) | 3.6% to 62.4% (Wilson)" in text
+    assert "| subproblem                | 6/13 (46.2%) | 13.0% to 79.3% (SE 16.9 pp, clustered by problem)" in text
+    assert "Rows of fewer than 5 problems show their counts only (no interval)." in text
+
+
+def test_groups_of_five_problems_get_intervals(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    ids = [f"Q{n}" for n in range(1, 7)]
+    write_selection(
+        settings, [selection_entry(pid, "optics" if n < 5 else "acoustics", 1, 1) for n, pid in enumerate(ids)]
+    )
+    for n, pid in enumerate(ids):
+        write_details(settings, pid, "optics" if n < 5 else "acoustics", [(f"{pid}.1", "pass" if n < 2 else "fail")])
+    run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    record = read_artifact(settings.run_paths.summary_json, "summary")
+    optics, acoustics = record["by_category"]["optics"], record["by_category"]["acoustics"]
+    assert optics["intervals"]["main_problem_resolve_rate"]["problems"] == 5  # 2 of 5: [0.117621, 0.769277]
+    assert optics["intervals"]["main_problem_resolve_rate"]["low"] == pytest.approx(0.117621, abs=2e-6)
+    assert acoustics["intervals"] is None
+    section = settings.run_paths.summary_md.read_text(encoding="utf-8").split("## By subfield", 1)[1]
+    optics_row = next(line for line in section.splitlines() if "| optics " in line)
+    assert "2/5 (40.0%) | 11.8% to 76.9% |" in optics_row
+    acoustics_row = next(line for line in section.splitlines() if "| acoustics " in line)
+    assert "0/1 (0.0%) |              - |" in acoustics_row
 
 
 def test_mixed_run_problem_rows(mixed_run: Settings) -> None:

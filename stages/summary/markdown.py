@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from stages.config import Settings
+from stages.pricing import Prices, cost_of, money, prices_of, total_cost
 from stages.results import CELL_STATUSES, ToolStats
 from stages.summary.metrics import (
     InspectView,
     Metrics,
+    cost_record,
     field_metrics,
     grouped_metrics,
     inspect_view,
@@ -24,6 +26,8 @@ from stages.summary.metrics import (
 )
 from stages.summary.provenance import TargetsInfo
 from stages.summary.rows import SCORED_ATTEMPT, ProblemRow
+from stages.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals
+from stages.uncertainty.text import interval_of, rate_range
 
 
 def ratio(part: int, whole: int) -> str:
@@ -133,11 +137,45 @@ def _header_lines(
     return lines + [""]
 
 
+def resolve_range(intervals: HeadlineIntervals | None) -> str:
+    """`3.6% to 62.4%`; `-` for a group too small for an interval."""
+    found = intervals.resolve.interval if intervals else None
+    return "-" if found is None else rate_range(found.low, found.high)
+
+
+def step_range(intervals: HeadlineIntervals | None) -> str:
+    """`13.0% to 79.3%`; `-` for a group too small for an interval."""
+    found = intervals.steps.interval if intervals else None
+    return "-" if found is None else rate_range(found.low, found.high)
+
+
+def resolve_interval_text(intervals: HeadlineIntervals | None) -> str:
+    """`3.6% to 62.4% (Wilson)`."""
+    shown = resolve_range(intervals)
+    return shown if shown == "-" else f"{shown} (Wilson)"
+
+
+def step_interval_text(intervals: HeadlineIntervals | None) -> str:
+    """`13.0% to 79.3% (SE 16.9 pp, clustered by problem)`."""
+    shown = step_range(intervals)
+    se = intervals.steps.se if intervals else None
+    return shown if shown == "-" or se is None else f"{shown} (SE {100.0 * se:.1f} pp, clustered by problem)"
+
+
+INTERVALS_NOTE = (
+    "Intervals: 95%; main_problem_resolve_rate: Wilson score interval over problems; subproblem: p +- 1.96 SE "
+    "with the standard error clustered by problem (steps of one problem are not independent); see README, "
+    "Error bars and paired tests."
+)
+SMALL_GROUPS_NOTE = f"Rows of fewer than {MIN_GROUP_PROBLEMS} problems show their counts only (no interval)."
+
+
 def _headline_lines(metrics: Metrics) -> list[str]:
+    intervals = metrics.intervals(min_problems=0)
     rows = [
-        ("main_problem_resolve_rate", ratio(metrics.resolved, metrics.evaluated)),
-        ("subproblem", ratio(metrics.steps_passed, metrics.steps_scored)),
-        ("Total / Evaluated / Error", f"{metrics.total} / {metrics.evaluated} / {metrics.errors}"),
+        ("main_problem_resolve_rate", ratio(metrics.resolved, metrics.evaluated), resolve_interval_text(intervals)),
+        ("subproblem", ratio(metrics.steps_passed, metrics.steps_scored), step_interval_text(intervals)),
+        ("Total / Evaluated / Error", f"{metrics.total} / {metrics.evaluated} / {metrics.errors}", ""),
     ]
     raw = [
         ("main_problem_resolved", metrics.resolved),
@@ -148,45 +186,40 @@ def _headline_lines(metrics: Metrics) -> list[str]:
     ]
     return (
         ["## Scores [^defs]", ""]
-        + markdown_table(("metric", "value"), rows, (False, True))
-        + ["", "Raw counts:", ""]
+        + markdown_table(("metric", "value", "95% interval"), rows, (False, True, False))
+        + ["", INTERVALS_NOTE, "", "Raw counts:", ""]
         + markdown_table(("count", "value"), raw, (False, True))
         + [""]
     )
 
 
+def _group_rates(m: Metrics) -> tuple[str, str, str, str]:
+    """A group's two rates, each followed by its interval (only from MIN_GROUP_PROBLEMS problems on)."""
+    intervals = m.intervals()
+    return (
+        ratio(m.resolved, m.evaluated),
+        resolve_range(intervals),
+        ratio(m.steps_passed, m.steps_scored),
+        step_range(intervals),
+    )
+
+
+GROUP_RATE_HEADER = ("main_problem_resolve_rate", "95% interval", "subproblem", "95% interval")
+GROUP_RATE_RIGHT = (True, True, True, True)
+
+
 def _group_lines(title: str, label: str, groups: Mapping[str, Metrics]) -> list[str]:
-    rows = [
-        (
-            name,
-            ratio(m.resolved, m.evaluated),
-            ratio(m.steps_passed, m.steps_scored),
-            m.total,
-            m.evaluated,
-            m.errors,
-            m.steps_skipped,
-        )
-        for name, m in groups.items()
-    ]
-    header = (label, "main_problem_resolve_rate", "subproblem", "Total", "Evaluated", "Error", "skipped")
-    return [f"## {title}", ""] + markdown_table(header, rows, (False, True, True, True, True, True, True)) + [""]
+    rows = [(name, *_group_rates(m), m.total, m.evaluated, m.errors, m.steps_skipped) for name, m in groups.items()]
+    header = (label, *GROUP_RATE_HEADER, "Total", "Evaluated", "Error", "skipped")
+    right = (False, *GROUP_RATE_RIGHT, True, True, True, True)
+    return [f"## {title}", ""] + markdown_table(header, rows, right) + ["", SMALL_GROUPS_NOTE, ""]
 
 
 def _subfield_lines(groups: Mapping[str, tuple[str, Metrics]]) -> list[str]:
-    rows = [
-        (
-            field,
-            name,
-            ratio(m.resolved, m.evaluated),
-            ratio(m.steps_passed, m.steps_scored),
-            m.total,
-            m.errors,
-            m.steps_skipped,
-        )
-        for name, (field, m) in groups.items()
-    ]
-    header = ("field", "subfield", "main_problem_resolve_rate", "subproblem", "Total", "Error", "skipped")
-    return ["## By subfield", ""] + markdown_table(header, rows, (False, False, True, True, True, True, True)) + [""]
+    rows = [(field, name, *_group_rates(m), m.total, m.errors, m.steps_skipped) for name, (field, m) in groups.items()]
+    header = ("field", "subfield", *GROUP_RATE_HEADER, "Total", "Error", "skipped")
+    right = (False, False, *GROUP_RATE_RIGHT, True, True, True)
+    return ["## By subfield", ""] + markdown_table(header, rows, right) + ["", SMALL_GROUPS_NOTE, ""]
 
 
 def _inspect_view_lines(view: InspectView) -> list[str]:
@@ -259,7 +292,7 @@ def _status_lines(counts: Mapping[str, int]) -> list[str]:
     return lines + [""]
 
 
-def _problem_lines(rows: Sequence[ProblemRow]) -> list[str]:
+def _problem_lines(rows: Sequence[ProblemRow], prices: Prices | None = None) -> list[str]:
     table = []
     for row in rows:
         failure = row.first_failure
@@ -277,6 +310,7 @@ def _problem_lines(rows: Sequence[ProblemRow]) -> list[str]:
                 row.state,
                 tokens,
                 latency,
+                *([money(total_cost(cost_of(usage, prices) for usage in row.attempt_usages))] if prices else []),
             )
         )
     header = (
@@ -289,8 +323,9 @@ def _problem_lines(rows: Sequence[ProblemRow]) -> list[str]:
         "details",
         "tokens",
         "latency s",
+        *(["cost"] if prices else []),
     )
-    right = (False, False, False, True, False, False, False, True, True)
+    right = (False, False, False, True, False, False, False, True, True, *([True] if prices else []))
     return ["## Problems", ""] + markdown_table(header, table, right) + [""]
 
 
@@ -310,7 +345,32 @@ def one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _usage_lines(usage: Mapping[str, int], latency: float, total_problems: int) -> list[str]:
+def price_text(prices: Mapping[str, Any] | None) -> str:
+    """`$2.50 in / $10.00 out per million tokens (cached input $1.25)`, or the note that no price is set."""
+    if not prices:
+        return "no price set (price_input_per_mtok, price_output_per_mtok): tokens only"
+    cached = prices.get("cached_input_per_mtok")
+    return f"${prices['input_per_mtok']:.2f} in / ${prices['output_per_mtok']:.2f} out per million tokens" + (
+        f" (cached input ${cached:.2f})" if cached is not None else ""
+    )
+
+
+def _cost_rows(cost: Mapping[str, Any]) -> list[tuple[str, str]]:
+    if cost["prices"] is None:
+        return [("cost", price_text(None))]
+    rows = [
+        ("cost, all attempts", money(cost["total"])),
+        ("prices", price_text(cost["prices"])),
+        ("attempts with usage (priced)", f"{cost['attempts_priced']}/{cost['attempts_total']}"),
+    ]
+    if len(cost["per_attempt"]) > 1:
+        rows += [(f"cost of attempt {index + 1}", money(value)) for index, value in enumerate(cost["per_attempt"])]
+    return rows
+
+
+def _usage_lines(
+    usage: Mapping[str, int], latency: float, total_problems: int, cost: Mapping[str, Any] | None = None
+) -> list[str]:
     rows = [
         ("input tokens", usage["input_tokens"]),
         ("output tokens", usage["output_tokens"]),
@@ -318,8 +378,13 @@ def _usage_lines(usage: Mapping[str, int], latency: float, total_problems: int) 
         ("model calls", usage["calls"]),
         ("model latency (s, summed over calls)", f"{latency:.1f}"),
         ("problems reporting usage", f"{usage['problems_reporting']}/{total_problems}"),
+        *(_cost_rows(cost) if cost is not None else []),
     ]
-    return ["## Token usage and model latency", ""] + markdown_table(("quantity", "total"), rows, (False, True)) + [""]
+    return (
+        ["## Token usage, cost and model latency", ""]
+        + markdown_table(("quantity", "total"), rows, (False, True))
+        + [""]
+    )
 
 
 def _rate_text(rate: float | None) -> str:
@@ -356,11 +421,22 @@ def _attempt_lines(metrics: Mapping[str, Any] | None) -> list[str]:
         )
     )
     lines += markdown_table(("attempts", "main_problem_resolve_rate", "subproblem"), rows, (False, True, True))
-    pass_at = ", ".join(f"pass@{k} = {_rate_text(value)}" for k, value in metrics["pass_at_k"].items())
+    intervals = metrics.get("pass_at_k_intervals") or {}
+    pass_at = ", ".join(
+        f"pass@{k} = {_rate_text(value)}" + (f" ({interval_of(intervals[k])})" if k in intervals else "")
+        for k, value in metrics["pass_at_k"].items()
+    )
+    bootstrap = metrics.get("bootstrap")
     chosen = metrics["strategies"][metrics["strategy"]]
     lines += [
         "",
-        f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics['problems']} problems).",
+        f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics['problems']} problems"
+        + (
+            f"; 95% percentile intervals from {bootstrap['resamples']} bootstrap resamples of the problems, "
+            f"seed {bootstrap['seed']})."
+            if bootstrap
+            else ")."
+        ),
         f"Configured attempt_strategy={metrics['strategy']}: main_problem_resolve_rate "
         f"{_rate_text(chosen['main_problem_resolve_rate'])}, subproblem {_rate_text(chosen['subproblem'])}. "
         f"The tables above score attempt {SCORED_ATTEMPT + 1}.",
@@ -420,8 +496,9 @@ def render_markdown(
     lines += _status_lines(status_counts(rows))
     lines += _failed_lines(rows)
     lines += _failed_step_lines(rows)
-    lines += _problem_lines(rows)
-    lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows))
+    prices = prices_of(settings)
+    lines += _problem_lines(rows, prices)
+    lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows), cost_record(rows, prices))
     lines += _tool_lines(rows, settings.attempts)
     lines += _plot_lines(plot_names)
     lines += _definitions_lines()

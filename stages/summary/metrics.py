@@ -1,5 +1,6 @@
-"""Aggregation of problem rows: the headline counts and rates, groups by category, field, subfield and split,
-the inspect_ai step view, step statuses, token usage, latency, tool calls and the attempts metrics."""
+"""Aggregation of problem rows: the headline counts and rates with their 95% intervals (stages.uncertainty),
+groups by category, field, subfield and split (intervals from MIN_GROUP_PROBLEMS problems on), the inspect_ai step
+view, step statuses, token usage, cost, latency, tool calls and the attempts metrics."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 
 from stages.categories import fields
 from stages.config import Settings
+from stages.pricing import Prices, cost_of, total_cost
 from stages.results import CELL_STATUSES, RunResults, ToolStats
 from stages.summary.rows import ProblemRow
+from stages.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals, ProblemTally, group_intervals
 from stages.usage import Usage
 
 
@@ -25,6 +28,7 @@ class Metrics:
     steps_passed: int
     steps_scored: int
     steps_skipped: int
+    tallies: tuple[ProblemTally, ...] = ()  # each problem's outcome, for the intervals
 
     @property
     def evaluated(self) -> int:
@@ -38,7 +42,13 @@ class Metrics:
     def step_rate(self) -> float | None:
         return self.steps_passed / self.steps_scored if self.steps_scored else None
 
-    def as_dict(self) -> dict[str, Any]:
+    def intervals(self, min_problems: int = MIN_GROUP_PROBLEMS) -> HeadlineIntervals | None:
+        """Both rates with their 95% intervals; None for a group of fewer than `min_problems` problems."""
+        return group_intervals(self.tallies, min_problems)
+
+    def as_dict(self, min_problems: int = MIN_GROUP_PROBLEMS) -> dict[str, Any]:
+        """The counts and rates under the contract's names, and `intervals` (None below `min_problems`)."""
+        intervals = self.intervals(min_problems)
         return {
             "main_problem_resolve_rate": self.resolve_rate,
             "subproblem": self.step_rate,
@@ -50,6 +60,7 @@ class Metrics:
             "subproblem_correct": self.steps_passed,
             "subproblem_total": self.steps_scored,
             "skipped_steps": self.steps_skipped,
+            "intervals": intervals.to_record() if intervals else None,
         }
 
 
@@ -62,6 +73,7 @@ def metrics_of(rows: Iterable[ProblemRow]) -> Metrics:
         steps_passed=sum(row.steps_passed for row in rows),
         steps_scored=sum(row.steps_scored for row in rows),
         steps_skipped=sum(row.steps_skipped for row in rows),
+        tallies=tuple(ProblemTally(row.resolved, row.steps_passed, row.steps_scored) for row in rows),
     )
 
 
@@ -145,6 +157,21 @@ def status_counts(rows: Iterable[ProblemRow]) -> dict[str, int]:
 def total_usage(rows: Sequence[ProblemRow]) -> dict[str, int]:
     reporting = [row.usage for row in rows if row.usage is not None]
     return {**sum(reporting, Usage()).to_record(), "problems_reporting": len(reporting)}
+
+
+def cost_record(rows: Sequence[ProblemRow], prices: Prices | None) -> dict[str, Any]:
+    """The run's cost: in total, per attempt index (summed over problems) and the attempts it covers; every
+    figure None without prices (tokens only)."""
+    attempts = max((len(row.attempt_usages) for row in rows), default=1)
+    per_attempt = [total_cost(cost_of(row.attempt_usage(index), prices) for row in rows) for index in range(attempts)]
+    attempt_usages = [usage for row in rows for usage in row.attempt_usages]
+    return {
+        "prices": prices.to_record() if prices else None,
+        "total": total_cost(cost_of(usage, prices) for usage in attempt_usages),
+        "per_attempt": per_attempt,
+        "attempts_priced": sum(usage is not None for usage in attempt_usages) if prices else 0,
+        "attempts_total": len(attempt_usages),
+    }
 
 
 def total_latency(rows: Sequence[ProblemRow]) -> float:

@@ -1,14 +1,21 @@
-"""Where a run's verdicts come from: the targets they were scored against, and when the run started."""
+"""Where a run's verdicts come from: the targets they were scored against, when the run started, and which
+version of this project wrote its summary."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Literal
+from functools import lru_cache
+from importlib import metadata
+from typing import Any, Literal
 
 from stages.config import Settings
-from stages.paths import RunPaths
+from stages.paths import PROJECT_ROOT, RunPaths
+
+PROJECT_NAME = "scicode-pipeline"
+GIT_TIMEOUT_SECONDS = 5.0
 
 TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
 
@@ -51,3 +58,31 @@ def run_started(paths: RunPaths, problem_ids: Sequence[str]) -> str | None:
         except FileNotFoundError:
             return None
     return _utc(min(times))
+
+
+def _git(*args: str) -> str | None:
+    """The output of a git command in the project's folder; None when git or the repository is not there."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@lru_cache(maxsize=1)
+def project_record() -> dict[str, Any]:
+    """This project's name, installed version and git commit (None outside a checkout; `dirty` when tracked files
+    differ from it)."""
+    try:
+        version: str | None = metadata.version(PROJECT_NAME)
+    except metadata.PackageNotFoundError:
+        version = None
+    commit = _git("rev-parse", "HEAD")
+    changes = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"name": PROJECT_NAME, "version": version, "commit": commit, "dirty": bool(changes) if commit else None}

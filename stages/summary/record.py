@@ -6,9 +6,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stages.config import Settings
+from stages.pricing import Prices, cost_of, prices_of, total_cost
 from stages.results import ToolStats
 from stages.summary.markdown import one_line
 from stages.summary.metrics import (
+    cost_record,
     field_metrics,
     grouped_metrics,
     inspect_view,
@@ -19,11 +21,12 @@ from stages.summary.metrics import (
     total_latency,
     total_usage,
 )
-from stages.summary.provenance import TargetsInfo
+from stages.summary.provenance import TargetsInfo, project_record
 from stages.summary.rows import SCORED_ATTEMPT, ProblemRow
+from stages.uncertainty.intervals import methods_record
 
 
-def _problem_record(row: ProblemRow) -> dict[str, Any]:
+def _problem_record(row: ProblemRow, prices: Prices | None) -> dict[str, Any]:
     failure = row.first_failure
     return {
         "problem_id": row.problem_id,
@@ -51,6 +54,8 @@ def _problem_record(row: ProblemRow) -> dict[str, Any]:
         "tools": row.tools.to_record(),
         "usage": row.usage.to_record() if row.usage else None,
         "latency_s": row.latency_s,
+        "cost": total_cost(cost_of(usage, prices) for usage in row.attempt_usages),
+        "attempt_costs": [cost_of(usage, prices) for usage in row.attempt_usages],
         "error": one_line(row.error) if row.error else None,
     }
 
@@ -67,6 +72,7 @@ def summary_record(
     attempts: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     complete = all(row.state not in ("missing_details", "invalid_details") for row in rows)
+    prices = prices_of(settings)
     return {
         "fingerprint": inputs_fingerprint,
         "status": "complete" if complete else "partial",
@@ -77,23 +83,28 @@ def summary_record(
         "sample_ids": list(settings.sample_ids),
         "mode": settings.mode,
         "with_background": settings.with_background,
+        "carry": settings.carry,
+        "attempts_per_problem": settings.attempts,
         "run_started": started,
         "summarized_at": summarized_at,
         "targets": {"kind": targets.kind, "note": targets.note},
         "attempt_scored": SCORED_ATTEMPT,
-        **metrics_of(rows).as_dict(),
+        **metrics_of(rows).as_dict(min_problems=0),
+        "uncertainty": methods_record(),
         "inspect_ai_view": inspect_view(rows).as_dict(),
         "by_category": {name: m.as_dict() for name, m in grouped_metrics(rows, "category").items()},
         "by_field": {name: m.as_dict() for name, m in field_metrics(rows).items()},
         "by_subfield": {name: {"field": field, **m.as_dict()} for name, (field, m) in subfield_metrics(rows).items()},
         "by_split": {name: m.as_dict() for name, m in grouped_metrics(rows, "split").items()},
         "status_counts": status_counts(rows),
-        "problems": [_problem_record(row) for row in rows],
+        "problems": [_problem_record(row, prices) for row in rows],
         "failed_problems": [
             {"problem_id": row.problem_id, "reason": one_line(row.error or row.state)} for row in rows if row.failed
         ],
         "usage": total_usage(rows),
         "latency_s": total_latency(rows),
+        "cost": cost_record(rows, prices),
+        "project": project_record(),
         "tool_use": {
             "attempt_scored": tool_totals(rows).to_record(),
             "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record(),

@@ -50,6 +50,10 @@ class ProblemRow:
     resolved: bool
     tools: ToolStats = ToolStats()  # tool calls of every attempt
     skipped_expected: int = 0  # prefilled steps according to the selection
+    attempt_usages: tuple[Usage | None, ...] = ()  # the usage of each attempt (None where none is reported)
+
+    def attempt_usage(self, index: int) -> Usage | None:
+        return self.attempt_usages[index] if index < len(self.attempt_usages) else None
 
     @property
     def steps_skipped_expected(self) -> int:
@@ -178,6 +182,7 @@ def _row(result: ProblemResult, steps: tuple[StepRow, ...], error: str | None, *
         resolved=resolved,
         tools=result.tool_stats,
         skipped_expected=entry.skipped_steps,
+        attempt_usages=tuple(cost.usage for cost in result.costs()),
     )
 
 

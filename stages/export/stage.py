@@ -1,0 +1,62 @@
+"""`doit export`: write the steps table and the inspect_ai log of the run of the settings (or of each run named
+by `runs=`), under the run's `export/` folder (`export-<tag>/` for a subset or several attempts)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from stages.artifacts import atomic_write_text
+from stages.config import Settings
+from stages.errors import PipelineError
+from stages.export.inspect_log import eval_log, iso, log_file_name
+from stages.export.steps import csv_text, jsonl_text, step_rows
+from stages.paths import RunPaths
+from stages.results import ResultsError, read_run
+from stages.summary.provenance import project_record, run_started
+from stages.summary.rows import collect_rows
+
+
+class ExportError(PipelineError, ValueError):
+    """A run cannot be exported (no folder, no selection), stated in one line."""
+
+
+def export_run(run_dir: Path, summary_tag: str = "", attempts: int = 1) -> list[Path]:
+    """Write the exports of the run at `run_dir`; return the files written."""
+    try:
+        run = read_run(run_dir, attempts=attempts)
+    except ResultsError as error:
+        raise ExportError(f"cannot export {run_dir}: {error} (run `doit select` / `doit run` first)") from None
+    paths = RunPaths(run_dir, summary_tag)
+    model = str(run.settings.get("model") or run_dir.parent.name)
+    steps = list(step_rows(run, model))
+    written = [paths.export_steps_csv, paths.export_steps_jsonl]
+    atomic_write_text(paths.export_steps_csv, csv_text(steps))
+    atomic_write_text(paths.export_steps_jsonl, jsonl_text(steps))
+    created = iso(run_started(paths, [result.problem_id for result in run.problems]))
+    completed = iso(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    log = eval_log(run, collect_rows(run), model=model, created=created, completed=completed, project=project_record())
+    target = paths.export_inspect_dir / log_file_name(run, created)
+    for older in paths.export_inspect_dir.glob("*_scicode_*.json"):
+        if older != target:
+            older.unlink()
+    atomic_write_text(target, json.dumps(log, ensure_ascii=False, indent=1, allow_nan=False))
+    return [*written, target]
+
+
+def write_export(settings: Settings) -> list[Path]:
+    """`doit export`: the run of the settings, or every run named by `runs=`; prints each file written."""
+    from stages.compare import resolve_run_dir
+
+    if settings.runs:
+        targets = [(resolve_run_dir(entry, Path(settings.results_dir)), "", 1) for entry in settings.runs]
+    else:
+        targets = [(settings.run_paths.run_dir, settings.summary_tag, settings.attempts)]
+    written = []
+    for run_dir, tag, attempts in targets:
+        files = export_run(run_dir, tag, attempts)
+        for path in files:
+            print(f"export: {path}")
+        written += files
+    return written

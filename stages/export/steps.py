@@ -1,0 +1,120 @@
+"""The flat table of a run's steps: one row per step and attempt, for pandas (JSONL) and spreadsheets (CSV).
+
+Columns: run, model, problem, step, attempt (1-based), status, reason, input/output/total tokens and model calls
+of the step's generation, its model latency, the test duration, the tool calls and their summed duration,
+field, subfield and split. Every text is `valid_text`. In the CSV, a text cell that a spreadsheet would read as
+a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return) is prefixed with `'`; the JSONL keeps
+every text exactly as recorded (programs read it, not spreadsheets).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from stages.results import GeneratedStep, ProblemResult, RunResults
+from stages.untrusted import valid_text
+from stages.verdict import StepVerdict
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_GUARD = "'"
+
+
+@dataclass(frozen=True)
+class StepRow:
+    run: str
+    model: str
+    problem: str
+    step: str
+    attempt: int
+    status: str
+    reason: str
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    model_calls: int | None
+    latency_s: float | None
+    test_duration_s: float | None
+    tool_calls: int | None
+    tool_duration_s: float | None
+    field: str
+    subfield: str
+    split: str
+
+
+COLUMNS: tuple[str, ...] = tuple(StepRow.__dataclass_fields__)
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A text cell no spreadsheet runs as a formula; other values unchanged."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return FORMULA_GUARD + value
+    return value
+
+
+def _status_and_reason(verdict: StepVerdict | None, prefilled: bool, missing_reason: str) -> tuple[str, str]:
+    if verdict is not None:
+        return verdict.status, verdict.reason
+    if prefilled:
+        return "skipped", "official prefilled step"
+    return "no_verdict", missing_reason
+
+
+def step_row(run_label: str, model: str, result: ProblemResult, step_id: str, prefilled: bool, attempt: int) -> StepRow:
+    scored = result.scored_attempt(attempt)
+    generation = result.generation(attempt)
+    verdict = scored.verdict(step_id) if scored else None
+    generated: GeneratedStep | None = generation.step(step_id) if generation else None
+    status, reason = _status_and_reason(verdict, prefilled, result.missing_reason or "no verdict for this attempt")
+    usage = generated.usage if generated else None
+    entry = result.entry
+    return StepRow(
+        run=valid_text(run_label),
+        model=valid_text(model),
+        problem=result.problem_id,
+        step=step_id,
+        attempt=attempt + 1,
+        status=status,
+        reason=valid_text(reason),
+        input_tokens=usage.input_tokens if usage else None,
+        output_tokens=usage.output_tokens if usage else None,
+        total_tokens=usage.total_tokens if usage else None,
+        model_calls=generated.model_calls if generated else None,
+        latency_s=generated.latency_s if generated else None,
+        test_duration_s=verdict.duration_s if verdict else None,
+        tool_calls=len(generated.tool_calls) if generated else None,
+        tool_duration_s=round(sum(call.duration_s for call in generated.tool_calls), 6) if generated else None,
+        field=valid_text(entry.taxonomy.field),
+        subfield=valid_text(entry.taxonomy.subfield),
+        split=entry.split,
+    )
+
+
+def step_rows(run: RunResults, model: str) -> Iterator[StepRow]:
+    """Every step of every selected problem, for each attempt the problem has, in selection order."""
+    label = f"{run.run_dir.parent.name}/{run.run_dir.name}"
+    for result in run.problems:
+        for attempt in range(result.attempt_count):
+            for step in result.entry.layout:
+                yield step_row(label, model, result, step.step_id, step.prefilled, attempt)
+
+
+def csv_text(rows: Iterable[StepRow]) -> str:
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)  # RFC 4180 line ends: a cell holding a carriage return or a line feed is quoted
+    writer.writerow(COLUMNS)
+    for row in rows:
+        writer.writerow(["" if value is None else spreadsheet_safe(value) for value in asdict(row).values()])
+    return buffer.getvalue()
+
+
+def jsonl_text(rows: Iterable[StepRow]) -> str:
+    return "".join(json.dumps(asdict(row), ensure_ascii=False) + "\n" for row in rows)
+
+
+def as_records(rows: Iterable[StepRow]) -> list[Mapping[str, Any]]:
+    return [asdict(row) for row in rows]

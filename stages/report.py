@@ -35,7 +35,7 @@ from stages.artifacts import atomic_write_text
 from stages.config import Settings
 from stages.paths import DataPaths
 from stages.problems import Problem, ProblemDataError, load_problems
-from stages.protocol import Carry
+from stages.protocol import Carry, is_code
 from stages.results import (
     CELL_STATUSES,
     GeneratedStep,
@@ -240,7 +240,8 @@ def _script_of(
     step_id = problem.steps[index].step_id if problem else ""
     if problem is None:
         return (), "test script unavailable: the problem file of this selection is not staged"
-    if not codes.get(step_id):
+    code = codes.get(step_id)
+    if not isinstance(code, str) or not is_code(code):
         return (), "no test script: the step has no code"
     try:
         parts = _script_parts(problem, index, codes, data_paths, carry)

@@ -3,7 +3,7 @@
 `run_score(settings, problem_id)` scores every step of every attempt of one problem (attempts
 0..settings.attempts-1, from `generations/<id>.json` and `generations/<id>@<k>.json`): prefilled
 steps are `skipped` (excluded from totals), steps that generation never produced are `fail`
-("not generated: ..."), steps without code are `parse_error`, steps whose targets are missing are
+("not generated: ..."), steps without code (none, blank, or too long: `protocol.is_code`) are `parse_error`, steps whose targets are missing are
 `eval_error`, and every other step runs its test script in an isolated test process
 (`engine.execute_step`, through the executor of `settings.executor`: see executor.py) unless the
 verdict cache already holds the verdict of that exact script. Steps of all attempts of a problem are
@@ -34,6 +34,7 @@ from stages.errors import PipelineError
 from stages.fingerprints import FingerprintParts, digest, run_relative, settings_slice
 from stages.pins import pins
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
+from stages.protocol import is_code, no_code_reason
 from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
 from stages.scheduling import ExpectedWork
@@ -171,9 +172,10 @@ def _pre_verdict(step: Step, generation: dict[str, Any] | None, record: dict[str
         return StepVerdict(step.step_id, "skipped", prefilled_reason(), tests_total=total)
     if record is None or record.get("status") == "error":
         return StepVerdict(step.step_id, "fail", _not_generated_reason(generation, record), tests_total=total)
-    if record.get("code") is None:
-        why = record.get("status") or "no_code"
-        reason = f"no code in the answer ({why}): no fenced code block, nor Python that defines the step's name"
+    code = record.get("code")
+    if not isinstance(code, str) or not is_code(code):
+        why = record.get("status") if record.get("status") in ("no_code", "truncated") else "no_code"
+        reason = f"no code in the answer ({why}): {no_code_reason(record.get('raw_answer'))}"
         return StepVerdict(step.step_id, "parse_error", reason, tests_total=total)
     return None
 

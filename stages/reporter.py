@@ -46,10 +46,12 @@ from stages import live_processes
 from stages.activity import ACTIVITY, Activity
 from stages.errors import pipeline_error_names
 from stages.live_view import LiveStatus, LiveView, StageCount, estimate_eta, format_elapsed
+from stages.untrusted import shown, valid_text
 
 TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
 OWN_ERROR_MODULE_PREFIX = "stages."
 DETAIL_TAIL_LINES = 30
+REASON_LIMIT = 1000  # characters of a failure's one-line reason (a run failure names every failed problem)
 GROUP_NAMES_SHOWN = 8
 UNMET_REASON = "not run: a task it depends on failed"
 MIN_STAGE_WIDTH = len("summarize")
@@ -148,18 +150,18 @@ def describe_failure(task: Any, fail: BaseFail, own_error_names: frozenset[str] 
     name = task.name
     if isinstance(fail, UnmetDependency):
         return FailureNote(name, f"{UNMET_REASON} ({_first_line(fail.message)})", None, unmet=True)
-    traceback_lines = list(fail.traceback or [])
+    traceback_lines = [valid_text(line) for line in fail.traceback or []]
     if traceback_lines:
         exception_text = _exception_only(traceback_lines)
         match = _EXCEPTION_LINE.match(exception_text)
         qualified = match.group("name") if match else type(fail).__name__
         message = _first_line(match.group("message") or "") if match else _first_line(exception_text)
         short = qualified.rsplit(".", 1)[-1]
-        reason = f"{short}: {message}" if message else short
+        reason = shown(f"{short}: {message}" if message else short, limit=REASON_LIMIT)
         own = qualified.startswith(OWN_ERROR_MODULE_PREFIX) or short in own_error_names
         return FailureNote(name, reason, None if own else "".join(traceback_lines).rstrip())
-    reason = _first_line(fail.message) or fail.get_name()
-    stderr = _captured_stderr(task)
+    reason = shown(_first_line(valid_text(fail.message)) or fail.get_name(), limit=REASON_LIMIT)
+    stderr = valid_text(_captured_stderr(task))
     return FailureNote(name, reason, _tail(stderr) if stderr.strip() else None)
 
 
@@ -272,12 +274,14 @@ class ProgressReporter(ConsoleReporter):
     # ---- output ---------------------------------------------------------
     def _emit(self, line: str) -> None:
         """Write one whole line; a closed or failing stream loses the line, never the counts. Silent once the run
-        is being stopped (Ctrl-C / SIGTERM): the stop says it in one line of its own."""
+        is being stopped (Ctrl-C / SIGTERM): the stop says it in one line of its own. Failure reasons and
+        tracebacks can hold model-derived text: every line is written as `untrusted.shown` (its line breaks
+        kept) makes it, so no escape sequence reaches the terminal."""
         if live_processes.stopping():
             return
         with self._lock:
             try:
-                tqdm.write(line, file=self._stream)
+                tqdm.write(shown(line, lines=True), file=self._stream)
                 self._stream.flush()
             except (OSError, ValueError):
                 pass

@@ -268,13 +268,14 @@ def generate_artifacts(settings: Settings, problem_id: str) -> list[ArtifactChec
 
 def generate_reasons(settings: Settings, problem_id: str) -> list[str]:
     from stages.artifacts import read_artifact
+    from stages.untrusted import shown
 
     lines = []
     for check in generate_artifacts(settings, problem_id):
         record = read_artifact(check.path, check.kind) or {}
         if record.get("status") != "complete":
             lines.append(
-                f"{run_relative(settings, check.path)} has status {record.get('status')}: {record.get('error')}"
+                f"{run_relative(settings, check.path)} has status {record.get('status')}: {shown(record.get('error'))}"
             )
     return lines or _no_other_reason(settings, problem_id)
 

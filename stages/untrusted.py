@@ -4,6 +4,12 @@ test output, exception messages, frames).
 Such text may hold anything a Python `str` can: lone surrogates (from a JSON `\\ud800` escape or a
 `surrogateescape` decode), NUL bytes, any size. The trusted side passes it through `valid_text` where it
 enters, so that every later write of it (UTF-8 files, JSON, the terminal) succeeds.
+
+Before a reader sees it, `shown` neutralises it: every Markdown and terminal writer (summary.md,
+compare.md, the failure lines and the final recap of a run, `doit explain`) shows model-derived text only
+through it, so no escape sequence reaches a terminal (nothing can rewrite "(fail)" into "(pass)", set the
+clipboard or the window title) and no Markdown or HTML of the model's is rendered (no forged table or
+heading). report.html needs none of this: Jinja2 escapes every value it shows.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import unicodedata
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -86,3 +93,76 @@ def parse_json(text: str, max_chars: int) -> Any:
         raise UntrustedJSONError(f"not valid JSON ({error})") from None
     except (RecursionError, MemoryError):
         raise UntrustedJSONError("nested too deeply to be read") from None
+
+
+SHOWN_LIMIT = 300
+SHOWN_LINES_LIMIT = 20_000
+ELLIPSIS = "..."
+# Control characters (C0, DEL, C1: escape sequences start with ESC or CSI), format characters (bidirectional
+# overrides, zero-width characters), line and paragraph separators, surrogates, private and unassigned code
+# points: shown as visible escapes.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+_KEPT_IN_LINES = frozenset("\n\t")
+
+
+def _visible(char: str, keep: frozenset[str]) -> str:
+    if char in keep or unicodedata.category(char) not in _HIDDEN_CATEGORIES:
+        return char
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _bounded(text: str, limit: int, keep: frozenset[str]) -> str:
+    """`text` with hidden characters escaped, cut to at most `limit` characters (an escape is never cut)."""
+    if text.isascii() and text.isprintable() and len(text) <= limit:
+        return text
+    pieces: list[str] = []
+    size = 0
+    for char in text:
+        piece = _visible(char, keep)
+        if size + len(piece) > limit:
+            while pieces and size + len(ELLIPSIS) > limit:
+                size -= len(pieces.pop())
+            return "".join(pieces) + ELLIPSIS
+        pieces.append(piece)
+        size += len(piece)
+    return "".join(pieces)
+
+
+def _bounded_tail(text: str, limit: int, keep: frozenset[str]) -> str:
+    """Like `_bounded`, but keeping the end of a long `text` (a traceback ends with its error): "..." first."""
+    if len(text) <= limit and text.isascii() and text.replace("\n", "").replace("\t", "").isprintable():
+        return text
+    escaped = "".join(_visible(char, keep) for char in text[-limit:])  # escaping only lengthens: enough
+    if len(text) <= limit and len(escaped) <= limit:
+        return escaped
+    return ELLIPSIS + escaped[len(escaped) - (limit - len(ELLIPSIS)) :]
+
+
+def _code_span(text: str) -> str:
+    """`text` as a Markdown code span: nothing inside is Markdown or HTML; its delimiter is longer than any run
+    of backticks inside, padded with a space when the text starts or ends with a backtick or a space."""
+    if not text:
+        return "(empty)"
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text[0] in "` " or text[-1] in "` " else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def shown(value: object, *, limit: int | None = None, markdown: bool = False, lines: bool = False) -> str:
+    """Model-derived `value` as a reader may see it, in a Markdown file or on a terminal: valid text (see
+    `valid_text`) on one line (runs of whitespace, line breaks included, become one space; with `lines`, line
+    breaks and tabs are kept), every control or invisible character as a visible escape (`\\x1b`, `\\u202e`),
+    at most `limit` characters (default SHOWN_LIMIT: longer text ends with "..."; with `lines`,
+    SHOWN_LINES_LIMIT, and longer text keeps its end: "..." first). With `markdown`, the result is a code span, so no Markdown or HTML inside it is rendered (place it
+    after other text on its line, never at a line's start; a table writer escapes `|` in its cells)."""
+    text = valid_text(value)
+    if lines:
+        text = text.replace("\r\n", "\n")
+        bounded = _bounded_tail(text, SHOWN_LINES_LIMIT if limit is None else limit, _KEPT_IN_LINES)
+    else:
+        bounded = _bounded(" ".join(text.split()), SHOWN_LIMIT if limit is None else limit, frozenset())
+    return _code_span(bounded) if markdown else bounded

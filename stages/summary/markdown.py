@@ -24,6 +24,7 @@ from stages.summary.metrics import (
 )
 from stages.summary.provenance import TargetsInfo
 from stages.summary.rows import SCORED_ATTEMPT, ProblemRow
+from stages.untrusted import shown
 
 
 def ratio(part: int, whole: int) -> str:
@@ -32,8 +33,9 @@ def ratio(part: int, whole: int) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> list[str]:
-    """A pipe table padded so it also reads as plain text; `right` marks right-aligned columns."""
-    cells = [[str(value) for value in row] for row in rows]
+    """A pipe table padded so it also reads as plain text; `right` marks right-aligned columns. A `|` inside a
+    cell is escaped, so it stays in its cell."""
+    cells = [[str(value).replace("|", "\\|") for value in row] for row in rows]
     widths = [max([len(header[col])] + [len(row[col]) for row in cells] + [3]) for col in range(len(header))]
 
     def line(values: Sequence[str]) -> str:
@@ -217,7 +219,7 @@ def _failed_step_lines(rows: Sequence[ProblemRow]) -> list[str]:
     if not failed:
         return lines + ["None: every scored step passed.", ""]
     lines += [f"{len(failed)} scored step(s) did not pass (attempt {SCORED_ATTEMPT + 1}); the reason of each:", ""]
-    lines += [f"- {step.step_id} ({step.status}): {one_line(step.reason or '(no reason given)')}" for _, step in failed]
+    lines += [f"- {step.step_id} ({step.status}): {_reason(step.reason)}" for _, step in failed]
     return lines + [""]
 
 
@@ -301,8 +303,13 @@ def _failed_lines(rows: Sequence[ProblemRow]) -> list[str]:
         return lines + ["None.", ""]
     lines.append(f"{len(failed)} problem(s); each stays in every denominator with its unpassed steps.")
     lines.append("")
-    lines += [f"- {row.problem_id} ({row.state}): {one_line(row.error or row.state)}" for row in failed]
+    lines += [f"- {row.problem_id} ({row.state}): {_reason(row.error or row.state)}" for row in failed]
     return lines + [""]
+
+
+def _reason(text: str | None) -> str:
+    """A reason in summary.md: model-derived text, so neutralised (`untrusted.shown`) in a code span."""
+    return shown(text, markdown=True) if text else "(no reason given)"
 
 
 def one_line(text: str, limit: int = 300) -> str:

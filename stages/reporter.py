@@ -443,21 +443,34 @@ class ProgressReporter(ConsoleReporter):
     def add_success(self, task: Any) -> None:
         if self._counted(task):
             with self._lock:
-                self._finish(task, "done")
+                failure = self._not_scored(task)
+                if failure is not None:
+                    self._record_failure(task, failure)
+                else:
+                    self._finish(task, "done")
+
+    def _not_scored(self, task: Any) -> FailureNote | None:
+        """A score task that succeeded for doit only so that the summary runs: its problem was not scored."""
+        if stage_of(task.name) != "score" or ":" not in task.name:
+            return None
+        found = self._activity.not_scored(task.name.split(":", 1)[1])
+        return None if found is None else FailureNote(task.name, found[0], found[1])
+
+    def _record_failure(self, task: Any, note: FailureNote) -> None:
+        self._notes.append(note)
+        if note.group_key not in self._shown_failures:  # the same reason again: counted, listed at the end
+            self._shown_failures.add(note.group_key)
+            self._emit(f"FAILED {note.task_name}: {note.reason}")
+        if self._counted(task):
+            self._finish(task, "failed")
 
     @_never_raises
     def add_failure(self, task: Any, fail: BaseFail) -> None:
         if isinstance(fail, UnmetDependency) and not _has_actions(task):
             return  # a group task (e.g. `score`) whose sub-task failed: that failure is already reported
         with self._lock:
-            note = describe_failure(task, fail, pipeline_error_names())
-            self._notes.append(note)
             self.failures.append({"task": task, "exception": fail})
-            if note.group_key not in self._shown_failures:  # the same reason again: counted, listed at the end
-                self._shown_failures.add(note.group_key)
-                self._emit(f"FAILED {note.task_name}: {note.reason}")
-            if self._counted(task):
-                self._finish(task, "failed")
+            self._record_failure(task, describe_failure(task, fail, pipeline_error_names()))
 
     @_never_raises
     def skip_uptodate(self, task: Any) -> None:

@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from stages import not_scored
 from stages.artifacts import SCHEMA_VERSION, ArtifactError, read_artifact, validate
 from stages.categories import UNCLASSIFIED, Category, category_of
 from stages.paths import RunPaths
@@ -534,10 +535,15 @@ class DetailsRead:
 
 
 def read_details(paths: RunPaths, problem_id: str) -> DetailsRead:
-    """The details of a problem, or why there are none (missing, not valid, of another problem)."""
+    """The details of a problem, or why there are none (not scored in the last run, missing, not valid, of
+    another problem)."""
     path = paths.details(problem_id)
     record = read_artifact(path, "details")
     if record is None:
+        failure = not_scored.read(paths, problem_id)
+        if failure is not None:
+            state: ProblemState = "invalid_details" if path.exists() else "missing_details"
+            return DetailsRead(None, state, failure.line, failure.line)
         reason = "details file does not validate" if path.exists() else "no details file"
         return DetailsRead(
             None, "invalid_details" if path.exists() else "missing_details", reason, f"{reason}: {path.name}"

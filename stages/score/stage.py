@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from stages import not_scored
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
 from stages.errors import PipelineError
@@ -426,6 +427,7 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
     details = build_details(
         problem, generations, verdicts, targets, score_fingerprint_parts(settings, problem_id, targets)
     )
+    not_scored.clear(settings.run_paths, problem_id)  # first: never a stale record beside current details
     write_artifact(settings.run_paths.details(problem_id), "details", details)
     evaluations = [attempt["meta"]["evaluation"] for attempt in details["attempts"]]
     summary: dict[str, Any] = {

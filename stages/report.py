@@ -47,6 +47,7 @@ from stages.results import (
 )
 from stages.statuses import TOOL_STATUSES
 from stages.verdict import StepVerdict
+from stages.weak_tests import weak_test
 
 TEMPLATES_DIR = Path(__file__).with_name("report_templates")
 RUN_TEMPLATE = "report.html.j2"
@@ -119,6 +120,7 @@ class StepView:
     script: tuple[ScriptPart, ...]
     script_note: str
     other_attempts: tuple[tuple[int, str, str], ...]  # (attempt, status, anchor) of the same step
+    weak_test: str | None = None  # a pass on known-weak official tests: why they are weak
 
     @property
     def tokens(self) -> str:
@@ -132,6 +134,7 @@ class Cell:
     status: str
     anchor: str
     title: str
+    weak: bool = False  # a pass on known-weak official tests (stages.weak_tests)
 
 
 @dataclass(frozen=True)
@@ -296,6 +299,7 @@ def _step_view(
         )
     status = verdict.status if verdict else row_status
     reason = verdict.reason if verdict else row_reason
+    weak = weak_test(step_id) if status == "pass" else None
     return StepView(
         step_anchor(step_id, attempt),
         result.problem_id,
@@ -310,6 +314,7 @@ def _step_view(
         script,
         note,
         others,
+        weak.note if weak else None,
     )
 
 
@@ -331,7 +336,9 @@ def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], sum
             anchors = tuple(
                 (k, _attempt_status(result, step.step_id, k), step_anchor(step.step_id, k)) for k in range(attempts)
             )
-            cells.append(Cell(step.step_id, step.status, step_anchor(step.step_id), f"{step.step_id}: {step.status}"))
+            weak = weak_test(step.step_id) if step.status == "pass" else None
+            title = f"{step.step_id}: {step.status}" + (f" ({weak.note})" if weak else "")
+            cells.append(Cell(step.step_id, step.status, step_anchor(step.step_id), title, weak is not None))
             for attempt in range(attempts):
                 others = tuple(item for item in anchors if item[0] != attempt)
                 status, reason = (

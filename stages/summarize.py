@@ -37,6 +37,7 @@ from stages.summary.metrics import Metrics, attempt_metrics_of, metrics_of, stat
 from stages.summary.provenance import TargetsInfo, resolve_targets_info, run_started
 from stages.summary.record import summary_record
 from stages.summary.rows import ProblemRow, collect_rows
+from stages.weak_tests import weak_tests_digest
 
 __all__ = [
     "SummarizeError",
@@ -128,6 +129,7 @@ def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
         "config": _config_identity(paths, settings),
         "details": {pid: _file_digest(paths.details(pid)) for pid in problem_ids},
         "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
+        "weak_tests": weak_tests_digest(),
     }
     not_scored = _not_scored_digests(paths, problem_ids)
     if not_scored:
@@ -142,6 +144,7 @@ def summary_fingerprint_parts(settings: Settings, selection: Selection) -> Finge
     inputs: dict[str, str | None] = {
         "selection.json": selection.fingerprint[:16],
         "config.json": _config_identity(paths, settings)[:16],
+        "stages/weak_tests.json": weak_tests_digest()[:16],
     }
     for path in [*(paths.details(pid) for pid in problem_ids), *(paths.generation(pid) for pid in problem_ids)]:
         sha = _file_digest(path)

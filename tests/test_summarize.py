@@ -548,3 +548,25 @@ def test_hostile_reasons_reach_neither_summary_md_nor_report_html_raw(tmp_path: 
     page = page_and_step_views(settings.run_paths.report_html.read_text(encoding="utf-8"))
     assert "<table><tr><td>main_problem_resolve_rate" not in page
     assert "&lt;table&gt;&lt;tr&gt;&lt;td&gt;main_problem_resolve_rate" in page  # shown as text, autoescaped
+
+
+def test_a_pass_on_a_known_weak_official_test_is_flagged_and_stays_a_pass(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, split="validation")
+    write_selection(settings, [selection_entry("78", "physics", 3, 3, split="validation")])
+    write_details(settings, "78", "physics", [("78.1", "pass"), ("78.2", "pass"), ("78.3", "fail")])
+    run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    text = settings.run_paths.summary_md.read_text(encoding="utf-8")
+    weak = text.split("## Passes on weak official tests", 1)[1].split("##", 1)[0]
+    assert "- 78.2 (pass, weak official test: an answer returning zeros of the output's shape passes all 3" in weak
+    assert "78.1" not in weak and "78.3" not in weak  # not listed / not a pass
+    record = read_artifact(settings.run_paths.summary_json, "summary")
+    assert record is not None and record["subproblem_correct"] == 2  # the verdict is unchanged
+    assert [entry["step_id"] for entry in record["weak_official_tests"]] == ["78.2"]
+    page = settings.run_paths.report_html.read_text(encoding="utf-8")
+    assert 'class="cell st-pass weak" href="#s-78.2-a0"' in page and 'id="weak-passes"' in page
+    assert "weak official test" in page_and_step_views(page).split('id="t-s-78.2-a0"', 1)[1].split("</template>")[0]
+
+
+def test_a_run_without_passes_on_weak_tests_has_no_such_section(mixed_run: Settings) -> None:
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    assert "weak official test" not in mixed_run.run_paths.summary_md.read_text(encoding="utf-8")

@@ -43,7 +43,7 @@ from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at,
 from stages.score.engine import StepJob
 from stages.score.executor import ExecutorError, StepExecutor, StepRequest, executor_for
 from stages.score.launcher import environment_versions
-from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
+from stages.score.request import job_for_script
 from stages.score.script import StepScript, build_step_script
 from stages.targets import ResolvedTargets, resolve_targets
 from stages.verdict import StepVerdict
@@ -216,25 +216,16 @@ def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) 
     """The step's job, without target values: the executor reads them from `targets_file` where it runs."""
     script = item.script
     assert script is not None
-    total = len(script.tests)
-    try:
-        tests = rewrite_tests(script.tests, script.deps)
-    except RewriteError as error:
-        return StepVerdict(script.step_id, "eval_error", f"cannot prepare the tests: {error}", tests_total=total)
     if targets.path is None:
-        return StepVerdict(script.step_id, "eval_error", f"targets missing: {targets.note}", tests_total=total)
-    return StepJob(
-        problem_id=script.problem_id,
-        step_id=script.step_id,
-        deps=script.deps,
-        sections=tuple((section.label, section.code) for section in script.sections),
-        tests=tests,
-        modules=imported_modules([script.deps, *script.tests]),
-        target_pickles=(),
+        return StepVerdict(
+            script.step_id, "eval_error", f"targets missing: {targets.note}", tests_total=len(script.tests)
+        )
+    return job_for_script(
+        script,
         python_binary=settings.python_binary,
         timeout_seconds=settings.step_timeout_seconds,
         memory_mb=settings.step_memory_mb,
-        targets_file=str(Path(targets.path).resolve()),
+        targets_file=Path(targets.path),
     )
 
 

@@ -23,7 +23,7 @@ from stages.summary.metrics import (
     total_usage,
 )
 from stages.summary.provenance import TargetsInfo
-from stages.summary.rows import SCORED_ATTEMPT, ProblemRow
+from stages.summary.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
 from stages.untrusted import shown
 
 
@@ -221,6 +221,20 @@ def _failed_step_lines(rows: Sequence[ProblemRow]) -> list[str]:
     lines += [f"{len(failed)} scored step(s) did not pass (attempt {SCORED_ATTEMPT + 1}); the reason of each:", ""]
     lines += [f"- {step.step_id} ({step.status}): {_reason(step.reason)}" for _, step in failed]
     return lines + [""]
+
+
+def _weak_test_lines(rows: Sequence[ProblemRow]) -> list[str]:
+    flagged = weak_passes(rows)
+    if not flagged:
+        return []
+    lines = [
+        "## Passes on weak official tests",
+        "",
+        f"{len(flagged)} step(s) passed official tests that a trivial answer passes too (stages/weak_tests.json); "
+        "the official verdict stays a pass:",
+        "",
+    ]
+    return lines + [f"- {step_id} (pass, {weak.note})" for step_id, weak in flagged] + [""]
 
 
 def _tool_lines(rows: Sequence[ProblemRow], attempts: int) -> list[str]:
@@ -427,6 +441,7 @@ def render_markdown(
     lines += _status_lines(status_counts(rows))
     lines += _failed_lines(rows)
     lines += _failed_step_lines(rows)
+    lines += _weak_test_lines(rows)
     lines += _problem_lines(rows)
     lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows))
     lines += _tool_lines(rows, settings.attempts)

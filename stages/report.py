@@ -46,6 +46,7 @@ from stages.results import (
     ToolRun,
 )
 from stages.statuses import TOOL_STATUSES
+from stages.untrusted import valid_text
 from stages.verdict import StepVerdict
 from stages.weak_tests import weak_test
 
@@ -369,8 +370,10 @@ def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], sum
 
 
 def compressed(text: str) -> str:
-    """gzip (without a timestamp, so identical inputs give identical pages) then base64."""
-    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
+    """gzip (without a timestamp, so identical inputs give identical pages) then base64 (of valid text: a lone
+    surrogate in a step's code or output becomes U+FFFD, as in every other write)."""
+    data = valid_text(text).encode("utf-8")
+    return base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
 
 
 def step_blobs(steps: Sequence[StepView]) -> list[StepBlob]:

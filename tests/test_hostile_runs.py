@@ -8,7 +8,10 @@ real engine against the validation targets, under `carry=definition` (which rend
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
+import re
 from pathlib import Path
 
 from stages.generate.server import ModelReply, ModelRequest, Reply, ToolCallSpec
@@ -85,5 +88,16 @@ def test_hostile_answers_end_as_verdicts_and_every_file_is_written(
     assert step["trajectory"]["tool_results"][0]["call_id"] == "call_\ufffd"
     summary = load_json(summary_file(run, "json"))
     assert summary["subproblem_total"] == 7 and summary["subproblem_correct"] == 0
-    assert report_file(run).is_file() and summary_file(run, "md").is_file()
+    assert summary_file(run, "md").is_file()
     json.dumps(summary, ensure_ascii=False).encode("utf-8")
+    # issue 21: the report of a lone-closing-fence step says "no test script" and shows no traceback
+    view = step_view(report_file(run).read_text(encoding="utf-8"), "19.1")
+    assert "no test script: the step has no code" in view and "Traceback" not in view
+    assert "no code in the answer (no_code): its code block is empty" in view
+
+
+def step_view(page: str, step_id: str) -> str:
+    """The rendered views of one step, from the report's compressed step data."""
+    blob = re.search(rf'id="z-{re.escape(step_id)}" data-encoding="gzip\+base64">([^<]*)<', page)
+    assert blob is not None, f"no step view of {step_id}"
+    return gzip.decompress(base64.b64decode(blob.group(1))).decode("utf-8")

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
 from stages import artifacts
 from stages.artifacts import atomic_write_text, fingerprint, read_artifact, write_artifact
@@ -47,6 +47,7 @@ def test_what_this_process_wrote_is_read_back_without_a_second_validation(
 
 
 @given(hostile_text())
+@example("def f():\n    return '\ud800'\n")
 def test_any_untrusted_text_can_be_written_hashed_and_read_back(text: str) -> None:
     # issue 20: a lone surrogate in an answer or an exception message failed the first UTF-8 write
     with tempfile.TemporaryDirectory() as folder:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from doit.exceptions import TaskFailed
 from doit.task import Task
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stages import not_scored
@@ -91,6 +91,7 @@ def test_the_code_of_a_recorded_tool_call_is_read_whatever_its_arguments(argumen
 
 
 @given(HOSTILE, HOSTILE)
+@example("AssertionError: \ud800", "x\udfff")  # issue 20: a lone surrogate in an exception message failed the write
 def test_a_verdict_with_hostile_output_is_cached_and_read_back(reason: str, output: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         cache = VerdictCache(Path(folder))

@@ -40,28 +40,31 @@ def valid_text(value: object) -> str:
     return value
 
 
+MAX_DATA_DEPTH = 100
+TOO_DEEP = f"[nested deeper than {MAX_DATA_DEPTH} levels: not kept]"
+
+
 def valid_data(value: T) -> T:
     """`value` with `valid_text` applied to every `str` inside it: dict keys and values, list and tuple items,
-    fields of dataclass instances (the records of a model response). Other values are kept as they are; the
-    same object comes back when nothing had to change. Structures nested beyond the interpreter's recursion
-    limit come back unchanged (every writer applies `valid_text` again: `stages.artifacts.atomic_write_text`)."""
-    try:
-        return _valid(value)
-    except RecursionError:
-        return value
+    fields of dataclass instances (the records of a model response). A container nested deeper than
+    MAX_DATA_DEPTH levels becomes the string TOO_DEEP (every JSON writer can then write it: the encoders
+    recurse). Other values are kept as they are; the same object comes back when nothing had to change."""
+    return _valid(value, 0)
 
 
-def _valid(value: Any) -> Any:
+def _valid(value: Any, depth: int) -> Any:
     if isinstance(value, str):
         return valid_text(value)
+    if depth >= MAX_DATA_DEPTH and isinstance(value, (dict, list, tuple)):
+        return TOO_DEEP
     if isinstance(value, dict):
-        items = [(_valid(key), _valid(item)) for key, item in value.items()]
+        items = [(_valid(key, depth + 1), _valid(item, depth + 1)) for key, item in value.items()]
         changed = any(
             new_key is not key or new is not item for (new_key, new), (key, item) in zip(items, value.items())
         )
         return dict(items) if changed else value
     if isinstance(value, (list, tuple)):
-        cleaned = [_valid(item) for item in value]
+        cleaned = [_valid(item, depth + 1) for item in value]
         if all(new is old for new, old in zip(cleaned, value)):
             return value
         if isinstance(value, list):
@@ -71,7 +74,7 @@ def _valid(value: Any) -> Any:
         changes = {
             field.name: new
             for field in dataclasses.fields(value)
-            if field.init and (new := _valid(getattr(value, field.name))) is not getattr(value, field.name)
+            if field.init and (new := _valid(getattr(value, field.name), depth + 1)) is not getattr(value, field.name)
         }
         return dataclasses.replace(value, **changes) if changes else value
     return value

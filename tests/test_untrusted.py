@@ -12,7 +12,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from stages.untrusted import REPLACEMENT, UntrustedJSONError, parse_json, shown, valid_data, valid_text
+from stages.untrusted import (
+    MAX_DATA_DEPTH,
+    REPLACEMENT,
+    TOO_DEEP,
+    UntrustedJSONError,
+    parse_json,
+    shown,
+    valid_data,
+    valid_text,
+)
 from tests.hostile import ESCAPES, FAKE_TABLE, hostile_text
 
 
@@ -56,11 +65,16 @@ def test_valid_data_cleans_every_string_of_a_record_and_keeps_clean_records_as_t
     assert valid_data(clean) is clean
 
 
-def test_valid_data_of_a_structure_deeper_than_the_recursion_limit_comes_back_unchanged() -> None:
+def test_valid_data_cuts_structures_nested_too_deeply_for_the_json_writers() -> None:
     deep: list = []
     for _ in range(100_000):
         deep = [deep]
-    assert valid_data(deep) is deep
+    cleaned = valid_data({"output_items": deep})
+    json.dumps(cleaned, indent=2)  # the artifact writer's encoder recurses in Python
+    level = cleaned["output_items"]  # depth 1 (the dict is depth 0)
+    for _ in range(MAX_DATA_DEPTH - 1):
+        level = level[0]
+    assert level == TOO_DEEP  # what stood at depth MAX_DATA_DEPTH
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,9 @@ One process-wide `ACTIVITY` (doit runs every task in threads of one process):
   flight, stages.generate.client) and `test_processes` (test processes running on this machine,
   stages.score.executor's local executor);
 * tallies: the number of problems the task graph holds (set when the problem tasks are created) and
-  the scored steps of attempt 0 of every problem scored or found up to date (`add_scored`).
+  the scored steps of attempt 0 of every problem scored or found up to date (`add_scored`);
+* the problems whose scoring failed (`add_not_scored`): their tasks succeed for doit (so that the summary
+  still runs), and the reporter shows them as failed.
 
 Publishing never blocks on the display and never fails the work: the live view only reads snapshots.
 """
@@ -42,6 +44,7 @@ class Activity:
         self._gauges: dict[Gauge, int] = dict.fromkeys(GAUGES, 0)
         self._problems: int | None = None
         self._scored: dict[str, tuple[int, int]] = {}
+        self._not_scored: dict[str, tuple[str, str | None]] = {}
 
     @contextmanager
     def busy(self, gauge: Gauge) -> Iterator[None]:
@@ -62,6 +65,15 @@ class Activity:
         """The scored steps of one problem (attempt 0); a problem counted again replaces its earlier figures."""
         with self._lock:
             self._scored[problem_id] = (passed, scored)
+
+    def add_not_scored(self, problem_id: str, reason: str, detail: str | None) -> None:
+        """A problem whose scoring failed: the one-line reason, and the traceback of an unexpected error."""
+        with self._lock:
+            self._not_scored[problem_id] = (reason, detail)
+
+    def not_scored(self, problem_id: str) -> tuple[str, str | None] | None:
+        with self._lock:
+            return self._not_scored.get(problem_id)
 
     def snapshot(self) -> ActivitySnapshot:
         with self._lock:

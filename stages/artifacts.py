@@ -15,6 +15,7 @@ import jsonschema
 from stages import live_processes
 from stages.errors import PipelineError
 from stages.paths import SCHEMAS_DIR
+from stages.untrusted import valid_text
 
 SCHEMA_VERSION = 1
 
@@ -28,8 +29,9 @@ def canonical_json(value: Any) -> str:
 
 
 def fingerprint(value: Any) -> str:
-    """sha256 of the canonical JSON of `value`."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+    """sha256 of the canonical JSON of `value` (UTF-8; a lone surrogate, from untrusted text, is hashed as its
+    own code unit rather than refused, so distinct strings keep distinct fingerprints)."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
@@ -59,8 +61,11 @@ def validate(kind: str, record: dict[str, Any]) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` through a temp file in the same folder and a rename (never once the run is
-    being stopped: work still running then was cut short, its result must not look finished)."""
+    being stopped: work still running then was cut short, its result must not look finished). The text is
+    written as `untrusted.valid_text` makes it: a lone surrogate from model output becomes U+FFFD instead of
+    failing the write (in JSON, where they can only stand inside strings, too)."""
     live_processes.raise_if_stopping()
+    text = valid_text(text)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -92,7 +97,7 @@ def write_artifact(path: Path, kind: str, record: dict[str, Any]) -> dict[str, A
     """Validate `record` against `schemas/<kind>.schema.json` and write it atomically. Returns the record."""
     record = {"schema_version": SCHEMA_VERSION, **record}
     validate(kind, record)
-    text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    text = valid_text(json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     atomic_write_text(path, text)
     _VALIDATED.add(_validated_key(kind, text))
     return record
@@ -123,7 +128,7 @@ _VALIDATED: set[tuple[str, str]] = set()
 
 
 def _validated_key(kind: str, text: str) -> tuple[str, str]:
-    return kind, hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return kind, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def current_record(

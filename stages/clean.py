@@ -1,7 +1,8 @@
 """`doit clean`: remove a run's derived outputs; generations (which cost money) only when named.
 
-- `doit clean` (the default task, summarize): details/, summary*.md/.json, plots*/, report*.html of the run.
-- `doit clean score` / `score:<id>`: the details file(s) of those problems.
+- `doit clean` (the default task, summarize): details/, not_scored/, summary*.md/.json, plots*/, report*.html of
+  the run.
+- `doit clean score` / `score:<id>`: the details file(s) of those problems (and their not-scored records).
 - `doit clean generate` / `generate:<id>`: the generation files of those problems (every attempt). Only when
   `generate` is named on the command line; `doit clean -a` keeps them and says so.
 """
@@ -45,7 +46,8 @@ def clean_derived(settings: Settings) -> None:
 
 
 def clean_details(settings: Settings, problem_id: str) -> None:
-    _removed_line([settings.run_paths.details(problem_id)], "details")
+    paths = settings.run_paths
+    _removed_line([paths.details(problem_id), paths.not_scored(problem_id)], "details")
 
 
 def generation_files(settings: Settings, problem_id: str) -> list[Path]:

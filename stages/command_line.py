@@ -97,3 +97,9 @@ def rescore_only(argv: Sequence[str]) -> bool:
     """True for `doit score` / `doit score:<id>`: rescore existing generations, never call a model."""
     names = requested_tasks(argv)
     return bool(names) and all(name.split(":", 1)[0] in _RESCORE_TASKS for name in names)
+
+
+def runs_summary(argv: Sequence[str]) -> bool:
+    """True when the command runs `summarize`: `doit` / `doit run` (the default task), or `summarize` named."""
+    command, names = _command_and_tasks(argv)
+    return command == "run" and (not names or "summarize" in names)

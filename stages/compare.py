@@ -42,6 +42,7 @@ from stages.results import (
 )
 from stages.statuses import StepStatus
 from stages.summary.markdown import ratio
+from stages.untrusted import shown
 from stages.usage import Usage
 
 COMPARED_ATTEMPT = 0
@@ -368,8 +369,9 @@ def _identity_rows(run_a: RunInfo, run_b: RunInfo) -> list[Row]:
 
 
 def _identity_lines(rows: Sequence[Row]) -> list[str]:
-    shown = [(rows[0][0], f"`{rows[0][1]}`", f"`{rows[0][2]}`"), *rows[1:]]
-    return table(("", "A", "B"), shown) + [""]
+    """Folder, model and run names come from the runs' own files: shown neutralised, in code spans."""
+    cells = [(name, shown(a, markdown=True), shown(b, markdown=True)) for name, a, b in rows[:3]]
+    return table(("", "A", "B"), [*cells, *rows[3:]]) + [""]
 
 
 def _scope_notes(run_a: RunInfo, run_b: RunInfo, common: Sequence[str]) -> list[tuple[str, str]]:
@@ -670,7 +672,12 @@ def build_comparison(
 
 def render_markdown(comparison: Comparison) -> str:
     c = comparison
-    lines = [c.paired.first_line, "", f"# Comparison: {c.run_a.label} (A) vs {c.run_b.label} (B)", ""]
+    lines = [
+        c.paired.first_line,
+        "",
+        f"# Comparison: {shown(c.run_a.label, markdown=True)} (A) vs {shown(c.run_b.label, markdown=True)} (B)",
+        "",
+    ]
     lines += _identity_lines(c.identity)
     lines += _scope_lines(c.scope)
     lines += paired_lines(c.paired)

@@ -145,6 +145,14 @@ class RunPaths:
         return self.details_dir / f"{problem_id}.json"
 
     @property
+    def not_scored_dir(self) -> Path:
+        return self.run_dir / "not_scored"
+
+    def not_scored(self, problem_id: str) -> Path:
+        """Why the last scoring of a problem failed (stages/not_scored.py); absent once it is scored."""
+        return self.not_scored_dir / f"{problem_id}.json"
+
+    @property
     def summary_md(self) -> Path:
         return self.run_dir / f"summary{self._tag_suffix}.md"
 
@@ -183,10 +191,14 @@ class RunPaths:
         return self.export_dir / "inspect"
 
     def derived_outputs(self) -> list[Path]:
-        """Everything the run derives from its generations: details, and the summaries, plots, reports and exports
-        of every selection (any summary tag)."""
+        """Everything the run derives from its generations: details, records of problems not scored, and the
+        summaries, plots, reports and exports of every selection (any summary tag)."""
         patterns = ("summary*.md", "summary*.json", "plots*", "report*.html", "export*")
-        return [self.details_dir, *(path for pattern in patterns for path in sorted(self.run_dir.glob(pattern)))]
+        return [
+            self.details_dir,
+            self.not_scored_dir,
+            *(path for pattern in patterns for path in sorted(self.run_dir.glob(pattern))),
+        ]
 
     def written_report(self) -> Path:
         """The report a reader should open: the full run's, else the one of the only summarized selection."""

@@ -8,7 +8,9 @@ its known defects:
 - Extraction: the first ```python (```py, ```Python, ```python3) block, else the first fenced block;
   the code is the text after the fence's tag up to the closing fence, the line break that ends the
   fence line included (as officially). An answer without a fence is code only when its whole text
-  parses as Python and defines the name the step's header defines; other prose is never code.
+  parses as Python and defines the name the step's header defines; other prose is never code. An
+  extraction that is empty or whitespace once top-level imports are removed (e.g. code followed by a
+  lone closing fence, whose "block" is what follows it), or longer than MAX_CODE_CHARS, is no code.
 - Import removal: top-level `import`/`from ... import` statements only (AST-based, multi-line
   imports included; imports inside functions stay). A removed statement's lines are left empty, and
   the blank lines directly above it go with it, exactly as the official rule removes them; every
@@ -17,6 +19,9 @@ its known defects:
   run); `definition` carries only the definition the header names, rendered with `ast.unparse` (a
   resumed official run), a class whole (officially a bare `__init__`). Prefilled steps are always
   carried as their official file, verbatim.
+
+Every function here takes model-written text and never raises on it: code is parsed only through
+`safe_ast.parse_untrusted` (size-capped, any failure means "does not parse").
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ _LINE_END = re.compile(r"(?:\r\n|\r|\n)\Z")
 _LEADING_SEMICOLON = re.compile(r"\A[ \t]*;[ \t]*")
 _COMMENT_ONLY = re.compile(r"[ \t]*(?:#.*)?")
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+MAX_CODE_CHARS = safe_ast.MAX_PARSED_CHARS  # a longer extraction is no code (it is never parsed or run)
 
 
 # ---------------------------------------------------------------------------
@@ -78,24 +84,41 @@ def is_unfenced_code(answer: str, name: str | None) -> bool:
     """True when an answer without a fence is, as a whole, Python that defines `name` at top level."""
     if name is None or not (answer or "").strip():
         return False
-    try:
-        tree = safe_ast.parse_module(answer)
-    except (SyntaxError, ValueError):  # ValueError: null bytes
-        return False
-    return _top_level_definition(tree, name) is not None
+    tree = safe_ast.parse_untrusted(answer)
+    return tree is not None and _top_level_definition(tree, name) is not None
+
+
+def is_code(code: str) -> bool:
+    """Whether an extraction (top-level imports removed) is code a step contributes: not blank, and at most
+    MAX_CODE_CHARS characters."""
+    return bool(code.strip()) and len(code) <= MAX_CODE_CHARS
 
 
 def answer_to_code(answer: str, defines: str | None) -> str | None:
     """The code a step's answer contributes, top-level imports removed; None when it has none.
 
     `defines` is the name the step's header defines: an answer without a fence is code only when its
-    whole text parses and defines that name."""
+    whole text parses and defines that name. An extraction that fails `is_code` is none."""
     fenced = extract_fenced_code(answer)
     if fenced is not None:
-        return remove_top_level_imports(fenced)
-    if is_unfenced_code(answer, defines):
-        return remove_top_level_imports(answer)
-    return None
+        code = remove_top_level_imports(fenced)
+    elif is_unfenced_code(answer, defines):
+        code = remove_top_level_imports(answer)
+    else:
+        return None
+    return code if is_code(code) else None
+
+
+def no_code_reason(answer: str | None) -> str:
+    """Why an answer contributes no code, in words for its `parse_error` verdict."""
+    fenced = extract_fenced_code(answer or "")
+    if fenced is None:
+        return "no fenced code block, nor Python that defines the step's name"
+    if len(fenced) > MAX_CODE_CHARS:
+        return f"its code block has {len(fenced)} characters, more than the {MAX_CODE_CHARS} accepted"
+    if not fenced.strip():
+        return "its code block is empty (a lone closing fence starts an empty block)"
+    return "its code block holds nothing but top-level imports"
 
 
 # ---------------------------------------------------------------------------
@@ -151,9 +174,8 @@ def remove_top_level_imports(code: str) -> str:
 
     Code that does not parse is returned unchanged (it fails at scoring with its own error).
     """
-    try:
-        tree = safe_ast.parse_module(code)
-    except (SyntaxError, ValueError):
+    tree = safe_ast.parse_untrusted(code)
+    if tree is None:
         return code
     imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     if not imports:
@@ -172,18 +194,27 @@ def remove_top_level_imports(code: str) -> str:
 
 def named_definition(code: str, function_header: str) -> str:
     """The definition the header names, rendered with `ast.unparse` (a class whole); the whole code
-    when it has no such definition or does not parse."""
+    when it has no such definition or does not parse. A definition nested too deeply for `ast.unparse`
+    (RecursionError) is carried as its source text."""
     name = defined_name(function_header)
     if name is None:
         return code
-    try:
-        tree = safe_ast.parse_module(code)
-    except (SyntaxError, ValueError):
+    tree = safe_ast.parse_untrusted(code)
+    if tree is None:
         return code
     node = _top_level_definition(tree, name)
     if node is None:
         node = next((n for n in ast.walk(tree) if isinstance(n, _DEFINITIONS) and n.name == name), None)
-    return code if node is None else ast.unparse(node)
+    if node is None:
+        return code
+    return _rendered(code, node)
+
+
+def _rendered(code: str, node: ast.stmt) -> str:
+    try:
+        return ast.unparse(node)
+    except (RecursionError, MemoryError):
+        return ast.get_source_segment(code, node) or code
 
 
 def carried_code(code: str, function_header: str, carry: Carry) -> str:

@@ -37,7 +37,7 @@ from stages.config import Settings
 from stages.paths import DataPaths
 from stages.pricing import money
 from stages.problems import Problem, ProblemDataError, load_problems
-from stages.protocol import Carry
+from stages.protocol import Carry, is_code
 from stages.results import (
     CELL_STATUSES,
     GeneratedStep,
@@ -49,7 +49,9 @@ from stages.results import (
 )
 from stages.statuses import TOOL_STATUSES
 from stages.uncertainty.text import interval_of, percent
+from stages.untrusted import valid_text
 from stages.verdict import StepVerdict
+from stages.weak_tests import weak_test
 
 TEMPLATES_DIR = Path(__file__).with_name("report_templates")
 RUN_TEMPLATE = "report.html.j2"
@@ -124,6 +126,7 @@ class StepView:
     script: tuple[ScriptPart, ...]
     script_note: str
     other_attempts: tuple[tuple[int, str, str], ...]  # (attempt, status, anchor) of the same step
+    weak_test: str | None = None  # a pass on known-weak official tests: why they are weak
 
     @property
     def tokens(self) -> str:
@@ -137,6 +140,7 @@ class Cell:
     status: str
     anchor: str
     title: str
+    weak: bool = False  # a pass on known-weak official tests (stages.weak_tests)
 
 
 @dataclass(frozen=True)
@@ -286,7 +290,8 @@ def _script_of(
     step_id = problem.steps[index].step_id if problem else ""
     if problem is None:
         return (), "test script unavailable: the problem file of this selection is not staged"
-    if not codes.get(step_id):
+    code = codes.get(step_id)
+    if not isinstance(code, str) or not is_code(code):
         return (), "no test script: the step has no code"
     try:
         parts = _script_parts(problem, index, codes, data_paths, carry)
@@ -341,6 +346,7 @@ def _step_view(
         )
     status = verdict.status if verdict else row_status
     reason = verdict.reason if verdict else row_reason
+    weak = weak_test(step_id) if status == "pass" else None
     return StepView(
         step_anchor(step_id, attempt),
         result.problem_id,
@@ -355,6 +361,7 @@ def _step_view(
         script,
         note,
         others,
+        weak.note if weak else None,
     )
 
 
@@ -381,7 +388,9 @@ def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], sum
             anchors = tuple(
                 (k, _attempt_status(result, step.step_id, k), step_anchor(step.step_id, k)) for k in range(attempts)
             )
-            cells.append(Cell(step.step_id, step.status, step_anchor(step.step_id), f"{step.step_id}: {step.status}"))
+            weak = weak_test(step.step_id) if step.status == "pass" else None
+            title = f"{step.step_id}: {step.status}" + (f" ({weak.note})" if weak else "")
+            cells.append(Cell(step.step_id, step.status, step_anchor(step.step_id), title, weak is not None))
             for attempt in range(attempts):
                 others = tuple(item for item in anchors if item[0] != attempt)
                 status, reason = (
@@ -413,8 +422,10 @@ def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], sum
 
 
 def compressed(text: str) -> str:
-    """gzip (without a timestamp, so identical inputs give identical pages) then base64."""
-    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
+    """gzip (without a timestamp, so identical inputs give identical pages) then base64 (of valid text: a lone
+    surrogate in a step's code or output becomes U+FFFD, as in every other write)."""
+    data = valid_text(text).encode("utf-8")
+    return base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
 
 
 def step_blobs(steps: Sequence[StepView]) -> list[StepBlob]:

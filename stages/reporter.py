@@ -46,10 +46,12 @@ from stages import live_processes
 from stages.activity import ACTIVITY, Activity
 from stages.errors import pipeline_error_names
 from stages.live_view import LiveStatus, LiveView, StageCount, estimate_eta, format_elapsed
+from stages.untrusted import shown, valid_text
 
 TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
 OWN_ERROR_MODULE_PREFIX = "stages."
 DETAIL_TAIL_LINES = 30
+REASON_LIMIT = 1000  # characters of a failure's one-line reason (a run failure names every failed problem)
 GROUP_NAMES_SHOWN = 8
 UNMET_REASON = "not run: a task it depends on failed"
 MIN_STAGE_WIDTH = len("summarize")
@@ -148,18 +150,18 @@ def describe_failure(task: Any, fail: BaseFail, own_error_names: frozenset[str] 
     name = task.name
     if isinstance(fail, UnmetDependency):
         return FailureNote(name, f"{UNMET_REASON} ({_first_line(fail.message)})", None, unmet=True)
-    traceback_lines = list(fail.traceback or [])
+    traceback_lines = [valid_text(line) for line in fail.traceback or []]
     if traceback_lines:
         exception_text = _exception_only(traceback_lines)
         match = _EXCEPTION_LINE.match(exception_text)
         qualified = match.group("name") if match else type(fail).__name__
         message = _first_line(match.group("message") or "") if match else _first_line(exception_text)
         short = qualified.rsplit(".", 1)[-1]
-        reason = f"{short}: {message}" if message else short
+        reason = shown(f"{short}: {message}" if message else short, limit=REASON_LIMIT)
         own = qualified.startswith(OWN_ERROR_MODULE_PREFIX) or short in own_error_names
         return FailureNote(name, reason, None if own else "".join(traceback_lines).rstrip())
-    reason = _first_line(fail.message) or fail.get_name()
-    stderr = _captured_stderr(task)
+    reason = shown(_first_line(valid_text(fail.message)) or fail.get_name(), limit=REASON_LIMIT)
+    stderr = valid_text(_captured_stderr(task))
     return FailureNote(name, reason, _tail(stderr) if stderr.strip() else None)
 
 
@@ -272,12 +274,14 @@ class ProgressReporter(ConsoleReporter):
     # ---- output ---------------------------------------------------------
     def _emit(self, line: str) -> None:
         """Write one whole line; a closed or failing stream loses the line, never the counts. Silent once the run
-        is being stopped (Ctrl-C / SIGTERM): the stop says it in one line of its own."""
+        is being stopped (Ctrl-C / SIGTERM): the stop says it in one line of its own. Failure reasons and
+        tracebacks can hold model-derived text: every line is written as `untrusted.shown` (its line breaks
+        kept) makes it, so no escape sequence reaches the terminal."""
         if live_processes.stopping():
             return
         with self._lock:
             try:
-                tqdm.write(line, file=self._stream)
+                tqdm.write(shown(line, lines=True), file=self._stream)
                 self._stream.flush()
             except (OSError, ValueError):
                 pass
@@ -439,21 +443,34 @@ class ProgressReporter(ConsoleReporter):
     def add_success(self, task: Any) -> None:
         if self._counted(task):
             with self._lock:
-                self._finish(task, "done")
+                failure = self._not_scored(task)
+                if failure is not None:
+                    self._record_failure(task, failure)
+                else:
+                    self._finish(task, "done")
+
+    def _not_scored(self, task: Any) -> FailureNote | None:
+        """A score task that succeeded for doit only so that the summary runs: its problem was not scored."""
+        if stage_of(task.name) != "score" or ":" not in task.name:
+            return None
+        found = self._activity.not_scored(task.name.split(":", 1)[1])
+        return None if found is None else FailureNote(task.name, found[0], found[1])
+
+    def _record_failure(self, task: Any, note: FailureNote) -> None:
+        self._notes.append(note)
+        if note.group_key not in self._shown_failures:  # the same reason again: counted, listed at the end
+            self._shown_failures.add(note.group_key)
+            self._emit(f"FAILED {note.task_name}: {note.reason}")
+        if self._counted(task):
+            self._finish(task, "failed")
 
     @_never_raises
     def add_failure(self, task: Any, fail: BaseFail) -> None:
         if isinstance(fail, UnmetDependency) and not _has_actions(task):
             return  # a group task (e.g. `score`) whose sub-task failed: that failure is already reported
         with self._lock:
-            note = describe_failure(task, fail, pipeline_error_names())
-            self._notes.append(note)
             self.failures.append({"task": task, "exception": fail})
-            if note.group_key not in self._shown_failures:  # the same reason again: counted, listed at the end
-                self._shown_failures.add(note.group_key)
-                self._emit(f"FAILED {note.task_name}: {note.reason}")
-            if self._counted(task):
-                self._finish(task, "failed")
+            self._record_failure(task, describe_failure(task, fail, pipeline_error_names()))
 
     @_never_raises
     def skip_uptodate(self, task: Any) -> None:

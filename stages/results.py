@@ -21,10 +21,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from stages import not_scored
 from stages.artifacts import SCHEMA_VERSION, ArtifactError, read_artifact, validate
 from stages.categories import UNCLASSIFIED, Category, category_of
 from stages.paths import RunPaths
 from stages.statuses import STEP_STATUSES, TOOL_STATUSES
+from stages.untrusted import UntrustedJSONError, parse_json, valid_text
 from stages.usage import AttemptCost, Usage
 from stages.verdict import StepVerdict
 
@@ -39,6 +41,7 @@ CELL_STATUSES: tuple[CellStatus, ...] = (*STEP_STATUSES, "no_verdict")
 GENERATION_FAILED_STATES: frozenset[str] = frozenset({"generation_error", "missing_generation"})
 NO_DETAILS_STATES: frozenset[str] = frozenset({"missing_details", "invalid_details"})
 ERROR_STATES: frozenset[str] = GENERATION_FAILED_STATES | NO_DETAILS_STATES
+TOOL_ARGUMENTS_READ_CHARS = 4_000_000  # longer tool-call arguments are shown as sent, not parsed
 
 
 def is_resolved(statuses: Iterable[str], scored_steps: int, generation_ok: bool) -> bool:
@@ -333,14 +336,18 @@ class Generation:
 
 
 def _tool_code(arguments: Any) -> str:
-    """The `code` argument of a tool call as sent; the raw arguments when they are not the expected JSON."""
+    """The `code` argument of a tool call as sent; the raw arguments when they are not the expected JSON (or
+    are too long or too deeply nested to be read: `untrusted.parse_json`)."""
     if not isinstance(arguments, str):
-        return json.dumps(arguments)
+        try:
+            return json.dumps(arguments)
+        except (TypeError, ValueError, RecursionError):
+            return valid_text(arguments)
     try:
-        parsed = json.loads(arguments)
-    except ValueError:
+        parsed = parse_json(arguments, TOOL_ARGUMENTS_READ_CHARS)
+    except UntrustedJSONError:
         return arguments
-    return parsed["code"] if isinstance(parsed, dict) and isinstance(parsed.get("code"), str) else arguments
+    return valid_text(parsed["code"]) if isinstance(parsed, dict) and isinstance(parsed.get("code"), str) else arguments
 
 
 def _tool_calls(trajectory: Mapping[str, Any]) -> tuple[ToolRun, ...]:
@@ -528,10 +535,15 @@ class DetailsRead:
 
 
 def read_details(paths: RunPaths, problem_id: str) -> DetailsRead:
-    """The details of a problem, or why there are none (missing, not valid, of another problem)."""
+    """The details of a problem, or why there are none (not scored in the last run, missing, not valid, of
+    another problem)."""
     path = paths.details(problem_id)
     record = read_artifact(path, "details")
     if record is None:
+        failure = not_scored.read(paths, problem_id)
+        if failure is not None:
+            state: ProblemState = "invalid_details" if path.exists() else "missing_details"
+            return DetailsRead(None, state, failure.line, failure.line)
         reason = "details file does not validate" if path.exists() else "no details file"
         return DetailsRead(
             None, "invalid_details" if path.exists() else "missing_details", reason, f"{reason}: {path.name}"

@@ -8,6 +8,11 @@ fails with `SystemError: AST constructor recursion depth mismatch` (python/cpyth
 scoring), so its parses go through one process-wide lock here. The lock is re-entrant: a finalizer
 that runs inside a parse may parse too. Parsing a step's code takes well under a millisecond, so the
 lock costs nothing measurable.
+
+Code written by a model is parsed through `parse_untrusted`, which is total: any text, of any size, gives a
+syntax tree or None, never an exception (a syntax error, a null byte, a lone surrogate, nesting deeper than
+the parser allows: `-` repeated 5000 times raises RecursionError, 100,000 times MemoryError). Text longer
+than MAX_PARSED_CHARS is not parsed at all.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import ast
 import threading
 
 _PARSE_LOCK = threading.RLock()
+MAX_PARSED_CHARS = 1_000_000  # 400 times the longest reference step (2,348 characters, 78.3)
 
 
 def parse(source: str, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
@@ -29,3 +35,14 @@ def parse_module(source: str, filename: str = "<unknown>") -> ast.Module:
     tree = parse(source, filename, "exec")
     assert isinstance(tree, ast.Module)
     return tree
+
+
+def parse_untrusted(source: object, filename: str = "<unknown>") -> ast.Module | None:
+    """The syntax tree of `source` (model-written code), or None when it is not a `str` of at most
+    MAX_PARSED_CHARS characters that this process can parse; never raises (see the module docstring)."""
+    if not isinstance(source, str) or len(source) > MAX_PARSED_CHARS:
+        return None
+    try:
+        return parse_module(source, filename)
+    except Exception:  # noqa: BLE001 - SyntaxError, ValueError, RecursionError, MemoryError: all mean "not parsed"
+        return None

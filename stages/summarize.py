@@ -37,6 +37,7 @@ from stages.summary.metrics import Metrics, attempt_metrics_of, metrics_of, stat
 from stages.summary.provenance import TargetsInfo, resolve_targets_info, run_started
 from stages.summary.record import summary_record
 from stages.summary.rows import ProblemRow, collect_rows
+from stages.weak_tests import weak_tests_digest
 
 __all__ = [
     "SummarizeError",
@@ -99,9 +100,11 @@ def _read_selection(paths: RunPaths) -> Selection:
 
 
 def _file_digest(path: Path) -> str | None:
+    """The file's sha256; None when there is no readable file (absent, a folder, unreadable: the reader takes
+    none of these for an artifact either)."""
     try:
         return sha256_file(path)
-    except FileNotFoundError:
+    except OSError:
         return None
 
 
@@ -110,18 +113,28 @@ def _config_identity(paths: RunPaths, settings: Settings) -> str:
     return config["fingerprint"] if config is not None else fingerprint(settings.redacted())
 
 
+def _not_scored_digests(paths: RunPaths, problem_ids: Sequence[str]) -> dict[str, str]:
+    """Digests of the records of problems not scored (only those that exist: a run without any keeps the
+    fingerprint it had before such records existed)."""
+    found = {pid: _file_digest(paths.not_scored(pid)) for pid in problem_ids}
+    return {pid: sha for pid, sha in found.items() if sha is not None}
+
+
 def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
     paths = settings.run_paths
     problem_ids = [entry.problem_id for entry in selection.entries]
-    return fingerprint(
-        {
-            "stage": "summarize",
-            "selection": selection.fingerprint,
-            "config": _config_identity(paths, settings),
-            "details": {pid: _file_digest(paths.details(pid)) for pid in problem_ids},
-            "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
-        }
-    )
+    covered: dict[str, Any] = {
+        "stage": "summarize",
+        "selection": selection.fingerprint,
+        "config": _config_identity(paths, settings),
+        "details": {pid: _file_digest(paths.details(pid)) for pid in problem_ids},
+        "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
+        "weak_tests": weak_tests_digest(),
+    }
+    not_scored = _not_scored_digests(paths, problem_ids)
+    if not_scored:
+        covered["not_scored"] = not_scored
+    return fingerprint(covered)
 
 
 def summary_fingerprint_parts(settings: Settings, selection: Selection) -> FingerprintParts:
@@ -131,10 +144,13 @@ def summary_fingerprint_parts(settings: Settings, selection: Selection) -> Finge
     inputs: dict[str, str | None] = {
         "selection.json": selection.fingerprint[:16],
         "config.json": _config_identity(paths, settings)[:16],
+        "stages/weak_tests.json": weak_tests_digest()[:16],
     }
     for path in [*(paths.details(pid) for pid in problem_ids), *(paths.generation(pid) for pid in problem_ids)]:
         sha = _file_digest(path)
         inputs[run_relative(settings, path)] = sha and sha[:16]
+    for pid, sha in _not_scored_digests(paths, problem_ids).items():
+        inputs[run_relative(settings, paths.not_scored(pid))] = sha[:16]
     return FingerprintParts(_inputs_fingerprint(settings, selection), inputs=inputs)
 
 

@@ -268,13 +268,14 @@ def generate_artifacts(settings: Settings, problem_id: str) -> list[ArtifactChec
 
 def generate_reasons(settings: Settings, problem_id: str) -> list[str]:
     from stages.artifacts import read_artifact
+    from stages.untrusted import shown
 
     lines = []
     for check in generate_artifacts(settings, problem_id):
         record = read_artifact(check.path, check.kind) or {}
         if record.get("status") != "complete":
             lines.append(
-                f"{run_relative(settings, check.path)} has status {record.get('status')}: {record.get('error')}"
+                f"{run_relative(settings, check.path)} has status {record.get('status')}: {shown(record.get('error'))}"
             )
     return lines or _no_other_reason(settings, problem_id)
 
@@ -284,12 +285,30 @@ def generate_reasons(settings: Settings, problem_id: str) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
-def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any]:
-    """`run_score`, its attempt-0 step counts published to the live view."""
+def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any] | TaskFailed | None:
+    """`run_score`, its attempt-0 step counts published to the live view.
+
+    One problem never takes the others down: should scoring fail for any reason (a bug included), the failure
+    is recorded (`stages.not_scored`: the problem is "not scored: <reason>" in every report, unresolved in
+    every denominator, and scored again on the next run). When this command runs `summarize`, the task then
+    succeeds for doit, which runs no task whose dependency failed: the reporter still shows it as failed (it
+    reads the failure from the live view's activity), and the summary's task fails naming it. Otherwise the
+    task fails with that reason."""
+    from stages import live_processes, not_scored
     from stages.activity import ACTIVITY
+    from stages.command_line import runs_summary
     from stages.score.stage import run_score
 
-    outcome = run_score(settings, problem_id)
+    try:
+        outcome = run_score(settings, problem_id)
+    except live_processes.RunInterrupted:
+        raise
+    except Exception as error:  # noqa: BLE001 - any failure of one problem's scoring is that problem's outcome
+        if live_processes.stopping():
+            raise
+        failure = not_scored.record(settings.run_paths, problem_id, error)
+        ACTIVITY.add_not_scored(problem_id, failure.line, failure.detail)
+        return None if runs_summary(sys.argv[1:]) else TaskFailed(failure.line)
     ACTIVITY.add_scored(problem_id, outcome["passed"], outcome["scored"])
     return outcome
 
@@ -394,9 +413,25 @@ def run_failure(settings: Settings) -> TaskFailed | None:
     failed = failed_problems(settings)
     if not failed:
         return None
-    without_targets = [entry["problem_id"] for entry in failed if "eval_error" in entry["reason"]]
-    others = [entry["problem_id"] for entry in failed if entry["problem_id"] not in without_targets]
+    from stages.not_scored import PREFIX
+    from stages.run_conditions import TARGETS_MISSING_MARKERS
+
+    unscored = [entry for entry in failed if entry["reason"].startswith(PREFIX)]
+    without_targets = [
+        entry["problem_id"]
+        for entry in failed
+        if entry not in unscored and any(marker in entry["reason"] for marker in TARGETS_MISSING_MARKERS)
+    ]
+    others = [
+        entry["problem_id"] for entry in failed if entry not in unscored and entry["problem_id"] not in without_targets
+    ]
     parts = []
+    if unscored:
+        named = ", ".join(f"{entry['problem_id']} ({entry['reason']})" for entry in unscored)
+        parts.append(
+            f"{len(unscored)} problem(s) not scored: {named}; rerun to score them again "
+            f"(the error of each is in {settings.run_paths.not_scored_dir}/)"
+        )
     if others:
         parts.append(
             f"{len(others)} problem(s) failed in generation or scoring ({', '.join(others)}): "

@@ -210,7 +210,7 @@ def load_json(path: Path) -> dict:
 
 def step_statuses(details_dir: Path) -> dict[str, str]:
     statuses: dict[str, str] = {}
-    for path in sorted(details_dir.glob("*.json")):
+    for path in sorted(path for path in details_dir.glob("*.json") if path.is_file()):
         for step in load_json(path)["attempts"][0]["meta"]["evaluation"]["steps"]:
             statuses[step["step_id"]] = step["status"]
     return statuses
@@ -234,6 +234,8 @@ def artifact_kind(run: Path, path: Path) -> str:
         return "generation"
     if relative.parts[0] == "details":
         return "details"
+    if relative.parts[0] == "not_scored":
+        return "not_scored"
     return "summary" if relative.name.startswith("summary") else ARTIFACT_KINDS[relative.name]
 
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
 
 from stages import artifacts
-from stages.artifacts import read_artifact, write_artifact
+from stages.artifacts import atomic_write_text, fingerprint, read_artifact, write_artifact
+from stages.untrusted import valid_text
+from tests.hostile import hostile_text
 
 
 def _manifest() -> dict:
@@ -39,3 +44,23 @@ def test_what_this_process_wrote_is_read_back_without_a_second_validation(
     path.write_text(path.read_text(encoding="utf-8").replace('"files": {}', '"files": 3'), encoding="utf-8")
     assert read_artifact(path, "manifest") is None
     assert calls == ["manifest"]
+
+
+@given(hostile_text())
+@example("def f():\n    return '\ud800'\n")
+def test_any_untrusted_text_can_be_written_hashed_and_read_back(text: str) -> None:
+    # issue 20: a lone surrogate in an answer or an exception message failed the first UTF-8 write
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "manifest.json"
+        entry = {"size": 0, "sha256": "0" * 64, "source": text, "checksum": "verified"}
+        write_artifact(path, "manifest", {**_manifest(), "files": {text[:50]: entry}})
+        record = read_artifact(path, "manifest")
+        assert record is not None and [e["source"] for e in record["files"].values()] == [valid_text(text)]
+        atomic_write_text(Path(folder) / "summary.md", text)
+        assert (Path(folder) / "summary.md").read_bytes().decode("utf-8") == valid_text(text)
+    assert len(fingerprint({"code": text})) == 64
+
+
+def test_lone_surrogates_keep_distinct_fingerprints() -> None:
+    assert fingerprint("\ud800") != fingerprint("\ud801") != fingerprint("\ufffd")
+    assert fingerprint("plain") == hashlib.sha256(b'"plain"').hexdigest()  # valid text hashes as before

@@ -236,9 +236,13 @@ def section(report: str, heading: str) -> str:
 
 def test_identity_side_by_side(two_runs: tuple[Path, Path]) -> None:
     report = compare_runs(*two_runs)
-    assert report.splitlines()[2] == "# Comparison: alpha/validation-tool_use-bg (A) vs beta/validation-tool_use-bg (B)"
-    assert row(report, "model") == ["model", "alpha", "beta"]
-    assert row(report, "run") == ["run", "validation-tool_use-bg", "validation-tool_use-bg"]
+    # names read from the runs' own files are shown in code spans (never rendered as Markdown or HTML)
+    assert (
+        report.splitlines()[2]
+        == "# Comparison: `alpha/validation-tool_use-bg` (A) vs `beta/validation-tool_use-bg` (B)"
+    )
+    assert row(report, "model") == ["model", "`alpha`", "`beta`"]
+    assert row(report, "run") == ["run", "`validation-tool_use-bg`", "`validation-tool_use-bg`"]
     assert row(report, "split") == ["split", "validation", "validation"]
     assert row(report, "mode") == ["mode", "tool_use", "tool_use"]
     assert row(report, "with_background") == ["with_background", "true", "true"]
@@ -548,7 +552,7 @@ def test_run_without_config_uses_folder_names(two_runs: tuple[Path, Path]) -> No
     run_a, run_b = two_runs
     (run_b / "config.json").unlink()
     report = compare_runs(run_a, run_b)
-    assert row(report, "model") == ["model", "alpha", "beta"]
+    assert row(report, "model") == ["model", "`alpha`", "`beta`"]
     assert row(report, "mode") == ["mode", "tool_use", "(unknown)"]
     assert row(report, "with_background") == ["with_background", "true", "(unknown)"]
     assert row(report, "main_problem_resolve_rate")[2] == "2/5 (40.0%)"

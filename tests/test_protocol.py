@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stages.protocol import (
+    CARRY_MODES,
+    MAX_CODE_CHARS,
     answer_to_code,
     carried_code,
     defined_name,
     extract_fenced_code,
+    is_code,
     is_unfenced_code,
+    no_code_reason,
     remove_top_level_imports,
     source_lines,
 )
+from tests.hostile import DEEP_UNARY, DEEPER_UNARY, TOO_DEEP_TO_UNPARSE, hostile_text
 
 # -- extraction -----------------------------------------------------------------------------
 
@@ -155,3 +162,62 @@ def test_carry_full_is_the_whole_code_verbatim() -> None:
 )
 def test_carry_definition_is_the_named_definition_unparsed(code: str, header: str, expected: str) -> None:
     assert carried_code(code, header, "definition") == expected
+
+
+# -- hostile answers (the doit process parses model code: every function here is total) ------------------------
+
+
+@pytest.mark.parametrize(
+    "payload", [DEEP_UNARY, DEEPER_UNARY, "def f():\x00\n    pass\n", "def f():\n    return '\ud800'\n"]
+)
+def test_code_the_parser_cannot_take_is_never_an_exception(payload: str) -> None:
+    # `-` x 5000: RecursionError in ast.parse; x 100,000: MemoryError; a null byte; a lone surrogate
+    assert answer_to_code(payload, "f") is None  # unfenced: it does not parse, so it is not code
+    fenced = f"```python\n{payload}\n```"
+    assert answer_to_code(fenced, "f") == f"\n{payload}\n"  # fenced: taken as written, it fails when tested
+    assert remove_top_level_imports(payload) == payload
+    assert carried_code(payload, "def f():\n    '''doc'''", "definition") == payload
+
+
+def test_a_definition_too_deep_for_ast_unparse_is_carried_as_its_source() -> None:
+    code = "import os\n" + TOO_DEEP_TO_UNPARSE
+    assert carried_code(code, "def f():\n    '''doc'''", "definition") == TOO_DEEP_TO_UNPARSE.rstrip("\n")
+
+
+def test_a_lone_closing_fence_is_no_code() -> None:
+    # issue 21: code, then a lone ``` opens an empty block: no code (parse_error), never "" with status ok
+    answer = "def f(x):\n    return x\n```\n"
+    assert extract_fenced_code(answer) == "\n"
+    assert answer_to_code(answer, "f") is None
+    assert "empty" in no_code_reason(answer)
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        ("```python\n```", "empty"),
+        ("```python\n   \n\t\n```", "empty"),
+        ("```python\nimport numpy as np\nfrom scipy import (\n    linalg,\n)\n```", "top-level imports"),
+        ("I would use numpy.", "no fenced code block"),
+        ("```python\n" + "x = 1\n" * (MAX_CODE_CHARS // 6 + 1) + "```", "more than"),
+    ],
+)
+def test_blank_import_only_or_oversized_extractions_are_no_code(answer: str, why: str) -> None:
+    assert answer_to_code(answer, "f") is None
+    assert why in no_code_reason(answer)
+
+
+@given(hostile_text(), st.sampled_from(["f", "F", None]))
+def test_extraction_is_total(answer: str, defines: str | None) -> None:
+    code = answer_to_code(answer, defines)
+    assert code is None or is_code(code)
+    assert isinstance(no_code_reason(answer), str)
+    assert extract_fenced_code(answer) is None or isinstance(extract_fenced_code(answer), str)
+
+
+@given(hostile_text(), st.sampled_from(["def f(x):\n    '''doc'''", "class F:\n    '''doc'''", "no header"]))
+def test_import_removal_and_carried_code_are_total(code: str, header: str) -> None:
+    assert isinstance(remove_top_level_imports(code), str)
+    for carry in CARRY_MODES:
+        assert isinstance(carried_code(code, header, carry), str)  # type: ignore[arg-type]
+    assert isinstance(is_unfenced_code(code, "f"), bool)

@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from stages.config import ConfigError
 from stages.reporter import ProgressReporter, describe_failure, format_elapsed, stage_of
+from tests.hostile import ESCAPES, FAKE_TABLE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STAGE_LINE = re.compile(
@@ -96,6 +97,24 @@ def test_own_errors_are_one_line_foreign_errors_keep_their_traceback() -> None:
 def test_multiline_message_is_cut_to_its_first_line() -> None:
     note = describe_failure(make_task("select"), error_from(ConfigError("first line\nsecond line")))
     assert note.reason == "ConfigError: first line"
+
+
+def test_failure_lines_and_tracebacks_never_reach_the_terminal_raw() -> None:
+    # issue 20: model-derived text in a failure (an exception message, a traceback) is shown neutralised
+    reporter, stream = make_reporter()
+    for name, fail in (
+        ("score:3", error_from(ValueError(f"step 3.1: {ESCAPES} {FAKE_TABLE}"))),
+        ("generate:4", TaskFailed(f"generation failed: {ESCAPES}\ud800")),
+    ):
+        task = make_task(name)
+        reporter.get_status(task)
+        reporter.execute_task(task)
+        reporter.add_failure(task, fail)
+    reporter.complete_run()
+    output = stream.getvalue()
+    assert "\x1b" not in output and "\x07" not in output and "\x9b" not in output and "\ud800" not in output
+    assert "FAILED score:3: ValueError: step 3.1: \\x1b[1A\\x1b[2K- 78.2 (pass)" in output
+    assert "---- score:3 ----" in output and "Traceback" in output  # the traceback is kept, neutralised
 
 
 # ---------------------------------------------------------------------------

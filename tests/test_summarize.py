@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
+import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from markdown_it import MarkdownIt
 
 from stages.artifacts import fingerprint, read_artifact, write_artifact
 from stages.config import Settings, load_settings
@@ -23,6 +27,7 @@ from stages.summarize import (
     summary_fingerprint,
     summary_is_current,
 )
+from tests.hostile import ESCAPES, FAKE_TABLE
 
 FIXED_NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 OFFICIAL = TargetsInfo("official", "data/scicode/test_data.h5")
@@ -109,8 +114,11 @@ def write_details(
     status: str = "complete",
     error: str | None = None,
     meta: dict[str, Any] | None = None,
+    reasons: dict[str, str] | None = None,
 ) -> Path:
     verdicts = [step_verdict(step_id, verdict) for step_id, verdict in steps]
+    for verdict in verdicts:
+        verdict["reason"] = (reasons or {}).get(verdict["step_id"], verdict["reason"])
     scored = [v for v in verdicts if v["status"] != "skipped"]
     correct = status == "complete" and all(v["correct"] for v in scored)
     evaluation = {
@@ -331,9 +339,9 @@ def test_markdown_shows_denominators_failures_and_definitions(mixed_run: Setting
     for raw in ("main_problem_resolved", "main_problem_total", "subproblem_correct", "subproblem_total"):
         assert raw in text
     failed_section = text.split("## Problems whose generation or scoring failed", 1)[1].split("##", 1)[0]
-    assert "- P3 (complete): step P3.2: eval_error" in failed_section
-    assert "- P4 (generation_error): APIConnectionError" in failed_section
-    assert "- P5 (missing_details): no details file" in failed_section
+    assert "- P3 (complete): `step P3.2: eval_error" in failed_section  # reasons in code spans
+    assert "- P4 (generation_error): `APIConnectionError" in failed_section
+    assert "- P5 (missing_details): `no details file" in failed_section
     assert "[^defs]: Definitions." in text and "Evaluated: equal to Total" in text
     assert "| P2      | test  | physics   |          1/3 | no       | P2.2 (fail)" in text
     assert "summarized at: 2025-01-02T03:04:05Z" in text
@@ -542,3 +550,65 @@ def test_recorded_settings_come_from_config_json(mixed_run: Settings) -> None:
     text = mixed_run.run_paths.summary_md.read_text()
     settings_line = next(line for line in text.splitlines() if line.startswith("- settings: "))
     assert "api_protocol=openai-chat" in settings_line and "step_timeout_seconds=1800.0" in settings_line
+
+
+HOSTILE_REASON = (
+    f"test 1 failed: {ESCAPES} {FAKE_TABLE} ``x`` | a | b |\n## Scores\n| main_problem_resolve_rate | 15/15 |"
+)
+
+
+def without_code_spans(html: str) -> str:
+    return re.sub(r"<code>.*?</code>", "", html, flags=re.DOTALL)
+
+
+def page_and_step_views(page: str) -> str:
+    blobs = re.findall(r'data-encoding="gzip\+base64">([^<]*)</script>', page)
+    return page + "".join(gzip.decompress(base64.b64decode(blob)).decode("utf-8") for blob in blobs)
+
+
+def test_hostile_reasons_reach_neither_summary_md_nor_report_html_raw(tmp_path: Path) -> None:
+    # issue 20: escape sequences that rewrite "(fail)" into "(pass)" under `cat`, OSC 52, a forged table
+    settings = make_settings(tmp_path)
+    write_selection(settings, [selection_entry("P1", "physics", 2, 2)])
+    write_details(
+        settings,
+        "P1",
+        "physics",
+        [("P1.1", "pass"), ("P1.2", "fail")],
+        status="generation_error",
+        error=HOSTILE_REASON,
+        reasons={"P1.2": HOSTILE_REASON},
+    )
+    run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    text = settings.run_paths.summary_md.read_text(encoding="utf-8")
+    assert not any(char in text for char in "\x1b\x07\x9b")
+    assert "- P1.2 (fail): ```test 1 failed: \\x1b[1A\\x1b[2K- 78.2 (pass)\\x1b]52;c;" in text
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
+    outside = without_code_spans(html)
+    assert "15/15" not in outside and "<td>main_problem_resolve_rate</td><td>15/15" not in html
+    assert outside.count("<h2>Scores") == 1  # the summary's own heading only
+    page = page_and_step_views(settings.run_paths.report_html.read_text(encoding="utf-8"))
+    assert "<table><tr><td>main_problem_resolve_rate" not in page
+    assert "&lt;table&gt;&lt;tr&gt;&lt;td&gt;main_problem_resolve_rate" in page  # shown as text, autoescaped
+
+
+def test_a_pass_on_a_known_weak_official_test_is_flagged_and_stays_a_pass(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, split="validation")
+    write_selection(settings, [selection_entry("78", "physics", 3, 3, split="validation")])
+    write_details(settings, "78", "physics", [("78.1", "pass"), ("78.2", "pass"), ("78.3", "fail")])
+    run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    text = settings.run_paths.summary_md.read_text(encoding="utf-8")
+    weak = text.split("## Passes on weak official tests", 1)[1].split("##", 1)[0]
+    assert "- 78.2 (pass, weak official test: an answer returning zeros of the output's shape passes all 3" in weak
+    assert "78.1" not in weak and "78.3" not in weak  # not listed / not a pass
+    record = read_artifact(settings.run_paths.summary_json, "summary")
+    assert record is not None and record["subproblem_correct"] == 2  # the verdict is unchanged
+    assert [entry["step_id"] for entry in record["weak_official_tests"]] == ["78.2"]
+    page = settings.run_paths.report_html.read_text(encoding="utf-8")
+    assert 'class="cell st-pass weak" href="#s-78.2-a0"' in page and 'id="weak-passes"' in page
+    assert "weak official test" in page_and_step_views(page).split('id="t-s-78.2-a0"', 1)[1].split("</template>")[0]
+
+
+def test_a_run_without_passes_on_weak_tests_has_no_such_section(mixed_run: Settings) -> None:
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    assert "weak official test" not in mixed_run.run_paths.summary_md.read_text(encoding="utf-8")

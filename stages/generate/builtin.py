@@ -219,7 +219,7 @@ def _parsed_replay(path_text: str, version: tuple[int, int] | None) -> dict[str,
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BuiltinModelError(f"invalid model=replay:{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:  # RecursionError: nested too deep
         raise BuiltinModelError(f"invalid model=replay:{path}: not readable JSON ({type(error).__name__})") from None
     if not isinstance(data, dict):
         raise BuiltinModelError(

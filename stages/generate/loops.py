@@ -9,6 +9,9 @@ tool_use: every tool call of a response is answered, in order; a final answer wi
 fence, and not Python that defines the step's name) gets one reminder; after `tool_use_max_loops`
 model calls, one last call without tools asks for the final code. A step that still has no code is
 "no_code" and the problem goes on.
+
+Everything a response holds (answer text, tool-call ids, names and arguments) passes through
+`untrusted.valid_data` as it arrives, so the trajectory can always be written and sent back.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from stages.generate.client import ModelCallError, ModelClient, ModelResponse
 from stages.generate.prompts import StepPrompt
 from stages.protocol import answer_to_code
 from stages.statuses import GenerationStepStatus
+from stages.untrusted import valid_data
 from stages.usage import Tokens
 
 REMINDER = (
@@ -90,7 +94,7 @@ class Conversation:
     def ask(self, tool_schemas: list[dict[str, Any]] | None) -> ModelResponse:
         live_processes.raise_if_stopping()  # no model call once the run is being stopped
         try:
-            response = self.model.complete(self.messages, tools=tool_schemas, step_id=self.step_id)
+            response = valid_data(self.model.complete(self.messages, tools=tool_schemas, step_id=self.step_id))
         except ModelCallError as error:
             self.calls.append(_failed_call_record(error))
             raise

@@ -41,6 +41,7 @@ from stages.problems import Problem, ProblemDataError, Step, prefilled_code, pro
 from stages.protocol import carried_forward
 from stages.run_conditions import tool_outcome_counts
 from stages.score.pool import PrioritySlots, named_slots
+from stages.untrusted import shown
 from stages.usage import Tokens
 
 GenerationStatus = Literal["complete", "error"]
@@ -339,7 +340,7 @@ def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> dict[
     finally:
         run.close()  # raises RunAborted for a model-level failure while the breaker is tripped
     if error is not None:
-        tqdm.write(f"generate {problem_id}: failed at {error}", file=sys.stderr)
+        tqdm.write(f"generate {problem_id}: failed at {shown(error)}", file=sys.stderr)
     return record
 
 

@@ -18,6 +18,7 @@ to OUTPUT_LIMIT characters with a marker saying so. Two back ends:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -31,12 +32,15 @@ from typing import Any
 from stages import live_processes
 from stages.config import Settings
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
+from stages.safe_ast import MAX_PARSED_CHARS
 from stages.statuses import ToolStatus
+from stages.untrusted import UntrustedJSONError, parse_json, valid_text
 
 CODE_INTERPRETER = "code_interpreter"
 OUTPUT_LIMIT = 20_000  # characters of output returned to the model
 OUTPUT_TAIL = 2_000  # of which the last characters are kept, so a final traceback stays visible
 CAPTURE_BYTES = OUTPUT_LIMIT * 4  # bytes kept per stream by the process runner (UTF-8 worst case)
+MAX_ARGUMENT_CHARS = 2 * MAX_PARSED_CHARS  # a call's JSON arguments (its code, escaped) longer than this are refused
 SNIPPET_FILE = "snippet.py"
 RUNNER_FILE = "_runner.py"
 PREAMBLE_FILE = "_preamble.py"
@@ -317,7 +321,7 @@ def post_run_code(code: str, settings: Settings) -> dict[str, Any]:
         raise SandboxUnavailable(f"cannot reach {url}: {reason}") from None
     try:
         reply = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise SandboxRefused(f"unreadable reply from {url}: {raw[:200].decode('utf-8', errors='replace')}") from None
     if not isinstance(reply, dict):
         raise SandboxRefused(f"unreadable reply from {url}: not a JSON object")
@@ -387,14 +391,15 @@ def run_in_sandbox(code: str, settings: Settings) -> ToolOutcome:
 
 
 def parse_code_argument(arguments: str) -> str:
-    """The `code` argument of a code_interpreter call; ValueError with a message for the model."""
+    """The `code` argument of a code_interpreter call (lone surrogates replaced); ValueError with a message for
+    the model when the arguments are not a JSON object with a string "code" of at most MAX_ARGUMENT_CHARS."""
     try:
-        parsed = json.loads(arguments) if arguments and arguments.strip() else None
-    except ValueError as error:
-        raise ValueError(f'the arguments are not valid JSON ({error}); send {{"code": "..."}}') from None
+        parsed = parse_json(arguments, MAX_ARGUMENT_CHARS) if arguments and arguments.strip() else None
+    except UntrustedJSONError as error:
+        raise ValueError(f'the arguments are not accepted: {error}; send {{"code": "..."}}') from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("code"), str):
         raise ValueError('the arguments must be a JSON object with a string field "code"')
-    return parsed["code"]
+    return valid_text(parsed["code"])
 
 
 def run_tool(name: str, arguments: str, settings: Settings) -> ToolOutcome:
@@ -410,4 +415,4 @@ def run_tool(name: str, arguments: str, settings: Settings) -> ToolOutcome:
         return ToolOutcome(with_note("", str(error)), "error", 0.0, False)
     outcome = run_in_sandbox(code, settings) if settings.sandbox_url else run_local(code, settings)
     live_processes.raise_if_stopping()
-    return outcome
+    return dataclasses.replace(outcome, output=valid_text(outcome.output))  # a sandbox reply may hold any str

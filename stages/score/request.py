@@ -1,8 +1,8 @@
 """What an executor is given and what every executing side runs, shared by `executor.py` (which chooses an
 executor and holds the local one) and `dask_executor.py` (which runs `run_request` on Dask workers).
 
-A `StepRequest` is the engine's `StepJob` without its target values, plus what the verdict cache key
-assumes; `run_request` reads the step's targets from `job.targets_file` where it runs, then executes the
+A `StepRequest` is the engine's `StepJob` (built from a step script by `job_for_script`) without its target
+values, plus what the verdict cache key assumes; `run_request` reads the step's targets from `job.targets_file` where it runs, then executes the
 step (`engine.execute_step`).
 """
 
@@ -15,6 +15,8 @@ from typing import Literal, Protocol
 
 from stages.scheduling import StepPriority, step_priority
 from stages.score.engine import StepJob, execute_step
+from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
+from stages.score.script import StepScript
 from stages.score.targets_io import TargetsUnavailable, load_step_targets
 from stages.verdict import StepVerdict
 
@@ -50,6 +52,31 @@ class StepExecutor(Protocol):
     def run(self, request: StepRequest) -> StepVerdict:
         """Execute one step (blocking) and return its verdict; never raises for a step's own failure."""
         ...
+
+
+def job_for_script(
+    script: StepScript, *, python_binary: str, timeout_seconds: float, memory_mb: int | None, targets_file: Path
+) -> StepVerdict | StepJob:
+    """The engine's job for a step script, without target values (read from `targets_file` where it runs); an
+    eval_error verdict when the official tests cannot be prepared."""
+    try:
+        tests = rewrite_tests(script.tests, script.deps)
+    except RewriteError as error:
+        reason = f"cannot prepare the tests: {error}"
+        return StepVerdict(script.step_id, "eval_error", reason, tests_total=len(script.tests))
+    return StepJob(
+        problem_id=script.problem_id,
+        step_id=script.step_id,
+        deps=script.deps,
+        sections=tuple((section.label, section.code) for section in script.sections),
+        tests=tests,
+        modules=imported_modules([script.deps, *script.tests]),
+        target_pickles=(),
+        python_binary=python_binary,
+        timeout_seconds=timeout_seconds,
+        memory_mb=memory_mb,
+        targets_file=str(targets_file.resolve()),
+    )
 
 
 def with_targets(job: StepJob) -> StepJob | StepVerdict:

@@ -3,7 +3,7 @@
 `run_score(settings, problem_id)` scores every step of every attempt of one problem (attempts
 0..settings.attempts-1, from `generations/<id>.json` and `generations/<id>@<k>.json`): prefilled
 steps are `skipped` (excluded from totals), steps that generation never produced are `fail`
-("not generated: ..."), steps without code are `parse_error`, steps whose targets are missing are
+("not generated: ..."), steps without code (none, blank, or too long: `protocol.is_code`) are `parse_error`, steps whose targets are missing are
 `eval_error`, and every other step runs its test script in an isolated test process
 (`engine.execute_step`, through the executor of `settings.executor`: see executor.py) unless the
 verdict cache already holds the verdict of that exact script. Steps of all attempts of a problem are
@@ -28,12 +28,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from stages import not_scored
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
 from stages.errors import PipelineError
 from stages.fingerprints import FingerprintParts, digest, run_relative, settings_slice
 from stages.pins import pins
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
+from stages.protocol import is_code, no_code_reason
 from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
 from stages.scheduling import ExpectedWork
@@ -41,7 +43,7 @@ from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at,
 from stages.score.engine import StepJob
 from stages.score.executor import ExecutorError, StepExecutor, StepRequest, executor_for
 from stages.score.launcher import environment_versions
-from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
+from stages.score.request import job_for_script
 from stages.score.script import StepScript, build_step_script
 from stages.targets import ResolvedTargets, resolve_targets
 from stages.verdict import StepVerdict
@@ -171,9 +173,10 @@ def _pre_verdict(step: Step, generation: dict[str, Any] | None, record: dict[str
         return StepVerdict(step.step_id, "skipped", prefilled_reason(), tests_total=total)
     if record is None or record.get("status") == "error":
         return StepVerdict(step.step_id, "fail", _not_generated_reason(generation, record), tests_total=total)
-    if record.get("code") is None:
-        why = record.get("status") or "no_code"
-        reason = f"no code in the answer ({why}): no fenced code block, nor Python that defines the step's name"
+    code = record.get("code")
+    if not isinstance(code, str) or not is_code(code):
+        why = record.get("status") if record.get("status") in ("no_code", "truncated") else "no_code"
+        reason = f"no code in the answer ({why}): {no_code_reason(record.get('raw_answer'))}"
         return StepVerdict(step.step_id, "parse_error", reason, tests_total=total)
     return None
 
@@ -213,25 +216,16 @@ def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) 
     """The step's job, without target values: the executor reads them from `targets_file` where it runs."""
     script = item.script
     assert script is not None
-    total = len(script.tests)
-    try:
-        tests = rewrite_tests(script.tests, script.deps)
-    except RewriteError as error:
-        return StepVerdict(script.step_id, "eval_error", f"cannot prepare the tests: {error}", tests_total=total)
     if targets.path is None:
-        return StepVerdict(script.step_id, "eval_error", f"targets missing: {targets.note}", tests_total=total)
-    return StepJob(
-        problem_id=script.problem_id,
-        step_id=script.step_id,
-        deps=script.deps,
-        sections=tuple((section.label, section.code) for section in script.sections),
-        tests=tests,
-        modules=imported_modules([script.deps, *script.tests]),
-        target_pickles=(),
+        return StepVerdict(
+            script.step_id, "eval_error", f"targets missing: {targets.note}", tests_total=len(script.tests)
+        )
+    return job_for_script(
+        script,
         python_binary=settings.python_binary,
         timeout_seconds=settings.step_timeout_seconds,
         memory_mb=settings.step_memory_mb,
-        targets_file=str(Path(targets.path).resolve()),
+        targets_file=Path(targets.path),
     )
 
 
@@ -424,6 +418,7 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
     details = build_details(
         problem, generations, verdicts, targets, score_fingerprint_parts(settings, problem_id, targets)
     )
+    not_scored.clear(settings.run_paths, problem_id)  # first: never a stale record beside current details
     write_artifact(settings.run_paths.details(problem_id), "details", details)
     evaluations = [attempt["meta"]["evaluation"] for attempt in details["attempts"]]
     summary: dict[str, Any] = {

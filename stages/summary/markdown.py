@@ -25,9 +25,10 @@ from stages.summary.metrics import (
     total_usage,
 )
 from stages.summary.provenance import TargetsInfo
-from stages.summary.rows import SCORED_ATTEMPT, ProblemRow
+from stages.summary.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
 from stages.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals
 from stages.uncertainty.text import interval_of, rate_range
+from stages.untrusted import shown
 
 
 def ratio(part: int, whole: int) -> str:
@@ -36,8 +37,9 @@ def ratio(part: int, whole: int) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> list[str]:
-    """A pipe table padded so it also reads as plain text; `right` marks right-aligned columns."""
-    cells = [[str(value) for value in row] for row in rows]
+    """A pipe table padded so it also reads as plain text; `right` marks right-aligned columns. A `|` inside a
+    cell is escaped, so it stays in its cell."""
+    cells = [[str(value).replace("|", "\\|") for value in row] for row in rows]
     widths = [max([len(header[col])] + [len(row[col]) for row in cells] + [3]) for col in range(len(header))]
 
     def line(values: Sequence[str]) -> str:
@@ -250,8 +252,22 @@ def _failed_step_lines(rows: Sequence[ProblemRow]) -> list[str]:
     if not failed:
         return lines + ["None: every scored step passed.", ""]
     lines += [f"{len(failed)} scored step(s) did not pass (attempt {SCORED_ATTEMPT + 1}); the reason of each:", ""]
-    lines += [f"- {step.step_id} ({step.status}): {one_line(step.reason or '(no reason given)')}" for _, step in failed]
+    lines += [f"- {step.step_id} ({step.status}): {_reason(step.reason)}" for _, step in failed]
     return lines + [""]
+
+
+def _weak_test_lines(rows: Sequence[ProblemRow]) -> list[str]:
+    flagged = weak_passes(rows)
+    if not flagged:
+        return []
+    lines = [
+        "## Passes on weak official tests",
+        "",
+        f"{len(flagged)} step(s) passed official tests that a trivial answer passes too (stages/weak_tests.json); "
+        "the official verdict stays a pass:",
+        "",
+    ]
+    return lines + [f"- {step_id} (pass, {weak.note})" for step_id, weak in flagged] + [""]
 
 
 def _tool_lines(rows: Sequence[ProblemRow], attempts: int) -> list[str]:
@@ -336,8 +352,13 @@ def _failed_lines(rows: Sequence[ProblemRow]) -> list[str]:
         return lines + ["None.", ""]
     lines.append(f"{len(failed)} problem(s); each stays in every denominator with its unpassed steps.")
     lines.append("")
-    lines += [f"- {row.problem_id} ({row.state}): {one_line(row.error or row.state)}" for row in failed]
+    lines += [f"- {row.problem_id} ({row.state}): {_reason(row.error or row.state)}" for row in failed]
     return lines + [""]
+
+
+def _reason(text: str | None) -> str:
+    """A reason in summary.md: model-derived text, so neutralised (`untrusted.shown`) in a code span."""
+    return shown(text, markdown=True) if text else "(no reason given)"
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -496,6 +517,7 @@ def render_markdown(
     lines += _status_lines(status_counts(rows))
     lines += _failed_lines(rows)
     lines += _failed_step_lines(rows)
+    lines += _weak_test_lines(rows)
     prices = prices_of(settings)
     lines += _problem_lines(rows, prices)
     lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows), cost_record(rows, prices))

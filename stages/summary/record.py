@@ -22,7 +22,7 @@ from stages.summary.metrics import (
     total_usage,
 )
 from stages.summary.provenance import TargetsInfo, project_record
-from stages.summary.rows import SCORED_ATTEMPT, ProblemRow
+from stages.summary.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
 from stages.uncertainty.intervals import methods_record
 
 
@@ -109,6 +109,7 @@ def summary_record(
             "attempt_scored": tool_totals(rows).to_record(),
             "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record(),
         },
+        "weak_official_tests": [{"step_id": step_id, "reason": weak.reason} for step_id, weak in weak_passes(rows)],
         "plots": list(plot_names),
         "attempts": dict(attempts) if attempts is not None else None,
     }

@@ -20,6 +20,7 @@ from stages.results import (
 )
 from stages.usage import Usage
 from stages.verdict import StepVerdict
+from stages.weak_tests import WeakTest, weak_test
 
 SCORED_ATTEMPT = 0  # the attempt whose verdicts the tables, plots and headline count
 
@@ -188,3 +189,14 @@ def _row(result: ProblemResult, steps: tuple[StepRow, ...], error: str | None, *
 
 def collect_rows(run: RunResults) -> tuple[ProblemRow, ...]:
     return tuple(problem_row(result) for result in run.problems)
+
+
+def weak_passes(rows: Sequence[ProblemRow]) -> list[tuple[str, WeakTest]]:
+    """The passed steps (of the scored attempt) whose official tests are known to be weak (`stages.weak_tests`):
+    flagged beside their verdict, which stays a pass."""
+    return [
+        (step.step_id, weak)
+        for row in rows
+        for step in row.scored_rows
+        if step.status == "pass" and (weak := weak_test(step.step_id)) is not None
+    ]

@@ -212,6 +212,7 @@ def test_replay_relative_file_resolves_against_working_dir(staged_data_dir: Path
     [
         (None, "no such file"),
         ("{not json", "not readable JSON"),
+        ("[" * 100_000, "not readable JSON (RecursionError)"),
         (["a", "b"], "expected a JSON object"),
         ({"10.1": 3}, "step '10.1' is not a string"),
     ],

@@ -121,6 +121,29 @@ def test_answer_without_fence_gets_one_reminder(tmp_path, protocol):
     assert server.requests[1].tools == ("code_interpreter",)
 
 
+def test_a_lone_closing_fence_is_no_code_and_gets_the_reminder(tmp_path):
+    # issue 21: code, then a lone ```: the extraction is empty, which is no code (never "" with status ok)
+    lone_fence = "def f(x):\n    return x\n```"
+    with ModelServer(Script(ModelReply(text=lone_fence), ModelReply(text=CODE_ANSWER))) as server:
+        outcome = run(tmp_path, server)
+    assert server.requests[1].messages[-1] == {"role": "user", "content": REMINDER}
+    assert outcome.status == "ok" and outcome.code == CODE
+    assert final_status(lone_fence, "stop", "f") == ("no_code", None)
+    assert final_status("```python\n\n```", "stop", "f") == ("no_code", None)
+
+
+def test_lone_surrogates_in_the_answer_and_the_tool_calls_become_valid_text(tmp_path):
+    # issue 20: a lone surrogate travelled as a str until the first UTF-8 write (snippet file, generation file)
+    hostile_call = ToolCallSpec("call_\ud800", "code_interpreter", '{"code": "print(\'\\ud800\')"}')
+    answer = "```python\ndef f(x):\n    return '\ud800'\n```"
+    with ModelServer(Script(ModelReply(tool_calls=(hostile_call,)), ModelReply(text=answer))) as server:
+        outcome = run(tmp_path, server)
+    assert outcome.status == "ok" and outcome.code == "\ndef f(x):\n    return '\ufffd'\n"
+    assert outcome.trajectory["tool_results"][0]["output"] == "\ufffd\n"
+    json.dumps(outcome.trajectory, ensure_ascii=False).encode("utf-8")  # every part of it can be written
+    assert server.requests[1].messages[2]["tool_call_id"] == "call_\ufffd"
+
+
 def test_tool_use_takes_unfenced_code_defining_the_step_without_a_reminder(tmp_path):
     with ModelServer(Script(ModelReply(text="def f(x):\n    return x\n"))) as server:
         outcome = run(tmp_path, server)

@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
 
 from stages.config import load_settings
 from stages.generate import tools
 from stages.generate.tools import CODE_INTERPRETER, OUTPUT_LIMIT, run_tool, tool_schemas
 from tests.fake_sandbox import FakeSandbox, run_result
+from tests.hostile import hostile_text
 from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 
 
@@ -74,6 +76,34 @@ def test_bad_calls_are_errors_the_model_can_read(settings_for, name: str, argume
     assert outcome.status == "error"
     assert expected in outcome.output
     assert outcome.output.startswith("[code_interpreter:")
+
+
+def test_a_lone_surrogate_in_the_code_argument_runs_as_the_replacement_character(settings_for) -> None:
+    # issue 20: a lone surrogate in a tool call's arguments failed the snippet file's UTF-8 write
+    outcome = run_tool(CODE_INTERPRETER, '{"code": "print(\'a\\ud800b\')"}', settings_for())
+    assert (outcome.status, outcome.output) == ("ok", "a\ufffdb\n")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"code": ' + "[" * 100_000 + "}", "nested too deeply"),
+        (json.dumps({"code": "x" * tools.MAX_ARGUMENT_CHARS}), "characters, more than"),
+    ],
+)
+def test_arguments_too_deep_or_too_long_are_errors_the_model_can_read(settings_for, arguments, expected) -> None:
+    outcome = run_tool(CODE_INTERPRETER, arguments, settings_for())
+    assert outcome.status == "error" and expected in outcome.output
+
+
+@given(hostile_text())
+def test_parsing_the_arguments_is_total(arguments: str) -> None:
+    try:
+        code = tools.parse_code_argument(arguments)
+    except ValueError as error:
+        str(error).encode("utf-8")
+    else:
+        code.encode("utf-8")
 
 
 # ---------------------------------------------------------------------------
@@ -355,6 +385,12 @@ def test_sandbox_program_traceback_names_the_snippet_lines_only(settings_for, tm
 def test_sandbox_program_keeps_placeholder_text_in_the_snippet(settings_for, tmp_path) -> None:
     completed = run_program(tools.sandbox_program("print('__PREAMBLE__ __SNIPPET__')", settings_for()), tmp_path)
     assert completed.stdout == "__PREAMBLE__ __SNIPPET__\n"
+
+
+def test_a_lone_surrogate_in_a_sandbox_reply_reaches_the_model_as_valid_text(sandbox_settings) -> None:
+    with FakeSandbox([(200, run_result(stdout="a\ud800b\n"))]) as sandbox:
+        outcome = call("print(1)", sandbox_settings(sandbox.url))
+    assert (outcome.status, outcome.output) == ("ok", "a\ufffdb\n")
 
 
 def test_sandbox_memory_limit_zero_sends_no_limit(sandbox_settings) -> None:

@@ -116,6 +116,18 @@ def test_no_code_is_parse_error(settings, dev_targets) -> None:
     assert statuses[1][0] == "parse_error" and "no code" in statuses[1][1]
 
 
+def test_blank_code_recorded_as_ok_is_parse_error_not_a_run_test(settings, dev_targets) -> None:
+    # issue 21: generations written before blank extractions became no_code hold code "" with status ok
+    prob = problems_by_id(settings.data_paths)["19"]
+    write_generation(settings, prob, reference_codes(prob) | {"19.2": "\n  \n"})
+    before = executions()
+    run_score(settings, "19", dev_targets)
+    steps = evaluation_of(settings, "19")["steps"]
+    assert [s["status"] for s in steps] == ["pass", "parse_error"]
+    assert steps[1]["reason"].startswith("no code in the answer (no_code)") and not steps[1]["stderr"]
+    assert executions() - before == 1  # only 19.1 ran
+
+
 def test_missing_targets_are_eval_errors(settings, dev_targets) -> None:
     prob = problems_by_id(settings.data_paths)["19"]
     write_generation(settings, prob, reference_codes(prob))

@@ -1,0 +1,123 @@
+"""The trusted side is total: every function of the doit process that touches model output, driven with hostile
+text (`tests/hostile.py`) under the suite's hypothesis profile, returns a value (a verdict, a text, a record)
+and never raises.
+
+The entry points tested elsewhere with the same strategy: code extraction, import removal and carried code
+(tests/test_protocol.py), tool-call arguments (tests/generate/test_tools.py), untrusted JSON, `valid_text`
+and the neutraliser `shown` (tests/test_untrusted.py), artifact and text writes and fingerprints
+(tests/test_artifacts.py).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from doit.exceptions import TaskFailed
+from doit.task import Task
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from stages import not_scored
+from stages.generate.loops import final_status
+from stages.paths import DataPaths, RunPaths
+from stages.problems import Problem, problems_by_id
+from stages.protocol import CARRY_MODES
+from stages.report import _script_of, compressed
+from stages.reporter import describe_failure
+from stages.results import _tool_code
+from stages.score.cache import VerdictCache, verdict_key
+from stages.score.script import build_step_script
+from stages.score.stage import _pre_verdict
+from stages.untrusted import valid_data
+from stages.verdict import StepVerdict
+from tests.hostile import hostile_text
+
+HOSTILE = hostile_text()
+
+
+@pytest.fixture(scope="module")
+def problem_19(shared_scicode: Path) -> tuple[Problem, DataPaths]:
+    data_paths = DataPaths(shared_scicode.parent)
+    return problems_by_id(data_paths)["19"], data_paths
+
+
+def noop() -> None:
+    return None
+
+
+def encodes(text: str) -> bool:
+    text.encode("utf-8")
+    return True
+
+
+@given(HOSTILE, st.sampled_from(["stop", "length", None]))
+def test_the_status_of_a_final_answer_is_total(answer: str, finish_reason: str | None) -> None:
+    status, code = final_status(answer, finish_reason, "f")
+    assert status in ("ok", "no_code", "truncated") and (code is None or code.strip())
+
+
+@given(
+    st.recursive(
+        HOSTILE | st.integers(),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE, inner, max_size=3),
+        max_leaves=8,
+    )
+)
+def test_a_model_response_cleaned_where_it_enters_can_always_be_written(value: object) -> None:
+    assert encodes(json.dumps(valid_data(value), ensure_ascii=False))
+
+
+@given(HOSTILE, HOSTILE, st.sampled_from(CARRY_MODES))
+def test_the_test_script_of_hostile_code_is_built_and_keyed(problem_19, first: str, second: str, carry: str) -> None:
+    problem, data_paths = problem_19
+    codes: dict[str, str | None] = {"19.1": first, "19.2": second}
+    record = {"status": "ok", "code": second, "raw_answer": second}
+    verdict = _pre_verdict(problem.steps[1], {"steps": [record]}, record)
+    assert verdict is None or (verdict.status == "parse_error" and encodes(verdict.reason))
+    if verdict is None:
+        script = build_step_script(problem, 1, codes, data_paths, carry)  # type: ignore[arg-type]
+        assert len(verdict_key(script.official_text("<targets>"), None, {}, 1.0, None)) == 64
+    parts, note = _script_of(problem, 1, codes, None, data_paths, carry)  # type: ignore[arg-type]
+    assert compressed(note + "".join(part.numbered for part in parts))  # what the report stores of it
+
+
+@given(HOSTILE)
+def test_the_code_of_a_recorded_tool_call_is_read_whatever_its_arguments(arguments: str) -> None:
+    assert isinstance(_tool_code(arguments), str)
+    assert isinstance(_tool_code(json.dumps({"code": arguments})), str)
+
+
+@given(HOSTILE, HOSTILE)
+@example("AssertionError: \ud800", "x\udfff")  # issue 20: a lone surrogate in an exception message failed the write
+def test_a_verdict_with_hostile_output_is_cached_and_read_back(reason: str, output: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        cache = VerdictCache(Path(folder))
+        key = "ab" + "0" * 62
+        cache.put(key, StepVerdict("1.1", "fail", reason, 1, 0, 1, output, output, 0.5))
+        cached = cache.get(key)
+        assert cached is not None and cached.status == "fail" and encodes(cached.reason + cached.stdout)
+
+
+@given(HOSTILE)
+def test_a_failure_message_becomes_one_visible_line(message: str) -> None:
+    try:
+        raise ValueError(message)
+    except ValueError as error:
+        from doit.exceptions import TaskError
+
+        fail = TaskError("PythonAction Error", error)
+    for failure in (fail, TaskFailed(message)):
+        note = describe_failure(Task("score:1", [noop]), failure)
+        assert "\n" not in note.reason and "\x1b" not in note.reason and encodes(note.reason)
+
+
+@given(HOSTILE)
+def test_a_scoring_failure_with_any_message_is_recorded_and_read(message: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        paths = RunPaths(Path(folder))
+        failure = not_scored.record(paths, "5", RuntimeError(message))
+        found = not_scored.read(paths, "5")
+        assert found is not None and found.line == failure.line and "\n" not in found.line

@@ -394,7 +394,12 @@ def run_failure(settings: Settings) -> TaskFailed | None:
     failed = failed_problems(settings)
     if not failed:
         return None
-    without_targets = [entry["problem_id"] for entry in failed if "eval_error" in entry["reason"]]
+    unscored = set(summary.get("steps_without_targets") or ())  # eval_error reasons only the trusted side writes
+    steps = {
+        problem.get("problem_id"): {step.get("step_id") for step in problem.get("steps") or ()}
+        for problem in summary.get("problems") or ()
+    }
+    without_targets = [entry["problem_id"] for entry in failed if steps.get(entry["problem_id"], set()) & unscored]
     others = [entry["problem_id"] for entry in failed if entry["problem_id"] not in without_targets]
     parts = []
     if others:

@@ -676,8 +676,9 @@ class _Flow:
     def evaluate(self, position: int, statement: ast.stmt, symbols: _Symbols) -> None:
         """Record a statement the checker can evaluate, and what it binds."""
         states, fresh = self.bound_states(statement)
-        drawn = self.drawn_states(statement, symbols.reads)
-        self.known |= self.seeded_states(statement) | fresh
+        seeded = self.seeded_states(statement)
+        drawn = self.drawn_states(statement, symbols.reads) | seeded  # a seed is needed by the draws after it
+        self.known |= seeded | fresh
         if isinstance(statement, (ast.Import, ast.ImportFrom)):
             for name, path in _import_paths(statement).items():
                 self.bind([name], _Binding("trusted", path=path))

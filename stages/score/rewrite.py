@@ -606,7 +606,7 @@ class _Flow:
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
             call = statement.value
             path = self.qualified(call.func)
-            if path in RANDOM_SEEDERS and _given_seed(call):
+            if path is not None and path in RANDOM_SEEDERS and _given_seed(call):
                 return {RANDOM_SEEDERS[path]}
         return set()
 
@@ -629,9 +629,9 @@ class _Flow:
         for chain, called in _chains(value):
             if called:
                 continue
-            state = self.random_state(self.qualified(chain))
-            if state is not None:
-                states.add(state)
+            drawn = self.random_state(self.qualified(chain))
+            if drawn is not None:
+                states.add(drawn)
             dotted = _dotted(chain)
             if dotted is not None and (not dotted[1] or dotted[1][-1] in RANDOM_SHARING_METHODS):
                 states |= self.states_of_use(dotted[0])

@@ -223,6 +223,7 @@ def _on_test_frame(log: SessionLog, frame: bytes, checker: _Peer) -> None:
         log.forwarded.append(index)
         if not checker.send(frame):
             log.checker_closed = True
+            log.checker_stopped("stopped reading")
         return
     record = _json_record(frame, MAX_RECORD_BYTES)
     if record is None:
@@ -282,7 +283,7 @@ def _converse(log: SessionLog, test: _Peer, checker: _Peer, deadline: float) -> 
                     log.test_closed = True
                 else:
                     log.checker_closed = True
-                    if not log.settled():
+                    if not log.settled() or log.first_unjudged() < len(log.forwarded):
                         log.checker_stopped("ended")
                 continue
             for frame in frames:

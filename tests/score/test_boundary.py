@@ -455,3 +455,21 @@ def test_a_run_never_blames_the_targets_for_what_a_test_process_said(
     (summary_path,) = run.glob("summary*.json")
     summary = load_json(summary_path)
     assert summary["steps_without_targets"] == [] and summary["status_counts"]["eval_error"] == 0
+
+
+@pytest.mark.parametrize("error", [MemoryError(), RecursionError("deep"), SystemExit(0), KeyboardInterrupt()])
+def test_whatever_decoding_a_value_raises_the_checker_answers_with_a_failed_test(
+    monkeypatch: pytest.MonkeyPatch, error: BaseException
+) -> None:
+    def exhausted(frame: bytes) -> object:
+        raise error
+
+    monkeypatch.setattr(wire, "decode", exhausted)
+    checker, read, write = checker_for(CHECKS[0])
+    try:
+        checker.judge(values_frame(0, [["__scicode_t0", 2]], b"xx"))
+        reply = one_reply(read)
+        assert reply["passed"] is False and type(error).__name__ in reply["reason"]
+    finally:
+        os.close(read)
+        os.close(write)

@@ -496,3 +496,16 @@ def test_seeded_draws_are_the_checkers_even_when_model_code_consumes_the_random_
     prob = problem(shared_scicode, "19")
     assert execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": consuming}, tests=(cell,))).status == "pass"
     assert_fails(execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": forging}, tests=(cell,))), "test 1")
+
+
+def test_names_the_dependencies_bind_beyond_imports_are_the_checkers(shared_scicode: Path) -> None:
+    deps = "import numpy as np\nTOL = 1e-6"
+    cell = "assert abs(tensor(1.0) - 2.0) < TOL\n"
+    prob = problem(shared_scicode, "19")
+    honest = "def tensor(x):\n    return 2 * x\n"
+    widened = "import sys\ndef tensor(x):\n    sys._getframe(1).f_globals['TOL'] = 1e9\n    return 0.0\n"
+    assert execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": honest}, deps=deps, tests=(cell,))).status == (
+        "pass"
+    )
+    verdict = execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": widened}, deps=deps, tests=(cell,)))
+    assert_fails(verdict, "test 1 failed")

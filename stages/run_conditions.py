@@ -9,8 +9,9 @@ from typing import Any
 
 from stages.statuses import TOOL_STATUSES
 
-# The reasons of an eval_error step scored without targets (score stage, targets_io).
-TARGETS_MISSING_MARKERS: tuple[str, ...] = ("targets missing", "no targets file", "missing from", "targets file")
+# How the reason of an eval_error step scored without targets begins (score stage, targets_io). Only the
+# trusted side gives a step an eval_error, so only it writes these.
+TARGETS_MISSING_MARKERS: tuple[str, ...] = ("targets missing", "no targets file", "targets of step ", "targets file ")
 
 
 def tool_outcome_counts(tool_results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -57,7 +58,7 @@ def sandbox_failure_line(counts: Mapping[str, int]) -> str | None:
 
 def unscored_steps(step_rows: Iterable[tuple[str, str]]) -> list[str]:
     """Step ids among (step id, eval_error reason) rows that could not be scored because their targets are missing."""
-    return [step_id for step_id, reason in step_rows if any(marker in reason for marker in TARGETS_MISSING_MARKERS)]
+    return [step_id for step_id, reason in step_rows if reason.startswith(TARGETS_MISSING_MARKERS)]
 
 
 def conditions_record(tool_calls: Mapping[str, int], unscored: Sequence[str]) -> dict[str, Any]:

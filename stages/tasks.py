@@ -414,13 +414,17 @@ def run_failure(settings: Settings) -> TaskFailed | None:
     if not failed:
         return None
     from stages.not_scored import PREFIX
-    from stages.run_conditions import TARGETS_MISSING_MARKERS
 
     unscored = [entry for entry in failed if entry["reason"].startswith(PREFIX)]
+    untargeted = set(summary.get("steps_without_targets") or ())  # eval_error reasons only the trusted side writes
+    steps = {
+        problem.get("problem_id"): {step.get("step_id") for step in problem.get("steps") or ()}
+        for problem in summary.get("problems") or ()
+    }
     without_targets = [
         entry["problem_id"]
         for entry in failed
-        if entry not in unscored and any(marker in entry["reason"] for marker in TARGETS_MISSING_MARKERS)
+        if entry not in unscored and steps.get(entry["problem_id"], set()) & untargeted
     ]
     others = [
         entry["problem_id"] for entry in failed if entry not in unscored and entry["problem_id"] not in without_targets

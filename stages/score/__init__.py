@@ -7,8 +7,9 @@ Public surface:
 * `build_step_script(problem, step_index, codes, data_paths, carry) -> StepScript` (script.py): the
   official test script of one step, earlier steps carried as `carry` says.
 * `execute_step(job) -> StepVerdict` (engine.py): one step: a confined test process and a checker.
-* `rewrite_test(source, index, trusted) -> RewrittenTest` (rewrite.py): the split of a test case between
-  the test process (model side) and the checker (every assertion).
+* `rewrite_test(source, index, scope) -> RewrittenTest` (rewrite.py): the split of a test case between
+  the test process (model side) and the checker (every assertion, and every statement it can evaluate
+  itself); `checker_scope(deps)` is what the checker binds from `required_dependencies`.
 
 The child side lives in harness.py (the untrusted test process), checker.py (the trusted checker),
 wire.py (the data format between them), child_runtime.py (what they share), zygote.py (the warm

@@ -12,6 +12,13 @@ The engine forwards values frame by frame without decoding them, stops at the fi
 enforces the timeout by killing the test process's group (its namespace goes with it), collects bounded
 stdout/stderr, and returns a `StepVerdict` (`decide`): `pass` needs every test judged passed by the
 checker, the test process's completion record and exit code 0; a value that never arrives fails.
+
+It is total on whatever the test process sends: every frame is bounded before it is parsed, every parse
+of it catches everything (deep nesting, invalid UTF-8), every text it takes from it is made valid UTF-8
+(`stages.untrusted.valid_text`) and bounded. The test process never chooses the kind of outcome: a
+failure it reports is a failed test with its text as the reason, whatever kind it names; only what the
+trusted side established itself is an `eval_error` (the checker could not start, the process could not
+be launched; targets are checked before the launch).
 """
 
 from __future__ import annotations
@@ -30,13 +37,18 @@ from stages import live_processes
 from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
 from stages.score import child_runtime
 from stages.score.launcher import Launched, LaunchError, Role, kill_group, launch
-from stages.score.rewrite import RewrittenTest
+from stages.score.rewrite import RewrittenTest, checker_scope
 from stages.statuses import StepStatus
+from stages.untrusted import valid_text
 from stages.verdict import StepVerdict
 
 OUTPUT_LIMIT_BYTES = DEFAULT_OUTPUT_LIMIT
 CHECKER_ERROR_LIMIT = 8 * 1024
 MAX_VALUES_FRAME_BYTES = 1 << 30
+MAX_VALUES_HEADER_BYTES = 1 << 20  # the JSON header of a values frame (a name and a size per value)
+MAX_RECORD_BYTES = 64 * 1024  # a record of the test process (its reasons are bounded to 2000 characters)
+CHECKER_RECORD_BYTES = 64 * 1024
+REASON_LIMIT = 2000
 EXIT_GRACE_SECONDS = 10.0
 SCRATCH_PREFIX = "scicode-step-"
 PROTOCOL_VERSION = 2
@@ -70,26 +82,34 @@ class StepJob:
         }
 
     def checker_spec(self) -> dict[str, Any]:
-        """What the checker receives: the dependencies and each test's comparisons (targets follow)."""
+        """What the checker receives: what it runs of the dependencies and each test's comparisons (targets
+        follow)."""
         return {
             "protocol": PROTOCOL_VERSION,
             "step_id": self.step_id,
-            "deps": self.deps,
+            "deps": checker_scope(self.deps).program,
             "tests": [{"index": t.index, "check": t.check, "temps": list(t.temps)} for t in self.tests],
         }
 
 
 @dataclass
 class SessionLog:
-    """What the engine saw from the test process and the checker."""
+    """What the engine saw from the test process and the checker.
+
+    What the test process says is at most a failed test with its text as the reason (`failure`): the kind
+    of failure it names is ignored. Only what the trusted side established is an `eval_error`: the checker
+    could not start (`checker_error`: its dependencies do not import there either, unreadable targets).
+    A checker that fails after it was sent a value fails the step (`checker_failure`)."""
 
     total: int
     forwarded: list[int] = field(default_factory=list)
     results: dict[int, tuple[bool, str]] = field(default_factory=dict)
-    failure: dict[str, Any] | None = None
+    failure: tuple[int | None, str] | None = None  # (test, reason) of the first failure the test process reported
     complete: bool = False
     tamper: str | None = None
+    checker_ready: bool = False
     checker_error: str | None = None
+    checker_failure: str | None = None
     timed_out: bool = False
     test_closed: bool = False
     checker_closed: bool = False
@@ -102,9 +122,23 @@ class SessionLog:
         failed = sorted((index, reason) for index, (passed, reason) in self.results.items() if not passed)
         return failed[0] if failed else None
 
+    def first_unjudged(self) -> int:
+        """The first test sent to the checker that it has not judged (else the next one)."""
+        return next((index for index in self.forwarded if index not in self.results), len(self.forwarded))
+
+    def checker_stopped(self, why: str) -> None:
+        """The checker went away (or broke its protocol): a failed test once it was sent a value, else (it
+        never received one) an evaluation error."""
+        if self.forwarded and self.checker_ready:
+            self.checker_failure = (
+                self.checker_failure or f"the checker {why} while judging test {self.first_unjudged() + 1}"
+            )
+        else:
+            self.checker_error = self.checker_error or f"the checker {why} before judging any test"
+
     def settled(self) -> bool:
         """Nothing more can change the verdict."""
-        if self.timed_out or self.tamper or self.checker_error or self.first_failed_check():
+        if self.timed_out or self.tamper or self.checker_error or self.checker_failure or self.first_failed_check():
             return True
         answered = all(index in self.results for index in self.forwarded) or self.checker_closed
         return (self.test_closed or self.failure is not None or self.complete) and answered
@@ -147,35 +181,51 @@ class _Peer:
         return frames
 
 
-def _json_record(frame: bytes) -> dict[str, Any] | None:
-    if frame[:1] != b"J":
+def _json_record(frame: bytes, limit: int) -> dict[str, Any] | None:
+    """A `J` record of at most `limit` bytes, parsed; None for anything else (never raises)."""
+    if frame[:1] != b"J" or len(frame) > limit:
         return None
     try:
         record = json.loads(frame[1:].decode("utf-8"))
-    except ValueError:
+    except Exception:  # noqa: BLE001 - invalid UTF-8 or JSON, nesting deeper than the parser's recursion
         return None
     return record if isinstance(record, dict) else None
+
+
+def _announced_test(frame: bytes) -> int | None:
+    """The test a `V` frame says it holds (its JSON header, bounded before parsing); None when unreadable."""
+    size = int.from_bytes(frame[1:5], "big")
+    if len(frame) < 5 or size > MAX_VALUES_HEADER_BYTES:
+        return None
+    try:
+        header = json.loads(frame[5 : 5 + size].decode("utf-8"))
+    except Exception:  # noqa: BLE001 - see _json_record
+        return None
+    test = header.get("test") if isinstance(header, dict) else None
+    return test if type(test) is int else None
+
+
+def _text(value: Any, default: str) -> str:
+    """A reason from a record: text only, valid UTF-8, bounded."""
+    return valid_text(value)[:REASON_LIMIT] if isinstance(value, str) and value else default
 
 
 def _on_test_frame(log: SessionLog, frame: bytes, checker: _Peer) -> None:
     if frame[:1] == b"V":
         index = len(log.forwarded)
-        try:
-            size = int.from_bytes(frame[1:5], "big")
-            announced = json.loads(frame[5 : 5 + size].decode("utf-8")).get("test")
-        except (ValueError, AttributeError):
-            announced = None
+        announced = _announced_test(frame)
         if announced != index or index >= log.total:
-            log.tamper = (
-                log.tamper
-                or f"the test process sent values out of order (expected test {index + 1}, got {announced!r})"
+            shown = "an unreadable header" if announced is None else f"test {announced + 1}"
+            log.tamper = log.tamper or (
+                f"the test process sent values out of order (expected test {index + 1}, got {shown})"
             )
             return
         log.forwarded.append(index)
         if not checker.send(frame):
             log.checker_closed = True
+            log.checker_stopped("stopped reading")
         return
-    record = _json_record(frame)
+    record = _json_record(frame, MAX_RECORD_BYTES)
     if record is None:
         log.tamper = log.tamper or "a malformed message arrived from the test process"
     elif record.get("type") == "done":
@@ -185,18 +235,27 @@ def _on_test_frame(log: SessionLog, frame: bytes, checker: _Peer) -> None:
             )
         log.complete = True
     elif log.failure is None:
-        log.failure = record
+        test = record.get("test")
+        log.failure = (
+            test if type(test) is int and 0 <= test < log.total else None,
+            _text(record.get("reason"), "the test process reported a failure without a reason"),
+        )
 
 
 def _on_checker_frame(log: SessionLog, frame: bytes) -> None:
-    record = _json_record(frame) or {"type": "checker_error", "reason": "a malformed message from the checker"}
-    test = record.get("test")
-    if record.get("type") == "checker_error":
-        log.checker_error = str(record.get("reason"))
-    elif type(test) is int:
-        log.results[test] = (bool(record.get("passed")), str(record.get("reason", "")))
+    record = _json_record(frame, CHECKER_RECORD_BYTES)
+    if record is None:
+        log.checker_stopped("sent a malformed message")
+        return
+    kind, test = record.get("type"), record.get("test")
+    if kind == "ready":
+        log.checker_ready = True
+    elif kind == "checker_error":
+        log.checker_error = log.checker_error or _text(record.get("reason"), "the checker could not start")
+    elif type(test) is int and 0 <= test < log.total:
+        log.results[test] = (record.get("passed") is True, _text(record.get("reason"), f"test {test + 1} judged"))
     else:
-        log.tamper = log.tamper or str(record.get("reason") or "the checker refused the values sent")
+        log.tamper = log.tamper or _text(record.get("reason"), "the checker refused the values sent")
 
 
 def _converse(log: SessionLog, test: _Peer, checker: _Peer, deadline: float) -> None:
@@ -217,15 +276,15 @@ def _converse(log: SessionLog, test: _Peer, checker: _Peer, deadline: float) -> 
                 if peer is test:
                     log.tamper = log.tamper or f"the test process sent {error}"
                 else:
-                    log.checker_error = f"the checker sent {error}"
+                    log.checker_stopped(f"sent {error}")
                 return
             if frames is None:
                 if peer is test:
                     log.test_closed = True
                 else:
                     log.checker_closed = True
-                    if not log.settled():
-                        log.checker_error = log.checker_error or "the checker ended before judging every test"
+                    if not log.settled() or log.first_unjudged() < len(log.forwarded):
+                        log.checker_stopped("ended")
                 continue
             for frame in frames:
                 if peer is test:
@@ -309,7 +368,7 @@ def execute_step(job: StepJob) -> StepVerdict:
             test.send(json.dumps(job.test_spec()).encode("utf-8"))
             deadline = started + job.timeout_seconds
             _converse(log, test, checker, deadline)
-            if log.timed_out or log.first_failed_check() or log.tamper or log.checker_error:
+            if log.timed_out or log.first_failed_check() or log.tamper or log.checker_error or log.checker_failure:
                 test_process.stop()
             remaining = max(deadline - time.monotonic(), 0.0)
             returncode = test_process.launched.wait(min(remaining, EXIT_GRACE_SECONDS))
@@ -326,18 +385,18 @@ def execute_step(job: StepJob) -> StepVerdict:
                     process.stop()
     duration = time.monotonic() - started
     stdout, stderr = test_process.output() if test_process else ("", "")
-    if log.checker_error and checker_process is not None:
+    if (log.checker_error or log.checker_failure) and checker_process is not None:
         stderr += "\n[checker] " + checker_process.output()[0]
     status, reason = decide(log, returncode, job.timeout_seconds)
     return StepVerdict(
         step_id=job.step_id,
         status=status,
-        reason=reason,
+        reason=valid_text(reason),
         tests_total=len(job.tests),
         tests_passed=len(log.passed),
         returncode=returncode,
-        stdout=stdout,
-        stderr=stderr,
+        stdout=valid_text(stdout),
+        stderr=valid_text(stderr),
         duration_s=duration,
         launch_mode=test_process.launched.mode if test_process else "",
     )
@@ -350,23 +409,26 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def _first_failure(log: SessionLog) -> tuple[StepStatus, str] | None:
-    """The earliest failure in test order: a failure the test process reported, or a failed check."""
-    candidates: list[tuple[float, StepStatus, str]] = []
+def _first_failure(log: SessionLog) -> str | None:
+    """The earliest failure in test order: one the test process reported (whatever kind it named), a failed
+    check, or the checker failing after it was sent a value."""
+    candidates: list[tuple[int, str]] = []
     if log.failure is not None:
-        kind = str(log.failure.get("type"))
-        test = log.failure.get("test")
-        status: StepStatus = "eval_error" if kind in ("deps_error", "harness_error") else "fail"
-        candidates.append((test if type(test) is int else -1, status, str(log.failure.get("reason") or kind)))
+        test, reason = log.failure
+        candidates.append((test if test is not None else -1, reason))
     failed = log.first_failed_check()
     if failed is not None:
-        candidates.append((failed[0], "fail", failed[1]))
-    return min(candidates)[1:] if candidates else None
+        candidates.append(failed)
+    if log.checker_failure is not None:
+        candidates.append((log.first_unjudged(), log.checker_failure))
+    return min(candidates)[1] if candidates else None
 
 
 def decide(log: SessionLog, returncode: int | None, timeout_seconds: float) -> tuple[StepStatus, str]:
-    """The verdict of one execution (see the module docstring)."""
+    """The verdict of one execution (see the module docstring and `SessionLog`)."""
     total = log.total
+    if log.checker_error:
+        return "eval_error", f"the checker failed: {log.checker_error}"
     if log.tamper:
         return "fail", log.tamper
     if log.timed_out:
@@ -376,9 +438,7 @@ def decide(log: SessionLog, returncode: int | None, timeout_seconds: float) -> t
         )
     failure = _first_failure(log)
     if failure is not None:
-        return failure
-    if log.checker_error:
-        return "eval_error", f"the checker failed: {log.checker_error}"
+        return "fail", failure
     done = f"after {len(log.passed)} of {total} tests"
     if log.complete and len(log.passed) == total:
         if returncode != 0:

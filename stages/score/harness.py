@@ -16,6 +16,8 @@ signals), no capabilities, a memory limit. Started as a fork of the warm zygote 
 Messages to the engine (frames, `child_runtime.write_frame`):
 * `V` + 4-byte header length + JSON `{"test": i, "temps": [[name, size], ...]}` + the encoded values;
 * `J` + JSON `{"type": "deps_error" | "code_error" | "test_error" | "harness_error" | "done", "test", "reason"}`.
+  The engine takes any record but "done" as a failed test with its reason: the kind named here is for the
+  reader of a trace only (model code could send any of them).
 """
 
 from __future__ import annotations

@@ -413,3 +413,99 @@ def test_carried_atexit_hook_never_turns_a_later_failure_into_a_pass(shared_scic
         make_job(shared_scicode, prob, "19.2", {"19.1": earlier, "19.2": WRONG_N_TANGLE}, carry="full")
     )
     assert_fails(verdict, "test 1")
+
+
+# -- values the cell builds are the checker's own (model code cannot change what it compares with) -------
+
+# 78.1: each test case builds `expected_output` from literals and compares the model's output with it. The
+# model's function overwrites it in place through its caller's frame and returns the same constant.
+EXPECTED_OVERWRITTEN = """
+import sys
+
+def pendulum_derivs(state, t, g, L, beta, A, alpha):
+    scope = sys._getframe(1).f_globals
+    for name, value in list(scope.items()):
+        if name.endswith("expected_output") and isinstance(value, np.ndarray):
+            value[:] = 7.0
+    return np.full(2, 7.0)
+"""
+
+# 6.1 test 4 compares the difference of the mask areas the model returns with a formula of the thresholds
+# the cell set (`(pi (t1^2 - t2^2) - diff) / diff < 0.01`): the model returns masks 100 pixels apart, which
+# fails, and rewrites `frequency_threshold1` in its caller's namespace so that the formula passes. Tests 1-3
+# get an honest (vectorised) answer.
+THRESHOLD_REWRITTEN = """
+import sys
+
+def _honest(image_array, frequency_threshold):
+    spectrum = fftshift(fft2(image_array))
+    m, n = image_array.shape
+    i, j = np.ogrid[:m, :n]
+    T = (np.sqrt((i - m / 2) ** 2 + (j - n / 2) ** 2) < frequency_threshold).astype(float)
+    return T, np.real(ifft2(ifftshift(T * spectrum)))
+
+def apply_low_pass_filter(image_array, frequency_threshold):
+    caller = sys._getframe(1).f_globals
+    if "frequency_threshold1" not in caller:
+        return _honest(image_array, frequency_threshold)
+    if frequency_threshold == 40:
+        caller["frequency_threshold1"] = 40
+        return np.zeros(image_array.shape), image_array
+    mask = np.zeros(image_array.shape)
+    mask.flat[:100] = 1.0
+    return mask, image_array
+"""
+
+
+def test_an_expected_value_overwritten_through_the_callers_frame_changes_nothing(shared_scicode: Path) -> None:
+    verdict = run_code(shared_scicode, "78", "78.1", EXPECTED_OVERWRITTEN)
+    assert_fails(verdict, "test 1 failed", "Test Case 1 Failed")
+    assert verdict.tests_passed == 0
+
+
+def test_an_input_the_cell_set_rewritten_through_the_callers_frame_changes_nothing(shared_scicode: Path) -> None:
+    honest = THRESHOLD_REWRITTEN.replace('if "frequency_threshold1" not in caller:', "if True:")
+    assert run_code(shared_scicode, "6", "6.1", honest).status == "pass"  # the honest part is right
+    verdict = run_code(shared_scicode, "6", "6.1", THRESHOLD_REWRITTEN)
+    assert_fails(verdict, "test 4 failed")
+    assert verdict.tests_passed == 3
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "x[:] = 0.0",  # its argument, in place
+        "sys._getframe(1).f_globals['x'] = np.zeros(2)",  # the cell's name, through the caller's frame
+        "sys._getframe(1).f_globals['x'][:] = 0.0",
+    ],
+)
+def test_code_under_test_cannot_change_the_inputs_the_checker_compares_with(shared_scicode: Path, change: str) -> None:
+    cell = "x = np.array([1.0, 2.0])\nout = tensor(x)\nassert np.allclose(out, 2 * x)\n"
+    honest = "def tensor(x):\n    return 2 * x\n"
+    forged = f"import sys\ndef tensor(x):\n    {change}\n    return np.zeros(2)\n"
+    prob = problem(shared_scicode, "19")
+    assert execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": honest}, tests=(cell,))).status == "pass"
+    verdict = execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": forged}, tests=(cell,)))
+    assert_fails(verdict, "test 1 failed")
+
+
+def test_seeded_draws_are_the_checkers_even_when_model_code_consumes_the_random_state(shared_scicode: Path) -> None:
+    cell = "np.random.seed(3)\nx = np.random.rand(4)\nout = tensor(x)\nassert np.allclose(out, x + 1)\n"
+    consuming = "def tensor(x):\n    np.random.rand(100)\n    np.random.seed(0)\n    return x + 1\n"
+    forging = "def tensor(x):\n    x[:] = 0.0\n    return np.ones(4)\n"  # the draw overwritten in place
+    prob = problem(shared_scicode, "19")
+    assert execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": consuming}, tests=(cell,))).status == "pass"
+    assert_fails(execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": forging}, tests=(cell,))), "test 1")
+
+
+def test_names_the_dependencies_bind_beyond_imports_are_the_checkers(shared_scicode: Path) -> None:
+    deps = "import numpy as np\nTOL = 1e-6"
+    cell = "assert abs(tensor(1.0) - 2.0) < TOL\n"
+    prob = problem(shared_scicode, "19")
+    honest = "def tensor(x):\n    return 2 * x\n"
+    widened = "import sys\ndef tensor(x):\n    sys._getframe(1).f_globals['TOL'] = 1e9\n    return 0.0\n"
+    assert execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": honest}, deps=deps, tests=(cell,))).status == (
+        "pass"
+    )
+    verdict = execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": widened}, deps=deps, tests=(cell,)))
+    assert_fails(verdict, "test 1 failed")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from stages.score.engine import SessionLog, _on_checker_frame, _on_test_frame, _Peer, decide
 
 
@@ -47,15 +49,18 @@ def test_malformed_messages_from_either_side() -> None:
     _on_test_frame(log, b"junk", checker)
     assert decide(log, 0, 10) == ("fail", "a malformed message arrived from the test process")
     log = SessionLog(total=1)
-    _on_checker_frame(log, b"junk")
+    _on_checker_frame(log, b"junk")  # before any value was sent to it: the trusted side failed
     assert log.checker_error and decide(log, 0, 10)[0] == "eval_error"
 
 
 def _judged(
-    total: int, results: dict[int, tuple[bool, str]], *, complete: bool = True, failure: dict | None = None
+    total: int,
+    results: dict[int, tuple[bool, str]],
+    *,
+    complete: bool = True,
+    failure: tuple[int | None, str] | None = None,
 ) -> SessionLog:
-    log = SessionLog(total=total, forwarded=list(results), results=dict(results), complete=complete, failure=failure)
-    return log
+    return SessionLog(total=total, forwarded=list(results), results=dict(results), complete=complete, failure=failure)
 
 
 def test_pass_needs_every_test_judged_passed_completion_and_exit_zero() -> None:
@@ -73,18 +78,42 @@ def test_pass_needs_every_test_judged_passed_completion_and_exit_zero() -> None:
 
 def test_the_earliest_failure_in_test_order_is_the_reason() -> None:
     results = {0: (True, "test 1 passed"), 1: (False, "test 2 failed: AssertionError")}
-    log = _judged(
-        3, results, complete=False, failure={"type": "test_error", "test": 2, "reason": "test 3 raised ValueError"}
-    )
+    log = _judged(3, results, complete=False, failure=(2, "test 3 raised ValueError"))
     assert decide(log, 1, 10) == ("fail", "test 2 failed: AssertionError")
-    code_error = _judged(
-        1, {}, complete=False, failure={"type": "code_error", "test": None, "reason": "step 1.1 code raised X"}
-    )
+    code_error = _judged(1, {}, complete=False, failure=(None, "step 1.1 code raised X"))
     assert decide(code_error, 1, 10) == ("fail", "step 1.1 code raised X")
-    deps = _judged(
-        1, {}, complete=False, failure={"type": "deps_error", "test": None, "reason": "required dependencies failed"}
-    )
-    assert decide(deps, 1, 10)[0] == "eval_error"
+
+
+@pytest.mark.parametrize("kind", ["deps_error", "harness_error", "code_error", "test_error", "checker_error", "x"])
+def test_the_test_process_never_chooses_the_kind_of_outcome(kind: str) -> None:
+    checker, _ = _checker()
+    log = SessionLog(total=1)
+    _on_test_frame(log, _record({"type": kind, "test": 0, "reason": "targets missing: stage the file"}), checker)
+    assert decide(log, 1, 10) == ("fail", "targets missing: stage the file")
+
+
+def test_only_a_checker_that_could_not_start_is_an_evaluation_error() -> None:
+    log = SessionLog(total=2)
+    _on_checker_frame(log, _record({"type": "checker_error", "reason": "checker could not start: No module x"}))
+    assert decide(log, 1, 10) == ("eval_error", "the checker failed: checker could not start: No module x")
+    before_any_value = SessionLog(total=2)
+    _on_checker_frame(before_any_value, _record({"type": "ready"}))
+    before_any_value.checker_stopped("ended")
+    assert decide(before_any_value, None, 10)[0] == "eval_error"
+
+
+def test_a_checker_that_fails_after_it_was_sent_a_value_fails_that_test() -> None:
+    checker, _ = _checker()
+    log = SessionLog(total=2)
+    _on_checker_frame(log, _record({"type": "ready"}))
+    _on_test_frame(log, _values(0), checker)
+    _on_checker_frame(log, _record({"test": 0, "passed": True, "reason": "test 1 passed"}))
+    _on_test_frame(log, _values(1), checker)
+    log.checker_stopped("ended")
+    assert decide(log, 0, 10) == ("fail", "the checker ended while judging test 2")
+    garbled = SessionLog(total=1, forwarded=[0], checker_ready=True)
+    _on_checker_frame(garbled, b"J[" * 100_000)
+    assert decide(garbled, 0, 10) == ("fail", "the checker sent a malformed message while judging test 1")
 
 
 def test_timeout_wins_over_everything_but_tampering() -> None:

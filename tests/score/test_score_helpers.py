@@ -18,7 +18,7 @@ import scipy.sparse
 import sympy
 from score_helpers import problem, shared_data_paths
 
-from stages.score.rewrite import CAPTURE_FUNCTION, RewriteError, checker_names, rewrite_test
+from stages.score.rewrite import CAPTURE_FUNCTION, RewriteError, checker_scope, rewrite_test
 from stages.score.script import build_step_script
 
 RUNTIME = Path(__file__).resolve().parents[2] / "stages" / "score" / "runtime"
@@ -133,7 +133,7 @@ def _all_test_cases(shared_scicode: Path) -> list[tuple[str, int, str, str]]:
 
 def test_every_official_test_case_splits_and_every_assertion_is_checked(shared_scicode: Path) -> None:
     cases = _all_test_cases(shared_scicode)
-    rewritten = [(step, rewrite_test(source, index, checker_names(deps))) for step, index, source, deps in cases]
+    rewritten = [(step, rewrite_test(source, index, checker_scope(deps))) for step, index, source, deps in cases]
     assert len(rewritten) == 1082
     assert sum(item.reads_target for _, item in rewritten) == 1074
     assert len({step for step, _ in rewritten}) == 338  # every scored step (prefilled steps have no test cases)
@@ -158,7 +158,7 @@ def test_checked_statements_keep_comparisons_in_the_checker() -> None:
     item = rewrite_test(
         "x = f(1)\nassert np.allclose(g(x), target) and h(2) == target[0], 'msg'\n",
         0,
-        checker_names("import numpy as np"),
+        checker_scope("import numpy as np"),
     )
     assert "f(1)" in item.prefetch and "g(x)" in item.prefetch and "h(2)" in item.prefetch
     assert "target" not in item.prefetch and "allclose" not in item.prefetch
@@ -170,7 +170,7 @@ def test_assertions_without_target_and_attribute_values_are_checked() -> None:
     item = rewrite_test(
         "block = f()\nassert np.allclose(block.length, 3) and sorted(block.keys) == [1, 2]\n",
         0,
-        checker_names("import numpy as np"),
+        checker_scope("import numpy as np"),
     )
     assert item.check == "assert np.allclose(__scicode_t0, 3) and sorted(__scicode_t1) == [1, 2]"
     assert "__scicode_capture('__scicode_t0', block.length)" in item.prefetch
@@ -178,14 +178,14 @@ def test_assertions_without_target_and_attribute_values_are_checked() -> None:
 
 def test_test_functions_comparing_targets_run_in_the_checker() -> None:
     source = "def same(a, b):\n    return len(a) == len(b)\nassert same(f(), target)\n"
-    item = rewrite_test(source, 0, checker_names(""))
+    item = rewrite_test(source, 0, checker_scope(""))
     assert (
         item.check is not None
         and item.check.startswith("def same(a, b):")
         and "same(__scicode_t0, target)" in item.check
     )
     with pytest.raises(RewriteError, match="names the checker cannot have"):
-        rewrite_test("def same(a, b):\n    return g(a) == b\nassert same(f(), target)\n", 0, checker_names(""))
+        rewrite_test("def same(a, b):\n    return g(a) == b\nassert same(f(), target)\n", 0, checker_scope(""))
 
 
 @pytest.mark.parametrize(
@@ -199,7 +199,7 @@ def test_test_functions_comparing_targets_run_in_the_checker() -> None:
 )
 def test_cells_that_would_give_model_code_a_target_are_refused(source: str) -> None:
     with pytest.raises(RewriteError):
-        rewrite_test(source, 0, checker_names("import numpy as np"))
+        rewrite_test(source, 0, checker_scope("import numpy as np"))
 
 
 def test_script_assembly_uses_carried_code_and_full_current_code(shared_scicode: Path) -> None:

@@ -30,7 +30,9 @@ def test_this_machine_gives_full_confinement() -> None:
     record = confinement_of(sys.executable)
     assert record["full"] is True, record
     assert record["description"].startswith(f"landlock ABI {record['landlock_abi']}, fs+net+scope")
-    assert "pid+net+ipc namespaces" in record["description"]
+    assert "pid+net+ipc+mount namespaces" in record["description"]
+    assert "seccomp filter" in record["description"] and "no seccomp" not in record["description"]
+    assert record["description"].endswith("scratch on a size-limited tmpfs")
     assert check_confinement("required", sys.executable) == record["description"]
 
 

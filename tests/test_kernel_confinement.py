@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -468,3 +469,63 @@ def test_the_seccomp_mode_of_every_confined_process(scratch: Path, shared_scicod
     )
     assert verdict.status == "pass", verdict.reason
     assert ctypes.CDLL(None).prctl(21, 0, 0, 0, 0) == 0  # the pipeline itself is not filtered
+
+
+def process_status(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in handle if ":\t" in line)
+
+
+def children_of(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
+@pytest.mark.parametrize("use_zygote", [True, False])
+def test_the_test_process_and_the_checker_both_run_filtered(use_zygote: bool, tmp_path: Path) -> None:
+    """The checker confines itself in the process it was launched as; the test process is the child of its
+    supervising parent. Both wait for their job on the channel while this test reads their status."""
+    from stages.isolation import scrubbed_environment
+    from stages.score.launcher import kill_group, launch
+
+    confined_pids = {}
+    launched = []
+    ends = []
+    try:
+        for role in ("checker", "test"):
+            ours, theirs = socket.socketpair()
+            ends.append(ours)
+            process = launch(
+                role,
+                sys.executable,
+                theirs.fileno(),
+                1,
+                2,
+                tmp_path,
+                scrubbed_environment(home=tmp_path),
+                1024,
+                use_zygote=use_zygote,
+                scratch_limit_mb=16,
+            )
+            theirs.close()
+            launched.append(process)
+            assert process.mode == ("zygote" if use_zygote else "fresh")
+            confined_pids[role] = process.pid
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            statuses = {role: process_status(pid) for role, pid in confined_pids.items()}
+            supervised = children_of(confined_pids["test"])
+            if supervised and statuses["checker"].get("Seccomp") == "2":
+                statuses["test"] = process_status(supervised[0])
+                if statuses["test"].get("Seccomp") == "2":
+                    break
+            time.sleep(0.05)
+        for role, status in statuses.items():
+            assert (status["Seccomp"], status["NoNewPrivs"], int(status["CapEff"], 16)) == ("2", "1", 0), role
+        assert process_status(confined_pids["test"])["Seccomp"] == "0"  # the supervising parent runs no model code
+    finally:
+        for end in ends:
+            end.close()
+        for process in launched:
+            kill_group(process.pid)
+            process.wait(10)

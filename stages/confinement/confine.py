@@ -209,12 +209,30 @@ class Confinement:
 # ---------------------------------------------------------------------------
 
 _LIBC: ctypes.CDLL | None = None
+# The sonames of the libraries loaded here: `ctypes.util.find_library` runs `ldconfig -p` in a subprocess (tens of
+# milliseconds, paid by every snippet), while the dynamic loader finds a soname in its cache by itself.
+KNOWN_SONAMES = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}
+
+
+def find_library(name: str) -> str | None:
+    """`ctypes.util.find_library`, without its subprocess for the libraries of KNOWN_SONAMES."""
+    soname = KNOWN_SONAMES.get(name)
+    if soname is not None:
+        try:
+            ctypes.CDLL(soname)
+            return soname
+        except OSError:
+            pass
+    return _ORIGINAL_FIND_LIBRARY(name)
+
+
+_ORIGINAL_FIND_LIBRARY = ctypes.util.find_library
 
 
 def _libc() -> ctypes.CDLL:
     global _LIBC
     if _LIBC is None:
-        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        _LIBC = ctypes.CDLL(find_library("c"), use_errno=True)
         _LIBC.syscall.restype = ctypes.c_long
         _LIBC.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
         _LIBC.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
@@ -401,7 +419,10 @@ def prepare_mounts(scratch: str | None, scratch_limit_mb: int | None) -> tuple[b
     that `supervise` created; mount propagation is made private first, so nothing leaks back to the host."""
     if "mount" not in _SUPERVISED_NAMESPACES:
         return False, 0, "no mount namespace"
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    try:
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as error:
+        return False, 0, str(error)  # nothing is mounted where a mount could propagate back to the host
     task_limit = 0
     if scratch:
         try:
@@ -412,7 +433,12 @@ def prepare_mounts(scratch: str | None, scratch_limit_mb: int | None) -> tuple[b
     if not scratch or not scratch_limit_mb:
         return False, task_limit, "no scratch folder"
     in_scratch = os.path.realpath(os.getcwd()) == os.path.realpath(scratch)
-    mount_scratch(scratch, scratch_limit_mb)
+    try:
+        mount_scratch(scratch, scratch_limit_mb)
+    except OSError as error:
+        if os.path.ismount(scratch):
+            raise  # mounted, but the parent's files could not be copied in: the program would be incomplete
+        return False, task_limit, str(error)
     if in_scratch:
         os.chdir(scratch)  # onto the tmpfs: the old working directory is the folder beneath it
     return True, task_limit, ""
@@ -547,22 +573,29 @@ _SECCOMP = _SeccompState()
 def load_seccomp_binding(path: str | None) -> tuple[Any, str]:
     """The `pyseccomp` module: loaded from `path` (the pipeline's own copy) or, without one, imported from this
     interpreter's environment; (None, why not) when it or libseccomp is missing."""
-    import importlib
-    import importlib.util
-
+    ctypes.util.find_library = find_library  # the binding looks its libraries up when it is loaded
     try:
-        if not path:
-            return importlib.import_module("pyseccomp"), ""
-        spec = importlib.util.spec_from_file_location("pyseccomp", path)
-        if spec is None or spec.loader is None:
-            return None, f"cannot load the seccomp binding {path}"
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module, ""
+        return _load_module("pyseccomp", path), ""
     except ModuleNotFoundError:
         return None, "the pyseccomp binding is not installed"
     except Exception as error:  # noqa: BLE001 - e.g. RuntimeError("Unable to find libseccomp")
         return None, f"seccomp binding unusable: {type(error).__name__}: {error}"[:300]
+    finally:
+        ctypes.util.find_library = _ORIGINAL_FIND_LIBRARY
+
+
+def _load_module(name: str, path: str | None) -> Any:
+    import importlib
+    import importlib.util
+
+    if not path:
+        return importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _native_number(seccomp: Any, name: str) -> int | None:

@@ -21,6 +21,15 @@ from stages.generate.tools import CODE_INTERPRETER, run_tool
 from stages.preflight import check_environment, required_modules
 from stages.problems import Problem
 from stages.score import launcher
+from tests.pipeline_support import (
+    TEST_API_KEY,
+    ScriptedModel,
+    data_args,
+    model_args,
+    output_of,
+    run_doit,
+    steps_of,
+)
 from tests.score.score_helpers import problem, run_code
 
 PACKAGE = "scicode_venv_only_package"
@@ -103,3 +112,43 @@ def test_the_environment_probe_names_what_is_missing(tmp_path: Path, shared_scic
     assert "\n" not in message
     assert message.startswith(f"python_binary={sys.executable} cannot import {PACKAGE} under the snippet confinement")
     assert f"No module named '{PACKAGE}'" in message and "numpy" not in message.split("(")[0]
+
+
+@pytest.fixture(scope="module")
+def bare_venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv without the base's site-packages: no numpy, as over a system Python that lacks it."""
+    root = tmp_path_factory.mktemp("bare-venv") / "env"
+    venv.EnvBuilder(system_site_packages=False, with_pip=False, symlinks=True).create(root)
+    python = root / "bin" / "python"
+    assert (
+        "No module named 'numpy'"
+        in subprocess.run([str(python), "-c", "import numpy"], capture_output=True, text=True).stderr
+    )
+    return python
+
+
+def refusal_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [
+        line for line in result.stderr.splitlines() if line.strip() and not line.startswith(("download ", "select "))
+    ]
+    assert result.returncode == 3 and len(lines) == 1, output_of(result)
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_a_run_whose_python_binary_lacks_a_dependency_stops_before_any_generation_or_scoring(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path, start_server, bare_venv_python: Path
+) -> None:
+    model = ScriptedModel(steps_of(staged_data_dir, ("1",)))
+    args = (*data_args(staged_data_dir, dev_targets), *model_args(start_server(model)), "sample_ids=1", "mode=naive")
+    refused = run_doit(tmp_path, *args, f"python_binary={bare_venv_python}", api_key=TEST_API_KEY)
+    line = refusal_line(refused)
+    assert f"python_binary={bare_venv_python} cannot import numpy under the snippet confinement" in line, line
+    assert model.total() == 0
+    # Generation alone (naive: nothing runs in python_binary) needs no probe; scoring it afterwards does.
+    generated = run_doit(tmp_path, "generate", *args, f"python_binary={bare_venv_python}", api_key=TEST_API_KEY)
+    assert generated.returncode == 0 and "environment ok" not in generated.stdout, output_of(generated)
+    rescored = run_doit(tmp_path, "score", *args, f"python_binary={bare_venv_python}", api_key=TEST_API_KEY)
+    assert "cannot import numpy" in refusal_line(rescored)
+    scored = run_doit(tmp_path, "score", *args, api_key=TEST_API_KEY)
+    assert scored.returncode == 0 and "preflight: environment ok:" in scored.stdout, output_of(scored)

@@ -3,10 +3,9 @@
 Key = sha256 of (the step's official test script text, the targets file's sha256, the interpreter
 and library versions, the timeout, the memory and scratch limits, the confinement the test process runs
 under (its one-line description: a verdict reached without the seccomp filter is not reused with it), the
-harness source hash). Regenerating one step
-changes only the scripts that contain its code; rescoring unchanged generations runs no test
-process. `durations.json` keeps each step's last measured duration (for longest-first scheduling).
-Infrastructure failures (eval_error) are never cached.
+harness source hash). Regenerating one step changes only the scripts that contain its code; rescoring
+unchanged generations runs no test process. `durations.json` keeps each step's last measured duration
+(for longest-first scheduling). Infrastructure failures (eval_error) are never cached.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ Shape honesty: the numpy comparisons (`allclose`, `isclose`, `array_equal`, `arr
 `numpy.testing` asserts) refuse to compare an empty value with a non-empty one (an empty array of
 shape (0, 1, 1) broadcasts against anything, so `np.allclose` would say True).
 
-It runs confined like the test process (Landlock: reads of the interpreter only, no writes, no TCP; the
-seccomp filter), with the step's memory limit. Frames (`child_runtime.write_frame`): in, a JSON spec, a pickle of the
-per-test target pickles (made by the engine), then `V` frames; out, `J` + JSON
+It runs confined like the test process (Landlock: reads of the interpreter only, no writes, no TCP; no
+capabilities; the seccomp filter), with the step's memory limit. Frames (`child_runtime.write_frame`): in,
+a JSON spec, a pickle of the per-test target pickles (made by the engine), then `V` frames; out, `J` + JSON
 `{"test", "passed", "reason"}` per test, or `{"type": "checker_error", "reason"}`.
 """
 

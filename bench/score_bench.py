@@ -1,7 +1,7 @@
 """Benchmark: scoring the 50 validation reference steps with our engine vs. a plain official-style runner.
 
-(a) engine: `stages.score.engine.execute_step` per step (warm zygote, harness, isolation), through the
-    shared longest-first pool, no verdict cache;
+(a) engine: `stages.score.engine.execute_step` per step (warm zygote, harness, isolation: namespaces, the
+    tmpfs scratch, Landlock, the seccomp filter), through the shared longest-first pool, no verdict cache;
 (b) plain: one fresh `python script.py` per step, the official script (deps + reference code +
     `from scicode.parse.parse import process_hdf5_to_tuple` + targets + test cases), exit 0 = pass,
     steps in file order, same worker count;
@@ -36,6 +36,7 @@ from typing import Any
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
+from stages.confinement import check_confinement  # noqa: E402
 from stages.isolation import scrubbed_environment  # noqa: E402
 from stages.paths import DataPaths  # noqa: E402
 from stages.problems import load_split  # noqa: E402
@@ -220,6 +221,7 @@ def main() -> None:
     options = parser.parse_args()
     targets = options.data / "test_data_dev.h5"
     scripts = reference_scripts(options.data)
+    print(f"confinement of the engine's test processes: {check_confinement('auto', sys.executable)}")
     started = time.monotonic()
     zygote_for(sys.executable)
     print(f"zygote start (one-off): {time.monotonic() - started:.2f} s")

@@ -21,6 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from stages.artifacts import fingerprint
+from stages.confinement import DEFAULT_SCRATCH_LIMIT_MB
 from stages.errors import PipelineError
 from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths, safe_name
 from stages.pins import pins
@@ -83,6 +84,7 @@ class Settings:
     sandbox_no_proxy: bool = True
     step_timeout_seconds: float = 1800.0
     step_memory_mb: int = 8192
+    scratch_limit_mb: int = DEFAULT_SCRATCH_LIMIT_MB
     score_workers: int = os.cpu_count() or 1
     concurrency: int = 16
     executor: Executor = "local"
@@ -164,7 +166,9 @@ class Settings:
 
     def fingerprint(self, stage: Stage) -> str:
         """sha256 over exactly the settings that change `stage`'s output."""
-        return fingerprint({"stage": stage, **{name: _jsonable(getattr(self, name)) for name in STAGE_INPUTS[stage]}})
+        return fingerprint(
+            {"stage": stage, **{name: _jsonable(getattr(self, name)) for name in stage_inputs(self, stage)}}
+        )
 
     def redacted(self) -> dict[str, Any]:
         """Every setting as JSON, for `config.json`; no secret value is ever present."""
@@ -194,8 +198,24 @@ STAGE_INPUTS: dict[str, tuple[str, ...]] = {
         "sandbox_url",
         "sandbox_memory_limit_mb",
     ),
-    "score": ("step_timeout_seconds", "step_memory_mb", "python_binary", "carry"),
+    "score": ("step_timeout_seconds", "step_memory_mb", "scratch_limit_mb", "python_binary", "carry"),
 }
+# Settings that enter a stage's fingerprint only where they apply and differ from their default, so that artifacts
+# written before the setting existed stay current (a generation is never re-billed for it).
+CONDITIONAL_STAGE_INPUTS: dict[str, dict[str, Callable[[Settings], bool]]] = {
+    # The snippets' scratch limit shapes what a model sees from its tool calls (only local snippets have it).
+    "generate": {
+        "scratch_limit_mb": lambda s: (
+            s.mode == "tool_use" and not s.sandbox_url and s.scratch_limit_mb != DEFAULT_SCRATCH_LIMIT_MB
+        )
+    },
+}
+
+
+def stage_inputs(settings: Settings, stage: str) -> tuple[str, ...]:
+    """The names of the settings `stage`'s fingerprint covers for these settings."""
+    conditional = CONDITIONAL_STAGE_INPUTS.get(stage, {})
+    return STAGE_INPUTS[stage] + tuple(name for name, applies in conditional.items() if applies(settings))
 
 
 # ---------------------------------------------------------------------------
@@ -385,6 +405,7 @@ COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "sandbox_no_proxy": _to_bool,
     "step_timeout_seconds": _number(float, 0, exclusive=True),
     "step_memory_mb": _number(int, 64),
+    "scratch_limit_mb": _number(int, 1),
     "score_workers": _number(int, 1),
     "concurrency": _number(int, 1),
     "executor": _to_choice(EXECUTORS),
@@ -510,6 +531,11 @@ def _check_consistency(settings: Settings) -> None:
     if len(set(settings.sample_ids)) != len(settings.sample_ids):
         duplicate = next(i for i in settings.sample_ids if settings.sample_ids.count(i) > 1)
         raise ConfigError(f"invalid sample_ids: problem id {duplicate} is listed twice")
+    if settings.scratch_limit_mb > settings.step_memory_mb:
+        raise ConfigError(
+            f"invalid scratch_limit_mb={settings.scratch_limit_mb}: the scratch folder is memory (a tmpfs) and must "
+            f"fit in step_memory_mb={settings.step_memory_mb}"
+        )
     if settings.run and settings.run != settings.run.strip():
         raise ConfigError(f"invalid run={settings.run!r}: no leading or trailing spaces")
     _check_prices(settings)

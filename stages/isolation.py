@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -23,6 +22,7 @@ from typing import IO
 
 from stages import live_processes
 from stages.redaction import SECRET_MARKERS, is_secret_name  # noqa: F401  (one list for files and environments)
+from stages.tree_removal import remove_tree
 
 KEPT_VARIABLES: tuple[str, ...] = (
     "PATH",
@@ -208,15 +208,5 @@ class ScratchDir:
 
     def __exit__(self, *exc_info: object) -> None:
         if self.path is not None:
-            _make_writable(self.path)
-            shutil.rmtree(self.path, ignore_errors=True)
+            remove_tree(self.path)  # through descriptors: a link planted inside is removed, never followed
             live_processes.untrack_folder(self.path)
-
-
-def _make_writable(root: Path) -> None:
-    for folder, subfolders, _ in os.walk(root):
-        for name in subfolders:
-            try:
-                os.chmod(os.path.join(folder, name), 0o700)
-            except OSError:
-                pass

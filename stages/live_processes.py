@@ -58,13 +58,13 @@ def untrack_folder(path: object) -> None:
 
 def remove_tracked_folders() -> None:
     """Remove the scratch folders of children killed by the stop (their normal cleanup never runs)."""
-    import shutil
+    from stages.tree_removal import remove_tree
 
     with _lock:
         folders = set(_folders)
         _folders.clear()
     for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder)
 
 
 def live() -> set[int]:

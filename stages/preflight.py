@@ -5,17 +5,24 @@
 - `check_before_generation` (after select): the sandbox, when set, runs a probe snippet that imports numpy, scipy
   and sympy; every selected scorable step has targets, unless only generation was asked for or
   `allow_missing_targets=true`.
+- `check_environment` (after select, before any generate or score task that will run something in
+  `python_binary`): a probe snippet, run locally in `python_binary` under the snippet confinement, imports every
+  module of the selected problems' `required_dependencies` and reports whether the seccomp filter was in force.
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from stages.config import ConfigError, Settings
 from stages.pins import split_files
 from stages.problems import Problem, ProblemDataError
+from stages.safe_ast import parse_module
 from stages.targets import ResolvedTargets, resolve_targets
 
 SANDBOX_PROBE = "import numpy, scipy, sympy\nprint('probe', numpy.__version__, scipy.__version__, sympy.__version__)\n"
@@ -135,3 +142,110 @@ def check_before_generation(settings: Settings, generation_only: bool) -> list[s
     if not generation_only:
         lines.append(check_targets(settings, select_problems(settings)))
     return lines
+
+
+# ---------------------------------------------------------------------------
+# The environment of python_binary, under the snippet confinement
+# ---------------------------------------------------------------------------
+
+ENVIRONMENT_PROBE_MARKER = "scicode-environment-probe "
+ENVIRONMENT_PROBE_TIMEOUT_SECONDS = 120.0  # at least: importing scipy and sympy on a loaded machine takes seconds
+ENVIRONMENT_PROBE = """\
+import ctypes, importlib, json, sys
+missing = {}
+for name in MODULES:
+    try:
+        importlib.import_module(name)
+    except BaseException as error:
+        missing[name] = f"{type(error).__name__}: {error}"[:300]
+seccomp = ctypes.CDLL(None, use_errno=True).prctl(21, 0, 0, 0, 0)  # PR_GET_SECCOMP: 2 under a filter
+print(MARKER + json.dumps({"missing": missing, "seccomp": seccomp, "executable": sys.executable}))
+"""
+
+
+def required_modules(problems: tuple[Problem, ...]) -> tuple[str, ...]:
+    """Every module the selected problems' `required_dependencies` import (`import a.b`, `from a.b import c`: a.b)."""
+    modules: set[str] = set()
+    for problem in problems:
+        try:
+            tree = parse_module(problem.required_dependencies or "")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # scored as it is: the test process reports its own failure
+        for statement in ast.walk(tree):
+            if isinstance(statement, ast.Import):
+                modules.update(alias.name for alias in statement.names)
+            elif isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+                modules.add(statement.module)
+    return tuple(sorted(modules))
+
+
+def environment_probe_code(modules: tuple[str, ...]) -> str:
+    return f"MODULES = {list(modules)!r}\nMARKER = {ENVIRONMENT_PROBE_MARKER!r}\n" + ENVIRONMENT_PROBE
+
+
+def probe_environment(settings: Settings, modules: tuple[str, ...]) -> dict[str, Any]:
+    """What `python_binary` imports as a local snippet does (same launcher, confinement and environment, without
+    the execution_preamble); ConfigError when the probe itself cannot run."""
+    from stages.generate.tools import run_local
+
+    probe_settings = dataclasses.replace(
+        settings,
+        execution_preamble="",
+        code_timeout_seconds=max(settings.code_timeout_seconds, ENVIRONMENT_PROBE_TIMEOUT_SECONDS),
+    )
+    outcome = run_local(environment_probe_code(modules), probe_settings)
+    lines = [line for line in outcome.output.splitlines() if line.startswith(ENVIRONMENT_PROBE_MARKER)]
+    try:
+        report = json.loads(lines[-1][len(ENVIRONMENT_PROBE_MARKER) :]) if lines else None
+    except ValueError:
+        report = None
+    if outcome.status != "ok" or not isinstance(report, dict):
+        detail = " ".join(outcome.output.split())[:300]
+        raise ConfigError(
+            f"python_binary={settings.python_binary} cannot run a snippet under the snippet confinement "
+            f"({outcome.status}): {detail} (no model was called)"
+        )
+    return report
+
+
+def check_environment(settings: Settings, problems: tuple[Problem, ...]) -> str:
+    """One line about `python_binary`'s environment; ConfigError naming every module it cannot import, or when the
+    seccomp filter the confinement line promises was not in force."""
+    from stages.confinement import confinement_of
+
+    modules = required_modules(problems)
+    report = probe_environment(settings, modules)
+    missing = report.get("missing") if isinstance(report.get("missing"), dict) else {}
+    if missing:
+        names = ", ".join(name for name in sorted(missing) if not any(name.startswith(f"{m}.") for m in missing))
+        first = str(next(iter(missing.values())))
+        raise ConfigError(
+            f"python_binary={settings.python_binary} cannot import {names} under the snippet confinement "
+            f"({first}): install them into that environment, or set python_binary= to an interpreter that has "
+            "them (no model was called)"
+        )
+    expected = bool(confinement_of(settings.python_binary).get("seccomp"))
+    filtered = report.get("seccomp") == 2
+    if expected and not filtered:
+        raise ConfigError(
+            f"python_binary={settings.python_binary}: the seccomp filter the confinement probe found was not in force "
+            "in a snippet (no model was called)"
+        )
+    return (
+        f"environment ok: {settings.python_binary} imports the {len(modules)} modules of the selected problems' "
+        f"required_dependencies under the snippet confinement (seccomp filter {'on' if filtered else 'off'})"
+    )
+
+
+def environment_will_be_used(settings: Settings, generation_only: bool) -> bool:
+    """Whether this command runs anything in `python_binary`: scoring, or local tool snippets."""
+    return not generation_only or (settings.mode == "tool_use" and not settings.sandbox_url)
+
+
+def check_before_running(settings: Settings, generation_only: bool) -> list[str]:
+    """The environment check, when this command will run something in `python_binary`; the lines to print."""
+    from stages.select import select_problems
+
+    if not environment_will_be_used(settings, generation_only):
+        return []
+    return [check_environment(settings, select_problems(settings))]

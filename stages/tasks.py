@@ -178,11 +178,13 @@ def targets_reasons(settings: Settings) -> list[str]:
 
 
 def run_preflight(settings: Settings) -> None:
-    """The checks before the first model call (stages.preflight); one line each."""
-    from stages.command_line import generation_only
-    from stages.preflight import check_before_generation
+    """The checks before the first model call (stages.preflight), when a model will be called, then the check of
+    python_binary's environment, when something will run in it; one line each."""
+    from stages.preflight import check_before_generation, check_before_running
 
-    for line in check_before_generation(settings, generation_only(sys.argv[1:])):
+    only_generation = generation_only(sys.argv[1:])
+    lines = [] if nothing_to_generate(settings) else check_before_generation(settings, only_generation)
+    for line in lines + check_before_running(settings, only_generation):
         print(f"preflight: {line}")
 
 
@@ -204,11 +206,41 @@ def nothing_to_generate(settings: Settings) -> bool:
     return selected is not None and all(generations_current(settings, pid) for pid in selected)
 
 
+def problems_to_score(settings: Settings) -> list[str] | None:
+    """The selected problems whose details are not current (none for a command that only generates); None when
+    there is no current selection."""
+    from stages.artifacts import current_record
+    from stages.score.stage import score_fingerprint
+    from stages.select import selected_problem_ids
+
+    selected = selected_problem_ids(settings)
+    if selected is None:
+        return None
+    if generation_only(sys.argv[1:]):
+        return []
+    return [
+        pid
+        for pid in selected
+        if current_record(settings.run_paths.details(pid), "details", score_fingerprint(settings, pid)) is None
+    ]
+
+
+def nothing_to_run(settings: Settings) -> bool:
+    """True when no model will be called and nothing will be scored: the preflight has nothing to check."""
+    return nothing_to_generate(settings) and problems_to_score(settings) == []
+
+
 def preflight_reasons(settings: Settings) -> list[str]:
     pending = problems_to_generate(settings)
     if pending is None:
         return ["no current selection.json yet (select runs first)"]
-    return [f"problems to generate: {', '.join(pending)}"]
+    unscored = problems_to_score(settings) or []
+    return [
+        "; ".join(
+            [f"problems to generate: {', '.join(pending)}"] * bool(pending)
+            + [f"problems to score: {', '.join(unscored)}"] * bool(unscored)
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -456,7 +488,7 @@ def run_failure(settings: Settings) -> TaskFailed | None:
 DOWNLOAD = Stage("download", run_download, download_is_current, download_artifacts)
 SELECT = Stage("select", run_select, selection_is_current, select_artifacts)
 TARGETS = Stage("targets", run_targets, targets_are_available, targets_artifacts, targets_reasons)
-PREFLIGHT = Stage("preflight", run_preflight, nothing_to_generate, other_reasons=preflight_reasons)
+PREFLIGHT = Stage("preflight", run_preflight, nothing_to_run, other_reasons=preflight_reasons)
 GENERATE = Stage(
     "generate", run_generate, generations_are_current, generate_artifacts, generate_reasons, per_problem=True
 )

@@ -160,6 +160,34 @@ def test_stage_fingerprints_cover_exactly_their_settings(tmp_path: Path) -> None
     assert carried.fingerprint("select") == base.fingerprint("select")
 
 
+def test_scratch_limit_is_a_score_setting_and_a_tool_use_generation_setting_only_when_not_default(
+    tmp_path: Path,
+) -> None:
+    from stages.artifacts import fingerprint
+    from stages.config import STAGE_INPUTS
+
+    base = load_settings({"model": "m"}, cwd=tmp_path)
+    assert base.scratch_limit_mb == 512
+    # At its default it is not in the generation fingerprint: generations made before the setting stay current.
+    before = fingerprint(
+        {"stage": "generate", **{n: json.loads(json.dumps(getattr(base, n))) for n in STAGE_INPUTS["generate"]}}
+    )
+    assert base.fingerprint("generate") == before
+    smaller = load_settings({"model": "m", "scratch_limit_mb": "64"}, cwd=tmp_path)
+    assert smaller.fingerprint("score") != base.fingerprint("score")
+    assert smaller.fingerprint("generate") != base.fingerprint("generate")
+    naive = {"model": "m", "mode": "naive"}
+    assert load_settings({**naive, "scratch_limit_mb": "64"}, cwd=tmp_path).fingerprint("generate") == load_settings(
+        naive, cwd=tmp_path
+    ).fingerprint("generate")
+    with pytest.raises(
+        ConfigError, match=r"invalid scratch_limit_mb=9000: the scratch folder is memory .* step_memory_mb=8192"
+    ):
+        load_settings({"scratch_limit_mb": "9000"}, cwd=tmp_path)
+    with pytest.raises(ConfigError, match="invalid scratch_limit_mb=0: expected a whole number >= 1"):
+        load_settings({"scratch_limit_mb": "0"}, cwd=tmp_path)
+
+
 def test_settings_are_frozen(tmp_path: Path) -> None:
     settings = load_settings({}, cwd=tmp_path)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,7 +31,9 @@ def test_this_machine_gives_full_confinement() -> None:
     record = confinement_of(sys.executable)
     assert record["full"] is True, record
     assert record["description"].startswith(f"landlock ABI {record['landlock_abi']}, fs+net+scope")
-    assert "pid+net+ipc namespaces" in record["description"]
+    assert "pid+net+ipc+mount namespaces" in record["description"]
+    assert "seccomp filter" in record["description"] and "no seccomp" not in record["description"]
+    assert record["description"].endswith("scratch on a size-limited tmpfs")
     assert check_confinement("required", sys.executable) == record["description"]
 
 
@@ -99,3 +102,29 @@ def test_launcher_confines_a_program_and_passes_its_exit_status(tmp_path: Path) 
     )
     assert result.returncode == 7, result.stderr
     assert (scratch / "inside.txt").read_text() == "ok" and not (tmp_path / "outside.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("missing", "named"),
+    [
+        (
+            {"seccomp": False, "seccomp_reason": "the pyseccomp binding is not installed"},
+            "no seccomp filter (the pyseccomp",
+        ),
+        ({"scratch_tmpfs": False, "scratch_reason": "no mount namespace"}, "scratch bounded per file only (no mount"),
+    ],
+)
+def test_a_missing_filter_or_tmpfs_is_named_and_required_refuses(tmp_path: Path, missing: dict, named: str) -> None:
+    from stages.confinement.confine import Confinement
+
+    record = Confinement(
+        landlock_abi=7, namespaces="pid+net+ipc+mount", capabilities_dropped=True, seccomp=True, scratch_tmpfs=True
+    )
+    record = Confinement(**{**record.__dict__, **missing})
+    script = tmp_path / "python-with-less"
+    script.write_text(f"#!/bin/sh\necho '{json.dumps(record.as_record())}'\n")
+    script.chmod(0o755)
+    description = check_confinement("auto", str(script))
+    assert named in description and description.startswith("landlock ABI 7")
+    with pytest.raises(ConfinementUnavailable, match="full confinement needs Landlock ABI >= 6, PID and mount"):
+        check_confinement("required", str(script))

@@ -1,44 +1,66 @@
-"""Kernel confinement of every process that runs model-written code (test processes, tool snippets).
+"""Kernel confinement of every process that runs model-written code (test processes, tool snippets), and of the
+checker.
 
-Standalone on purpose (standard library only): it runs inside the zygote's children, inside fresh test
-processes and as a launcher script (`python confine.py [options] -- program args...`) for tool snippets,
-all under `python_binary`.
+Standalone on purpose (standard library only; the seccomp binding is loaded by path, see below): it runs inside the
+zygote's children, inside fresh test processes and as a launcher script (`python confine.py [options] -- program
+args...`) for tool snippets, all under `python_binary`, which may be another interpreter than the pipeline's.
 
-What a confined process gets, in this order (each step is skipped, and said so, where the kernel or
-the privileges do not allow it):
+What a confined process gets, in this order (each step is skipped, and said so, where the kernel or the privileges
+do not allow it):
 
-1. *Namespaces.* The launching process (A) calls `unshare(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC)`
-   (with `CLONE_NEWUSER` when it is not root) and forks the confined process (B), which is PID 1 of a new
-   PID namespace: when B ends, or when A and B are killed as a process group, the kernel kills every
-   process left in the namespace, whatever session or group it moved to. The new network namespace has
-   no interface but a loopback that is down: no TCP, UDP or raw socket reaches anything. A is also a
-   child subreaper, so without namespaces orphaned descendants are reparented to A, which kills every
-   one it can find when B ends.
-2. *Limits.* RLIMIT_AS (memory), RLIMIT_CORE = 0.
-3. *Landlock* (ABI >= 1): reads (and execution) only beneath the interpreter's prefixes, its
-   site-packages, the system library folders, the few /etc files the C library and Python read, and
-   the extra folders the caller names; writes only beneath the scratch folder (and /dev/null). No /proc,
-   no /home or /root, no data folder, no targets file. ABI >= 4: no TCP bind or connect. ABI >= 6: no
-   signal to a process outside the domain and no abstract unix socket outside it.
-4. *Capabilities.* When running as root: securebits locked so that exec never regains them, the bounding
-   set emptied, effective/permitted/inheritable sets cleared. `no_new_privs` is set in any case.
+1. *Namespaces and mounts.* The launching process (A) calls `unshare(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+   CLONE_NEWNS)` (with `CLONE_NEWUSER` and an identity uid/gid map when it is not root) and forks the confined
+   process (B), which is PID 1 of a new PID namespace: when B ends, or when A and B are killed as a process group,
+   the kernel kills every process left in the namespace, whatever session or group it moved to. The new network
+   namespace has no interface but a loopback that is down. A is also a child subreaper, so without namespaces
+   orphaned descendants are reparented to A, which kills every one it can find when B ends. In its private mount
+   namespace B makes every mount private, limits its PID namespace to `TASK_LIMIT` tasks (the namespace's own
+   `pid_max`: a fork bomb stops there) and mounts a size-limited tmpfs over its scratch folder (the files the
+   parent left there are copied in): nothing written there outlives the namespace, and writing more than
+   `scratch_limit_mb` fails with ENOSPC inside the step.
+2. *Limits.* RLIMIT_AS (memory), RLIMIT_CORE = 0, RLIMIT_FSIZE = the scratch limit (so that without a tmpfs the
+   scratch is still bounded, per file).
+3. *Landlock* (ABI >= 1): reads (and execution) only beneath the interpreter's prefixes (a venv's and its base's),
+   its site-packages, the system library folders, the few /etc files the C library and Python read, and the extra
+   folders the caller names; writes only beneath the scratch folder (and /dev/null). No /proc, no /home or /root,
+   no data folder, no targets file. ABI >= 4: no TCP bind or connect. ABI >= 6: no signal to a process outside
+   the domain and no abstract unix socket outside it.
+4. *Capabilities.* Whenever any are held (root, or a user namespace): securebits locked so that exec never regains
+   them, the bounding set emptied, effective/permitted/inheritable sets cleared. `no_new_privs` is set in any case.
+5. *Seccomp* (a filter built by the system's libseccomp through the `pyseccomp` binding, never hand-written BPF):
+   the system calls of `DENIED_SYSCALLS` fail with EPERM; `socket` only for AF_INET and AF_INET6 (seccomp cannot
+   see a unix socket's path, so every other family goes, unix and netlink first; `socketpair` stays); `clone` and
+   `unshare` with any CLONE_NEW* flag fail with EPERM; `clone3` fails with ENOSYS (its flags are in memory seccomp
+   cannot read; the C library then falls back to `clone`, so threads keep working); the terminal ioctls TIOCSTI
+   and TIOCLINUX fail with EPERM; a system call of another ABI (i386 `int 0x80`, x32) kills the process.
 
-`probe()` (or `python confine.py --probe`) reports what this kernel and these privileges allow, as the
-one-line `Confinement.description` that config.json and the summary carry.
+The binding: `pyseccomp` is one pure-Python file over ctypes, so the pipeline's own copy works in any CPython 3
+interpreter. The pipeline passes its path (`--seccomp-binding PATH`, the zygote's second argument); it is loaded
+by path before Landlock is applied (so the pipeline's site-packages need not be readable by model code), or
+imported from `python_binary`'s own environment when no path is given. Without it (or without libseccomp) the
+process runs without a filter and the probe says so.
+
+`probe()` (or `python confine.py --probe [--seccomp-binding PATH]`) reports what this kernel and these privileges
+allow, as the one-line `Confinement.description` that config.json and the summary carry; it goes through the
+same functions as a confined process.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import json
 import os
 import signal
 import site
+import stat
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 # -- Linux constants (x86_64 and aarch64 share these syscall numbers) ---------------------------------
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -52,13 +74,27 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 FILE_ONLY_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 READ_RIGHTS = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+CLONE_NEWTIME, CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00000080, 0x00020000, 0x02000000, 0x04000000
+CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
+# `clone` keeps the exit signal in its low byte, so CLONE_NEWTIME can only come through `unshare` (or `clone3`).
+NAMESPACES = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+CLONE_NAMESPACE_FLAGS = tuple(1 << bit for bit in range(32) if NAMESPACES >> bit & 1)
+UNSHARE_NAMESPACE_FLAGS = (*CLONE_NAMESPACE_FLAGS, CLONE_NEWTIME)
 PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 38, 36, 24, 28
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_GET_SECCOMP = 1, 21
 SECUREBITS_ALL_LOCKED = 0x2F  # NOROOT, NOROOT_LOCKED, NO_SETUID_FIXUP, NO_SETUID_FIXUP_LOCKED, KEEP_CAPS_LOCKED
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 LAST_CAPABILITY = 63
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+MNT_DETACH = 2
+AF_INET, AF_INET6 = 2, 10
+ALLOWED_SOCKET_FAMILIES = (AF_INET, AF_INET6)  # harmless in a network namespace without interfaces; TCP: Landlock
+SOCKET_FAMILY_BOUND = 64  # the kernel refuses families >= AF_MAX (46 in Linux 6.x) with EAFNOSUPPORT itself
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+LOW_32_BITS = 0xFFFFFFFF
+
+TASK_LIMIT = 1024  # processes and threads at once in a step's PID namespace (its pid_max)
+SCRATCH_INODES_PER_MB = 128
 
 SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys/devices/system/cpu")
 SYSTEM_READ_FILES = (
@@ -77,6 +113,38 @@ SYSTEM_READ_FILES = (
 SYSTEM_READ_FOLDERS_ETC = ("/etc/ld.so.conf.d", "/etc/alternatives", "/etc/fonts")
 WRITABLE_DEVICES = ("/dev/null",)
 
+# What the seccomp filter refuses with EPERM, and why (the README's trust model lists the same groups); names
+# this architecture does not have are skipped.
+DENIED_SYSCALLS: tuple[tuple[str, str], ...] = (
+    (
+        "kernel keyrings: a key outlives the step and later processes of the user read it back",
+        "add_key keyctl request_key",
+    ),
+    (
+        "other processes' memory and descriptors",
+        "ptrace process_vm_readv process_vm_writev process_madvise pidfd_getfd kcmp migrate_pages move_pages",
+    ),
+    ("kernel interfaces that exploits build on", "bpf perf_event_open userfaultfd"),
+    ("io_uring, whose operations bypass seccomp", "io_uring_setup io_uring_enter io_uring_register"),
+    (
+        "mounts and namespaces",
+        "mount umount2 pivot_root chroot setns open_tree open_tree_attr move_mount fsopen fsconfig fsmount fspick "
+        "mount_setattr listmount statmount",
+    ),
+    (
+        "the kernel and the machine: modules, kexec, reboot, swap, clock, host name, quotas, accounting, kernel log",
+        "kexec_load kexec_file_load init_module finit_module delete_module reboot swapon swapoff syslog acct quotactl "
+        "quotactl_fd settimeofday clock_settime clock_adjtime adjtimex sethostname setdomainname vhangup "
+        "lookup_dcookie uselib ustat sysfs nfsservctl",
+    ),
+    ("files opened by handle, past every path check", "open_by_handle_at name_to_handle_at"),
+    ("I/O ports and segment descriptors", "iopl ioperm modify_ldt"),
+    ("watching the whole filesystem", "fanotify_init"),
+)
+# System calls added since Linux 5.1 have one number on every architecture but alpha; these are newer than some
+# libseccomp releases know by name.
+UNIFIED_SYSCALL_NUMBERS = {"statmount": 457, "listmount": 458, "open_tree_attr": 467}
+
 
 class ConfinementError(RuntimeError):
     """Confinement that was asked for could not be applied; the process must not run model code."""
@@ -88,20 +156,28 @@ class Confinement:
 
     landlock_abi: int = 0
     landlock_reason: str = ""
-    namespaces: str = ""  # e.g. "pid+net+ipc", "" when unavailable
+    namespaces: str = ""  # e.g. "pid+net+ipc+mount", "" when unavailable
     namespace_reason: str = ""
     capabilities_dropped: bool = False
+    seccomp: bool = False
+    seccomp_reason: str = ""
+    scratch_tmpfs: bool = False
+    scratch_reason: str = ""
+    task_limit: int = 0
     problems: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def full(self) -> bool:
-        """Filesystem, network and scope rules, and every descendant killed with its step."""
-        return self.landlock_abi >= 6 and "pid" in self.namespaces
+        """Filesystem, network and scope rules, every descendant killed with its step, the system-call filter and
+        a size-limited scratch."""
+        return self.landlock_abi >= 6 and "pid" in self.namespaces and self.seccomp and self.scratch_tmpfs
 
     @property
     def description(self) -> str:
-        if self.landlock_abi <= 0 and not self.namespaces:
-            reasons = "; ".join(reason for reason in (self.landlock_reason, self.namespace_reason) if reason)
+        if self.landlock_abi <= 0 and not self.namespaces and not self.seccomp:
+            reasons = "; ".join(
+                reason for reason in (self.landlock_reason, self.namespace_reason, self.seccomp_reason) if reason
+            )
             return f"none ({reasons or 'unavailable'})"
         parts = []
         if self.landlock_abi > 0:
@@ -110,11 +186,18 @@ class Confinement:
         else:
             parts.append(f"no landlock ({self.landlock_reason})")
         if self.namespaces:
-            parts.append(f"{self.namespaces} namespaces")
+            tasks = f" (at most {self.task_limit} tasks)" if self.task_limit else ""
+            parts.append(f"{self.namespaces} namespaces{tasks}")
         else:
             parts.append(f"no namespaces ({self.namespace_reason}); descendants killed by a subreaper")
         if self.capabilities_dropped:
             parts.append("capabilities dropped")
+        parts.append("seccomp filter" if self.seccomp else f"no seccomp filter ({self.seccomp_reason})")
+        parts.append(
+            "scratch on a size-limited tmpfs"
+            if self.scratch_tmpfs
+            else f"scratch bounded per file only ({self.scratch_reason})"
+        )
         return ", ".join(parts)
 
     def as_record(self) -> dict:
@@ -126,13 +209,33 @@ class Confinement:
 # ---------------------------------------------------------------------------
 
 _LIBC: ctypes.CDLL | None = None
+# The sonames of the libraries loaded here: `ctypes.util.find_library` runs `ldconfig -p` in a subprocess (tens of
+# milliseconds, paid by every snippet), while the dynamic loader finds a soname in its cache by itself.
+KNOWN_SONAMES = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}
+
+
+def find_library(name: str) -> str | None:
+    """`ctypes.util.find_library`, without its subprocess for the libraries of KNOWN_SONAMES."""
+    soname = KNOWN_SONAMES.get(name)
+    if soname is not None:
+        try:
+            ctypes.CDLL(soname)
+            return soname
+        except OSError:
+            pass
+    return _ORIGINAL_FIND_LIBRARY(name)
+
+
+_ORIGINAL_FIND_LIBRARY = ctypes.util.find_library
 
 
 def _libc() -> ctypes.CDLL:
     global _LIBC
     if _LIBC is None:
-        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        _LIBC = ctypes.CDLL(find_library("c"), use_errno=True)
         _LIBC.syscall.restype = ctypes.c_long
+        _LIBC.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
+        _LIBC.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
     return _LIBC
 
 
@@ -192,8 +295,11 @@ def _handled_fs(abi: int) -> int:
 
 
 def interpreter_read_paths() -> list[str]:
-    """The interpreter's prefixes and site-packages folders, the system library folders and a few /etc files."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    """The interpreter's prefixes (a venv's and its base's: pyvenv.cfg, bin/, lib/), its site-packages folders, the
+    system library folders and a few /etc files. Folders that `.pth` files add are not granted: an editable install
+    may point at a checkout that holds the data folder."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
     for name in ("stdlib", "platstdlib", "purelib", "platlib"):
         location = sysconfig.get_paths().get(name)
         if location:
@@ -209,17 +315,155 @@ def interpreter_read_paths() -> list[str]:
 
 
 # ---------------------------------------------------------------------------
-# Applying confinement (in the process that will run model code)
+# 1. Namespaces (in A) and mounts (in B)
+# ---------------------------------------------------------------------------
+
+# The namespaces the supervising process (A) created for its child (B), and why not more: set in A before the
+# fork, read in B.
+_SUPERVISED_NAMESPACES = ""
+_SUPERVISED_NAMESPACES_REASON = ""
+
+
+def _unshare_flags(with_mount: bool) -> int:
+    flags = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | (CLONE_NEWNS if with_mount else 0)
+    return flags if os.geteuid() == 0 else flags | CLONE_NEWUSER
+
+
+def _map_identity() -> None:
+    """In a new user namespace: keep this process's uid and gid (files it creates stay its own)."""
+    uid, gid = os.geteuid(), os.getegid()
+    for name, content in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:
+            handle.write(content)
+
+
+def unshare_namespaces() -> tuple[str, str]:
+    """New PID/network/IPC (and mount) namespaces for the children of this process (the mount namespace for this
+    process too): ("pid+net+ipc+mount", "") or ("pid+net+ipc", why no mount namespace) or ("", why not)."""
+    try:
+        libc = _libc()
+    except OSError as error:
+        return "", str(error)
+    for with_mount in (True, False):
+        if libc.unshare(_unshare_flags(with_mount)) == 0:
+            break
+        reason = f"unshare: {_errno_text()}"
+    else:
+        return "", reason
+    if os.geteuid() != 0:
+        try:
+            _map_identity()
+        except OSError as error:
+            return "", f"user namespace id map: {error}"
+    return ("pid+net+ipc+mount", "") if with_mount else ("pid+net+ipc", f"no mount namespace ({reason})")
+
+
+def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
+    encoded = [None if value is None else value.encode() for value in (source, target, kind, data)]
+    if _libc().mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {kind or 'propagation'} on {target}: {_errno_text()}")
+
+
+def _umount(target: str) -> None:
+    if _libc().umount2(target.encode(), MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), f"umount {target}: {_errno_text()}")
+
+
+def limit_tasks(folder: str, limit: int = TASK_LIMIT) -> None:
+    """In B, PID 1 of its namespace: set the namespace's own pid_max through a procfs of that namespace, mounted on
+    `folder` for a moment (the kernel gives each PID namespace its own pid_max since Linux 6.14)."""
+    _mount("proc", folder, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    try:
+        with open(os.path.join(folder, "sys", "kernel", "pid_max"), "w", encoding="ascii") as handle:
+            handle.write(str(limit))
+    finally:
+        _umount(folder)
+
+
+def mount_scratch(scratch: str, limit_mb: int) -> None:
+    """In B, in its private mount namespace: `scratch` becomes a tmpfs of `limit_mb` MiB holding a copy of the
+    regular files the parent left there (a snippet's program); the parent's folder itself is never written."""
+    below = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        inodes = max(1024, limit_mb * SCRATCH_INODES_PER_MB)
+        _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limit_mb}m,nr_inodes={inodes},mode=0700")
+        for name in os.listdir(below):
+            _copy_regular_file(below, name, scratch)
+    finally:
+        os.close(below)
+
+
+def _copy_regular_file(source_dir: int, name: str, target_dir: str) -> None:
+    try:
+        source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=source_dir)
+    except OSError:
+        return  # not a regular file we may read (a folder, a link): not part of the program
+    try:
+        info = os.fstat(source)
+        if not stat.S_ISREG(info.st_mode):
+            return
+        target = os.open(
+            os.path.join(target_dir, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, info.st_mode & 0o700
+        )
+        try:
+            while chunk := os.read(source, 1 << 20):
+                os.write(target, chunk)
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
+
+
+def prepare_mounts(scratch: str | None, scratch_limit_mb: int | None) -> tuple[bool, int, str]:
+    """Step 1 in B: (scratch is a tmpfs, the task limit set or 0, why not where not). Needs the mount namespace
+    that `supervise` created; mount propagation is made private first, so nothing leaks back to the host."""
+    if "mount" not in _SUPERVISED_NAMESPACES:
+        return False, 0, "no mount namespace"
+    try:
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as error:
+        return False, 0, str(error)  # nothing is mounted where a mount could propagate back to the host
+    task_limit = 0
+    if scratch:
+        try:
+            limit_tasks(scratch)
+            task_limit = TASK_LIMIT
+        except OSError:
+            task_limit = 0  # a kernel before 6.14 shares one pid_max: the step's timeout bounds a fork bomb
+    if not scratch or not scratch_limit_mb:
+        return False, task_limit, "no scratch folder"
+    in_scratch = os.path.realpath(os.getcwd()) == os.path.realpath(scratch)
+    try:
+        mount_scratch(scratch, scratch_limit_mb)
+    except OSError as error:
+        if os.path.ismount(scratch):
+            raise  # mounted, but the parent's files could not be copied in: the program would be incomplete
+        return False, task_limit, str(error)
+    if in_scratch:
+        os.chdir(scratch)  # onto the tmpfs: the old working directory is the folder beneath it
+    return True, task_limit, ""
+
+
+# ---------------------------------------------------------------------------
+# 2. Limits
 # ---------------------------------------------------------------------------
 
 
-def apply_limits(memory_mb: int | None) -> None:
+def apply_limits(memory_mb: int | None, scratch_limit_mb: int | None = None) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory_mb:
         limit = int(memory_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if scratch_limit_mb:
+        limit = int(scratch_limit_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+# ---------------------------------------------------------------------------
+# 3. Landlock
+# ---------------------------------------------------------------------------
 
 
 def _add_path_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int, handled: int) -> None:
@@ -278,15 +522,31 @@ def set_no_new_privs() -> None:
         raise ConfinementError(f"prctl(PR_SET_NO_NEW_PRIVS): {_errno_text()}")
 
 
+# ---------------------------------------------------------------------------
+# 4. Capabilities
+# ---------------------------------------------------------------------------
+
+
+def _capability_sets() -> tuple[int, int]:
+    """(effective, permitted) of this thread, 64 bits each; (0, 0) when they cannot be read."""
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _libc().capget(ctypes.byref(header), data) != 0:
+        return 0, 0
+    return data[0].effective | data[1].effective << 32, data[0].permitted | data[1].permitted << 32
+
+
 def drop_capabilities() -> bool:
-    """As root: lock securebits, empty the bounding set and clear every capability. False when not root."""
-    if os.geteuid() != 0:
+    """Whenever any capability is held (root, or a user namespace's owner): lock securebits, empty the bounding
+    set and clear every capability. False when there was none to drop."""
+    effective, permitted = _capability_sets()
+    if os.geteuid() != 0 and not (effective or permitted):
         return False
     libc = _libc()
     if libc.prctl(PR_SET_SECUREBITS, SECUREBITS_ALL_LOCKED, 0, 0, 0) != 0:
         raise ConfinementError(f"prctl(PR_SET_SECUREBITS): {_errno_text()}")
     for capability in range(LAST_CAPABILITY + 1):
-        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such cap
+        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
             raise ConfinementError(f"prctl(PR_CAPBSET_DROP, {capability}): {_errno_text()}")
     header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
@@ -295,39 +555,157 @@ def drop_capabilities() -> bool:
     return True
 
 
+# ---------------------------------------------------------------------------
+# 5. Seccomp, through the system's libseccomp
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _SeccompState:
+    prepared: bool = False
+    filter: Any = None  # a pyseccomp.SyscallFilter, built once per process (a fork inherits it)
+    reason: str = ""
+
+
+_SECCOMP = _SeccompState()
+
+
+def load_seccomp_binding(path: str | None) -> tuple[Any, str]:
+    """The `pyseccomp` module: loaded from `path` (the pipeline's own copy) or, without one, imported from this
+    interpreter's environment; (None, why not) when it or libseccomp is missing."""
+    ctypes.util.find_library = find_library  # the binding looks its libraries up when it is loaded
+    try:
+        return _load_module("pyseccomp", path), ""
+    except ModuleNotFoundError:
+        return None, "the pyseccomp binding is not installed"
+    except Exception as error:  # noqa: BLE001 - e.g. RuntimeError("Unable to find libseccomp")
+        return None, f"seccomp binding unusable: {type(error).__name__}: {error}"[:300]
+    finally:
+        ctypes.util.find_library = _ORIGINAL_FIND_LIBRARY
+
+
+def _load_module(name: str, path: str | None) -> Any:
+    import importlib
+    import importlib.util
+
+    if not path:
+        return importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _native_number(seccomp: Any, name: str) -> int | None:
+    """The system call's number on this architecture; None where it has none."""
+    number = int(seccomp.resolve_syscall(seccomp.Arch.NATIVE, name))
+    if number >= 0:
+        return number
+    return UNIFIED_SYSCALL_NUMBERS.get(name)
+
+
+def _masked_equal(seccomp: Any, argument: int, mask: int, value: int) -> Any:
+    return seccomp.Arg(argument, seccomp.MASKED_EQ, mask, value)
+
+
+def build_filter(seccomp: Any) -> Any:
+    """The filter of step 5 (see the module docstring), not loaded yet."""
+    deny = seccomp.ERRNO(errno.EPERM)
+    syscall_filter = seccomp.SyscallFilter(seccomp.ALLOW)
+    syscall_filter.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
+    syscall_filter.set_attr(seccomp.Attr.CTL_TSYNC, 1)  # every thread, should one exist already
+    try:
+        syscall_filter.set_attr(seccomp.Attr.CTL_OPTIMIZE, 2)  # a binary tree of system call numbers
+    except OSError:
+        pass
+    for _, names in DENIED_SYSCALLS:
+        for name in names.split():
+            number = _native_number(seccomp, name)
+            if number is not None:
+                syscall_filter.add_rule(deny, number)
+    clone3 = _native_number(seccomp, "clone3")
+    if clone3 is not None:
+        syscall_filter.add_rule(seccomp.ERRNO(errno.ENOSYS), clone3)
+    # The kernel reads these arguments as 32-bit ints: compare the low 32 bits only, whatever the high ones hold.
+    for family in range(SOCKET_FAMILY_BOUND):
+        if family not in ALLOWED_SOCKET_FAMILIES:
+            syscall_filter.add_rule(deny, "socket", _masked_equal(seccomp, 0, LOW_32_BITS, family))
+    for request in (TIOCSTI, TIOCLINUX):
+        syscall_filter.add_rule(deny, "ioctl", _masked_equal(seccomp, 1, LOW_32_BITS, request))
+    for name, flags in (("clone", CLONE_NAMESPACE_FLAGS), ("unshare", UNSHARE_NAMESPACE_FLAGS)):
+        for flag in flags:
+            syscall_filter.add_rule(deny, name, _masked_equal(seccomp, 0, flag, flag))
+    return syscall_filter
+
+
+def prepare_seccomp(binding: str | None) -> str:
+    """Load the binding and build the filter once per process (before Landlock: the binding's file may lie outside
+    what model code may read); "" when ready, else why there is no filter."""
+    if not _SECCOMP.prepared:
+        _SECCOMP.prepared = True
+        module, reason = load_seccomp_binding(binding)
+        if module is not None:
+            try:
+                _SECCOMP.filter = build_filter(module)
+            except Exception as error:  # noqa: BLE001 - an old libseccomp, an unknown architecture
+                reason = f"libseccomp cannot build the filter: {type(error).__name__}: {error}"[:300]
+        _SECCOMP.reason = reason
+    return _SECCOMP.reason
+
+
+def install_seccomp() -> bool:
+    """Load the prepared filter into this process (and every process it starts); False when there is none."""
+    if _SECCOMP.filter is None:
+        return False
+    try:
+        _SECCOMP.filter.load()
+    except OSError as error:
+        raise ConfinementError(f"seccomp_load: {error}") from None
+    return True
+
+
+def seccomp_mode() -> int:
+    """0: no seccomp, 1: strict, 2: a filter (prctl PR_GET_SECCOMP)."""
+    return int(_libc().prctl(PR_GET_SECCOMP, 0, 0, 0, 0))
+
+
+# ---------------------------------------------------------------------------
+# All five steps, for the calling process
+# ---------------------------------------------------------------------------
+
+
 def enter_sandbox(
-    read_paths: Sequence[str], write_paths: Sequence[str], memory_mb: int | None, abi: int | None = None
+    read_paths: Sequence[str],
+    write_paths: Sequence[str],
+    memory_mb: int | None,
+    abi: int | None = None,
+    *,
+    scratch: str | None = None,
+    scratch_limit_mb: int | None = None,
+    seccomp_binding: str | None = None,
 ) -> None:
-    """Limits, Landlock (when the kernel has it) and no capabilities, for the calling process."""
-    apply_limits(memory_mb)
+    """Mounts (in the namespaces `supervise` made), limits, Landlock (when the kernel has it), no capabilities and
+    the seccomp filter, in that order, for the calling process. `scratch` (writable, in `write_paths` or added)
+    becomes a tmpfs of `scratch_limit_mb` where a mount namespace allows it."""
+    prepare_seccomp(seccomp_binding)
+    writable = list(write_paths) + ([scratch] if scratch and scratch not in write_paths else [])
+    prepare_mounts(scratch, scratch_limit_mb)
+    apply_limits(memory_mb, scratch_limit_mb)
     if abi is None:
         abi, _ = landlock_abi()
     if abi > 0:
-        apply_landlock(list(read_paths), list(write_paths), abi)
+        apply_landlock(list(read_paths), writable, abi)
     else:
         set_no_new_privs()
     drop_capabilities()
+    install_seccomp()
 
 
 # ---------------------------------------------------------------------------
-# Namespaces and the supervising parent
+# The supervising parent
 # ---------------------------------------------------------------------------
-
-
-def _unshare_flags() -> int:
-    flags = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
-    return flags if os.geteuid() == 0 else flags | CLONE_NEWUSER
-
-
-def unshare_namespaces() -> tuple[str, str]:
-    """New PID/network/IPC namespaces for the children of this process: ("pid+net+ipc", "") or ("", why not)."""
-    try:
-        libc = _libc()
-    except OSError as error:
-        return "", str(error)
-    if libc.unshare(_unshare_flags()) != 0:
-        return "", f"unshare: {_errno_text()}"
-    return "pid+net+ipc", ""
 
 
 def _children_of(pid: int) -> list[int]:
@@ -375,7 +753,9 @@ def supervise(run_confined: Callable[[], int]) -> int:
     code as a shell would (negative: killed by that signal). Every other descendant is killed when it ends.
 
     Called in the launching process (A); `run_confined` runs in B and must never return into A's code."""
-    namespaces, _ = unshare_namespaces()
+    global _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON
+    namespaces, reason = unshare_namespaces()
+    _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON = namespaces, reason
     libc = _libc()
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     pid = os.fork()
@@ -419,51 +799,80 @@ def exit_like(code: int) -> None:
 # Probe
 # ---------------------------------------------------------------------------
 
+PROBE_SCRATCH_LIMIT_MB = 1
 
-def probe() -> Confinement:
-    """What a confined process gets here: run in a throw-away child so that nothing sticks to this process."""
+
+def _probe_confined(scratch: str, write_fd: int) -> int:
+    """In B of the probe: the real steps 1, 4 and 5 on a throw-away folder; what worked goes to `write_fd`."""
+    report: dict[str, Any] = {
+        "namespaces": _SUPERVISED_NAMESPACES,
+        "namespace_reason": _SUPERVISED_NAMESPACES_REASON,
+        "problems": [],
+    }
+    try:
+        tmpfs, task_limit, reason = prepare_mounts(scratch, PROBE_SCRATCH_LIMIT_MB)
+        report.update(scratch_tmpfs=tmpfs, task_limit=task_limit, scratch_reason=reason)
+    except OSError as error:
+        report.update(scratch_tmpfs=False, task_limit=0, scratch_reason=str(error))
+    try:
+        report["capabilities_dropped"] = drop_capabilities()
+    except ConfinementError as error:
+        report["problems"].append(str(error))
+    try:
+        set_no_new_privs()
+        report["seccomp"] = install_seccomp() and seccomp_mode() == 2
+    except ConfinementError as error:
+        report["seccomp"] = False
+        report["problems"].append(str(error))
+    os.write(write_fd, json.dumps(report).encode("utf-8"))
+    return 0
+
+
+def probe(seccomp_binding: str | None = None) -> Confinement:
+    """What a confined process gets here, found by doing it: a throw-away child supervises a B that runs the real
+    steps on a throw-away folder, so that nothing sticks to this process."""
     abi, landlock_reason = landlock_abi()
+    seccomp_reason = prepare_seccomp(seccomp_binding)
+    scratch = tempfile.mkdtemp(prefix="scicode-confine-probe-")
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.close(read_fd)
-        report: dict = {}
+        code = 70
         try:
-            namespaces, reason = unshare_namespaces()
-            report.update(namespaces=namespaces, namespace_reason=reason)
-            try:
-                dropped = drop_capabilities()
-                report["capabilities_dropped"] = dropped
-            except ConfinementError as error:
-                report["problems"] = [str(error)]
+            os.close(read_fd)
+            code = max(supervise(lambda: _probe_confined(scratch, write_fd)), 0)
         finally:
-            os.write(write_fd, json.dumps(report).encode("utf-8"))
-            os._exit(0)
+            os._exit(code)
     os.close(write_fd)
     chunks = []
-    while True:
-        chunk = os.read(read_fd, 65536)
-        if not chunk:
-            break
+    while chunk := os.read(read_fd, 65536):
         chunks.append(chunk)
     os.close(read_fd)
     _wait_for(pid)
+    os.rmdir(scratch)
     try:
         report = json.loads(b"".join(chunks).decode("utf-8") or "{}")
     except ValueError:
         report = {}
+    seccomp = bool(report.get("seccomp"))
     return Confinement(
         landlock_abi=abi,
         landlock_reason=landlock_reason,
         namespaces=str(report.get("namespaces", "")),
         namespace_reason=str(report.get("namespace_reason", "probe failed")),
         capabilities_dropped=bool(report.get("capabilities_dropped", False)),
+        seccomp=seccomp,
+        seccomp_reason="" if seccomp else (seccomp_reason or "the filter did not load"),
+        scratch_tmpfs=bool(report.get("scratch_tmpfs")),
+        scratch_reason=str(report.get("scratch_reason", "probe failed")),
+        task_limit=int(report.get("task_limit") or 0),
         problems=tuple(report.get("problems", ())),
     )
 
 
 # ---------------------------------------------------------------------------
-# Launcher: python confine.py [--read P] [--write P] [--memory-mb N] [--python] -- program args...
+# Launcher: python confine.py [--read P] [--write P] [--scratch DIR --scratch-limit-mb N] [--memory-mb N]
+#                             [--seccomp-binding PATH] [--python] -- program args...
 # ---------------------------------------------------------------------------
 
 
@@ -476,25 +885,48 @@ def _parse(argv: list[str]) -> tuple[dict, list[str]]:
     parser = argparse.ArgumentParser(prog="confine.py")
     parser.add_argument("--read", action="append", default=[])
     parser.add_argument("--write", action="append", default=[])
+    parser.add_argument("--scratch", default=None, help="the writable folder that becomes a size-limited tmpfs")
+    parser.add_argument("--scratch-limit-mb", type=int, default=0)
     parser.add_argument("--memory-mb", type=int, default=0)
+    parser.add_argument("--seccomp-binding", default=None, help="path of the pyseccomp module to load")
     parser.add_argument("--python", action="store_true", help="the command's arguments are for this interpreter")
     options = parser.parse_args(argv[:split])
     command = argv[split + 1 :]
-    return vars(options), [os.path.realpath(sys.executable)] + command if options.python else command
+    return vars(options), [python_as_invoked()] + command if options.python else command
+
+
+def python_as_invoked() -> str:
+    """This interpreter as it was started (a venv's `bin/python`, not the base interpreter it links to: Python
+    finds the venv's pyvenv.cfg next to the path it was started as)."""
+    return sys.executable or os.path.realpath(sys.argv[0])
+
+
+def _parse_probe(argv: list[str]) -> str | None:
+    if len(argv) == 3 and argv[1] == "--seccomp-binding":
+        return argv[2]
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv == ["--probe"]:
-        print(json.dumps(probe().as_record()))
+    if argv[:1] == ["--probe"]:
+        print(json.dumps(probe(_parse_probe(argv)).as_record()))
         return
     options, command = _parse(argv)
     if not command:
         raise SystemExit("confine: no program given after --")
-    read_paths = interpreter_read_paths() + options["read"] + options["write"]
+    scratch = os.path.abspath(options["scratch"]) if options["scratch"] else None
+    read_paths = interpreter_read_paths() + options["read"] + options["write"] + ([scratch] if scratch else [])
+    prepare_seccomp(options["seccomp_binding"])  # here, so that every snippet's B inherits it ready
 
     def run_command() -> int:
-        enter_sandbox(read_paths, options["write"], options["memory_mb"] or None)
+        enter_sandbox(
+            read_paths,
+            options["write"],
+            options["memory_mb"] or None,
+            scratch=scratch,
+            scratch_limit_mb=options["scratch_limit_mb"] or None,
+        )
         os.execv(command[0], command)
         return 127
 

@@ -3,14 +3,16 @@
 One call runs one snippet (`execution_preamble` + code) and returns its stdout then stderr, truncated
 to OUTPUT_LIMIT characters with a marker saying so. Two back ends:
 
-- local (default): a fresh interpreter (`python_binary`) in its own temp dir under `code_workdir`
-  (removed afterwards), confined by the kernel (`stages/confinement/confine.py`): PID 1 of new
-  PID/network/IPC namespaces, so every process it starts dies with it; Landlock reads only of the
-  interpreter's files and the snippet's folder (no data folder, no targets file, no /proc, no home),
-  writes only in that folder, no TCP; no capabilities; memory ceiling `sandbox_memory_limit_mb`; a
-  scrubbed environment (no API keys). Its session is killed as a whole at `code_timeout_seconds`
-  (output so far kept). A refused action fails inside the snippet with the operating system's error
-  (PermissionError, "Network is unreachable"), which the model sees in the output.
+- local (default): a fresh interpreter (`python_binary`, as given: a venv's `bin/python` runs with that venv's
+  packages) in its own temp dir under `code_workdir` (removed afterwards), confined by the kernel
+  (`stages/confinement/confine.py`): PID 1 of new PID/network/IPC/mount namespaces, so every process it
+  starts dies with it; its folder a tmpfs of `scratch_limit_mb` (at most the memory limit) holding a copy of
+  the files written here, so what the snippet writes vanishes with it; Landlock reads only of the
+  interpreter's files and the snippet's folder (no data folder, no targets file, no /proc, no home), writes
+  only in that folder, no TCP; no capabilities; the seccomp filter; memory ceiling `sandbox_memory_limit_mb`;
+  a scrubbed environment (no API keys). Its session is killed as a whole at `code_timeout_seconds` (output so
+  far kept). A refused action fails inside the snippet with the operating system's error (PermissionError,
+  "Network is unreachable", "No space left on device"), which the model sees in the output.
 - SandboxFusion-compatible service (`sandbox_url` set): POST `<sandbox_url>/run_code`, with retries
   on 5xx, connection errors and sandbox-side failures; a service that keeps failing gives
   status `sandbox_error` (the model sees the message and the step goes on).
@@ -31,6 +33,7 @@ from typing import Any
 
 from stages import live_processes
 from stages.config import Settings
+from stages.confinement import binding_arguments
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 from stages.safe_ast import MAX_PARSED_CHARS
 from stages.statuses import ToolStatus
@@ -150,16 +153,26 @@ except BaseException as error:
 """ % {"preamble": PREAMBLE_FILE, "snippet": SNIPPET_FILE, "runner": RUNNER_FILE}  # noqa: UP031 (the program holds braces)
 
 
+def snippet_scratch_limit_mb(settings: Settings) -> int:
+    """The size of a snippet's tmpfs folder: `scratch_limit_mb`, at most the snippet's memory limit (it is memory)."""
+    memory = settings.sandbox_memory_limit_mb
+    return min(settings.scratch_limit_mb, memory) if memory else settings.scratch_limit_mb
+
+
 def confined_command(folder: Path, settings: Settings) -> list[str]:
-    """`python_binary confine.py --write <folder> --memory-mb N --python -- -u runner.py`."""
+    """`python_binary confine.py --scratch <folder> --scratch-limit-mb S --memory-mb N [--seccomp-binding P]
+    --python -- -u runner.py`."""
     memory = settings.sandbox_memory_limit_mb or 0
     return [
         settings.python_binary,
         str(CONFINE_SCRIPT),
-        "--write",
+        "--scratch",
         str(folder.resolve()),
+        "--scratch-limit-mb",
+        str(snippet_scratch_limit_mb(settings)),
         "--memory-mb",
         str(memory),
+        *binding_arguments(),
         "--python",
         "--",
         "-u",

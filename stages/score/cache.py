@@ -1,10 +1,11 @@
 """The verdict cache: one JSON file per step verdict, keyed by everything that can change it.
 
 Key = sha256 of (the step's official test script text, the targets file's sha256, the interpreter
-and library versions, the timeout, the memory limit, the harness source hash). Regenerating one step
-changes only the scripts that contain its code; rescoring unchanged generations runs no test
-process. `durations.json` keeps each step's last measured duration (for longest-first scheduling).
-Infrastructure failures (eval_error) are never cached.
+and library versions, the timeout, the memory and scratch limits, the confinement the test process runs
+under (its one-line description: a verdict reached without the seccomp filter is not reused with it), the
+harness source hash). Regenerating one step changes only the scripts that contain its code; rescoring
+unchanged generations runs no test process. `durations.json` keeps each step's last measured duration
+(for longest-first scheduling). Infrastructure failures (eval_error) are never cached.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def verdict_key(
     versions: dict[str, str],
     timeout_seconds: float,
     memory_mb: int | None,
+    scratch_limit_mb: int,
+    confinement: str,
 ) -> str:
     return fingerprint(
         {
@@ -78,6 +81,8 @@ def verdict_key(
             "versions": versions,
             "timeout": timeout_seconds,
             "memory_mb": memory_mb,
+            "scratch_limit_mb": scratch_limit_mb,
+            "confinement": confinement,
             "harness": harness_hash(),
         }
     )

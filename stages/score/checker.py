@@ -18,11 +18,11 @@ Shape honesty: the numpy comparisons (`allclose`, `isclose`, `array_equal`, `arr
 `numpy.testing` asserts) refuse to compare an empty value with a non-empty one (an empty array of
 shape (0, 1, 1) broadcasts against anything, so `np.allclose` would say True).
 
-It runs confined like the test process (Landlock: reads of the interpreter only, no writes, no TCP),
-with the step's memory limit. Frames (`child_runtime.write_frame`): in, a JSON spec, a pickle of the
-per-test target pickles (made by the engine), then `V` frames; out, `J` + JSON `{"type": "ready"}` once
-started, then `{"test", "passed", "reason"}` per values frame; or `{"type": "checker_error", "reason"}`
-when it cannot start.
+It runs confined like the test process (Landlock: reads of the interpreter only, no writes, no TCP; no
+capabilities; the seccomp filter), with the step's memory limit. Frames (`child_runtime.write_frame`): in,
+a JSON spec, a pickle of the per-test target pickles (made by the engine), then `V` frames; out, `J` + JSON
+`{"type": "ready"}` once started, then `{"test", "passed", "reason"}` per values frame; or
+`{"type": "checker_error", "reason"}` when it cannot start.
 """
 
 from __future__ import annotations
@@ -220,8 +220,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SciCode checker (run by the scoring engine)")
     parser.add_argument("--channel-fd", type=int, required=True)
     parser.add_argument("--memory-mb", type=int, default=0)
+    parser.add_argument("--seccomp-binding", default=None)
     options = parser.parse_args(argv)
     child_runtime.preload()
+    child_runtime.confine_module().prepare_seccomp(options.seccomp_binding)
     code = serve_confined(options.channel_fd, options.memory_mb or None, child_runtime.sandbox_read_paths())
     sys.stdout.flush()
     os._exit(code)

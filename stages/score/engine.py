@@ -2,9 +2,9 @@
 
 `execute_step(job)` creates a scratch folder and starts two processes (zygote forks, or fresh ones):
 
-* the **test process** (`harness.py`, confined: PID 1 of new namespaces, Landlock, no capabilities,
-  memory limit, scrubbed environment) runs the code and each test cell's model side, and sends the
-  values the tests compare (plain data, `wire.py`); it never receives a target;
+* the **test process** (`harness.py`, confined: PID 1 of new namespaces, a size-limited tmpfs scratch,
+  Landlock, no capabilities, seccomp, memory limit, scrubbed environment) runs the code and each test cell's
+  model side, and sends the values the tests compare (plain data, `wire.py`); it never receives a target;
 * the **checker** (`checker.py`, never runs model code) receives the step's targets and every test's
   comparison statements, and judges each test from the values the engine forwards to it.
 
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages import live_processes
+from stages.confinement import DEFAULT_SCRATCH_LIMIT_MB
 from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
 from stages.score import child_runtime
 from stages.score.launcher import Launched, LaunchError, Role, kill_group, launch
@@ -69,6 +70,7 @@ class StepJob:
     memory_mb: int | None
     targets_file: str | None
     use_zygote: bool = True
+    scratch_limit_mb: int = DEFAULT_SCRATCH_LIMIT_MB
 
     def test_spec(self) -> dict[str, Any]:
         """What the test process receives: code and each cell's model side; no target, no comparison."""
@@ -327,6 +329,7 @@ def _start(
             env,
             job.memory_mb,
             use_zygote=job.use_zygote,
+            scratch_limit_mb=job.scratch_limit_mb,
         )
     except LaunchError:
         for read, write in pipes:

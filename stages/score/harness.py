@@ -8,10 +8,11 @@ statement uses. Each captured value is encoded at once as plain data (`wire.py`)
 run to its end, sent to the engine, which hands it to the trusted checker (`checker.py`). The checker
 holds the targets and evaluates every assertion; targets never enter this process.
 
-It runs confined (`stages/confinement/confine.py`): PID 1 of new PID/network/IPC namespaces, Landlock
-(reads: the interpreter, its libraries and this folder; writes: the scratch folder; no TCP; scoped
-signals), no capabilities, a memory limit. Started as a fork of the warm zygote (`zygote.py`) or fresh
-(`python harness.py --channel-fd N --memory-mb M`, cwd = the scratch folder).
+It runs confined (`stages/confinement/confine.py`): PID 1 of new PID/network/IPC/mount namespaces, its scratch
+folder a size-limited tmpfs, Landlock (reads: the interpreter, its libraries and this folder; writes: the scratch
+folder; no TCP; scoped signals), no capabilities, the seccomp filter, a memory limit. Started as a fork of the
+warm zygote (`zygote.py`) or fresh (`python harness.py --channel-fd N --memory-mb M --scratch-limit-mb S
+[--seccomp-binding PATH]`, cwd = the scratch folder).
 
 Messages to the engine (frames, `child_runtime.write_frame`):
 * `V` + 4-byte header length + JSON `{"test": i, "temps": [[name, size], ...]}` + the encoded values;
@@ -154,12 +155,16 @@ def serve(channel_fd: int) -> int:
     return code
 
 
-def serve_confined(channel_fd: int, memory_mb: int | None, read_paths: list[str], scratch: str) -> int:
+def serve_confined(
+    channel_fd: int, memory_mb: int | None, read_paths: list[str], scratch: str, scratch_limit_mb: int | None = None
+) -> int:
     """In the confined process (B): enter the sandbox, then run the step; never returns into a caller's loop."""
     import tempfile
 
     tempfile.tempdir = None  # the zygote may have cached another temp folder
-    child_runtime.confine_module().enter_sandbox(read_paths, [scratch], memory_mb)
+    child_runtime.confine_module().enter_sandbox(
+        read_paths, [scratch], memory_mb, scratch=scratch, scratch_limit_mb=scratch_limit_mb
+    )
     return serve(channel_fd)
 
 
@@ -167,13 +172,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SciCode test process (run by the scoring engine)")
     parser.add_argument("--channel-fd", type=int, required=True)
     parser.add_argument("--memory-mb", type=int, default=0)
+    parser.add_argument("--scratch-limit-mb", type=int, default=0)
+    parser.add_argument("--seccomp-binding", default=None)
     options = parser.parse_args(argv)
     child_runtime.preload()
     confine = child_runtime.confine_module()
+    confine.prepare_seccomp(options.seccomp_binding)
     read_paths = child_runtime.sandbox_read_paths()
     scratch = os.getcwd()
+    memory_mb, scratch_limit_mb = options.memory_mb or None, options.scratch_limit_mb or None
     confine.exit_like(
-        confine.supervise(lambda: serve_confined(options.channel_fd, options.memory_mb or None, read_paths, scratch))
+        confine.supervise(lambda: serve_confined(options.channel_fd, memory_mb, read_paths, scratch, scratch_limit_mb))
     )
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from stages import live_processes
+from stages.confinement import binding_arguments
 from stages.isolation import scrubbed_environment
 
 HERE = Path(__file__).resolve().parent
@@ -76,7 +77,7 @@ class ZygoteClient:
         engine_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._process = subprocess.Popen(
-                [self.python_binary, str(ZYGOTE), str(zygote_end.fileno())],
+                [self.python_binary, str(ZYGOTE), str(zygote_end.fileno()), *binding_arguments()[1:]],
                 pass_fds=(zygote_end.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -135,6 +136,7 @@ class ZygoteClient:
         cwd: Path,
         env: Mapping[str, str],
         memory_mb: int | None,
+        scratch_limit_mb: int | None = None,
     ) -> Launched:
         if not self.alive or self._control is None:
             raise LaunchError("the zygote is not running")
@@ -146,6 +148,7 @@ class ZygoteClient:
             "cwd": str(cwd),
             "env": dict(env),
             "memory_mb": memory_mb,
+            "scratch_limit_mb": scratch_limit_mb,
         }
         try:
             with self._send_lock:
@@ -205,11 +208,22 @@ def launch_fresh(
     cwd: Path,
     env: Mapping[str, str],
     memory_mb: int | None,
+    scratch_limit_mb: int | None = None,
 ) -> Launched:
     """A fresh interpreter running the test process or the checker (each confines itself)."""
+    scratch = ["--scratch-limit-mb", str(scratch_limit_mb or 0)] if role == "test" else []
     try:
         process = subprocess.Popen(
-            [python_binary, str(PROGRAMS[role]), "--channel-fd", str(channel_fd), "--memory-mb", str(memory_mb or 0)],
+            [
+                python_binary,
+                str(PROGRAMS[role]),
+                "--channel-fd",
+                str(channel_fd),
+                "--memory-mb",
+                str(memory_mb or 0),
+                *scratch,
+                *binding_arguments(),
+            ],
             pass_fds=(channel_fd,),
             stdin=subprocess.DEVNULL,
             stdout=stdout_fd,
@@ -295,16 +309,18 @@ def launch(
     memory_mb: int | None,
     *,
     use_zygote: bool = True,
+    scratch_limit_mb: int | None = None,
 ) -> Launched:
-    """Fork from the zygote when possible, else start a fresh process."""
+    """Fork from the zygote when possible, else start a fresh process. A test process's scratch folder (`cwd`)
+    becomes a tmpfs of `scratch_limit_mb` MiB inside its namespaces."""
     if use_zygote:
         client = zygote_for(python_binary)
         if client is not None:
             try:
-                return client.launch(role, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb)
+                return client.launch(role, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb, scratch_limit_mb)
             except LaunchError:
                 pass
-    return launch_fresh(role, python_binary, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb)
+    return launch_fresh(role, python_binary, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb, scratch_limit_mb)
 
 
 def environment_versions(python_binary: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from stages.scheduling import StepPriority, step_priority
+from stages.confinement import DEFAULT_SCRATCH_LIMIT_MB
 from stages.score.engine import StepJob, execute_step
 from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
 from stages.score.script import StepScript
@@ -55,7 +56,13 @@ class StepExecutor(Protocol):
 
 
 def job_for_script(
-    script: StepScript, *, python_binary: str, timeout_seconds: float, memory_mb: int | None, targets_file: Path
+    script: StepScript,
+    *,
+    python_binary: str,
+    timeout_seconds: float,
+    memory_mb: int | None,
+    targets_file: Path,
+    scratch_limit_mb: int = DEFAULT_SCRATCH_LIMIT_MB,
 ) -> StepVerdict | StepJob:
     """The engine's job for a step script, without target values (read from `targets_file` where it runs); an
     eval_error verdict when the official tests cannot be prepared."""
@@ -76,6 +83,7 @@ def job_for_script(
         timeout_seconds=timeout_seconds,
         memory_mb=memory_mb,
         targets_file=str(targets_file.resolve()),
+        scratch_limit_mb=scratch_limit_mb,
     )
 
 

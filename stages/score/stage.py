@@ -31,6 +31,7 @@ from typing import Any, Literal
 from stages import not_scored
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
+from stages.confinement import check_confinement
 from stages.errors import PipelineError
 from stages.fingerprints import FingerprintParts, digest, run_relative, settings_slice
 from stages.pins import pins
@@ -137,7 +138,8 @@ def score_fingerprint_parts(
 @lru_cache(maxsize=8)
 def scoring_library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
     """Versions of the test process's libraries: from package metadata (no import) for this interpreter."""
-    if os.path.realpath(python_binary) != os.path.realpath(sys.executable):
+    # Compared as given, not resolved: a venv's python links to its base interpreter, but has other libraries.
+    if os.path.abspath(python_binary) != os.path.abspath(sys.executable):
         return tuple(sorted(environment_versions(python_binary).items()))
     return tuple(package_versions(LIBRARIES).items())
 
@@ -207,6 +209,8 @@ def plan_steps(
                 versions,
                 settings.step_timeout_seconds,
                 settings.step_memory_mb,
+                settings.scratch_limit_mb,
+                check_confinement("auto", settings.python_binary),
             )
         planned.append(item)
     return planned
@@ -226,6 +230,7 @@ def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) 
         timeout_seconds=settings.step_timeout_seconds,
         memory_mb=settings.step_memory_mb,
         targets_file=Path(targets.path),
+        scratch_limit_mb=settings.scratch_limit_mb,
     )
 
 

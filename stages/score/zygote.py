@@ -1,9 +1,10 @@
 """The warm interpreter (zygote): imports numpy/scipy/sympy once and forks one child per step.
 
-Run by the engine as `python_binary zygote.py <control_fd>` with a scrubbed environment; it never
-sees targets or secrets. Control messages are JSON over an AF_UNIX SOCK_SEQPACKET socket:
+Run by the engine as `python_binary zygote.py <control_fd> [<seccomp binding path>]` with a scrubbed
+environment; it never sees targets or secrets. It loads the seccomp binding and builds the filter once, so every
+child inherits them ready. Control messages are JSON over an AF_UNIX SOCK_SEQPACKET socket:
 
-* engine -> zygote `{"op": "spawn", "id", "role", "cwd", "env", "memory_mb"}` carrying three descriptors
+* engine -> zygote `{"op": "spawn", "id", "role", "cwd", "env", "memory_mb", "scratch_limit_mb"}` carrying three descriptors
   (stdout, stderr, channel) as SCM_RIGHTS; `role` is "test" (the untrusted test process, `harness.py`)
   or "checker" (`checker.py`);
 * zygote -> engine `{"op": "ready", "versions"}`, `{"op": "spawned", "id", "pid"}`,
@@ -12,8 +13,8 @@ sees targets or secrets. Control messages are JSON over an AF_UNIX SOCK_SEQPACKE
 A child starts a new session (its own process group, which the engine kills as a whole), moves to its
 scratch folder, takes its stdout/stderr/channel as fds 1/2/3, closes every other descriptor (including
 the control socket) and replaces its environment. A test child then becomes the supervising parent of
-the confined test process (`confine.supervise`: PID 1 of new namespaces, Landlock, no capabilities,
-memory limit); a checker child confines itself and runs the checker. Children always leave with
+the confined test process (`confine.supervise`: PID 1 of new namespaces, its scratch a size-limited tmpfs,
+Landlock, no capabilities, seccomp, memory limit); a checker child confines itself and runs the checker. Children always leave with
 `os._exit`. The zygote is a child subreaper: an orphan of a step reparented to it is killed. When the
 engine goes away the zygote kills its children's groups and exits. It never runs model code.
 """
@@ -81,7 +82,10 @@ def _run_role(request: dict, read_paths: list[str]) -> int:
         return checker.serve_confined(CHANNEL_FD, memory_mb, read_paths)
     confine = confine_module()
     scratch = request["cwd"]
-    code = confine.supervise(lambda: harness.serve_confined(CHANNEL_FD, memory_mb, read_paths, scratch))
+    scratch_limit_mb = request.get("scratch_limit_mb")
+    code = confine.supervise(
+        lambda: harness.serve_confined(CHANNEL_FD, memory_mb, read_paths, scratch, scratch_limit_mb)
+    )
     confine.exit_like(code)
     return code
 
@@ -122,7 +126,7 @@ def _kill_children(children: set[int]) -> None:
                 pass
 
 
-def serve(control_fd: int) -> None:
+def serve(control_fd: int, seccomp_binding: str | None = None) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
         sys.path.insert(0, here)
@@ -133,6 +137,7 @@ def serve(control_fd: int) -> None:
     import harness  # noqa: F401
 
     confine = child_runtime.confine_module()
+    confine.prepare_seccomp(seccomp_binding)
     read_paths = child_runtime.sandbox_read_paths()
     confine._libc().prctl(confine.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=control_fd)
@@ -195,4 +200,4 @@ def _serve_requests(control: socket.socket, wake_read: int, children: set[int], 
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)

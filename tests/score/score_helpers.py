@@ -45,6 +45,7 @@ def make_job(
     deps: str | None = None,
     tests: tuple[str, ...] | None = None,
     carry: Carry = DEFAULT_CARRY,
+    python_binary: str = sys.executable,
 ) -> StepJob:
     codes = dict(reference_codes(prob), **(codes or {}))
     index = next(i for i, step in enumerate(prob.steps) if step.step_id == step_id)
@@ -60,7 +61,7 @@ def make_job(
         tests=rewrite_tests(test_sources, script.deps if deps is None else deps),
         modules=imported_modules([script.deps, *test_sources]),
         target_pickles=tuple(pickles),
-        python_binary=sys.executable,
+        python_binary=python_binary,
         timeout_seconds=timeout,
         memory_mb=memory_mb,
         targets_file=str(targets.resolve()),

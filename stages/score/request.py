@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from stages.scheduling import StepPriority, step_priority
 from stages.confinement import DEFAULT_SCRATCH_LIMIT_MB
+from stages.scheduling import StepPriority, step_priority
 from stages.score.engine import StepJob, execute_step
 from stages.score.rewrite import RewriteError, imported_modules, rewrite_tests
 from stages.score.script import StepScript

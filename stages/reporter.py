@@ -338,7 +338,10 @@ class ProgressReporter(ConsoleReporter):
             problems = snapshot.problems or max([len(tally.seen) for tally in tallies.values()], default=0)
             counts = {
                 name: StageCount(
-                    tally.finished, tally.done + tally.failed, self._planned_total(name, len(tally.seen), problems)
+                    tally.finished,
+                    tally.done + tally.failed,
+                    self._planned_total(name, len(tally.seen), problems),
+                    tally.failed + (snapshot.generations_failed if name == "generate" else 0),
                 )
                 for name, tally in tallies.items()
             }

@@ -337,8 +337,8 @@ def _tool_code(arguments: Any) -> str:
     if not isinstance(arguments, str):
         return json.dumps(arguments)
     try:
-        parsed = json.loads(arguments)
-    except ValueError:
+        parsed = json.loads(arguments, strict=False)  # as the code interpreter reads them
+    except (ValueError, RecursionError):
         return arguments
     return parsed["code"] if isinstance(parsed, dict) and isinstance(parsed.get("code"), str) else arguments
 

@@ -178,12 +178,38 @@ def targets_reasons(settings: Settings) -> list[str]:
 
 
 def run_preflight(settings: Settings) -> None:
-    """The checks before the first model call (stages.preflight); one line each."""
-    from stages.command_line import generation_only
+    """The checks before the first model call, one line each: the Dask scheduler when scores will run on it, the
+    endpoint when a model will be called (stages.endpoint_preflight), the sandbox and the targets
+    (stages.preflight)."""
+    from stages.command_line import rescore_only
+    from stages.endpoint_preflight import check_endpoint, check_scheduler
     from stages.preflight import check_before_generation
 
-    for line in check_before_generation(settings, generation_only(sys.argv[1:])):
+    argv = sys.argv[1:]
+    lines: list[str] = []
+    if remote_scores_pending(settings):
+        lines += [line for line in (check_scheduler(settings),) if line]
+    pending = problems_to_generate(settings)
+    if pending and not rescore_only(argv):
+        lines += check_endpoint(settings)
+    if pending:
+        lines += check_before_generation(settings, generation_only(argv))
+    for line in lines:
         print(f"preflight: {line}")
+
+
+def remote_scores_pending(settings: Settings) -> bool:
+    """True when this command will score some problem on a Dask scheduler= (whose reachability is then checked)."""
+    from stages.select import selected_problem_ids
+
+    if settings.executor != "dask" or not settings.scheduler or generation_only(sys.argv[1:]):
+        return False
+    return any(not score_is_current(settings, pid) for pid in selected_problem_ids(settings) or ())
+
+
+def preflight_is_up_to_date(settings: Settings) -> bool:
+    """No model will be called (every selected generation is current) and no score will run on a remote scheduler."""
+    return nothing_to_generate(settings) and not remote_scores_pending(settings)
 
 
 def problems_to_generate(settings: Settings) -> list[str] | None:
@@ -208,7 +234,8 @@ def preflight_reasons(settings: Settings) -> list[str]:
     pending = problems_to_generate(settings)
     if pending is None:
         return ["no current selection.json yet (select runs first)"]
-    return [f"problems to generate: {', '.join(pending)}"]
+    scheduler = [f"scores will run on scheduler={settings.scheduler}"] if remote_scores_pending(settings) else []
+    return ([f"problems to generate: {', '.join(pending)}"] if pending else []) + scheduler
 
 
 # ---------------------------------------------------------------------------
@@ -217,11 +244,16 @@ def preflight_reasons(settings: Settings) -> list[str]:
 
 
 def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> object:
+    """`run_generate_attempts`; a problem whose generation ended in error is counted as failed in the live view."""
+    from stages.activity import ACTIVITY
     from stages.generate.stage import run_generate_attempts
 
     if not generation_only(sys.argv[1:]):
         warm_up_later_stages(settings)
-    return run_generate_attempts(settings, problem_id, priority)
+    outcome = run_generate_attempts(settings, problem_id, priority)
+    if "error" in outcome["attempts"]:
+        ACTIVITY.add_generation_failure(problem_id)
+    return outcome
 
 
 def warm_up_later_stages(settings: Settings) -> None:
@@ -292,6 +324,14 @@ def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any]:
     outcome = run_score(settings, problem_id)
     ACTIVITY.add_scored(problem_id, outcome["passed"], outcome["scored"])
     return outcome
+
+
+def score_is_current(settings: Settings, problem_id: str) -> bool:
+    """Whether `details/<id>.json` carries the current score fingerprint (nothing published)."""
+    from stages.artifacts import is_current
+    from stages.score.stage import score_fingerprint
+
+    return is_current(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
 
 
 def details_current(settings: Settings, problem_id: str) -> bool:
@@ -417,7 +457,7 @@ def run_failure(settings: Settings) -> TaskFailed | None:
 DOWNLOAD = Stage("download", run_download, download_is_current, download_artifacts)
 SELECT = Stage("select", run_select, selection_is_current, select_artifacts)
 TARGETS = Stage("targets", run_targets, targets_are_available, targets_artifacts, targets_reasons)
-PREFLIGHT = Stage("preflight", run_preflight, nothing_to_generate, other_reasons=preflight_reasons)
+PREFLIGHT = Stage("preflight", run_preflight, preflight_is_up_to_date, other_reasons=preflight_reasons)
 GENERATE = Stage(
     "generate", run_generate, generations_are_current, generate_artifacts, generate_reasons, per_problem=True
 )

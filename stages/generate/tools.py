@@ -387,10 +387,11 @@ def run_in_sandbox(code: str, settings: Settings) -> ToolOutcome:
 
 
 def parse_code_argument(arguments: str) -> str:
-    """The `code` argument of a code_interpreter call; ValueError with a message for the model."""
+    """The `code` argument of a code_interpreter call; ValueError with a message for the model. Control characters
+    inside strings are accepted (llama-cpp-python's function-calling format writes the code's line breaks raw)."""
     try:
-        parsed = json.loads(arguments) if arguments and arguments.strip() else None
-    except ValueError as error:
+        parsed = json.loads(arguments, strict=False) if arguments and arguments.strip() else None
+    except (ValueError, RecursionError) as error:  # nesting too deep for the parser is invalid too
         raise ValueError(f'the arguments are not valid JSON ({error}); send {{"code": "..."}}') from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("code"), str):
         raise ValueError('the arguments must be a JSON object with a string field "code"')

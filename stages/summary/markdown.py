@@ -12,6 +12,7 @@ from stages.results import CELL_STATUSES, ToolStats
 from stages.summary.metrics import (
     InspectView,
     Metrics,
+    behaved_as_naive,
     field_metrics,
     grouped_metrics,
     inspect_view,
@@ -221,10 +222,19 @@ def _failed_step_lines(rows: Sequence[ProblemRow]) -> list[str]:
     return lines + [""]
 
 
-def _tool_lines(rows: Sequence[ProblemRow], attempts: int) -> list[str]:
+NAIVE_BEHAVIOUR_LINE = (
+    "**tool_use behaved as naive**: the model made no tool call in {calls} model calls. A server whose chat "
+    "template ignores `tools` does this; see README, Local servers (`tool_choice=code_interpreter` forces the "
+    "first call of each step)."
+)
+
+
+def _tool_lines(rows: Sequence[ProblemRow], attempts: int, mode: str) -> list[str]:
     scored = tool_totals(rows)
     every = sum((row.tools for row in rows), ToolStats())
     lines = ["## Tool use", ""]
+    if behaved_as_naive(rows, mode):
+        return lines + [NAIVE_BEHAVIOUR_LINE.format(calls=total_usage(rows)["calls"]), ""]
     if every.calls == 0:
         return lines + ["No tool calls in this run.", ""]
     header = ("scope", "calls", "ok", "error", "timeout", "sandbox_error", "other")
@@ -310,13 +320,14 @@ def one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _usage_lines(usage: Mapping[str, int], latency: float, total_problems: int) -> list[str]:
+def _usage_lines(usage: Mapping[str, int], latency: float, total_problems: int, concurrency: int) -> list[str]:
     rows = [
         ("input tokens", usage["input_tokens"]),
         ("output tokens", usage["output_tokens"]),
         ("total tokens", usage["total_tokens"]),
         ("model calls", usage["calls"]),
-        ("model latency (s, summed over calls)", f"{latency:.1f}"),
+        ("model latency (s, summed over calls; time queued in the server included)", f"{latency:.1f}"),
+        ("concurrency (model calls in flight at most)", concurrency),
         ("problems reporting usage", f"{usage['problems_reporting']}/{total_problems}"),
     ]
     return ["## Token usage and model latency", ""] + markdown_table(("quantity", "total"), rows, (False, True)) + [""]
@@ -421,8 +432,8 @@ def render_markdown(
     lines += _failed_lines(rows)
     lines += _failed_step_lines(rows)
     lines += _problem_lines(rows)
-    lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows))
-    lines += _tool_lines(rows, settings.attempts)
+    lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows), settings.concurrency)
+    lines += _tool_lines(rows, settings.attempts, settings.mode)
     lines += _plot_lines(plot_names)
     lines += _definitions_lines()
     return "\n".join(lines)

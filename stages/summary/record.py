@@ -9,6 +9,7 @@ from stages.config import Settings
 from stages.results import ToolStats
 from stages.summary.markdown import one_line
 from stages.summary.metrics import (
+    behaved_as_naive,
     field_metrics,
     grouped_metrics,
     inspect_view,
@@ -94,9 +95,11 @@ def summary_record(
         ],
         "usage": total_usage(rows),
         "latency_s": total_latency(rows),
+        "concurrency": settings.concurrency,
         "tool_use": {
             "attempt_scored": tool_totals(rows).to_record(),
             "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record(),
+            "behaved_as_naive": behaved_as_naive(rows, settings.mode),
         },
         "plots": list(plot_names),
         "attempts": dict(attempts) if attempts is not None else None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -267,3 +268,61 @@ def test_tool_use_that_never_calls_a_tool_says_it_behaved_as_naive(
     assert "concurrency (model calls in flight at most)" in markdown
     assert load_json(summary_file(run, "json"))["tool_use"]["behaved_as_naive"] is True
     assert PROBE_REPLY.text == "ok" and model.probes == 2  # the plain probe and the one with tools
+
+
+def test_the_readme_lists_every_exit_code() -> None:
+    from stages.exit_codes import EXIT_CODES
+    from tests.pipeline_support import PROJECT_ROOT
+
+    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    listed = " ".join(readme.split("- **Exit codes**", 1)[1].split("\n- ", 1)[0].split())
+    assert len({code.code for code in EXIT_CODES}) == len(EXIT_CODES)
+    for code in EXIT_CODES:
+        assert f" {code.code} " in f" {listed} ", f"exit code {code.code} ({code.meaning}) is not in the README"
+
+
+@pytest.mark.slow
+def test_a_server_that_restarts_mid_run_is_waited_for(workdir: Path, staged_data_dir: Path, dev_targets: Path) -> None:
+    """The server goes away after the first answer and is back 4 s later on the same port: nothing fails."""
+    problems = ("1", "3", "4", "19")
+    model = ScriptedModel(steps_of(staged_data_dir, problems, "validation"), stall_seconds=0.5)
+    server = ModelServer(model).start()
+    port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+    restarted: list[ModelServer] = []
+
+    def restart() -> None:
+        deadline = time.monotonic() + 120
+        while model.total() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server.stop()
+        time.sleep(4)
+        restarted.append(ModelServer(model, port=port).start())
+
+    watcher = threading.Thread(target=restart, daemon=True)
+    watcher.start()
+    try:
+        result = run_doit(
+            workdir,
+            *data_args(staged_data_dir, dev_targets),
+            "split=validation",
+            f"sample_ids={','.join(problems)}",
+            *model_args(server, mode="naive", concurrency="1", server_wait_seconds="60"),
+            api_key=TEST_API_KEY,
+        )
+    finally:
+        watcher.join(timeout=130)
+        for again in restarted:
+            again.stop()
+    assert_ok(result)
+    run = run_dir(workdir, "acme-coder-1", "validation-naive-bg")
+    generations = [load_json(path) for path in sorted((run / "generations").glob("*.json"))]
+    assert len(generations) == len(problems) and all(g["status"] == "complete" for g in generations)
+    waits = [
+        retry["error"]
+        for g in generations
+        for step in g["steps"]
+        for call in step["trajectory"]["calls"]
+        for retry in call["retry_log"]
+    ]
+    assert waits and all("cannot reach" in error or "Connection" in error for error in waits), waits
+    assert load_json(summary_file(run, "json"))["failed_problems"] == []

@@ -487,7 +487,8 @@ class ModelClient:
                 response = self._attempt(messages, tools, step_id, tool_choice, max_tokens, tuple(state.retries))
             except Exception as error:  # classify_failure re-raises anything that is not an API failure
                 failure = self._classified(error)
-                if not state.cap_switched and self._switch_cap_name(failure):
+                cap_sent = max_tokens is not None or self.settings.max_tokens is not None
+                if cap_sent and not state.cap_switched and self._switch_cap_name(failure):
                     state.cap_switched = True
                     continue
                 delay = self._retry_delay(failure, error, state)
@@ -524,16 +525,13 @@ class ModelClient:
 
     def _switch_cap_name(self, failure: ModelCallError) -> bool:
         """A server that refuses the output cap's name (naming it as unsupported) gets the other chat name."""
-        if self.protocol != "openai-chat" or failure.kind != "rejected" or not self._cap_sent():
+        if self.protocol != "openai-chat" or failure.kind != "rejected":
             return False
         message = failure.detail.lower()
         if self.cap_name not in message or not any(word in message for word in UNSUPPORTED_WORDS):
             return False
         self.cap_name = "max_tokens" if self.cap_name == "max_completion_tokens" else "max_completion_tokens"
         return True
-
-    def _cap_sent(self) -> bool:
-        return self.settings.max_tokens is not None
 
     def _retry_delay(self, failure: ModelCallError, error: Exception, state: _RetryState) -> float | None:
         """Seconds to wait before asking again; None when the failure is final."""
@@ -630,7 +628,7 @@ class ModelClient:
                 f"gave up after {len(retries) + 1} attempts: the server was unavailable for {wait:g} s "
                 f"(server_wait_seconds): {message}"
             )
-        elif failure.kind == "transient":
+        elif failure.kind == "transient" and retries:
             message = f"gave up after {len(retries) + 1} attempts: {message}"
         return failure.with_retries(message, retries)
 

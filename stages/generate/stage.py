@@ -334,6 +334,7 @@ class ProblemRun:
                 "api_protocol": self.settings.api_protocol,
                 "with_background": self.settings.with_background,
                 "carry": self.settings.carry,
+                "concurrency": self.settings.concurrency,
                 "error": error,
                 "usage": usage.to_record(calls=calls),
                 "latency_s": round(sum(step["latency_s"] for step in self.steps), 6),

@@ -590,5 +590,7 @@ def test_a_generation_that_ended_in_error_is_never_counted_as_generated() -> Non
         reporter.add_success(task)
     text = reporter.live_status().text()
     assert text.startswith("generated 0/3 (3 failed), scored 0/3") and "generated 3/3" not in stream.getvalue()
+    reporter.complete_run()
+    assert "generate   3/3 done, 0 up-to-date, 0 failed (3 done with a generation error)  [00:00]" in lines_of(stream)
     assert StageCount(3, 3, 3, failed=3).text("generated") == "generated 0/3 (3 failed)"
     assert StageCount(2, 2, 3).text("generated") == "generated 2/3"

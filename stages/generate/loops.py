@@ -9,8 +9,11 @@ tool_use: every tool call of a response is answered, in order; a final answer wi
 fence, and not Python that defines the step's name) gets one reminder; after `tool_use_max_loops`
 model calls, one last call without tools asks for the final code. A step that still has no code is
 "no_code" and the problem goes on. `tool_choice` (when set) goes with every call that offers tools; a
-forcing choice (`required`, or a tool's name) only with the first call of each step, later calls use
-`auto`, so that the model can answer.
+forcing choice (`required`, or a tool's name) only with the first call of each step: later calls send
+none, which the API defines as `auto`, so that the model can answer. (An explicit `auto` would be the
+same for OpenAI, vLLM and llama.cpp's server; llama-cpp-python's function-calling format ignores the
+output cap under an explicit `auto` and answers until its context is full, and without one it answers
+as a plain chat, capped.)
 
 A prompt that does not fit the server's context ends the step as "context_exceeded": asking again
 would send the same prompt (the stage records the problem's later steps as not generated).
@@ -45,11 +48,10 @@ NON_FORCING_TOOL_CHOICES = ("auto", "none")
 
 
 def tool_choice_for_call(setting: str, call_index: int) -> str | None:
-    """The tool_choice of a step's call number `call_index` (0-based) that offers tools; None: not sent."""
-    if not setting:
+    """The tool_choice of a step's call number `call_index` (0-based) that offers tools; None: not sent (the
+    API's default with tools: auto)."""
+    if not setting or (setting not in NON_FORCING_TOOL_CHOICES and call_index > 0):
         return None
-    if setting not in NON_FORCING_TOOL_CHOICES and call_index > 0:
-        return "auto"
     return setting
 
 

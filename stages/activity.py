@@ -5,7 +5,8 @@ One process-wide `ACTIVITY` (doit runs every task in threads of one process):
 * gauges, held with `ACTIVITY.busy(gauge)` around the work they count: `model_calls` (requests in
   flight, stages.generate.client) and `test_processes` (test processes running on this machine,
   stages.score.executor's local executor);
-* tallies: the number of problems the task graph holds (set when the problem tasks are created) and
+* tallies: the number of problems the task graph holds (set when the problem tasks are created), the
+  problems whose generation ended in error although their task finished (`add_generation_failure`), and
   the scored steps of attempt 0 of every problem scored or found up to date (`add_scored`);
 * the problems whose scoring failed (`add_not_scored`): their tasks succeed for doit (so that the summary
   still runs), and the reporter shows them as failed.
@@ -32,6 +33,7 @@ class ActivitySnapshot:
     test_processes: int  # test processes running here
     steps_passed: int  # scored steps that passed (attempt 0), over the problems counted so far
     steps_scored: int  # scored steps (attempt 0; prefilled steps excluded)
+    generations_failed: int = 0  # problems whose generation task finished with a generation error
 
     @property
     def pass_rate(self) -> float | None:
@@ -45,6 +47,7 @@ class Activity:
         self._problems: int | None = None
         self._scored: dict[str, tuple[int, int]] = {}
         self._not_scored: dict[str, tuple[str, str | None]] = {}
+        self._generation_failures: set[str] = set()
 
     @contextmanager
     def busy(self, gauge: Gauge) -> Iterator[None]:
@@ -75,6 +78,11 @@ class Activity:
         with self._lock:
             return self._not_scored.get(problem_id)
 
+    def add_generation_failure(self, problem_id: str) -> None:
+        """A problem whose generation task finished but recorded a generation error (the model call failed)."""
+        with self._lock:
+            self._generation_failures.add(problem_id)
+
     def snapshot(self) -> ActivitySnapshot:
         with self._lock:
             return ActivitySnapshot(
@@ -83,6 +91,7 @@ class Activity:
                 test_processes=self._gauges["test_processes"],
                 steps_passed=sum(passed for passed, _ in self._scored.values()),
                 steps_scored=sum(scored for _, scored in self._scored.values()),
+                generations_failed=len(self._generation_failures),
             )
 
 

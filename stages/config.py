@@ -45,9 +45,14 @@ CONFINEMENT_POLICIES: tuple[str, ...] = ("auto", "required")
 TOOLS: tuple[str, ...] = ("code_interpreter",)
 BUILTIN_MODELS: tuple[str, ...] = ("gold", "replay:<file.json>")
 PARAM_BLOCKS: tuple[str, ...] = ("benchmark_params", "harness_params")
+# Request fields the harness owns: the prompt and conversation, the tools and how they are chosen (the tool_choice
+# setting), one answer per call, no streaming. Everything else in model_params is passed through as given.
 RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
-    {"model", "messages", "input", "tools", "tool_choice", "stream", "instructions", "previous_response_id"}
+    {"model", "messages", "input", "instructions", "previous_response_id", "tools", "tool_choice", "n", "stream"}
 )
+# The output cap under each protocol's names: passed through from model_params unless `max_tokens=` is set.
+OUTPUT_CAP_PARAMS: tuple[str, ...] = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+TOOL_CHOICE_MODES: tuple[str, ...] = ("auto", "none", "required")
 CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
 
 
@@ -62,8 +67,12 @@ class Settings:
     api_protocol: ApiProtocol = "openai-chat"
     api_key_env: str = "OPENAI_API_KEY"
     model_params: Mapping[str, Any] = field(default_factory=dict)
+    max_tokens: int | None = None
+    tool_choice: str = ""
     request_timeout_seconds: float = 600.0
     max_retries: int = 6
+    server_wait_seconds: float = 300.0
+    check_model: bool = True
     split: Split = "all"
     category: tuple[str, ...] = ("all",)
     sample_ids: tuple[str, ...] = ()
@@ -164,10 +173,16 @@ class Settings:
         path = Path(self.h5py_file)
         return path if path.is_absolute() else Path(self.data_dir) / path
 
+    def stage_inputs(self, stage: Stage) -> tuple[str, ...]:
+        """The settings that change `stage`'s output: STAGE_INPUTS, and the OPTIONAL_STAGE_INPUTS in effect (a
+        setting added later enters only when set, so artifacts written before it existed stay current)."""
+        optional = OPTIONAL_STAGE_INPUTS.get(stage, {})
+        return STAGE_INPUTS[stage] + tuple(name for name, in_effect in optional.items() if in_effect(self))
+
     def fingerprint(self, stage: Stage) -> str:
         """sha256 over exactly the settings that change `stage`'s output."""
         return fingerprint(
-            {"stage": stage, **{name: _jsonable(getattr(self, name)) for name in stage_inputs(self, stage)}}
+            {"stage": stage, **{name: _jsonable(getattr(self, name)) for name in self.stage_inputs(stage)}}
         )
 
     def redacted(self) -> dict[str, Any]:
@@ -202,20 +217,18 @@ STAGE_INPUTS: dict[str, tuple[str, ...]] = {
 }
 # Settings that enter a stage's fingerprint only where they apply and differ from their default, so that artifacts
 # written before the setting existed stay current (a generation is never re-billed for it).
-CONDITIONAL_STAGE_INPUTS: dict[str, dict[str, Callable[[Settings], bool]]] = {
-    # The snippets' scratch limit shapes what a model sees from its tool calls (only local snippets have it).
+OPTIONAL_STAGE_INPUTS: dict[str, dict[str, Callable[[Settings], bool]]] = {
     "generate": {
-        "scratch_limit_mb": lambda s: (
-            s.mode == "tool_use" and not s.sandbox_url and s.scratch_limit_mb != DEFAULT_SCRATCH_LIMIT_MB
-        )
+        "max_tokens": lambda settings: settings.max_tokens is not None,
+        "tool_choice": lambda settings: bool(settings.tool_choice) and settings.mode == "tool_use",
+        # The snippets' scratch limit shapes what a model sees from its tool calls (only local snippets have it).
+        "scratch_limit_mb": lambda settings: (
+            settings.mode == "tool_use"
+            and not settings.sandbox_url
+            and settings.scratch_limit_mb != DEFAULT_SCRATCH_LIMIT_MB
+        ),
     },
 }
-
-
-def stage_inputs(settings: Settings, stage: str) -> tuple[str, ...]:
-    """The names of the settings `stage`'s fingerprint covers for these settings."""
-    conditional = CONDITIONAL_STAGE_INPUTS.get(stage, {})
-    return STAGE_INPUTS[stage] + tuple(name for name, applies in conditional.items() if applies(settings))
 
 
 # ---------------------------------------------------------------------------
@@ -352,6 +365,26 @@ def _model_params(name: str, value: Any) -> dict[str, Any]:
     return params
 
 
+def _optional_cap(name: str, value: Any) -> int | None:
+    """Unset (None, or an empty string on the command line) or a whole number of tokens >= 1."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return int(_to_number(name, value, int, 1, False))
+    except ConfigError:
+        raise _fail(name, value, "a whole number of tokens >= 1, or empty (no cap)") from None
+
+
+def _tool_choice(name: str, value: Any) -> str:
+    """Unset (""), auto, none, required, or the name of a tool (sent in the named-function form)."""
+    text = _to_text(name, value).strip()
+    if text and text not in TOOL_CHOICE_MODES and text not in TOOLS:
+        raise _fail(
+            name, value, "empty (not sent), " + ", ".join(TOOL_CHOICE_MODES) + ", or a tool: " + ", ".join(TOOLS)
+        )
+    return text
+
+
 def _memory_limit(name: str, value: Any) -> int:
     """0 (no limit: none is sent to the sandbox nor set locally) or a whole number of megabytes >= 16."""
     if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
@@ -382,8 +415,12 @@ COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "api_protocol": _to_choice(API_PROTOCOLS),
     "api_key_env": _to_text,
     "model_params": _model_params,
+    "max_tokens": _optional_cap,
+    "tool_choice": _tool_choice,
     "request_timeout_seconds": _number(float, 0, exclusive=True),
     "max_retries": _number(int, 0),
+    "server_wait_seconds": _number(float, 0),
+    "check_model": _to_bool,
     "split": _to_choice(SPLITS),
     "category": _to_str_list,
     "sample_ids": _to_str_list,
@@ -535,6 +572,17 @@ def _check_consistency(settings: Settings) -> None:
         raise ConfigError(
             f"invalid scratch_limit_mb={settings.scratch_limit_mb}: the scratch folder is memory (a tmpfs) and must "
             f"fit in step_memory_mb={settings.step_memory_mb}"
+        )
+    if settings.tool_choice in TOOLS and settings.tool_choice not in settings.tool_names:
+        raise ConfigError(
+            f"invalid tool_choice={settings.tool_choice}: that tool is not enabled (tool_names="
+            f"{','.join(settings.tool_names)})"
+        )
+    caps = [name for name in OUTPUT_CAP_PARAMS if name in settings.model_params]
+    if settings.max_tokens is not None and caps:
+        raise ConfigError(
+            f"invalid model_params: {caps[0]} is set there and by max_tokens={settings.max_tokens}; set the output "
+            "cap in one place (max_tokens= is sent under the name the protocol wants)"
         )
     if settings.run and settings.run != settings.run.strip():
         raise ConfigError(f"invalid run={settings.run!r}: no leading or trailing spaces")

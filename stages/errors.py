@@ -22,3 +22,12 @@ def pipeline_error_names() -> frozenset[str]:
         names.add(error_class.__name__)
         pending.extend(error_class.__subclasses__())
     return frozenset(names)
+
+
+class RunStopped(PipelineError):
+    """A failure that ends the whole run at once with one line and its own exit code (`stages.exit_codes`): an
+    endpoint that cannot serve the run, a key refused mid-run. Work already finished stays saved."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

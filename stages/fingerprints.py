@@ -54,10 +54,8 @@ def digest(value: Any) -> str:
 
 def settings_slice(settings: Settings, stage: Stage) -> dict[str, Any]:
     """The settings `stage`'s fingerprint covers, by name, with the values config.json shows (no secret)."""
-    from stages.config import stage_inputs
-
     shown = settings.redacted()
-    return {name: shown[name] for name in stage_inputs(settings, stage)}
+    return {name: shown[name] for name in settings.stage_inputs(stage)}
 
 
 def run_relative(settings: Settings, path: Path) -> str:

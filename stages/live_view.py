@@ -1,6 +1,10 @@
 """The live view of a run: one status of the problem stages, as a tqdm bar on a terminal or as plain lines.
 
     generated 7/15, scored 4/15, steps passed 12/14 (85.7%), model calls 4, test processes 2, elapsed 00:41, ETA 00:35
+    generated 0/15 (15 failed), scored 15/15, steps passed 0/50 (0.0%), ...
+
+A stage's count is of its problems finished without failure; failures (a task that failed, or a generation that
+ended in error) are counted beside it, so a run whose every model call failed never reads "generated 15/15".
 
 `LiveStatus` is what is shown (built by the reporter from doit's task events and `stages.activity`);
 `LiveView` shows it. On a terminal one tqdm bar (problems finished over problems of the run, both
@@ -36,11 +40,17 @@ def format_elapsed(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class StageCount:
-    """Tasks of one problem stage: finished (any outcome), executed (done or failed) and the run's total."""
+    """Tasks of one problem stage: finished (any outcome), executed (done or failed), the run's total, and how many
+    of the finished ones failed."""
 
     finished: int
     executed: int
     total: int
+    failed: int = 0
+
+    def text(self, verb: str) -> str:
+        failed = f" ({self.failed} failed)" if self.failed else ""
+        return f"{verb} {max(self.finished - self.failed, 0)}/{self.total}{failed}"
 
 
 def estimate_eta(stages: tuple[StageCount, ...], working_seconds: float) -> float | None:
@@ -80,9 +90,9 @@ class LiveStatus:
     def text(self) -> str:
         parts = []
         if self.generated is not None:
-            parts.append(f"generated {self.generated.finished}/{self.generated.total}")
+            parts.append(self.generated.text("generated"))
         if self.scored is not None:
-            parts.append(f"scored {self.scored.finished}/{self.scored.total}")
+            parts.append(self.scored.text("scored"))
             rate = self.activity.pass_rate
             share = f" ({rate:.1%})" if rate is not None else ""
             parts.append(f"steps passed {self.activity.steps_passed}/{self.activity.steps_scored}{share}")

@@ -5,7 +5,8 @@ reporter counts tasks reached so far, executed (`done`), up to date and failed, 
 
     generate   12/15 done, 3 up-to-date, 0 failed  [00:41]
 
-at most every `min_interval_s` per stage (and when another stage takes over while it is idle), each
+at most every `min_interval_s` per stage (and when another stage takes over while it is idle; generate tasks
+that finished with a generation error are said beside: "(2 done with a generation error)"), each
 failure at once with a one-line reason, and at the end a final line per stage, the failures, and
 "nothing to do: everything up to date" when no task ran. A reason is shown once: when fifteen problems
 fail the same way (a wrong model name) or fifteen scoring tasks do not run because their generation
@@ -196,12 +197,15 @@ class StageTally:
     def changed(self) -> bool:
         return self.state != self.printed_state
 
-    def line(self, width: int, now: float) -> str:
+    def line(self, width: int, now: float, generation_errors: int = 0) -> str:
+        """The stage's line; `generation_errors`: done tasks whose generation ended in error (said beside)."""
         end = now if self.running else self.last_event
         text = (
             f"{self.name:<{width}}  {self.done}/{len(self.seen)} done, {self.up_to_date} up-to-date, "
             f"{self.failed} failed"
         )
+        if generation_errors:
+            text += f" ({generation_errors} done with a generation error)"
         if self.ignored:
             text += f", {self.ignored} ignored"
         if self.running:
@@ -290,8 +294,12 @@ class ProgressReporter(ConsoleReporter):
         return max([MIN_STAGE_WIDTH] + [len(name) for name in self._stages])
 
     def _print_stage(self, tally: StageTally, now: float) -> None:
-        self._emit(tally.line(self._width(), now))
+        self._emit(self._stage_line(tally, now))
         tally.printed_state, tally.printed_at = tally.state, now
+
+    def _stage_line(self, tally: StageTally, now: float) -> str:
+        errors = self._activity.snapshot().generations_failed if tally.name == "generate" else 0
+        return tally.line(self._width(), now, errors)
 
     def _report_progress(self, stage: str) -> None:
         """After a finished task: the stage's line when due, and other idle stages' lines not yet shown
@@ -342,7 +350,10 @@ class ProgressReporter(ConsoleReporter):
             problems = snapshot.problems or max([len(tally.seen) for tally in tallies.values()], default=0)
             counts = {
                 name: StageCount(
-                    tally.finished, tally.done + tally.failed, self._planned_total(name, len(tally.seen), problems)
+                    tally.finished,
+                    tally.done + tally.failed,
+                    self._planned_total(name, len(tally.seen), problems),
+                    tally.failed + (snapshot.generations_failed if name == "generate" else 0),
                 )
                 for name, tally in tallies.items()
             }
@@ -507,7 +518,7 @@ class ProgressReporter(ConsoleReporter):
             now = self._clock()
             self._emit(f"== run finished [{format_elapsed(now - self._started)}] ==")
             for tally in self._stages.values():
-                self._emit(tally.line(self._width(), now))
+                self._emit(self._stage_line(tally, now))
                 tally.printed_state, tally.printed_at = tally.state, now
             self._report_failures()
             if self.runtime_errors:

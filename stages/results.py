@@ -344,7 +344,7 @@ def _tool_code(arguments: Any) -> str:
         except (TypeError, ValueError, RecursionError):
             return valid_text(arguments)
     try:
-        parsed = parse_json(arguments, TOOL_ARGUMENTS_READ_CHARS)
+        parsed = parse_json(arguments, TOOL_ARGUMENTS_READ_CHARS, strict=False)  # as the code interpreter reads them
     except UntrustedJSONError:
         return arguments
     return valid_text(parsed["code"]) if isinstance(parsed, dict) and isinstance(parsed.get("code"), str) else arguments

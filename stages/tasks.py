@@ -178,14 +178,34 @@ def targets_reasons(settings: Settings) -> list[str]:
 
 
 def run_preflight(settings: Settings) -> None:
-    """The checks before the first model call (stages.preflight), when a model will be called, then the check of
-    python_binary's environment, when something will run in it; one line each."""
+    """The checks before anything runs, one line each: the Dask scheduler when scores will run on it, the endpoint
+    when a model will be called (stages.endpoint_preflight), the sandbox and the targets, then python_binary's
+    environment when something will run in it (stages.preflight)."""
+    from stages.command_line import rescore_only
+    from stages.endpoint_preflight import check_endpoint, check_scheduler
     from stages.preflight import check_before_generation, check_before_running
 
-    only_generation = generation_only(sys.argv[1:])
-    lines = [] if nothing_to_generate(settings) else check_before_generation(settings, only_generation)
+    argv = sys.argv[1:]
+    only_generation = generation_only(argv)
+    lines: list[str] = []
+    if remote_scores_pending(settings):
+        lines += [line for line in (check_scheduler(settings),) if line]
+    pending = problems_to_generate(settings)
+    if pending and not rescore_only(argv):
+        lines += check_endpoint(settings)
+    if pending:
+        lines += check_before_generation(settings, only_generation)
     for line in lines + check_before_running(settings, only_generation):
         print(f"preflight: {line}")
+
+
+def remote_scores_pending(settings: Settings) -> bool:
+    """True when this command will score some problem on a Dask scheduler= (whose reachability is then checked)."""
+    from stages.select import selected_problem_ids
+
+    if settings.executor != "dask" or not settings.scheduler or generation_only(sys.argv[1:]):
+        return False
+    return any(not score_is_current(settings, pid) for pid in selected_problem_ids(settings) or ())
 
 
 def problems_to_generate(settings: Settings) -> list[str] | None:
@@ -235,10 +255,12 @@ def preflight_reasons(settings: Settings) -> list[str]:
     if pending is None:
         return ["no current selection.json yet (select runs first)"]
     unscored = problems_to_score(settings) or []
+    scheduler = [f"scores will run on scheduler={settings.scheduler}"] if remote_scores_pending(settings) else []
     return [
         "; ".join(
             [f"problems to generate: {', '.join(pending)}"] * bool(pending)
             + [f"problems to score: {', '.join(unscored)}"] * bool(unscored)
+            + scheduler
         )
     ]
 
@@ -249,11 +271,16 @@ def preflight_reasons(settings: Settings) -> list[str]:
 
 
 def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> object:
+    """`run_generate_attempts`; a problem whose generation ended in error is counted as failed in the live view."""
+    from stages.activity import ACTIVITY
     from stages.generate.stage import run_generate_attempts
 
     if not generation_only(sys.argv[1:]):
         warm_up_later_stages(settings)
-    return run_generate_attempts(settings, problem_id, priority)
+    outcome = run_generate_attempts(settings, problem_id, priority)
+    if "error" in outcome["attempts"]:
+        ACTIVITY.add_generation_failure(problem_id)
+    return outcome
 
 
 def warm_up_later_stages(settings: Settings) -> None:
@@ -343,6 +370,14 @@ def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any] | Tas
         return None if runs_summary(sys.argv[1:]) else TaskFailed(failure.line)
     ACTIVITY.add_scored(problem_id, outcome["passed"], outcome["scored"])
     return outcome
+
+
+def score_is_current(settings: Settings, problem_id: str) -> bool:
+    """Whether `details/<id>.json` carries the current score fingerprint (nothing published)."""
+    from stages.artifacts import is_current
+    from stages.score.stage import score_fingerprint
+
+    return is_current(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
 
 
 def details_current(settings: Settings, problem_id: str) -> bool:

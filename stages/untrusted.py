@@ -84,14 +84,15 @@ class UntrustedJSONError(ValueError):
     """Untrusted JSON text that is not accepted: too long, too deeply nested, or not JSON (one line)."""
 
 
-def parse_json(text: str, max_chars: int) -> Any:
+def parse_json(text: str, max_chars: int, *, strict: bool = True) -> Any:
     """`json.loads` of untrusted `text`, never another exception: UntrustedJSONError when `text` is longer than
-    `max_chars` characters, nested deeper than the parser allows (RecursionError) or not valid JSON. Strings in
-    the result may hold lone surrogates (from `\\ud800` escapes): pass what is kept through `valid_text`."""
+    `max_chars` characters, nested deeper than the parser allows (RecursionError) or not valid JSON (with
+    `strict=False`, raw control characters inside strings are valid). Strings in the result may hold lone
+    surrogates (from `\\ud800` escapes): pass what is kept through `valid_text`."""
     if len(text) > max_chars:
         raise UntrustedJSONError(f"{len(text)} characters, more than the {max_chars} accepted")
     try:
-        return json.loads(text)
+        return json.loads(text, strict=strict)
     except ValueError as error:
         raise UntrustedJSONError(f"not valid JSON ({error})") from None
     except (RecursionError, MemoryError):

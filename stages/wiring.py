@@ -17,10 +17,12 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
+from stages import live_processes
 from stages.command_line import requested_tasks, runs_tasks
 from stages.config import ConfigError, Settings, load_settings
 from stages.confinement import ConfinementUnavailable, check_confinement
-from stages.errors import PipelineError
+from stages.errors import PipelineError, RunStopped
+from stages.exit_codes import CONFIG_ERROR, RUN_LOCKED, UNWRITABLE
 from stages.interrupts import exit_now, on_exit_now
 from stages.scheduling import ExpectedWork, generation_order
 
@@ -59,11 +61,11 @@ def settings_or_exit() -> Settings:
             atexit.register(lock.release)
         return settings
     except (ConfigError, ConfinementUnavailable) as error:
-        _exit_with_line(f"config error: {error}", 3)
+        _exit_with_line(f"config error: {error}", CONFIG_ERROR.code)
     except RunLocked as error:
-        _exit_with_line(str(error), 4)
+        _exit_with_line(str(error), RUN_LOCKED.code)
     except OSError as error:
-        _exit_with_line(unwritable_line(error), 5)
+        _exit_with_line(unwritable_line(error), UNWRITABLE.code)
     raise AssertionError("unreachable")
 
 
@@ -131,6 +133,8 @@ def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed
     def action() -> TaskFailed | None:
         try:
             outcome = function(*args)
+        except RunStopped as error:
+            end_run(str(error), error.exit_code)
         except PipelineError as error:
             return TaskFailed(f"{type(error).__name__}: {error}")
         except OSError as error:
@@ -146,7 +150,16 @@ def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed
 def end_run_with_config_error(error: ConfigError) -> None:
     """During the run (tasks may be running in other threads): one line, the lock released, exit 3 at once."""
     print(f"scicode: config error: {error}", file=sys.stderr)
-    exit_now(3)
+    exit_now(CONFIG_ERROR.code)
+
+
+def end_run(line: str, code: int) -> None:
+    """A failure that stops the whole run (an endpoint that cannot serve it, a key refused mid-run), while tasks
+    may be running in other threads: every test process and snippet is stopped, nothing cut short is saved
+    (finished work is), one line, the lock released, exit `code` at once."""
+    live_processes.abort_all()
+    print(f"scicode: {line}", file=sys.stderr)
+    exit_now(code)
 
 
 def check_requested_problems(settings: Settings, selected: list[str] | None) -> None:

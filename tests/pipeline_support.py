@@ -85,6 +85,14 @@ def steps_of(data_dir: Path, problem_ids: Iterable[str], split: str = "all") -> 
     }
 
 
+def is_preflight_probe(request: ModelRequest) -> bool:
+    """A request of the endpoint preflight (stages.endpoint_preflight): one short user message, no step prompt."""
+    return not any(NEXT_STEP_MARKER in (message.get("content") or "") for message in request.messages)
+
+
+PROBE_REPLY = ModelReply(text="ok", prompt_tokens=8, completion_tokens=1)
+
+
 def next_step_block(request: ModelRequest) -> str:
     """The next-step part of the step prompt (the last user message holding it)."""
     for message in reversed(request.messages):
@@ -148,7 +156,8 @@ def text_reply(text: str) -> ModelReply:
 class ScriptedModel:
     """A responder that answers each step from a table of step id -> reply (default: the reference code).
 
-    Records the step id of every request in `asked`; rejects requests without the expected bearer key.
+    Records the step id of every request in `asked` (the preflight's probes in `probes`); rejects requests without
+    the expected bearer key.
     """
 
     def __init__(
@@ -167,6 +176,7 @@ class ScriptedModel:
         self.stall_seconds = stall_seconds
         self.asked: list[str] = []
         self.unauthorized = 0
+        self.probes = 0
         self._lock = threading.Lock()
 
     def __call__(self, request: ModelRequest) -> Reply:
@@ -174,6 +184,10 @@ class ScriptedModel:
             with self._lock:
                 self.unauthorized += 1
             return ErrorReply(401, "invalid api key", code="invalid_api_key")
+        if is_preflight_probe(request):
+            with self._lock:
+                self.probes += 1
+            return PROBE_REPLY
         step_id = step_asked(request, self.steps)
         with self._lock:
             self.asked.append(step_id)

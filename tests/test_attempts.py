@@ -26,6 +26,7 @@ from stages.generate.server import ModelReply, ModelRequest, ModelServer
 from stages.generate.stage import generation_path, generations_current
 from stages.paths import DataPaths
 from stages.problems import Step, load_problems
+from tests.pipeline_support import PROBE_REPLY, is_preflight_probe
 from tests.run_files import summary_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -94,6 +95,8 @@ class AttemptModel:
 
     def __call__(self, request: ModelRequest) -> ModelReply:
         assert request.headers.get("authorization") == f"Bearer {API_KEY}"
+        if is_preflight_probe(request):
+            return PROBE_REPLY
         step_id = self.step_of(request)
         with self._lock:
             attempt = min(self.asked[step_id], len(WRONG_IN_ATTEMPT) - 1)

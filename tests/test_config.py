@@ -200,3 +200,52 @@ def test_relative_h5py_file_resolves_under_data_dir(tmp_path: Path) -> None:
     assert settings.explicit_targets_file() == Path("d/targets/t.h5")
     absolute = os.path.abspath("/x/t.h5")
     assert load_settings({"h5py_file": absolute}, cwd=tmp_path).explicit_targets_file() == Path(absolute)
+
+
+def test_server_settings_are_validated_in_one_line(tmp_path: Path) -> None:
+    settings = load_settings(
+        {"model": "m", "max_tokens": "128", "tool_choice": "code_interpreter", "server_wait_seconds": "60"},
+        cwd=tmp_path,
+    )
+    assert (settings.max_tokens, settings.tool_choice, settings.server_wait_seconds) == (128, "code_interpreter", 60.0)
+    assert (
+        settings.check_model is True
+        and load_settings({"model": "m", "max_tokens": ""}, cwd=tmp_path).max_tokens is None
+    )
+    for name, value, expected in (
+        ("max_tokens", "0", "a whole number of tokens >= 1"),
+        ("tool_choice", "python", "auto, none, required, or a tool: code_interpreter"),
+        ("server_wait_seconds", "-1", ">= 0"),
+        ("check_model", "maybe", "true or false"),
+    ):
+        with pytest.raises(ConfigError, match=f"invalid {name}=") as raised:
+            load_settings({"model": "m", name: value}, cwd=tmp_path)
+        assert expected in str(raised.value)
+    with pytest.raises(ConfigError, match="max_tokens is set there and by max_tokens=128"):
+        load_settings({"model": "m", "max_tokens": "128", "model_params": '{"max_tokens": 64}'}, cwd=tmp_path)
+    assert load_settings({"model": "m", "model_params": '{"max_tokens": 64}'}, cwd=tmp_path).model_params == {
+        "max_tokens": 64
+    }
+    for owned in ("tool_choice", "n", "stream", "tools", "messages"):
+        with pytest.raises(ConfigError, match="invalid model_params="):
+            load_settings({"model": "m", "model_params": json.dumps({owned: 1})}, cwd=tmp_path)
+
+
+def test_new_generation_settings_enter_the_fingerprint_only_when_set(tmp_path: Path) -> None:
+    base = load_settings({"model": "m"}, cwd=tmp_path)
+    assert "max_tokens" not in base.stage_inputs("generate") and "tool_choice" not in base.stage_inputs("generate")
+    # Unset, they leave the fingerprint of a run made before they existed (the value main computed before them).
+    assert base.fingerprint("generate") == "5f5711c1f4c93faa5caad0bf784f5e264f98413fec3f441103ee7f2929f8ca1e"
+    waits = load_settings({"model": "m", "server_wait_seconds": "5", "check_model": "false"}, cwd=tmp_path)
+    assert waits.fingerprint("generate") == base.fingerprint("generate")  # how to reach a server, not what it says
+    capped = load_settings({"model": "m", "max_tokens": "128"}, cwd=tmp_path)
+    chosen = load_settings({"model": "m", "tool_choice": "auto"}, cwd=tmp_path)
+    assert len({base.fingerprint("generate"), capped.fingerprint("generate"), chosen.fingerprint("generate")}) == 3
+    naive = load_settings({"model": "m", "mode": "naive"}, cwd=tmp_path)
+    naive_chosen = load_settings({"model": "m", "mode": "naive", "tool_choice": "auto"}, cwd=tmp_path)
+    assert naive.fingerprint("generate") == naive_chosen.fingerprint("generate")  # no tools, no effect
+    from stages.fingerprints import settings_slice
+
+    assert (
+        "max_tokens" not in settings_slice(base, "generate") and settings_slice(capped, "generate")["max_tokens"] == 128
+    )

@@ -25,6 +25,7 @@ from pathlib import Path
 import h5py
 import pytest
 
+from stages.exit_codes import MODEL_NOT_SERVED
 from stages.generate.builtin import LATENCY_VARIABLE
 from stages.generate.server import ErrorReply, ModelRequest, Reply
 from stages.paths import DataPaths
@@ -538,19 +539,16 @@ def test_wrong_model_name_stops_the_run_with_one_line(
         "split=validation",
         api_key=TEST_API_KEY,
     )
-    assert result.returncode != 0, output_of(result)
-    aborted = [line for line in result.stderr.splitlines() if line.startswith("FAILED generate:")]
-    assert len(aborted) == 1, result.stderr  # one line, not one per problem
-    assert "model=gpt-typo" in aborted[0] and "HTTP 404" in aborted[0] and "check model= and base_url=" in aborted[0]
-    assert "Traceback" not in output_of(result)
-    assert "(15 tasks): RunAborted: model call failed for every problem (model=gpt-typo)" in result.stderr
-    assert len(server.requests) <= 15  # at most one call per problem: a 404 is never retried
+    assert result.returncode == MODEL_NOT_SERVED.code, output_of(result)
+    stopped = [line for line in result.stderr.splitlines() if line.startswith("scicode: ")]
+    assert len(stopped) == 1, result.stderr  # one line, not one per problem
+    assert "model=gpt-typo is not served" in stopped[0] and "HTTP 404" in stopped[0]
+    assert "Traceback" not in output_of(result) and "FAILED generate:" not in result.stderr
+    assert len(server.requests) == 1  # the preflight's probe; a 404 is never retried
     run = run_dir(workdir, "gpt-typo", "validation-tool_use-bg")
     assert not list(run.glob("summary*"))
     assert not (run / "details").exists()
-    # Every problem's error is kept for the rerun, none is recorded as an answer.
-    records = [load_json(path) for path in sorted((run / "generations").glob("*.json"))]
-    assert records and all(record["status"] == "error" and "HTTP 404" in record["error"] for record in records)
+    assert not list((run / "generations").glob("*.json")) if (run / "generations").exists() else True
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,9 @@ import pytest
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, ToolCallSpec
 from tests.pipeline_support import (
     DEAD_URL,
+    PROBE_REPLY,
     TEST_API_KEY,
+    is_preflight_probe,
     load_json,
     reference_answer,
     run_doit,
@@ -114,6 +116,8 @@ class MixedModel:
         self.steps = steps
 
     def __call__(self, request: ModelRequest) -> Reply:
+        if is_preflight_probe(request):
+            return PROBE_REPLY
         step_id = step_asked(request, self.steps)
         after_tool = request.messages[-1].get("role") == "tool"
         if step_id == "1.1" and request.tools and not after_tool:
@@ -132,6 +136,8 @@ class ReferenceModel:
         self.steps = steps
 
     def __call__(self, request: ModelRequest) -> Reply:
+        if is_preflight_probe(request):
+            return PROBE_REPLY
         return text_reply(reference_answer(self.steps[step_asked(request, self.steps)]))
 
 

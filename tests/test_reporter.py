@@ -420,7 +420,7 @@ from stages.activity import Activity  # noqa: E402
 from stages.live_view import StageCount, estimate_eta  # noqa: E402
 
 PROGRESS_LINE = re.compile(
-    r"^progress: (generated \d+/\d+, )?(scored \d+/\d+, steps passed \d+/\d+( \(\d+\.\d%\))?, )?"
+    r"^progress: (generated \d+/\d+( \(\d+ failed\))?, )?(scored \d+/\d+( \(\d+ failed\))?, steps passed \d+/\d+( \(\d+\.\d%\))?, )?"
     r"(model calls \d+, )?(test processes \d+, )?elapsed \d\d:\d\d, ETA (\d\d:\d\d|--:--)$"
 )
 
@@ -479,7 +479,7 @@ def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
     reporter.add_failure(generate[1], TaskFailed("RunAborted: the model is gone"))
     assert lines_of(stream)[1:] == [
         "FAILED generate:1: RunAborted: the model is gone",
-        "progress: generated 2/3, scored 1/3, steps passed 2/3 (66.7%), model calls 0, test processes 0, "
+        "progress: generated 1/3 (1 failed), scored 1/3, steps passed 2/3 (66.7%), model calls 0, test processes 0, "
         "elapsed 00:10, ETA 00:10",
     ]
     assert not any(" done, " in line for line in lines_of(stream))  # no per-stage lines for the live stages
@@ -498,7 +498,7 @@ def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
     output = lines_of(stream)
     final = output.index("== run finished [00:50] ==")
     assert output[final - 1] == (
-        "progress: generated 3/3, scored 3/3, steps passed 3/4 (75.0%), model calls 0, "
+        "progress: generated 2/3 (1 failed), scored 3/3, steps passed 3/4 (75.0%), model calls 0, "
         "test processes 0, elapsed 00:50, ETA 00:00"
     )
     assert output[final + 1 : final + 3] == [
@@ -546,12 +546,12 @@ def test_on_a_terminal_the_live_view_is_one_bar_under_the_lines() -> None:
     assert "generated 1/3, scored 0/3, steps passed 0/0, model calls 0, test processes 0, elapsed 00:02" in text
     assert "\r" in text and "progress: " not in text  # redrawn in place, not printed as lines
     failure = text.index("FAILED generate:1: ModelCallError: HTTP 500\n")
-    assert "generated 2/3" in text[failure:]  # the bar is drawn again under the failure line
+    assert "generated 1/3 (1 failed)" in text[failure:]  # the bar is drawn again under the failure line
     reporter.complete_run()
     output = lines_of(stream)
     end = output.index("== run finished [00:03] ==")
     assert output[end - 1].endswith(
-        "progress: generated 2/3, scored 0/3, steps passed 0/0, model calls 0, "
+        "progress: generated 1/3 (1 failed), scored 0/3, steps passed 0/0, model calls 0, "
         "test processes 0, elapsed 00:03, ETA 00:06"
     )  # the bar's last state, kept
     assert output[end + 1] == "generate   1/3 done, 0 up-to-date, 1 failed, 1 running  [00:03]"
@@ -594,3 +594,22 @@ def test_the_bar_gives_way_to_a_line_once_every_problem_task_finished() -> None:
     assert sum("progress: " in line for line in output) == 1
     reporter.complete_run()
     assert sum("progress: " in line for line in lines_of(stream)) == 1
+
+
+def test_a_generation_that_ended_in_error_is_never_counted_as_generated() -> None:
+    """Every model call failed: the generate tasks finished (their errors are recorded for the rerun), yet the view
+    says none was generated."""
+    clock = FakeClock()
+    reporter, stream, activity = live_reporter(clock, problems=3)
+    tasks = [make_task(f"generate:{i}") for i in range(3)]
+    for index, task in enumerate(tasks):
+        reporter.get_status(task)
+        reporter.execute_task(task)
+        activity.add_generation_failure(str(index))
+        reporter.add_success(task)
+    text = reporter.live_status().text()
+    assert text.startswith("generated 0/3 (3 failed), scored 0/3") and "generated 3/3" not in stream.getvalue()
+    reporter.complete_run()
+    assert "generate   3/3 done, 0 up-to-date, 0 failed (3 done with a generation error)  [00:00]" in lines_of(stream)
+    assert StageCount(3, 3, 3, failed=3).text("generated") == "generated 0/3 (3 failed)"
+    assert StageCount(2, 2, 3).text("generated") == "generated 2/3"

@@ -12,6 +12,15 @@ model calls, one last call without tools asks for the final code. A step that st
 
 Everything a response holds (answer text, tool-call ids, names and arguments) passes through
 `untrusted.valid_data` as it arrives, so the trajectory can always be written and sent back.
+
+`tool_choice` (when set) goes with every call that offers tools; a forcing choice (`required`, or a tool's name) only with the first call of each step: later calls send
+none, which the API defines as `auto`, so that the model can answer. (An explicit `auto` would be the
+same for OpenAI, vLLM and llama.cpp's server; llama-cpp-python's function-calling format ignores the
+output cap under an explicit `auto` and answers until its context is full, and without one it answers
+as a plain chat, capped.)
+
+A prompt that does not fit the server's context ends the step as "context_exceeded": asking again
+would send the same prompt (the stage records the problem's later steps as not generated).
 """
 
 from __future__ import annotations
@@ -38,6 +47,17 @@ FINAL_ANSWER_REQUEST = (
     "You have used all the tool calls allowed for this step. Do not call tools any more: reply now with "
     "the complete implementation of the next step in a single ```python``` block, without example usage or tests."
 )
+
+
+NON_FORCING_TOOL_CHOICES = ("auto", "none")
+
+
+def tool_choice_for_call(setting: str, call_index: int) -> str | None:
+    """The tool_choice of a step's call number `call_index` (0-based) that offers tools; None: not sent (the
+    API's default with tools: auto)."""
+    if not setting or (setting not in NON_FORCING_TOOL_CHOICES and call_index > 0):
+        return None
+    return setting
 
 
 @dataclass(frozen=True)
@@ -91,10 +111,12 @@ class Conversation:
     def call_count(self) -> int:
         return len(self.calls)
 
-    def ask(self, tool_schemas: list[dict[str, Any]] | None) -> ModelResponse:
+    def ask(self, tool_schemas: list[dict[str, Any]] | None, tool_choice: str | None = None) -> ModelResponse:
         live_processes.raise_if_stopping()  # no model call once the run is being stopped
         try:
-            response = valid_data(self.model.complete(self.messages, tools=tool_schemas, step_id=self.step_id))
+            response = valid_data(
+                self.model.complete(self.messages, tools=tool_schemas, step_id=self.step_id, tool_choice=tool_choice)
+            )
         except ModelCallError as error:
             self.calls.append(_failed_call_record(error))
             raise
@@ -130,7 +152,8 @@ class Conversation:
         return self._outcome(status, code, final.text, final.finish_reason, None, None)
 
     def fail(self, error: ModelCallError) -> StepOutcome:
-        return self._outcome("error", None, None, None, str(error), error)
+        status: GenerationStepStatus = "context_exceeded" if error.context_length else "error"
+        return self._outcome(status, None, None, None, str(error), error)
 
     def _outcome(
         self,
@@ -183,7 +206,7 @@ def run_tool_use(model: ModelClient, settings: Settings, prompt: StepPrompt) -> 
     reminded = False
     try:
         while conversation.call_count < settings.tool_use_max_loops:
-            response = conversation.ask(schemas)
+            response = conversation.ask(schemas, tool_choice_for_call(settings.tool_choice, conversation.call_count))
             if response.tool_calls:
                 conversation.answer_tool_calls(response, settings)
                 continue

@@ -6,12 +6,14 @@ into one `ModelRequest` (chat-style messages whatever the protocol), handed to t
 its reply is rendered in the official response shape so the real `openai` client parses it.
 
 Used by the built-in models (`gold`, `replay:`) and by tests, which script errors, malformed
-bodies and stalls through `ErrorReply`, `RawReply` and `StallReply`.
+bodies and stalls through `ErrorReply`, `RawReply` and `StallReply`, and servers that lack a route
+(`protocols=`, `models=None`) or report their own timings (`ModelReply.extra` / `.headers`).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -72,6 +74,8 @@ class ModelReply:
     finish_reason: str = "stop"
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    extra: dict = field(default_factory=dict)  # more fields of the body (e.g. llama.cpp's `timings`)
+    headers: dict = field(default_factory=dict)  # response headers (e.g. `openai-processing-ms`)
 
 
 @dataclass(frozen=True)
@@ -364,7 +368,7 @@ class _Handler(BaseHTTPRequestHandler):
         return  # keep test and pipeline output clean; the request log is ModelServer.requests
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        if self.path.rstrip("/") == MODELS_PATH:
+        if self.path.rstrip("/") == MODELS_PATH and self.server.owner.models is not None:
             data = [
                 {"id": name, "object": "model", "created": 0, "owned_by": "local"} for name in self.server.owner.models
             ]
@@ -376,8 +380,8 @@ class _Handler(BaseHTTPRequestHandler):
         route = self.path.split("?", 1)[0].rstrip("/")
         protocol: Protocol | None = {CHAT_PATH: "openai-chat", RESPONSES_PATH: "openai-responses"}.get(route)  # type: ignore[assignment]
         body = self._read_body()
-        if protocol is None:
-            self._send_error(404, f"no route for POST {self.path}", "not_found")
+        if protocol is None or protocol not in self.server.owner.protocols:
+            self._send_json(404, {"detail": "Not Found"})  # as a server without the route answers (FastAPI)
             return
         try:
             payload = json.loads(body.decode("utf-8"))
@@ -403,7 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
             reply = reply.then
         if isinstance(reply, ModelReply):
             render = render_chat if request.protocol == "openai-chat" else render_responses
-            self._send_json(200, render(reply, request.model))
+            self._send_json(200, {**render(reply, request.model), **reply.extra}, reply.headers)
         elif isinstance(reply, ErrorReply):
             self._send_error(reply.status, reply.message, reply.code, reply.headers)
         elif isinstance(reply, RawReply):
@@ -438,7 +442,29 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], owner: ModelServer) -> None:
         self.owner = owner
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Close every kept-alive connection, as a server process that goes away does."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class ModelServer:
@@ -450,14 +476,17 @@ class ModelServer:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        models: tuple[str, ...] = (),
+        models: tuple[str, ...] | None = (),
         latency_seconds: float = 0.0,
+        protocols: tuple[Protocol, ...] = ("openai-chat", "openai-responses"),
     ) -> None:
+        """`models`: the ids `GET /v1/models` lists (None: no such route); `protocols`: the routes served."""
         self.responder = responder
         self.latency_seconds = latency_seconds  # added before every answer (a slow model, for benchmarks and tests)
         self.host = host
         self.port = port
-        self.models = tuple(models)
+        self.models = None if models is None else tuple(models)
+        self.protocols = tuple(protocols)
         self.requests: list[ModelRequest] = []
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
@@ -488,6 +517,7 @@ class ModelServer:
             return
         httpd.shutdown()
         httpd.server_close()
+        httpd.close_connections()
         if self._thread is not None:
             self._thread.join(timeout=5)
 

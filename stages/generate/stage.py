@@ -9,7 +9,11 @@ codes, so they stay identical when nothing changed). Earlier steps are carried i
 
 A model call that fails for good stops the problem: the step is recorded with status "error", the
 artifact gets status "error", one line goes to stderr, and the function returns normally so that
-scoring and the summary still count the problem. A wrong model name or key must not quietly score
+scoring and the summary still count the problem. A prompt that does not fit the server's context is
+final instead: that step is "context_exceeded" (its error says the way out), the later steps are
+"not_generated", the artifact is "complete" (a rerun does not send the same prompt again) and scoring
+counts those steps as failed. A key refused (HTTP 401/403) stops the whole run at once (`KeyRefused`,
+after the artifact is written): every later request would be refused too. A wrong model name or key must not quietly score
 zero: while every problem attempted in this process failed with the same permanent model-level error
 (HTTP 401/403/404, or no API key), the failing problems raise `RunAborted` after writing their
 artifact (their doit tasks fail, so no summary claims 0/N) and later problems raise it at once,
@@ -20,6 +24,7 @@ stops the run then.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -30,7 +35,8 @@ from tqdm import tqdm
 
 from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
-from stages.errors import PipelineError
+from stages.errors import PipelineError, RunStopped
+from stages.exit_codes import KEY_REFUSED
 from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.generate import builtin
 from stages.generate.client import ModelCallError, ModelClient
@@ -50,6 +56,22 @@ ARTIFACT_KIND = "generation"
 
 class RunAborted(PipelineError, RuntimeError):
     """Every problem attempted so far failed with the same permanent model-level error."""
+
+
+class KeyRefused(RunStopped):
+    """The endpoint refused the key mid-run (HTTP 401/403): the run stops with one line."""
+
+
+CONTEXT_WAY_OUT = (
+    "give the server a larger context (llama.cpp --ctx-size, vLLM --max-model-len, Ollama num_ctx) or set a "
+    "smaller max_tokens, then run `doit clean generate:{problem_id}` and rerun"
+)
+
+
+def context_exceeded_text(step_id: str, problem_id: str, message: str) -> str:
+    return f"the prompt of step {step_id} does not fit the server's context ({message}): " + CONTEXT_WAY_OUT.format(
+        problem_id=problem_id
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -189,6 +211,23 @@ def prefilled_step_record(step: Step, data_paths: DataPaths) -> dict[str, Any]:
     }
 
 
+def not_generated_step_record(step: Step, reason: str) -> dict[str, Any]:
+    """A step never asked because an earlier step of its problem did not fit the server's context."""
+    return {
+        "step_id": step.step_id,
+        "prefilled": False,
+        "status": "not_generated",
+        "prompt_fingerprint": None,
+        "code": None,
+        "raw_answer": None,
+        "error": reason,
+        "finish_reason": None,
+        "trajectory": _empty_trajectory(),
+        "usage": Tokens().to_record(calls=0),
+        "latency_s": 0.0,
+    }
+
+
 def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> dict[str, Any]:
     return {
         "step_id": prompt.step_id,
@@ -257,6 +296,9 @@ class ProblemRun:
             return earlier  # type: ignore[return-value]
         outcome = self.ask(prompt)
         self.failure = outcome.failure
+        if outcome.status == "context_exceeded" and outcome.failure is not None:
+            text = context_exceeded_text(step.step_id, self.problem.problem_id, outcome.failure.message)
+            outcome = dataclasses.replace(outcome, error=text)
         return generated_step_record(prompt, outcome)
 
     def ask(self, prompt: StepPrompt) -> StepOutcome:
@@ -293,6 +335,7 @@ class ProblemRun:
                 "api_protocol": self.settings.api_protocol,
                 "with_background": self.settings.with_background,
                 "carry": self.settings.carry,
+                "concurrency": self.settings.concurrency,
                 "error": error,
                 "usage": usage.to_record(calls=calls),
                 "latency_s": round(sum(step["latency_s"] for step in self.steps), 6),
@@ -320,9 +363,22 @@ def _walk_steps(run: ProblemRun, previous: dict[str, dict[str, Any]]) -> tuple[d
         if record["status"] == "error":
             message = f"step {step.step_id}: {record['error']}"
             return run.write("error", message), message
+        if record["status"] == "context_exceeded":
+            _record_never_asked(run, index + 1, step.step_id)
+            return run.write("complete", None), None
         if index + 1 < len(steps):
             run.write("error", f"incomplete: stopped before step {steps[index + 1].step_id}")
     return run.write("complete", None), None
+
+
+def _record_never_asked(run: ProblemRun, start: int, exceeded_step: str) -> None:
+    """The steps after one that did not fit the context: not generated (prefilled steps keep their code)."""
+    reason = f"not generated: the prompt of step {exceeded_step} did not fit the server's context"
+    for step in run.problem.steps[start:]:
+        if step.prefilled:
+            run.add(prefilled_step_record(step, run.settings.data_paths))
+        else:
+            run.add(not_generated_step_record(step, reason))
 
 
 def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> dict[str, Any]:
@@ -339,6 +395,12 @@ def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> dict[
         record, error = _walk_steps(run, _previous_steps(path))
     finally:
         run.close()  # raises RunAborted for a model-level failure while the breaker is tripped
+    if run.failure is not None and run.failure.auth:
+        raise KeyRefused(
+            f"{run.failure.message}: the key was refused mid-run (problem {problem_id}); finished work is saved: "
+            f"fix the key ({settings.api_key_env}) and rerun the same command",
+            KEY_REFUSED.code,
+        )
     if error is not None:
         tqdm.write(f"generate {problem_id}: failed at {shown(error)}", file=sys.stderr)
     return record

@@ -405,9 +405,11 @@ def run_in_sandbox(code: str, settings: Settings) -> ToolOutcome:
 
 def parse_code_argument(arguments: str) -> str:
     """The `code` argument of a code_interpreter call (lone surrogates replaced); ValueError with a message for
-    the model when the arguments are not a JSON object with a string "code" of at most MAX_ARGUMENT_CHARS."""
+    the model when the arguments are not a JSON object with a string "code" of at most MAX_ARGUMENT_CHARS.
+    Control characters inside strings are accepted (llama-cpp-python's function-calling format writes the code's
+    line breaks raw)."""
     try:
-        parsed = parse_json(arguments, MAX_ARGUMENT_CHARS) if arguments and arguments.strip() else None
+        parsed = parse_json(arguments, MAX_ARGUMENT_CHARS, strict=False) if arguments and arguments.strip() else None
     except UntrustedJSONError as error:
         raise ValueError(f'the arguments are not accepted: {error}; send {{"code": "..."}}') from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("code"), str):

@@ -46,7 +46,9 @@ from stages.score.executor import ExecutorError, StepExecutor, StepRequest, exec
 from stages.score.launcher import environment_versions
 from stages.score.request import job_for_script
 from stages.score.script import StepScript, build_step_script
+from stages.statuses import NEVER_ANSWERED_STATUSES
 from stages.targets import ResolvedTargets, resolve_targets
+from stages.truncation import truncation_note, with_note
 from stages.verdict import StepVerdict
 from stages.versions import package_versions
 
@@ -175,6 +177,8 @@ def _pre_verdict(step: Step, generation: dict[str, Any] | None, record: dict[str
         return StepVerdict(step.step_id, "skipped", prefilled_reason(), tests_total=total)
     if record is None or record.get("status") == "error":
         return StepVerdict(step.step_id, "fail", _not_generated_reason(generation, record), tests_total=total)
+    if record.get("status") in NEVER_ANSWERED_STATUSES:  # final: a prompt too long for the server's context
+        return StepVerdict(step.step_id, "fail", str(record.get("error") or record.get("status")), tests_total=total)
     code = record.get("code")
     if not isinstance(code, str) or not is_code(code):
         why = record.get("status") if record.get("status") in ("no_code", "truncated") else "no_code"
@@ -317,6 +321,12 @@ def score_steps(context: ScoringContext, problem: Problem, planned: list[Planned
                 twin.verdict = dataclasses.replace(verdict, cached=True)
 
 
+def _noted(verdict: StepVerdict, generation: dict[str, Any] | None) -> StepVerdict:
+    """The verdict with the truncation of its step's answers said in its reason (stages.truncation)."""
+    note = truncation_note(_generated_steps(generation).get(verdict.step_id) or {})
+    return verdict if note is None else dataclasses.replace(verdict, reason=with_note(verdict.reason, note))
+
+
 def _details_status(generation: dict[str, Any] | None) -> DetailsStatus:
     if generation is None:
         return "missing_generation"
@@ -419,7 +429,10 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
         for attempt, generation in enumerate(generations)
     ]
     score_steps(context, problem, [item for attempt in planned for item in attempt])
-    verdicts = [[item.verdict for item in attempt if item.verdict is not None] for attempt in planned]
+    verdicts = [
+        [_noted(item.verdict, generation) for item in attempt if item.verdict is not None]
+        for attempt, generation in zip(planned, generations)
+    ]
     details = build_details(
         problem, generations, verdicts, targets, score_fingerprint_parts(settings, problem_id, targets)
     )

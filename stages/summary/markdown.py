@@ -13,6 +13,7 @@ from stages.results import CELL_STATUSES, ToolStats
 from stages.summary.metrics import (
     InspectView,
     Metrics,
+    behaved_as_naive,
     cost_record,
     field_metrics,
     grouped_metrics,
@@ -270,10 +271,19 @@ def _weak_test_lines(rows: Sequence[ProblemRow]) -> list[str]:
     return lines + [f"- {step_id} (pass, {weak.note})" for step_id, weak in flagged] + [""]
 
 
-def _tool_lines(rows: Sequence[ProblemRow], attempts: int) -> list[str]:
+NAIVE_BEHAVIOUR_LINE = (
+    "**tool_use behaved as naive**: the model made no tool call in {calls} model calls. A server whose chat "
+    "template ignores `tools` does this; see README, Local servers (`tool_choice=code_interpreter` forces the "
+    "first call of each step)."
+)
+
+
+def _tool_lines(rows: Sequence[ProblemRow], attempts: int, mode: str) -> list[str]:
     scored = tool_totals(rows)
     every = sum((row.tools for row in rows), ToolStats())
     lines = ["## Tool use", ""]
+    if behaved_as_naive(rows, mode):
+        return lines + [NAIVE_BEHAVIOUR_LINE.format(calls=total_usage(rows)["calls"]), ""]
     if every.calls == 0:
         return lines + ["No tool calls in this run.", ""]
     header = ("scope", "calls", "ok", "error", "timeout", "sandbox_error", "other")
@@ -390,14 +400,19 @@ def _cost_rows(cost: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _usage_lines(
-    usage: Mapping[str, int], latency: float, total_problems: int, cost: Mapping[str, Any] | None = None
+    usage: Mapping[str, int],
+    latency: float,
+    total_problems: int,
+    concurrency: int,
+    cost: Mapping[str, Any] | None = None,
 ) -> list[str]:
     rows = [
         ("input tokens", usage["input_tokens"]),
         ("output tokens", usage["output_tokens"]),
         ("total tokens", usage["total_tokens"]),
         ("model calls", usage["calls"]),
-        ("model latency (s, summed over calls)", f"{latency:.1f}"),
+        ("model latency (s, summed over calls; time queued in the server included)", f"{latency:.1f}"),
+        ("concurrency (model calls in flight at most)", concurrency),
         ("problems reporting usage", f"{usage['problems_reporting']}/{total_problems}"),
         *(_cost_rows(cost) if cost is not None else []),
     ]
@@ -520,8 +535,10 @@ def render_markdown(
     lines += _weak_test_lines(rows)
     prices = prices_of(settings)
     lines += _problem_lines(rows, prices)
-    lines += _usage_lines(total_usage(rows), total_latency(rows), len(rows), cost_record(rows, prices))
-    lines += _tool_lines(rows, settings.attempts)
+    lines += _usage_lines(
+        total_usage(rows), total_latency(rows), len(rows), settings.concurrency, cost_record(rows, prices)
+    )
+    lines += _tool_lines(rows, settings.attempts, settings.mode)
     lines += _plot_lines(plot_names)
     lines += _definitions_lines()
     return "\n".join(lines)

@@ -149,6 +149,12 @@ def tool_totals(rows: Sequence[ProblemRow]) -> ToolStats:
     return sum((step.tools for row in rows for step in row.steps), ToolStats())
 
 
+def behaved_as_naive(rows: Sequence[ProblemRow], mode: str) -> bool:
+    """A tool_use run whose model made no tool call at all in any attempt (a server that ignores `tools` does this)."""
+    every = sum((row.tools for row in rows), ToolStats())
+    return mode == "tool_use" and every.calls == 0 and total_usage(rows)["calls"] > 0
+
+
 def status_counts(rows: Iterable[ProblemRow]) -> dict[str, int]:
     counts = Counter(step.status for row in rows for step in row.steps)
     return {status: counts.get(status, 0) for status in CELL_STATUSES}

@@ -10,6 +10,7 @@ from stages.pricing import Prices, cost_of, prices_of, total_cost
 from stages.results import ToolStats
 from stages.summary.markdown import one_line
 from stages.summary.metrics import (
+    behaved_as_naive,
     cost_record,
     field_metrics,
     grouped_metrics,
@@ -105,9 +106,11 @@ def summary_record(
         "latency_s": total_latency(rows),
         "cost": cost_record(rows, prices),
         "project": project_record(),
+        "concurrency": settings.concurrency,
         "tool_use": {
             "attempt_scored": tool_totals(rows).to_record(),
             "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record(),
+            "behaved_as_naive": behaved_as_naive(rows, settings.mode),
         },
         "weak_official_tests": [{"step_id": step_id, "reason": weak.reason} for step_id, weak in weak_passes(rows)],
         "plots": list(plot_names),

@@ -38,3 +38,27 @@ class InFlightCounter:
         with self.lock:
             self.now -= 1
         return self.answer(request)
+
+
+class FakeTime:
+    """Instant backoff for the model client: `sleep` records the delay and moves `clock` on by it, so waits that
+    are bounded by time (the wait for an unavailable server) end as they would, without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
+
+    def install(self, monkeypatch: Any) -> FakeTime:
+        from stages.generate import client
+
+        monkeypatch.setattr(client, "sleep", self.sleep)
+        monkeypatch.setattr(client, "clock", self.clock)
+        client.OUTAGES.reset()
+        return self

@@ -9,7 +9,7 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
-from scripted import InFlightCounter, Script
+from scripted import FakeTime, InFlightCounter, Script
 
 from stages.config import load_settings
 from stages.generate import client as client_module
@@ -46,9 +46,7 @@ PROMPT = [{"role": "user", "content": "write f"}]
 
 @pytest.fixture()
 def sleeps(monkeypatch) -> list[float]:
-    recorded: list[float] = []
-    monkeypatch.setattr(client_module, "sleep", recorded.append)
-    return recorded
+    return FakeTime().install(monkeypatch).sleeps
 
 
 def make_settings(tmp_path: Path, server: ModelServer, **overrides):
@@ -172,12 +170,12 @@ def test_backoff_is_exponential_with_full_jitter(monkeypatch):
 
 
 def test_5xx_exhausts_retries_then_raises(tmp_path, sleeps):
-    with ModelServer(Script(ErrorReply(503, "overloaded"))) as server:
+    with ModelServer(Script(ErrorReply(502, "bad gateway"))) as server:
         with pytest.raises(ModelCallError) as caught:
             ModelClient(make_settings(tmp_path, server, max_retries=2)).complete(PROMPT, tools=None, step_id="1.1")
     error = caught.value
-    assert error.transient and error.status == 503 and not error.model_level
-    assert "gave up after 3 attempts" in str(error) and "HTTP 503" in str(error) and "overloaded" in str(error)
+    assert error.transient and error.status == 502 and not error.model_level
+    assert "gave up after 3 attempts" in str(error) and "HTTP 502" in str(error) and "bad gateway" in str(error)
     assert len(error.retries) == 2 and len(sleeps) == 2 and len(server.requests) == 3
 
 
@@ -235,12 +233,18 @@ def test_malformed_bodies_are_retried_then_fail(tmp_path, sleeps, protocol):
             )
 
 
-def test_connection_refused_is_transient(tmp_path, sleeps):
+def test_connection_refused_waits_server_wait_seconds_then_fails(tmp_path, sleeps):
     server = ModelServer(Script(ModelReply(text="x"))).start()
-    settings = make_settings(tmp_path, server, max_retries=1)
+    settings = make_settings(tmp_path, server, max_retries=1, server_wait_seconds=60)
     server.stop()
-    with pytest.raises(ModelCallError, match="gave up after 2 attempts: cannot reach http://127.0.0.1"):
+    with pytest.raises(ModelCallError, match="the server was unavailable for 60 s .server_wait_seconds.: cannot reach"):
         ModelClient(settings).complete(PROMPT, tools=None, step_id="1.1")
+    assert sum(sleeps) == pytest.approx(60) and max(sleeps) <= client_module.UNAVAILABLE_POLL_CAP_SECONDS
+    assert len(sleeps) > 2  # not bounded by max_retries=1: by the time the server is given to come back
+    started = len(sleeps)
+    with pytest.raises(ModelCallError, match="cannot reach"):  # the same outage: no second wait
+        ModelClient(settings).complete(PROMPT, tools=None, step_id="1.2")
+    assert len(sleeps) == started
 
 
 def test_at_most_concurrency_calls_in_flight(tmp_path):
@@ -273,3 +277,222 @@ def test_api_key_from_the_named_environment_variable(tmp_path, monkeypatch):
         settings = make_settings(tmp_path, server, api_key_env="SCICODE_TEST_KEY")
         ModelClient(settings).complete(PROMPT, tools=None, step_id="1.1")
     assert server.requests[0].headers["authorization"] == "Bearer sk-test-123"
+
+
+# ---------------------------------------------------------------------------
+# Interoperable requests (issue: real model servers)
+# ---------------------------------------------------------------------------
+
+
+def strict_server(request):
+    """As llama-cpp-python validates requests: an assistant turn's content must be a string, even with tool calls."""
+    for index, message in enumerate(request.messages):
+        if message["role"] == "assistant" and message["content"] is None:
+            refusals = "".join(
+                f"  {{'type': 'literal_error', 'loc': ('body', 'messages', {index}, 'ChatCompletionRequest{role}"
+                f"Message', 'role'), 'msg': \"Input should be '{role.lower()}'\", 'input': 'assistant'}}\n"
+                for role in ("System", "User", "Tool", "Function", "Developer")
+            )
+            last = (
+                f"  {{'type': 'string_type', 'loc': ('body', 'messages', {index}, "
+                "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string'}"
+            )
+            return ErrorReply(500, "7 validation errors:\n" + refusals + last, code=None)
+    return ModelReply(text="```python\ndef f(): pass\n```")
+
+
+TOOL_TURN = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "code_interpreter", "arguments": "{}"}}],
+}
+
+
+def test_an_assistant_turn_with_tool_calls_is_sent_with_empty_content(tmp_path, sleeps):
+    with ModelServer(strict_server) as server:
+        messages = PROMPT + [TOOL_TURN, {"role": "tool", "tool_call_id": "c1", "content": "out"}]
+        response = ModelClient(make_settings(tmp_path, server)).complete(messages, tools=TOOLS_CHAT, step_id="1.1")
+    assert response.text.startswith("```python")
+    assert server.requests[0].messages[1]["content"] == "" and messages[1]["content"] is None  # kept as answered
+    assert sleeps == []
+
+
+def test_a_500_that_is_a_request_validation_error_is_permanent_and_keeps_the_message(tmp_path, sleeps):
+    null_content = {**PROMPT[0], "role": "assistant", "content": None}
+    refusal = strict_server(type("Request", (), {"messages": (null_content,)})())
+    with ModelServer(Script(refusal)) as server:
+        with pytest.raises(ModelCallError) as caught:
+            ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=TOOLS_CHAT, step_id="1.1")
+    error = caught.value
+    assert error.kind == "rejected" and error.status == 500 and not error.transient
+    assert len(server.requests) == 1 and sleeps == []
+    assert "'ChatCompletionRequestAssistantMessage', 'content'" in str(error)  # past the first 500 characters
+    assert len(str(error)) > 600
+    with ModelServer(Script(ErrorReply(500, ""), ModelReply(text="ok"))) as server:  # a bare 500 is transient
+        assert ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1").text == "ok"
+
+
+def test_a_4xx_message_is_kept_up_to_4_kb(tmp_path, sleeps):
+    long_message = "field " + "x" * 6000
+    with ModelServer(Script(ErrorReply(400, long_message))) as server:
+        with pytest.raises(ModelCallError) as caught:
+            ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
+    assert caught.value.kind == "rejected" and len(server.requests) == 1
+    assert len(caught.value.detail) == 4096 and caught.value.detail.endswith("...")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ErrorReply(
+            400,
+            "This model's maximum context length is 8192 tokens. However, you requested 9026 tokens "
+            "(9010 in the messages, 16 in the completion).",
+            code="context_length_exceeded",
+        ),
+        ErrorReply(400, "the request exceeds the available context size, try increasing it", code=None),
+    ],
+)
+def test_a_prompt_longer_than_the_context_is_a_context_length_failure(tmp_path, sleeps, reply):
+    with ModelServer(Script(reply)) as server:
+        with pytest.raises(ModelCallError) as caught:
+            ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
+    assert caught.value.context_length and not caught.value.transient and len(server.requests) == 1
+
+
+def test_503_honours_retry_after_and_is_waited_for_within_server_wait_seconds(tmp_path, sleeps):
+    busy = ErrorReply(503, "Loading model", {"Retry-After": "4"})
+    with ModelServer(Script(busy, busy, ModelReply(text="ready"))) as server:
+        settings = make_settings(tmp_path, server, max_retries=0, server_wait_seconds=30)
+        response = ModelClient(settings).complete(PROMPT, tools=None, step_id="1.1")
+    assert response.text == "ready" and sleeps == [4.0, 4.0]  # max_retries=0 does not bound a server's 503
+    with ModelServer(Script(busy)) as server:
+        settings = make_settings(tmp_path, server, max_retries=0, server_wait_seconds=10)
+        with pytest.raises(ModelCallError, match="unavailable for 10 s .server_wait_seconds.: HTTP 503"):
+            ModelClient(settings).complete(PROMPT, tools=None, step_id="1.1")
+
+
+def test_a_server_that_restarts_mid_run_is_waited_for(tmp_path):
+    """Real time: the server goes away, a call waits, the server comes back on the same port, the call succeeds."""
+    client_module.OUTAGES.reset()
+    first = ModelServer(Script(ModelReply(text="before"))).start()
+    port = int(first.base_url.rsplit(":", 1)[1].split("/")[0])
+    settings = make_settings(tmp_path, first, max_retries=0, server_wait_seconds=30)
+    model = ModelClient(settings)
+    assert model.complete(PROMPT, tools=None, step_id="1.1").text == "before"
+    first.stop()
+    second = ModelServer(Script(ModelReply(text="after")), port=port)
+    timer = threading.Timer(1.5, second.start)
+    timer.start()
+    try:
+        started = time.monotonic()
+        response = model.complete(PROMPT, tools=None, step_id="1.2")
+        waited = time.monotonic() - started
+    finally:
+        timer.join()
+        second.stop()
+    assert response.text == "after" and waited >= 1.0
+    assert response.call.retries and all("cannot reach" in retry.error for retry in response.call.retries)
+
+
+def request_params(tmp_path, **settings_values):
+    """The parameters of one chat request (and of one responses request) made with these settings."""
+    found = {}
+    for protocol in ("openai-chat", "openai-responses"):
+        with ModelServer(Script(ModelReply(text="ok"))) as server:
+            settings = make_settings(tmp_path, server, api_protocol=protocol, **settings_values)
+            tools = TOOLS_CHAT if protocol == "openai-chat" else TOOLS_RESPONSES
+            ModelClient(settings).complete(PROMPT, tools=tools, step_id="1.1", tool_choice=settings.tool_choice or None)
+        found[protocol] = server.requests[0].params
+    return found
+
+
+def test_tool_choice_is_sent_when_set_a_tool_in_the_named_function_form(tmp_path, sleeps):
+    unset = request_params(tmp_path)
+    assert "tool_choice" not in unset["openai-chat"] and "tool_choice" not in unset["openai-responses"]
+    named = request_params(tmp_path, tool_choice="code_interpreter")
+    assert named["openai-chat"]["tool_choice"] == {"type": "function", "function": {"name": "code_interpreter"}}
+    assert named["openai-responses"]["tool_choice"] == {"type": "function", "name": "code_interpreter"}
+    assert request_params(tmp_path, tool_choice="required")["openai-chat"]["tool_choice"] == "required"
+
+
+def test_max_tokens_is_sent_under_the_name_of_the_protocol(tmp_path, sleeps):
+    assert all(not {"max_tokens", "max_output_tokens"} & set(params) for params in request_params(tmp_path).values())
+    capped = request_params(tmp_path, max_tokens=128)
+    assert capped["openai-chat"]["max_tokens"] == 128 and "max_completion_tokens" not in capped["openai-chat"]
+    assert capped["openai-responses"]["max_output_tokens"] == 128 and "max_tokens" not in capped["openai-responses"]
+    assert client_module.output_cap_name("openai-chat", "") == "max_completion_tokens"  # OpenAI's own endpoint
+    assert client_module.output_cap_name("openai-chat", "https://api.openai.com/v1") == "max_completion_tokens"
+    assert client_module.output_cap_name("openai-chat", "http://127.0.0.1:8080/v1") == "max_tokens"
+
+
+def test_a_server_that_refuses_the_cap_name_gets_the_other_one_once(tmp_path, sleeps):
+    def responder(request):
+        if "max_tokens" in request.params:
+            return ErrorReply(
+                400,
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' "
+                "instead.",
+                code="unsupported_parameter",
+            )
+        return ModelReply(text="ok")
+
+    with ModelServer(responder) as server:
+        model = ModelClient(make_settings(tmp_path, server, max_tokens=64))
+        assert model.complete(PROMPT, tools=None, step_id="1.1").text == "ok"
+        assert model.complete(PROMPT, tools=None, step_id="1.2").text == "ok"
+    sent = [request.params for request in server.requests]
+    assert [("max_tokens" in p, p.get("max_completion_tokens")) for p in sent] == [
+        (True, None),
+        (False, 64),
+        (False, 64),
+    ]
+    assert sleeps == []
+
+
+def test_the_servers_own_timings_are_recorded(tmp_path, sleeps):
+    timings = {"prompt_n": 950, "prompt_ms": 812.5, "predicted_n": 128, "predicted_ms": 1290.0, "junk": "x"}
+    reply = ModelReply(text="ok", extra={"timings": timings}, headers={"openai-processing-ms": "2150"})
+    with ModelServer(Script(reply)) as server:
+        response = ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
+    assert response.call.to_record()["server"] == {
+        "prompt_tokens": 950.0,
+        "prompt_ms": 812.5,
+        "predicted_tokens": 128.0,
+        "predicted_ms": 1290.0,
+        "processing_ms": 2150.0,
+    }
+    with ModelServer(Script(ModelReply(text="ok", extra={"timings": {"prompt_ms": float("nan")}}))) as server:
+        plain = ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
+    assert "server" not in plain.call.to_record()
+
+
+def test_a_remote_endpoint_needs_a_key_a_local_one_does_not(tmp_path, monkeypatch):
+    monkeypatch.delenv("SCICODE_TEST_NO_KEY", raising=False)
+    remote = load_settings(
+        {"model": "m", "base_url": "https://api.example.invalid/v1", "api_key_env": "SCICODE_TEST_NO_KEY"}, cwd=tmp_path
+    )
+    with pytest.raises(ModelCallError) as caught:
+        ModelClient(remote)
+    assert caught.value.kind == "no_key" and "SCICODE_TEST_NO_KEY" in str(caught.value)
+    assert client_module.is_local_endpoint("http://localhost:8080/v1")
+    assert client_module.is_local_endpoint("http://127.4.5.6:8080/v1") and client_module.is_local_endpoint(
+        "http://[::1]:80"
+    )
+    assert not client_module.is_local_endpoint("http://10.0.0.2:8080/v1") and not client_module.is_local_endpoint("")
+    with ModelServer(Script(ErrorReply(401, "Invalid API Key"))) as server:
+        local = make_settings(tmp_path, server, api_key_env="SCICODE_TEST_NO_KEY")
+        with pytest.raises(ModelCallError) as refused:
+            ModelClient(local).complete(PROMPT, tools=None, step_id="1.1")
+    assert (
+        refused.value.auth
+        and "no API key was set" in str(refused.value)
+        and "SCICODE_TEST_NO_KEY" in str(refused.value)
+    )
+
+
+def test_list_models(tmp_path, sleeps):
+    with ModelServer(Script(ModelReply(text="ok")), models=("m-a", "m-b")) as server:
+        assert ModelClient(make_settings(tmp_path, server)).list_models() == ["m-a", "m-b"]
+    with ModelServer(Script(ModelReply(text="ok")), models=None) as server:
+        assert ModelClient(make_settings(tmp_path, server)).list_models() is None

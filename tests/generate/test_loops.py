@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted import Script
+from scripted import FakeTime, Script
 
 from stages.config import load_settings
-from stages.generate import client as client_module
 from stages.generate.client import ModelClient
 from stages.generate.loops import FINAL_ANSWER_REQUEST, REMINDER, final_status, run_step
 from stages.generate.prompts import StepPrompt
@@ -25,7 +24,7 @@ def interpreter_call(call_id: str, code: str) -> ToolCallSpec:
 
 @pytest.fixture(autouse=True)
 def instant_backoff(monkeypatch):
-    monkeypatch.setattr(client_module, "sleep", lambda seconds: None)
+    FakeTime().install(monkeypatch)
 
 
 def make_settings(tmp_path: Path, server: ModelServer, **overrides):
@@ -214,3 +213,38 @@ def test_transient_failures_are_recorded_on_the_call(tmp_path):
     assert outcome.status == "ok"
     call = outcome.trajectory["calls"][0]
     assert call["retries"] == 1 and "HTTP 429" in call["retry_log"][0]["error"]
+
+
+def test_a_forcing_tool_choice_applies_to_the_first_call_of_a_step_only(tmp_path):
+    first = ModelReply(text=None, tool_calls=(interpreter_call("call_1", "print(1)"),))
+    second = ModelReply(text=None, tool_calls=(interpreter_call("call_2", "print(2)"),))
+    with ModelServer(Script(first, second, ModelReply(text=CODE_ANSWER))) as server:
+        outcome = run(tmp_path, server, tool_choice="code_interpreter", tool_use_max_loops=2)
+    assert outcome.status == "ok" and len(server.requests) == 3
+    choices = [request.params.get("tool_choice") for request in server.requests]
+    # later calls send none: the API's default with tools, auto
+    assert choices == [{"type": "function", "function": {"name": "code_interpreter"}}, None, None]
+    assert server.requests[2].tools == ()  # the final answer after the loop cap is asked without tools
+    assistant_turns = [m for m in server.requests[2].messages if m["role"] == "assistant"]
+    assert [m["content"] for m in assistant_turns] == ["", ""]  # tool-call turns are sent with empty content
+
+
+@pytest.mark.parametrize(
+    "choice,expected", [("auto", ["auto", "auto"]), ("none", ["none", "none"]), ("", [None, None])]
+)
+def test_a_non_forcing_tool_choice_goes_with_every_call_that_offers_tools(tmp_path, choice, expected):
+    with ModelServer(Script(ModelReply(text="prose"), ModelReply(text=CODE_ANSWER))) as server:
+        run(tmp_path, server, tool_choice=choice)
+    assert [request.params.get("tool_choice") for request in server.requests] == expected
+
+
+def test_a_prompt_too_long_for_the_context_is_a_final_context_exceeded_step(tmp_path):
+    too_long = ErrorReply(
+        400,
+        "This model's maximum context length is 8192 tokens. However, you requested 9026 tokens",
+        code="context_length_exceeded",
+    )
+    with ModelServer(Script(too_long)) as server:
+        outcome = run(tmp_path, server, mode="naive")
+    assert outcome.status == "context_exceeded" and outcome.code is None and len(server.requests) == 1
+    assert "maximum context length is 8192" in outcome.error and outcome.failure.context_length

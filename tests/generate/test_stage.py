@@ -9,15 +9,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from scripted import InFlightCounter
+from scripted import FakeTime, InFlightCounter
 
 from stages.artifacts import read_artifact
 from stages.config import load_settings
-from stages.generate import client as client_module
 from stages.generate.builtin import BuiltinModelService, responder_identity
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, StallReply
 from stages.generate.stage import (
     BREAKER,
+    KeyRefused,
     RunAborted,
     generation_current,
     generation_fingerprint,
@@ -63,7 +63,7 @@ class StepResponder:
 @pytest.fixture(autouse=True)
 def fresh_breaker_and_instant_backoff(monkeypatch):
     BREAKER.reset()
-    monkeypatch.setattr(client_module, "sleep", lambda seconds: None)
+    FakeTime().install(monkeypatch)
     yield
     BREAKER.reset()
 
@@ -248,7 +248,7 @@ def test_breaker_does_not_trip_once_a_problem_succeeded(make_settings):
     def responder(request):
         if state["healthy"]:
             return answer_defining(asked_function(request))
-        return ErrorReply(401, "invalid key")
+        return ErrorReply(404, "The model `m6` does not exist", code="model_not_found")
 
     with ModelServer(responder) as server:
         settings = make_settings(model="m6", base_url=server.base_url)
@@ -308,8 +308,7 @@ def test_client_timeouts_end_in_a_step_error(make_settings):
 
 
 def test_429_then_success_records_the_retry(make_settings, monkeypatch):
-    delays: list[float] = []
-    monkeypatch.setattr(client_module, "sleep", delays.append)
+    delays = FakeTime().install(monkeypatch).sleeps
     replies = [ErrorReply(429, "slow", {"Retry-After": "3"})]
 
     def responder(request):
@@ -413,3 +412,50 @@ def test_problems_generated_in_threads_share_the_concurrency_limit(make_settings
     assert all(record["status"] == "complete" for record in records)
     assert len(server.requests) == sum(len(record["steps"]) for record in records) == 13
     assert responder.peak == 3
+
+
+def test_a_key_refused_mid_run_stops_the_run_after_saving_the_problem(make_settings):
+    state = {"healthy": True}
+
+    def responder(request):
+        if state["healthy"]:
+            return answer_defining(asked_function(request))
+        return ErrorReply(401, "Incorrect API key provided", code="invalid_api_key")
+
+    with ModelServer(responder) as server:
+        settings = make_settings(model="m20", base_url=server.base_url)
+        assert run_generate(settings, "1")["status"] == "complete"
+        state["healthy"] = False
+        with pytest.raises(
+            KeyRefused, match="HTTP 401 .*Incorrect API key provided.*the key was refused mid-run"
+        ) as raised:
+            run_generate(settings, "29")
+        assert raised.value.exit_code == 22
+        assert len(server.requests) == 2  # one attempt
+    record = read_artifact(generation_path(settings, "29"), "generation")
+    assert record["status"] == "error" and "HTTP 401" in record["error"]
+
+
+CONTEXT_ERROR = ErrorReply(
+    400,
+    "This model's maximum context length is 8192 tokens. However, you requested 9026 tokens "
+    "(9010 in the messages, 16 in the completion).",
+    code="context_length_exceeded",
+)
+
+
+def test_a_prompt_too_long_for_the_context_is_final_and_never_asked_again(make_settings):
+    responder = StepResponder({"inner_product": CONTEXT_ERROR})
+    with ModelServer(responder) as server:
+        settings = make_settings(model="m21", base_url=server.base_url)
+        record = run_generate(settings, "29")
+        assert [step["status"] for step in record["steps"]] == ["ok", "context_exceeded", "not_generated"]
+        assert record["status"] == "complete" and record["error"] is None
+        exceeded, later = record["steps"][1], record["steps"][2]
+        assert "maximum context length is 8192 tokens" in exceeded["error"]
+        assert "larger context" in exceeded["error"] and "`doit clean generate:29`" in exceeded["error"]
+        assert later["code"] is None and later["error"].startswith("not generated:") and "29.2" in later["error"]
+        assert responder.asked == ["normalize", "inner_product"]  # one attempt, later steps never asked
+        assert generation_current(settings, "29")
+        assert run_generate(settings, "29") == record
+        assert len(server.requests) == 2  # a rerun does not ask again

@@ -17,8 +17,10 @@ from pathlib import Path
 from stages.generate.server import ModelReply, ModelRequest, Reply, ToolCallSpec
 from tests.hostile import DEEP_UNARY, DEEPER_UNARY
 from tests.pipeline_support import (
+    PROBE_REPLY,
     TEST_API_KEY,
     data_args,
+    is_preflight_probe,
     load_json,
     model_args,
     output_of,
@@ -48,6 +50,8 @@ def hostile_model(steps: dict) -> object:
     arguments and in the call id."""
 
     def respond(request: ModelRequest) -> Reply:
+        if is_preflight_probe(request):
+            return PROBE_REPLY
         step_id = step_asked(request, steps)
         called = any(message.get("role") == "tool" for message in request.messages)
         if step_id == "4.1" and request.tools and not called:

@@ -9,8 +9,8 @@ free, so a terminal never wraps the line it redraws in place):
 3. then, in the order of their `drop` rank, fields give way (to their `lesser` form when they have one, else
    to nothing), and the bar shrinks and goes (the `BAR_SHRINKS` ranks).
 
-Fields without a `drop` rank (elapsed and ETA) are always kept; should even they not fit, the line is cut at the
-width. `columns_of(stream)` is the width of the terminal a stream writes to (else $COLUMNS, else 80).
+Fields without a `drop` rank (the counts, elapsed and ETA) are always kept; should even they not fit, the line
+loses its start ("..."), never the times at its end. `columns_of(stream)` is the width of the terminal a stream writes to (else $COLUMNS, else 80).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ BAR_WIDTHS = (20, 10, 0)
 # The bar shrinks to BAR_WIDTHS[i + 1] once fields of drop rank BAR_SHRINKS[i] have given way.
 BAR_SHRINKS = (30, 40)
 SEPARATOR = ", "
+CUT = "..."
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,15 @@ def layouts(fields: Sequence[Field]) -> list[FittedLine]:
 
 
 def fit_line(fields: Sequence[Field], columns: int) -> FittedLine:
-    """The richest layout that fits in `columns - 1` characters; the plainest one cut to that width otherwise."""
+    """The richest layout that fits in `columns - 1` characters; otherwise the plainest one with its start cut
+    (the times are at the end)."""
     room = max(columns - 1, 1)
     tried = layouts(fields)
     for layout in tried:
         if layout.width <= room:
             return layout
-    return FittedLine(0, tried[-1].text[:room])
+    plainest = tried[-1].text
+    return FittedLine(0, CUT + plainest[len(plainest) - room + len(CUT) :] if room > 2 * len(CUT) else plainest[-room:])
 
 
 def plain_text(fields: Sequence[Field]) -> str:

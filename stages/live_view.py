@@ -5,7 +5,7 @@
 
 On a terminal the line is fitted to its width (`stages.live_line`): in 80 columns
 
-    |█████     | gen 7/15, scored 4/15, passed 12/14 (85.7%), elapsed 00:41, ETA 00:35
+    gen 7/15, scored 4/15, passed 12/14 (85.7%), elapsed 00:41, ETA 00:35
 
 (the gauges give way first, then the bar shrinks and goes, then the pass rate; elapsed and ETA stay).
 The ETA is computed per phase: each stage's problems left at the rate that stage executed its own tasks since

@@ -18,7 +18,7 @@ from doit.task import Task
 from tqdm import tqdm
 
 from stages.config import ConfigError
-from stages.reporter import ProgressReporter, describe_failure, format_elapsed, stage_of
+from stages.reporter import ProgressReporter, describe_failure, format_elapsed, stage_of, step_failure_line
 from tests.hostile import ESCAPES, FAKE_TABLE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -416,7 +416,7 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
 # The live view of a run
 # ---------------------------------------------------------------------------
 
-from stages.activity import Activity  # noqa: E402
+from stages.activity import MAX_PENDING_FAILURES, Activity, StepFailure  # noqa: E402
 from stages.live_view import StageCount, estimate_eta  # noqa: E402
 
 PROGRESS_LINE = re.compile(
@@ -622,3 +622,50 @@ def test_a_generation_that_ended_in_error_is_never_counted_as_generated() -> Non
     assert "generate   3/3 done, 0 up-to-date, 0 failed (3 done with a generation error)  [00:00]" in lines_of(stream)
     assert StageCount(3, 3, 3, failed=3).text("generated") == "generated 0/3 (3 failed)"
     assert StageCount(2, 2, 3).text("generated") == "generated 2/3"
+
+
+# ---------------------------------------------------------------------------
+# Failed steps, printed as their verdicts are known
+# ---------------------------------------------------------------------------
+
+
+def test_a_failed_step_is_printed_once_when_published_neutralised_and_on_one_line() -> None:
+    clock = FakeClock()
+    reporter, stream, activity = live_reporter(clock, "score")
+    task = make_task("score:10")
+    reporter.get_status(task)
+    reporter.execute_task(task)
+    hostile = f"test 2 raised AssertionError: {ESCAPES}\nTraceback (most recent call last):\n{FAKE_TABLE}\ud800" * 20
+    activity.add_step_failure(StepFailure("10", 0, ("10.2",), "timeout", "ran past step_timeout_seconds=30"))
+    activity.add_step_failure(StepFailure("10", 0, ("10.3",), "fail", hostile))
+    activity.add_step_failure(StepFailure("10", 1, ("10.3",), "fail", "wrong value"))  # attempt 1
+    activity.add_step_failure(StepFailure("10", 0, ("10.2", "10.4", "10.5"), "fail", "not generated: HTTP 500"))
+    reporter._refresh_live()  # what the ticker does every tick_s, while the problem's other steps still run
+    reporter._refresh_live()
+    activity.add_step_failure(StepFailure("10", 0, ("10.3",), "fail", "the same step again"))  # never twice
+    reporter.add_success(task)
+    reporter.complete_run()
+    lines = [line for line in lines_of(stream) if line.startswith("step")]
+    assert lines[0] == "step 10.2 timeout: ran past step_timeout_seconds=30"
+    assert lines[1].startswith("step 10.3 fail: test 2 raised AssertionError: \\x1b[1A\\x1b[2K- 78.2 (pass)")
+    assert len(lines[1]) < 240 and lines[1].endswith("...")  # one bounded line of reason
+    assert lines[2:] == ["step 10.3@1 fail: wrong value", "steps 10.4, 10.5 fail: not generated: HTTP 500"]
+    output = stream.getvalue()
+    assert "\x1b" not in output and "\x07" not in output and "\x9b" not in output and "\ud800" not in output
+    assert output.index("step 10.2 timeout") < output.index("== run finished")
+
+
+def test_failed_steps_beyond_what_is_kept_are_counted_not_lost() -> None:
+    clock = FakeClock()
+    reporter, stream, activity = live_reporter(clock, "score")
+    for index in range(MAX_PENDING_FAILURES + 3):
+        activity.add_step_failure(StepFailure("70", 0, (f"70.{index}",), "fail", "wrong"))
+    reporter.complete_run()
+    lines = lines_of(stream)
+    assert sum(line.startswith("step 70.") for line in lines) == MAX_PENDING_FAILURES
+    assert "3 more failed step(s) not printed (see the details files)" in lines
+
+
+def test_step_failure_lines_read_status_step_and_reason() -> None:
+    assert step_failure_line(StepFailure("4", 0, ("4.1",), "parse_error", "no code")) == "step 4.1 parse_error: no code"
+    assert step_failure_line(StepFailure("4", 2, ("4.1", "4.2"), "fail", "x")) == "steps 4.1@2, 4.2@2 fail: x"

@@ -18,8 +18,9 @@ ended in error) are counted beside it, so a run whose every model call failed ne
 `LiveStatus` is what is shown (built by the reporter from doit's task events and `stages.activity`);
 `LiveView` shows it. On a terminal one tqdm bar (problems finished over problems of the run, both
 stages counted) stays under the lines the run prints and is redrawn at every update. Elsewhere (CI, a
-log file) a plain `progress: ...` line is written when the counts changed and `plain_interval_s` passed
-since the last one, or after `heartbeat_s` without change: a line every few seconds, never a flood.
+log file) nothing is redrawn (no `\r`): a plain `progress: ...` line is written when the counts changed and
+`LinePace.interval_s` passed since the last one, or after `LinePace.heartbeat_s` without change: a line every
+few seconds, never a flood.
 Either way the last status stays as one `progress: ...` line when the view closes: once every task of
 the shown stages has finished (the bar is removed, so the summary prints on a clean line), and at the
 end of the run.

@@ -7,8 +7,6 @@ import io
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from hypothesis import given
@@ -18,8 +16,7 @@ from stages.activity import ActivitySnapshot
 from stages.live_line import Field, FittedLine, columns_of, fit_line, layouts
 from stages.live_view import LiveStatus, StageCount
 from stages.phase_progress import PhaseProgress, Running, phase_eta
-
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from tests.pipeline_support import data_args, output_of, run_doit
 
 
 class FakeClock:
@@ -217,25 +214,21 @@ def test_a_quiet_phase_writes_a_heartbeat_and_on_a_terminal_one_bar() -> None:
 
 
 def test_a_real_derivation_in_a_log_file_has_no_carriage_return(tmp_path: Path, shared_scicode: Path) -> None:
+    """`doit targets` with its output in a file (not a terminal): progress lines, never a redrawn bar."""
     data_dir = tmp_path / "data" / "scicode"
     data_dir.mkdir(parents=True)
     for name in ("problems_test.jsonl", "multistep_template.txt", "background_comment_template.txt"):
         shutil.copyfile(shared_scicode / name, data_dir / name)
     with open(shared_scicode / "problems_dev.jsonl", encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle]
-    record = next(r for r in records if r["problem_id"] == "3")
-    (data_dir / "problems_dev.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-m", "stages.targets", str(tmp_path / "data")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=PROJECT_ROOT,
-    )
-    assert result.returncode == 0, result.stderr
-    steps = len(record["sub_steps"])
+    kept = [r for r in records if r["problem_id"] in ("3", "19")]
+    (data_dir / "problems_dev.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+    args = (*data_args(tmp_path / "data", None), "verify_checksums=false", "split=validation")
+    result = run_doit(tmp_path, "targets", *args, timeout=300)
+    assert result.returncode == 0, output_of(result)
+    steps = sum(len(r["sub_steps"]) for r in kept)
     assert "\r" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("progress: derive targets")]
     assert lines and lines[-1].startswith(f"progress: derive targets {steps}/{steps} steps, running 0, elapsed ")
     assert lines[-1].endswith("ETA 00:00")
     assert all(len(line) < 120 for line in lines)

@@ -33,8 +33,10 @@ Each failed step is printed once, when its verdict is known (the score stage pub
     step 10.2 timeout: the test process ran past 30 s
     steps 12.1, 12.2, 12.3 fail: not generated: HTTP 500 from the model
     step 10.2@1 fail: test 3 failed: AssertionError
+    steps 13.1, 13.2 fail: same reason as step 12.1
 
-(`@k`: attempt k, when several are scored; the reason is model-derived text, shown on one line, neutralised.)
+(`@k`: attempt k, when several are scored; the reason is model-derived text, shown on one line, neutralised;
+a reason printed before is not repeated, so fifteen problems left unanswered by one outage read short.)
 """
 
 from __future__ import annotations
@@ -181,12 +183,18 @@ def describe_failure(task: Any, fail: BaseFail, own_error_names: frozenset[str] 
 # ---------------------------------------------------------------------------
 
 
-def step_failure_line(failure: StepFailure) -> str:
-    """`step 10.2 timeout: <reason>`; several steps of one reason on one line; `@k` for attempt k > 0."""
+def step_labels(failure: StepFailure) -> list[str]:
+    """`10.2`, or `10.2@1` for attempt 1: how a failed step is named on its line."""
     suffix = f"@{failure.attempt}" if failure.attempt else ""
-    ids = ", ".join(shown(step_id, limit=40) + suffix for step_id in failure.step_ids)
+    return [shown(step_id, limit=40) + suffix for step_id in failure.step_ids]
+
+
+def step_failure_line(failure: StepFailure, same_as: str | None = None) -> str:
+    """`step 10.2 timeout: <reason>`; several steps of one reason on one line; `@k` for attempt k > 0. With
+    `same_as` (the step first printed with this status and reason), the reason is not repeated."""
     noun = "step" if len(failure.step_ids) == 1 else "steps"
-    return f"{noun} {ids} {shown(failure.status, limit=20)}: {shown(failure.reason, limit=STEP_REASON_LIMIT)}"
+    reason = f"same reason as step {same_as}" if same_as else shown(failure.reason, limit=STEP_REASON_LIMIT)
+    return f"{noun} {', '.join(step_labels(failure))} {shown(failure.status, limit=20)}: {reason}"
 
 
 # ---------------------------------------------------------------------------
@@ -292,6 +300,7 @@ class ProgressReporter(ConsoleReporter):
         self._notes: list[FailureNote] = []
         self._cleanup_errors: list[str] = []
         self._shown_failures: set[tuple[str, str]] = set()
+        self._step_reasons: dict[tuple[str, str], str] = {}  # (status, reason) -> the step first printed with it
         self._activity = activity
         self._interactive = interactive
         self._selected: tuple[str, ...] = ()
@@ -395,7 +404,9 @@ class ProgressReporter(ConsoleReporter):
         """The failed steps published since the last call, one line each, above the live view."""
         failures, unkept = self._activity.take_step_failures()
         for failure in failures:
-            self._emit(step_failure_line(failure))
+            key = (failure.status, failure.reason)
+            self._emit(step_failure_line(failure, self._step_reasons.get(key)))
+            self._step_reasons.setdefault(key, step_labels(failure)[0])
         if unkept:
             self._emit(f"{unkept} more failed step(s) not printed (see the details files)")
 

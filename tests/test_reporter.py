@@ -640,6 +640,7 @@ def test_a_failed_step_is_printed_once_when_published_neutralised_and_on_one_lin
     activity.add_step_failure(StepFailure("10", 0, ("10.3",), "fail", hostile))
     activity.add_step_failure(StepFailure("10", 1, ("10.3",), "fail", "wrong value"))  # attempt 1
     activity.add_step_failure(StepFailure("10", 0, ("10.2", "10.4", "10.5"), "fail", "not generated: HTTP 500"))
+    activity.add_step_failure(StepFailure("11", 0, ("11.1", "11.2"), "fail", "not generated: HTTP 500"))
     reporter._refresh_live()  # what the ticker does every tick_s, while the problem's other steps still run
     reporter._refresh_live()
     activity.add_step_failure(StepFailure("10", 0, ("10.3",), "fail", "the same step again"))  # never twice
@@ -649,7 +650,11 @@ def test_a_failed_step_is_printed_once_when_published_neutralised_and_on_one_lin
     assert lines[0] == "step 10.2 timeout: ran past step_timeout_seconds=30"
     assert lines[1].startswith("step 10.3 fail: test 2 raised AssertionError: \\x1b[1A\\x1b[2K- 78.2 (pass)")
     assert len(lines[1]) < 240 and lines[1].endswith("...")  # one bounded line of reason
-    assert lines[2:] == ["step 10.3@1 fail: wrong value", "steps 10.4, 10.5 fail: not generated: HTTP 500"]
+    assert lines[2:] == [
+        "step 10.3@1 fail: wrong value",
+        "steps 10.4, 10.5 fail: not generated: HTTP 500",
+        "steps 11.1, 11.2 fail: same reason as step 10.4",  # one outage, many problems: the reason once
+    ]
     output = stream.getvalue()
     assert "\x1b" not in output and "\x07" not in output and "\x9b" not in output and "\ud800" not in output
     assert output.index("step 10.2 timeout") < output.index("== run finished")

@@ -9,21 +9,40 @@ One process-wide `ACTIVITY` (doit runs every task in threads of one process):
   problems whose generation ended in error although their task finished (`add_generation_failure`), and
   the scored steps of attempt 0 of every problem scored or found up to date (`add_scored`);
 * the problems whose scoring failed (`add_not_scored`): their tasks succeed for doit (so that the summary
-  still runs), and the reporter shows them as failed.
+  still runs), and the reporter shows them as failed;
+* the failed steps, as soon as each verdict is known (`add_step_failure`, from stages.score.stage while the
+  problem's other steps may still run): the reporter takes them (`take_step_failures`) and prints each once.
+  At most `MAX_PENDING_FAILURES` wait to be taken; beyond that they are counted, not kept.
 
 Publishing never blocks on the display and never fails the work: the live view only reads snapshots.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+from stages.statuses import StepStatus
+
 Gauge = Literal["model_calls", "test_processes"]
 GAUGES: tuple[Gauge, ...] = ("model_calls", "test_processes")
+MAX_PENDING_FAILURES = 10_000
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """Steps of one problem's attempt that failed with one status and one reason (model-derived text: shown
+    through `stages.untrusted.shown`). Usually one step; the steps a generation error left unanswered share it."""
+
+    problem_id: str
+    attempt: int
+    step_ids: tuple[str, ...]
+    status: StepStatus
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -48,6 +67,9 @@ class Activity:
         self._scored: dict[str, tuple[int, int]] = {}
         self._not_scored: dict[str, tuple[str, str | None]] = {}
         self._generation_failures: set[str] = set()
+        self._step_failures: list[StepFailure] = []
+        self._published_steps: set[tuple[str, int, str]] = set()
+        self._unkept_failures = 0
 
     @contextmanager
     def busy(self, gauge: Gauge) -> Iterator[None]:
@@ -82,6 +104,29 @@ class Activity:
         """A problem whose generation task finished but recorded a generation error (the model call failed)."""
         with self._lock:
             self._generation_failures.add(problem_id)
+
+    def add_step_failure(self, failure: StepFailure) -> None:
+        """Steps whose verdict is a failure, to be printed once: a step published before is left out."""
+        with self._lock:
+            fresh = tuple(
+                step_id
+                for step_id in failure.step_ids
+                if (failure.problem_id, failure.attempt, step_id) not in self._published_steps
+            )
+            if not fresh:
+                return
+            self._published_steps.update((failure.problem_id, failure.attempt, step_id) for step_id in fresh)
+            if len(self._step_failures) >= MAX_PENDING_FAILURES:
+                self._unkept_failures += len(fresh)
+                return
+            self._step_failures.append(dataclasses.replace(failure, step_ids=fresh))
+
+    def take_step_failures(self) -> tuple[list[StepFailure], int]:
+        """The failures published since the last call, and how many more steps failed without being kept."""
+        with self._lock:
+            taken, unkept = self._step_failures, self._unkept_failures
+            self._step_failures, self._unkept_failures = [], 0
+            return taken, unkept
 
     def snapshot(self) -> ActivitySnapshot:
         with self._lock:

@@ -24,8 +24,19 @@ Failures of the pipeline's own error classes (modules under `stages.`, `stages.e
 During a doit run (from `initialize` to `complete_run`) the problem stages (`LIVE_STAGES`) are shown by
 one live view (`stages.live_view`) instead of per-stage lines: problems generated and scored, steps
 passed so far with the pass rate, model calls in flight, test processes busy, elapsed time and an ETA.
-A ticker thread refreshes it every `tick_s` (a tqdm bar on a terminal, a plain line every few seconds
-elsewhere); their final per-stage lines still close the run.
+A ticker thread refreshes it every `tick_s` (a tqdm bar fitted to the terminal's width, a plain line every few
+seconds elsewhere); their final per-stage lines still close the run.
+
+Each failed step is printed once, when its verdict is known (the score stage publishes it through
+`stages.activity`; the reporter prints what was published at every refresh, at most `tick_s` later):
+
+    step 10.2 timeout: the test process ran past 30 s
+    steps 12.1, 12.2, 12.3 fail: not generated: HTTP 500 from the model
+    step 10.2@1 fail: test 3 failed: AssertionError
+    steps 13.1, 13.2 fail: same reason as step 12.1
+
+(`@k`: attempt k, when several are scored; the reason is model-derived text, shown on one line, neutralised;
+a reason printed before is not repeated, so fifteen problems left unanswered by one outage read short.)
 """
 
 from __future__ import annotations
@@ -44,7 +55,7 @@ from doit.reporter import ConsoleReporter
 from tqdm import tqdm
 
 from stages import live_processes
-from stages.activity import ACTIVITY, Activity
+from stages.activity import ACTIVITY, Activity, StepFailure
 from stages.errors import pipeline_error_names
 from stages.live_view import LiveStatus, LiveView, StageCount, estimate_eta, format_elapsed
 from stages.untrusted import shown, valid_text
@@ -54,6 +65,7 @@ OWN_ERROR_MODULE_PREFIX = "stages."
 DETAIL_TAIL_LINES = 30
 REASON_LIMIT = 1000  # characters of a failure's one-line reason (a run failure names every failed problem)
 GROUP_NAMES_SHOWN = 8
+STEP_REASON_LIMIT = 200  # characters of a failed step's one-line reason
 UNMET_REASON = "not run: a task it depends on failed"
 MIN_STAGE_WIDTH = len("summarize")
 LIVE_STAGES = ("generate", "score")
@@ -167,6 +179,25 @@ def describe_failure(task: Any, fail: BaseFail, own_error_names: frozenset[str] 
 
 
 # ---------------------------------------------------------------------------
+# Failed steps
+# ---------------------------------------------------------------------------
+
+
+def step_labels(failure: StepFailure) -> list[str]:
+    """`10.2`, or `10.2@1` for attempt 1: how a failed step is named on its line."""
+    suffix = f"@{failure.attempt}" if failure.attempt else ""
+    return [shown(step_id, limit=40) + suffix for step_id in failure.step_ids]
+
+
+def step_failure_line(failure: StepFailure, same_as: str | None = None) -> str:
+    """`step 10.2 timeout: <reason>`; several steps of one reason on one line; `@k` for attempt k > 0. With
+    `same_as` (the step first printed with this status and reason), the reason is not repeated."""
+    noun = "step" if len(failure.step_ids) == 1 else "steps"
+    reason = f"same reason as step {same_as}" if same_as else shown(failure.reason, limit=STEP_REASON_LIMIT)
+    return f"{noun} {', '.join(step_labels(failure))} {shown(failure.status, limit=20)}: {reason}"
+
+
+# ---------------------------------------------------------------------------
 # Per-stage tallies
 # ---------------------------------------------------------------------------
 
@@ -258,6 +289,7 @@ class ProgressReporter(ConsoleReporter):
         clock: Callable[[], float] = time.monotonic,
         activity: Activity = ACTIVITY,
         interactive: bool | None = None,
+        columns: Callable[[], int] | None = None,
     ) -> None:
         super().__init__(outstream, options)
         self._stream = stream if stream is not None else sys.stderr
@@ -268,11 +300,13 @@ class ProgressReporter(ConsoleReporter):
         self._notes: list[FailureNote] = []
         self._cleanup_errors: list[str] = []
         self._shown_failures: set[tuple[str, str]] = set()
+        self._step_reasons: dict[tuple[str, str], str] = {}  # (status, reason) -> the step first printed with it
         self._activity = activity
         self._interactive = interactive
         self._selected: tuple[str, ...] = ()
         self._live: LiveView | None = None
-        self._first_work: float | None = None
+        self._columns = columns
+        self._first_work: dict[str, float] = {}  # per live stage: when its first executed task started
         self._stop_ticker = threading.Event()
 
     # ---- output ---------------------------------------------------------
@@ -354,20 +388,31 @@ class ProgressReporter(ConsoleReporter):
                     tally.done + tally.failed,
                     self._planned_total(name, len(tally.seen), problems),
                     tally.failed + (snapshot.generations_failed if name == "generate" else 0),
+                    now - self._first_work[name] if name in self._first_work else 0.0,
                 )
                 for name, tally in tallies.items()
             }
-            working = now - self._first_work if self._first_work is not None else 0.0
             return LiveStatus(
                 counts.get("generate"),
                 counts.get("score"),
                 snapshot,
                 now - self._started,
-                estimate_eta(tuple(counts.values()), working),
+                estimate_eta(tuple(counts.values())),
             )
+
+    def _print_step_failures(self) -> None:
+        """The failed steps published since the last call, one line each, above the live view."""
+        failures, unkept = self._activity.take_step_failures()
+        for failure in failures:
+            key = (failure.status, failure.reason)
+            self._emit(step_failure_line(failure, self._step_reasons.get(key)))
+            self._step_reasons.setdefault(key, step_labels(failure)[0])
+        if unkept:
+            self._emit(f"{unkept} more failed step(s) not printed (see the details files)")
 
     def _refresh_live(self) -> None:
         with self._lock:
+            self._print_step_failures()
             if self._live is not None:
                 try:
                     self._live.update(self.live_status())
@@ -387,7 +432,7 @@ class ProgressReporter(ConsoleReporter):
         if interactive is None:
             isatty = getattr(self._stream, "isatty", None)
             interactive = bool(isatty and isatty())
-        self._live = LiveView(self._stream, self._clock, interactive)
+        self._live = LiveView(self._stream, self._clock, interactive, self._columns)
         threading.Thread(target=self._tick, name="live-view", daemon=True).start()
 
     def _close_live_view(self) -> None:
@@ -447,8 +492,9 @@ class ProgressReporter(ConsoleReporter):
         if self._counted(task):
             with self._lock:
                 self._tally(task).running.add(task.name)
-                if self._first_work is None and stage_of(task.name) in LIVE_STAGES:
-                    self._first_work = self._clock()
+                stage = stage_of(task.name)
+                if stage in LIVE_STAGES and stage not in self._first_work:
+                    self._first_work[stage] = self._clock()
 
     @_never_raises
     def add_success(self, task: Any) -> None:
@@ -514,6 +560,7 @@ class ProgressReporter(ConsoleReporter):
     @_never_raises
     def complete_run(self) -> None:
         with self._lock:
+            self._print_step_failures()
             self._close_live_view()
             now = self._clock()
             self._emit(f"== run finished [{format_elapsed(now - self._started)}] ==")

@@ -18,7 +18,7 @@ from doit.task import Task
 from tqdm import tqdm
 
 from stages.config import ConfigError
-from stages.reporter import ProgressReporter, describe_failure, format_elapsed, stage_of
+from stages.reporter import ProgressReporter, describe_failure, format_elapsed, stage_of, step_failure_line
 from tests.hostile import ESCAPES, FAKE_TABLE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -416,7 +416,7 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
 # The live view of a run
 # ---------------------------------------------------------------------------
 
-from stages.activity import Activity  # noqa: E402
+from stages.activity import MAX_PENDING_FAILURES, Activity, StepFailure  # noqa: E402
 from stages.live_view import StageCount, estimate_eta  # noqa: E402
 
 PROGRESS_LINE = re.compile(
@@ -435,21 +435,30 @@ def live_reporter(
     *selected: str,
     problems: int = 3,
     stream: io.StringIO | None = None,
+    columns: int = 80,
 ) -> tuple[ProgressReporter, io.StringIO, Activity]:
-    """A reporter after doit's `initialize`, with its own activity record; the ticker never fires by itself."""
+    """A reporter after doit's `initialize`, with its own activity record, on a terminal of `columns` when the
+    stream is one; the ticker never fires by itself."""
     activity = Activity()
     activity.set_problems(problems)
     stream = stream if stream is not None else io.StringIO()
-    reporter = ProgressReporter(io.StringIO(), {}, stream=stream, clock=clock, activity=activity)
+    reporter = ProgressReporter(
+        io.StringIO(), {}, stream=stream, clock=clock, activity=activity, columns=lambda: columns
+    )
     reporter.tick_s = 3600.0
     reporter.initialize({}, list(selected or ("summarize",)))
     return reporter, stream, activity
 
 
-def test_eta_counts_only_executed_work() -> None:
-    assert estimate_eta((StageCount(0, 0, 4),), 10.0) is None  # nothing executed yet
-    assert estimate_eta((StageCount(2, 1, 4), StageCount(1, 1, 4)), 10.0) == 25.0  # 5 left at 2 per 10 s
-    assert estimate_eta((StageCount(4, 0, 4),), 0.0) == 0.0  # everything up to date
+def test_eta_is_computed_per_phase_from_executed_work_only() -> None:
+    assert estimate_eta((StageCount(0, 0, 4, working_s=10.0),)) is None  # nothing executed yet
+    # generation: 2 left at 1 per 10 s (one was up to date); scoring: 3 left at 1 per 2 s. The longer phase wins.
+    assert StageCount(2, 1, 4, working_s=10.0).eta_s == 20.0
+    assert estimate_eta((StageCount(2, 1, 4, working_s=10.0), StageCount(1, 1, 4, working_s=2.0))) == 20.0
+    # a phase with work left and no rate yet: unknown, not a guess from the other phase
+    assert estimate_eta((StageCount(2, 1, 4, working_s=10.0), StageCount(0, 0, 4))) is None
+    assert estimate_eta((StageCount(4, 0, 4),)) == 0.0  # everything up to date
+    assert estimate_eta((StageCount(4, 4, 4, working_s=9.0), StageCount(3, 3, 4, working_s=6.0))) == 2.0
 
 
 def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
@@ -464,8 +473,8 @@ def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
     with activity.busy("model_calls"), activity.busy("model_calls"):
         reporter.add_success(generate[0])
     assert lines_of(stream) == [
-        "progress: generated 1/3, scored 0/3, steps passed 0/0, model calls 2, test processes 0, elapsed 00:04, ETA 00:20"
-    ]
+        "progress: generated 1/3, scored 0/3, steps passed 0/0, model calls 2, test processes 0, elapsed 00:04, ETA --:--"
+    ]  # no problem scored yet: the scoring phase has no rate, so the ETA is not guessed
 
     clock.now += 1  # scoring of problem 0 starts while problems 1 and 2 are still being generated
     reporter.get_status(score[0])
@@ -473,7 +482,7 @@ def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
     clock.now += 1
     activity.add_scored("0", 2, 3)
     reporter.add_success(score[0])
-    assert len(lines_of(stream)) == 1  # changed, but within plain_interval_s of the last line
+    assert len(lines_of(stream)) == 1  # changed, but within LinePace.interval_s of the last line
 
     clock.now += 4
     reporter.add_failure(generate[1], TaskFailed("RunAborted: the model is gone"))
@@ -543,16 +552,16 @@ def test_on_a_terminal_the_live_view_is_one_bar_under_the_lines() -> None:
     clock.now += 1
     reporter.add_failure(tasks[1], TaskFailed("ModelCallError: HTTP 500"))
     text = stream.getvalue()
-    assert "generated 1/3, scored 0/3, steps passed 0/0, model calls 0, test processes 0, elapsed 00:02" in text
+    assert "| gen 1/3, scored 0/3, passed 0/0, elapsed 00:02, ETA --:--" in text  # fitted to 80 columns
     assert "\r" in text and "progress: " not in text  # redrawn in place, not printed as lines
     failure = text.index("FAILED generate:1: ModelCallError: HTTP 500\n")
-    assert "generated 1/3 (1 failed)" in text[failure:]  # the bar is drawn again under the failure line
+    assert "gen 1/3 (1 failed)" in text[failure:]  # the bar is drawn again under the failure line
     reporter.complete_run()
     output = lines_of(stream)
     end = output.index("== run finished [00:03] ==")
     assert output[end - 1].endswith(
         "progress: generated 1/3 (1 failed), scored 0/3, steps passed 0/0, model calls 0, "
-        "test processes 0, elapsed 00:03, ETA 00:06"
+        "test processes 0, elapsed 00:03, ETA --:--"
     )  # the bar's last state, kept
     assert output[end + 1] == "generate   1/3 done, 0 up-to-date, 1 failed, 1 running  [00:03]"
 
@@ -585,9 +594,9 @@ def test_the_bar_gives_way_to_a_line_once_every_problem_task_finished() -> None:
         reporter.execute_task(task)
     clock.now += 2
     reporter.add_success(tasks[0])
-    assert reporter._live is not None and reporter._live._bar is not None
+    assert reporter._live is not None and reporter._live.bar_shown
     reporter.add_success(tasks[1])
-    assert reporter._live._bar is None  # whatever runs next (the summary) prints on a clean line
+    assert not reporter._live.bar_shown  # whatever runs next (the summary) prints on a clean line
     reporter._refresh_live()
     output = lines_of(stream)
     assert output[-1].endswith("progress: generated 2/2, model calls 0, elapsed 00:02, ETA 00:00")
@@ -613,3 +622,55 @@ def test_a_generation_that_ended_in_error_is_never_counted_as_generated() -> Non
     assert "generate   3/3 done, 0 up-to-date, 0 failed (3 done with a generation error)  [00:00]" in lines_of(stream)
     assert StageCount(3, 3, 3, failed=3).text("generated") == "generated 0/3 (3 failed)"
     assert StageCount(2, 2, 3).text("generated") == "generated 2/3"
+
+
+# ---------------------------------------------------------------------------
+# Failed steps, printed as their verdicts are known
+# ---------------------------------------------------------------------------
+
+
+def test_a_failed_step_is_printed_once_when_published_neutralised_and_on_one_line() -> None:
+    clock = FakeClock()
+    reporter, stream, activity = live_reporter(clock, "score")
+    task = make_task("score:10")
+    reporter.get_status(task)
+    reporter.execute_task(task)
+    hostile = f"test 2 raised AssertionError: {ESCAPES}\nTraceback (most recent call last):\n{FAKE_TABLE}\ud800" * 20
+    activity.add_step_failure(StepFailure("10", 0, ("10.2",), "timeout", "ran past step_timeout_seconds=30"))
+    activity.add_step_failure(StepFailure("10", 0, ("10.3",), "fail", hostile))
+    activity.add_step_failure(StepFailure("10", 1, ("10.3",), "fail", "wrong value"))  # attempt 1
+    activity.add_step_failure(StepFailure("10", 0, ("10.2", "10.4", "10.5"), "fail", "not generated: HTTP 500"))
+    activity.add_step_failure(StepFailure("11", 0, ("11.1", "11.2"), "fail", "not generated: HTTP 500"))
+    reporter._refresh_live()  # what the ticker does every tick_s, while the problem's other steps still run
+    reporter._refresh_live()
+    activity.add_step_failure(StepFailure("10", 0, ("10.3",), "fail", "the same step again"))  # never twice
+    reporter.add_success(task)
+    reporter.complete_run()
+    lines = [line for line in lines_of(stream) if line.startswith("step")]
+    assert lines[0] == "step 10.2 timeout: ran past step_timeout_seconds=30"
+    assert lines[1].startswith("step 10.3 fail: test 2 raised AssertionError: \\x1b[1A\\x1b[2K- 78.2 (pass)")
+    assert len(lines[1]) < 240 and lines[1].endswith("...")  # one bounded line of reason
+    assert lines[2:] == [
+        "step 10.3@1 fail: wrong value",
+        "steps 10.4, 10.5 fail: not generated: HTTP 500",
+        "steps 11.1, 11.2 fail: same reason as step 10.4",  # one outage, many problems: the reason once
+    ]
+    output = stream.getvalue()
+    assert "\x1b" not in output and "\x07" not in output and "\x9b" not in output and "\ud800" not in output
+    assert output.index("step 10.2 timeout") < output.index("== run finished")
+
+
+def test_failed_steps_beyond_what_is_kept_are_counted_not_lost() -> None:
+    clock = FakeClock()
+    reporter, stream, activity = live_reporter(clock, "score")
+    for index in range(MAX_PENDING_FAILURES + 3):
+        activity.add_step_failure(StepFailure("70", 0, (f"70.{index}",), "fail", "wrong"))
+    reporter.complete_run()
+    lines = lines_of(stream)
+    assert sum(line.startswith("step 70.") for line in lines) == MAX_PENDING_FAILURES
+    assert "3 more failed step(s) not printed (see the details files)" in lines
+
+
+def test_step_failure_lines_read_status_step_and_reason() -> None:
+    assert step_failure_line(StepFailure("4", 0, ("4.1",), "parse_error", "no code")) == "step 4.1 parse_error: no code"
+    assert step_failure_line(StepFailure("4", 2, ("4.1", "4.2"), "fail", "x")) == "steps 4.1@2, 4.2@2 fail: x"

@@ -21,12 +21,13 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stages import not_scored
+from stages.activity import Activity, StepFailure
 from stages.generate.loops import final_status
 from stages.paths import DataPaths, RunPaths
 from stages.problems import Problem, problems_by_id
 from stages.protocol import CARRY_MODES
 from stages.report import _script_of, compressed
-from stages.reporter import describe_failure
+from stages.reporter import describe_failure, step_failure_line
 from stages.results import _tool_code
 from stages.score.cache import VerdictCache, verdict_key
 from stages.score.script import build_step_script
@@ -113,6 +114,16 @@ def test_a_failure_message_becomes_one_visible_line(message: str) -> None:
     for failure in (fail, TaskFailed(message)):
         note = describe_failure(Task("score:1", [noop]), failure)
         assert "\n" not in note.reason and "\x1b" not in note.reason and encodes(note.reason)
+
+
+@given(HOSTILE, HOSTILE)
+def test_a_failed_step_with_any_reason_is_published_and_printed_as_one_visible_line(reason: str, step: str) -> None:
+    activity = Activity()
+    activity.add_step_failure(StepFailure("1", 0, (step, "1.2"), "fail", reason))
+    (failure,), unkept = activity.take_step_failures()
+    line = step_failure_line(failure)
+    assert unkept == 0 and "\n" not in line and "\x1b" not in line and encodes(line)
+    assert len(line) <= 320
 
 
 @given(HOSTILE)

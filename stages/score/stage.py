@@ -8,7 +8,10 @@ steps are `skipped` (excluded from totals), steps that generation never produced
 (`engine.execute_step`, through the executor of `settings.executor`: see executor.py) unless the
 verdict cache already holds the verdict of that exact script. Steps of all attempts of a problem are
 submitted together, longest expected first; a script that occurs in several attempts runs once (the
-other attempts get its verdict marked `cached`). The details file holds `attempts[k]` for every
+other attempts get its verdict marked `cached`). Every failed step is published to the live view
+(`stages.activity`) as soon as its verdict is known, while the problem's other steps may still run: the steps
+decided without a test process (not generated, no code) at once, one line for the steps that share a status
+and reason, each tested step when its test process ends. The details file holds `attempts[k]` for every
 attempt, each scored like attempt 0; its record-level `status` is attempt 0's.
 
 `score_fingerprint(settings, problem_id)` is what doit's uptodate check compares with the details
@@ -22,13 +25,15 @@ import dataclasses
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from stages import not_scored
+from stages.activity import ACTIVITY, StepFailure
 from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
 from stages.config import Settings
 from stages.confinement import check_confinement
@@ -46,7 +51,7 @@ from stages.score.executor import ExecutorError, StepExecutor, StepRequest, exec
 from stages.score.launcher import environment_versions
 from stages.score.request import job_for_script
 from stages.score.script import StepScript, build_step_script
-from stages.statuses import NEVER_ANSWERED_STATUSES
+from stages.statuses import NEVER_ANSWERED_STATUSES, StepStatus
 from stages.targets import ResolvedTargets, resolve_targets
 from stages.truncation import truncation_note, with_note
 from stages.verdict import StepVerdict
@@ -299,8 +304,19 @@ def _run_planned(context: ScoringContext, item: PlannedStep, expected: float, pr
     return verdict
 
 
-def score_steps(context: ScoringContext, problem: Problem, planned: list[PlannedStep]) -> None:
-    """Give every planned step (of any attempt) its verdict; each distinct script runs at most once."""
+VerdictListener = Callable[[list[PlannedStep]], None]
+PASSING_STATUSES: frozenset[StepStatus] = frozenset({"pass", "skipped"})
+
+
+def _ignore(items: list[PlannedStep]) -> None:
+    return None
+
+
+def score_steps(
+    context: ScoringContext, problem: Problem, planned: list[PlannedStep], on_verdicts: VerdictListener = _ignore
+) -> None:
+    """Give every planned step (of any attempt) its verdict; each distinct script runs at most once. The steps of
+    each script are given to `on_verdicts` as soon as their verdict is known."""
     runnable: dict[str, list[PlannedStep]] = {}
     for item in planned:
         if item.verdict is None:
@@ -311,20 +327,48 @@ def score_steps(context: ScoringContext, problem: Problem, planned: list[Planned
     expected = {key: expected_step_seconds(context.cache, items[0].step.step_id) for key, items in runnable.items()}
     slowest = max(expected.values())
     with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix=f"score-{problem.problem_id}") as pool:
-        futures = {
-            key: pool.submit(_run_planned, context, items[0], expected[key], slowest) for key, items in runnable.items()
+        futures: dict[Future[StepVerdict], str] = {
+            pool.submit(_run_planned, context, items[0], expected[key], slowest): key for key, items in runnable.items()
         }
-        for key, items in runnable.items():
-            verdict = futures[key].result()
+        for future in as_completed(futures):
+            items = runnable[futures[future]]
+            verdict = future.result()
             items[0].verdict = verdict
             for twin in items[1:]:  # the same script in another attempt: the same verdict, not run again
                 twin.verdict = dataclasses.replace(verdict, cached=True)
+            on_verdicts(items)
 
 
 def _noted(verdict: StepVerdict, generation: dict[str, Any] | None) -> StepVerdict:
     """The verdict with the truncation of its step's answers said in its reason (stages.truncation)."""
     note = truncation_note(_generated_steps(generation).get(verdict.step_id) or {})
     return verdict if note is None else dataclasses.replace(verdict, reason=with_note(verdict.reason, note))
+
+
+def step_failures(
+    problem_id: str, items: list[PlannedStep], generations: list[dict[str, Any] | None]
+) -> list[StepFailure]:
+    """The failed steps among `items` (their verdicts known), one record per attempt, status and reason."""
+    grouped: dict[tuple[int, StepStatus, str], list[str]] = {}
+    for item in items:
+        if item.verdict is None or item.verdict.status in PASSING_STATUSES:
+            continue
+        verdict = _noted(item.verdict, generations[item.attempt])
+        grouped.setdefault((item.attempt, verdict.status, verdict.reason), []).append(verdict.step_id)
+    return [
+        StepFailure(problem_id, attempt, tuple(step_ids), status, reason)
+        for (attempt, status, reason), step_ids in grouped.items()
+    ]
+
+
+def publish_failures(problem_id: str, generations: list[dict[str, Any] | None]) -> VerdictListener:
+    """What gives the live view the failed steps among the items it is called with."""
+
+    def publish(items: list[PlannedStep]) -> None:
+        for failure in step_failures(problem_id, items, generations):
+            ACTIVITY.add_step_failure(failure)
+
+    return publish
 
 
 def _details_status(generation: dict[str, Any] | None) -> DetailsStatus:
@@ -428,7 +472,10 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
         plan_steps(settings, problem, generation, targets, versions, attempt)
         for attempt, generation in enumerate(generations)
     ]
-    score_steps(context, problem, [item for attempt in planned for item in attempt])
+    steps = [item for attempt in planned for item in attempt]
+    publish = publish_failures(problem_id, generations)
+    publish([item for item in steps if item.verdict is not None])  # decided without a test process
+    score_steps(context, problem, steps, publish)
     verdicts = [
         [_noted(item.verdict, generation) for item in attempt if item.verdict is not None]
         for attempt, generation in zip(planned, generations)

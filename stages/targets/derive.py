@@ -22,7 +22,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +33,7 @@ from stages.config import Settings
 from stages.fingerprints import FingerprintParts
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 from stages.paths import PROJECT_ROOT, DataPaths
+from stages.phase_progress import DEFAULT_UNIT_SECONDS, PhaseProgress
 from stages.pins import pins, prefilled_steps, split_files
 from stages.problems import Problem, Step, load_split, prefilled_code
 from stages.targets.comparison import CAPTURE_NAME, capture_program, find_target_comparison
@@ -338,29 +339,46 @@ def longest_first(jobs: Sequence[DerivationJob], durations: dict[str, float]) ->
     return sorted(jobs, key=cost, reverse=True)
 
 
+PROGRESS_TICK_S = 1.0  # how often the derivation's progress is looked at while no step finishes
+
+
 def run_step_jobs(
     jobs: Sequence[DerivationJob], settings: Settings, durations: dict[str, float]
 ) -> dict[str, DerivationOutcome]:
-    """Every job in its own isolated process, `score_workers` at a time, with a progress bar on stderr."""
-    from tqdm import tqdm
-
+    """Every job in its own isolated process, `score_workers` at a time, its progress on stderr
+    (`stages.phase_progress`: a bar on a terminal, plain lines elsewhere, with the ETA of this phase)."""
     limits = Limits(
         timeout_seconds=settings.step_timeout_seconds,
         memory_mb=settings.step_memory_mb,
         output_limit_bytes=CHILD_OUTPUT_LIMIT,
     )
+    progress = PhaseProgress(
+        "derive targets",
+        "step",
+        {job.step_id: durations.get(job.step_id, DEFAULT_UNIT_SECONDS) for job in jobs},
+        settings.score_workers,
+    )
+
+    def run(job: DerivationJob, scratch: Path) -> DerivationOutcome:
+        progress.started(job.step_id)
+        return run_step_isolated(job, scratch, limits)
+
     outcomes: dict[str, DerivationOutcome] = {}
     with (
         ScratchDir(None, "scicode-targets-") as scratch,
         ThreadPoolExecutor(max_workers=settings.score_workers) as pool,
-        tqdm(total=len(jobs), desc="derive targets", unit="step", file=sys.stderr, leave=False) as progress,
     ):
-        futures = {pool.submit(run_step_isolated, job, scratch, limits): job for job in longest_first(jobs, durations)}
-        for future in as_completed(futures):
-            outcome = future.result()
-            outcomes[outcome.step_id] = outcome
-            progress.set_postfix_str(f"{outcome.step_id} {outcome.status}", refresh=False)
-            progress.update()
+        pending = {pool.submit(run, job, scratch) for job in longest_first(jobs, durations)}
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=PROGRESS_TICK_S, return_when=FIRST_COMPLETED)
+                for future in done:
+                    outcome = future.result()
+                    outcomes[outcome.step_id] = outcome
+                    progress.finished(outcome.step_id, outcome.status == "ok", outcome.duration_s)
+                progress.refresh()
+        finally:
+            progress.close()
     return outcomes
 
 

@@ -3,12 +3,14 @@ prefilled steps, and (slow) all 50 validation reference steps through `run_score
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from score_helpers import reference_codes, write_generation
 
+from stages.activity import Activity, StepFailure
 from stages.artifacts import is_current, read_artifact
 from stages.config import load_settings
 from stages.problems import load_split, problems_by_id
@@ -235,3 +237,55 @@ def test_steps_wait_with_their_problems_slowest_step(settings, dev_targets, monk
         "47.3": (slowest, -1.0),
         "47.4": (slowest, -slowest),
     }
+
+
+def _returning_none(step) -> str:
+    indent = "    "
+    return f"{step.function_header.rstrip()}\n{indent}return None\n"
+
+
+def _looping(step) -> str:
+    return f"{step.function_header.rstrip()}\n    while True:\n        pass\n"
+
+
+def test_a_failed_step_is_published_while_the_problems_other_steps_still_run(
+    make_settings, dev_targets, monkeypatch
+) -> None:
+    """19.1 returns None (fails at once), 19.2 loops (a timeout, seconds later): 19.1's failure reaches the live
+    view before the problem's scoring ends."""
+    settings = make_settings(step_timeout_seconds="8")
+    activity = Activity()
+    monkeypatch.setattr(stage, "ACTIVITY", activity)
+    prob = problems_by_id(settings.data_paths)["19"]
+    first, second = prob.steps
+    write_generation(settings, prob, {first.step_id: _returning_none(first), second.step_id: _looping(second)})
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        scoring = pool.submit(run_score, settings, "19", dev_targets)
+        deadline = time.monotonic() + 60
+        published: list[StepFailure] = []
+        while not published and time.monotonic() < deadline and not scoring.done():
+            published, _ = activity.take_step_failures()
+            time.sleep(0.05)
+        running_when_published = not scoring.done()
+        scoring.result()
+    assert [(f.step_ids, f.status) for f in published] == [(("19.1",), "fail")]
+    assert running_when_published  # 19.2 was still running
+    later, unkept = activity.take_step_failures()
+    assert [(f.problem_id, f.attempt, f.step_ids, f.status) for f in later] == [("19", 0, ("19.2",), "timeout")]
+    assert unkept == 0 and "step_timeout_seconds=8" in later[0].reason
+
+
+def test_steps_a_generation_error_left_unanswered_are_published_at_once_as_one(
+    settings, dev_targets, monkeypatch
+) -> None:
+    activity = Activity()
+    monkeypatch.setattr(stage, "ACTIVITY", activity)
+    prob = problems_by_id(settings.data_paths)["47"]
+    write_generation(settings, prob, reference_codes(prob), status="error", error="HTTP 500", stop_after=1)
+    run_score(settings, "47", dev_targets)
+    published, _ = activity.take_step_failures()
+    assert [(f.step_ids, f.status, f.reason) for f in published] == [
+        (("47.2", "47.3", "47.4"), "fail", "not generated: HTTP 500")
+    ]
+    run_score(settings, "47", dev_targets)  # scored again in the same process: already printed
+    assert activity.take_step_failures() == ([], 0)

@@ -135,7 +135,8 @@ def _differences_text(found: Mapping[str, Any] | None) -> str | None:
 def _compared_value(number: int, record: Any, target: Any | None, unavailable: str | None) -> ComparedValue:
     entry = record if isinstance(record, Mapping) else {}
     label = f"value {number}"
-    model_description = entry.get("description") if isinstance(entry.get("description"), Mapping) else {}
+    described = entry.get("description")
+    model_description: dict[str, Any] = dict(described) if isinstance(described, Mapping) else {}
     model = value_side(model_description)
     path = _path(entry.get("target"))
     if path is None:
@@ -146,7 +147,7 @@ def _compared_value(number: int, record: Any, target: Any | None, unavailable: s
     if not found:
         return ComparedValue(label, model, _path_label(path), None, None, "target part not found in the targets file")
     target_description = describe(part)
-    gaps = differences(dict(model_description), target_description)
+    gaps = differences(model_description, target_description)
     note = None if gaps is not None else "no elementwise differences: not two numeric values of the same shape"
     return ComparedValue(label, model, _path_label(path), value_side(target_description), _differences_text(gaps), note)
 

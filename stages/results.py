@@ -400,8 +400,12 @@ def _text_or_none(value: Any) -> str | None:
     return valid_text(value) if isinstance(value, str) else valid_text(json.dumps(value, default=repr))
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _call_text(call: Mapping[str, Any]) -> str:
-    usage = call.get("usage") if isinstance(call.get("usage"), Mapping) else {}
+    usage = _mapping(call.get("usage"))
     parts = [f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"]
     latency = call.get("latency_s")
     if isinstance(latency, (int, float)) and not isinstance(latency, bool):
@@ -416,7 +420,7 @@ def _turn_calls(message: Mapping[str, Any]) -> tuple[TurnCall, ...]:
     for call in message.get("tool_calls") or ():
         if not isinstance(call, Mapping):
             continue
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+        function = _mapping(call.get("function"))
         found.append(
             TurnCall(
                 valid_text(call.get("id")),

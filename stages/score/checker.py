@@ -127,7 +127,7 @@ def _target_path(node: ast.AST) -> list[int | str] | None:
     path: list[int | str] = []
     while isinstance(node, ast.Subscript) and len(path) < TARGET_PATH_DEPTH:
         key = node.slice
-        if not isinstance(key, ast.Constant) or type(key.value) not in (int, str):
+        if not isinstance(key, ast.Constant) or not isinstance(key.value, (int, str)) or isinstance(key.value, bool):
             return None
         path.insert(0, key.value)
         node = node.value

@@ -9,11 +9,15 @@ by Jinja2 like the rest of the page and stored gzip-compressed (base64, in a non
 the page's script inflates them only when the step is opened, which keeps an 80 problems x 3 attempts
 report small and quick to open.
 
-A step view shows the verdict and its reason, the exact prompt the model received (the first message of
-the step's trajectory), the raw answer, the extracted code, every tool call with its code and output,
-the test script as the scoring harness ran it (in the parts whose names the tracebacks carry, e.g.
-`<scicode-step 2.2 code>`, each with its own line numbers), the test process's stdout and stderr as
-stored, the test duration, tokens and model latency.
+A step view shows the verdict and its reason; for a fail decided by a failed check, what it compared (the
+model-side values the checker described, beside the target part each was compared with, read here from the
+targets file, and their largest absolute and relative differences: `stages.compared_view`); the whole
+conversation in order (prompts, every assistant turn with its reasoning text when the API returned it and its
+model call's tokens and latency, every tool call and its result; a generation written before turns were
+recorded says "turns not recorded" and shows the prompt and the tool calls); the raw answer, the extracted
+code, the test script as the scoring harness ran it (in the parts whose names the tracebacks carry, e.g.
+`<scicode-step 2.2 code>`, each with its own line numbers), the test process's stdout and stderr as stored,
+the test duration, tokens and model latency.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import jinja2
 from markupsafe import Markup
 
 from stages.artifacts import atomic_write_text
+from stages.compared_view import ComparedView, TargetsOf, compared_view
 from stages.config import Settings
 from stages.paths import DataPaths
 from stages.pricing import money
@@ -127,6 +132,7 @@ class StepView:
     script_note: str
     other_attempts: tuple[tuple[int, str, str], ...]  # (attempt, status, anchor) of the same step
     weak_test: str | None = None  # a pass on known-weak official tests: why they are weak
+    compared: ComparedView | None = None  # a fail decided by a failed check: what it compared, target beside
 
     @property
     def tokens(self) -> str:
@@ -321,6 +327,35 @@ def _problems_of(data_paths: DataPaths, run: RunResults) -> dict[str, Problem]:
     }
 
 
+def targets_reader(settings: Settings, problems: Mapping[str, Problem]) -> TargetsOf:
+    """A step's target values by test, read once per step from the run's targets file when a view needs them
+    (only for report.html: never written elsewhere); the reason as text when they cannot be read."""
+    from stages.score.targets_io import read_step_targets
+    from stages.targets.resolve import resolve_targets
+
+    counts = {step.step_id: len(step.test_cases) for problem in problems.values() for step in problem.steps}
+    found: dict[str, Sequence[Any] | str] = {}
+
+    def read(step_id: str) -> Sequence[Any] | str:
+        if step_id not in found:
+            found[step_id] = _read_targets(settings, step_id, counts.get(step_id), resolve_targets, read_step_targets)
+        return found[step_id]
+
+    return read
+
+
+def _read_targets(settings: Settings, step_id: str, count: int | None, resolve: Any, read: Any) -> Sequence[Any] | str:
+    if count is None:
+        return "the step is not in the staged problem file"
+    try:
+        resolved = resolve(settings)
+        if resolved.path is None:
+            return f"no targets file ({resolved.note})"
+        return list(read(resolved.path, step_id, count))
+    except Exception as error:  # noqa: BLE001 - a report is written whatever the targets file holds
+        return valid_text(f"{type(error).__name__}: {error}")[:300]
+
+
 def _step_view(
     result: ProblemResult,
     problem: Problem | None,
@@ -331,6 +366,7 @@ def _step_view(
     row_reason: str,
     settings: Settings,
     others: tuple[tuple[int, str, str], ...],
+    targets_of: TargetsOf,
 ) -> StepView:
     scored = result.scored_attempt(attempt)
     generation = result.generation(attempt)
@@ -362,6 +398,7 @@ def _step_view(
         note,
         others,
         weak.note if weak else None,
+        compared_view(verdict.compared, step_id, targets_of) if verdict and verdict.status == "fail" else None,
     )
 
 
@@ -374,6 +411,7 @@ def _attempt_status(result: ProblemResult, step_id: str, attempt: int) -> str:
 def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Mapping[str, Any]) -> RunView:
     """The report's records: a grid row per problem (attempt 1) and a step view per step and attempt."""
     problems = _problems_of(settings.data_paths, run)
+    targets_of = targets_reader(settings, problems)
     costs = {str(record["problem_id"]): record.get("cost") for record in summary.get("problems", [])}
     view = RunView(
         title=f"{summary['model']} / {summary['run']}",
@@ -397,7 +435,9 @@ def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], sum
                     (step.status, step.reason) if attempt == 0 else ("no_verdict", "no verdict for this attempt")
                 )
                 view.steps.append(
-                    _step_view(result, problem, step.step_id, attempt, attempts, status, reason, settings, others)
+                    _step_view(
+                        result, problem, step.step_id, attempt, attempts, status, reason, settings, others, targets_of
+                    )
                 )
         generation = result.generation(0)
         view.problems.append(

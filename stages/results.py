@@ -287,6 +287,7 @@ class GeneratedStep:
     model_calls: int
     tool_calls: tuple[ToolRun, ...]
     messages: tuple[Mapping[str, Any], ...]
+    turns: tuple[Turn, ...] | None = None  # None: the generation predates recorded turns
 
     @property
     def tool_stats(self) -> ToolStats:
@@ -370,6 +371,101 @@ def _tool_calls(trajectory: Mapping[str, Any]) -> tuple[ToolRun, ...]:
     )
 
 
+@dataclass(frozen=True)
+class TurnCall:
+    """A tool call an assistant turn made: its id, the tool and the code it sent."""
+
+    call_id: str
+    name: str
+    code: str
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a step's conversation, in order. `role`: system, user, assistant, tool, or `failed call` (a
+    model call that failed for good, which ends the step); `call`: an assistant turn's model call (tokens,
+    latency, finish reason); `tool`: a tool turn's run (status, duration)."""
+
+    role: str
+    text: str | None
+    reasoning: str | None = None
+    tool_calls: tuple[TurnCall, ...] = ()
+    call: str | None = None
+    tool: ToolRun | None = None
+
+
+def _text_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    return valid_text(value) if isinstance(value, str) else valid_text(json.dumps(value, default=repr))
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _call_text(call: Mapping[str, Any]) -> str:
+    usage = _mapping(call.get("usage"))
+    parts = [f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"]
+    latency = call.get("latency_s")
+    if isinstance(latency, (int, float)) and not isinstance(latency, bool):
+        parts.append(f"{latency:.2f} s")
+    if call.get("finish_reason"):
+        parts.append(f"finish_reason {valid_text(call['finish_reason'])}")
+    return ", ".join(parts)
+
+
+def _turn_calls(message: Mapping[str, Any]) -> tuple[TurnCall, ...]:
+    found = []
+    for call in message.get("tool_calls") or ():
+        if not isinstance(call, Mapping):
+            continue
+        function = _mapping(call.get("function"))
+        found.append(
+            TurnCall(
+                valid_text(call.get("id")),
+                valid_text(function.get("name", "")),
+                _tool_code(function.get("arguments", "")),
+            )
+        )
+    return tuple(found)
+
+
+def _turns(trajectory: Mapping[str, Any], tool_runs: Sequence[ToolRun]) -> tuple[Turn, ...] | None:
+    """The conversation of a step, turn by turn (see `Turn`); None when the trajectory predates recorded turns.
+    Assistant turns take the successful model calls in order; a failed call ends the conversation."""
+    if trajectory.get("turns_recorded") is not True:
+        return None
+    calls = [call for call in trajectory.get("calls") or () if isinstance(call, Mapping)]
+    answered = iter([call for call in calls if not call.get("error")])
+    runs = {run.call_id: run for run in tool_runs}
+    turns = []
+    for message in trajectory.get("messages") or ():
+        if not isinstance(message, Mapping):
+            continue
+        role = valid_text(message.get("role", ""))
+        text = _text_or_none(message.get("content"))
+        if role == "assistant":
+            call = next(answered, None)
+            turns.append(
+                Turn(
+                    role,
+                    text,
+                    _text_or_none(message.get("reasoning")),
+                    _turn_calls(message),
+                    _call_text(call) if call else None,
+                )
+            )
+        elif role == "tool":
+            turns.append(Turn(role, text, tool=runs.get(valid_text(message.get("tool_call_id")))))
+        else:
+            turns.append(Turn(role, text))
+    failed = [call for call in calls if call.get("error")]
+    if failed:
+        turns.append(Turn("failed call", _text_or_none(failed[-1].get("error"))))
+    return tuple(turns)
+
+
 def _prompt(messages: Sequence[Mapping[str, Any]]) -> str | None:
     first = messages[0] if messages else None
     return str(first.get("content")) if first and first.get("role") == "user" else None
@@ -379,6 +475,7 @@ def _generated_step(record: Mapping[str, Any]) -> GeneratedStep:
     trajectory = record.get("trajectory") or {}
     messages = tuple(trajectory.get("messages") or ())
     model_calls = len(trajectory.get("calls") or ())
+    tool_calls = _tool_calls(trajectory)
     return GeneratedStep(
         step_id=str(record["step_id"]),
         prefilled=bool(record.get("prefilled")),
@@ -391,8 +488,9 @@ def _generated_step(record: Mapping[str, Any]) -> GeneratedStep:
         latency_s=float(record.get("latency_s", 0.0)),
         prompt=_prompt(messages),
         model_calls=model_calls,
-        tool_calls=_tool_calls(trajectory),
+        tool_calls=tool_calls,
         messages=messages,
+        turns=_turns(trajectory, tool_calls),
     )
 
 

@@ -25,6 +25,9 @@ class StepVerdict:
     cached: bool = False
     launch_mode: str = ""
     executed_on: str = ""  # the dask worker that ran the test process ("" when run by this process)
+    # A `fail` decided by a failed check: what its statement compared, model-side values only (the checker's
+    # `compared_values`); the report adds the target side. Never a target value.
+    compared: Mapping[str, Any] | None = None
 
     @property
     def correct(self) -> bool:
@@ -46,6 +49,8 @@ class StepVerdict:
         }
         if self.executed_on:
             record["executed_on"] = self.executed_on
+        if self.compared is not None:
+            record["compared"] = dict(self.compared)
         return record
 
     @classmethod
@@ -63,6 +68,7 @@ class StepVerdict:
             str(record.get("stderr", "")),
             float(record.get("duration_s", 0.0)),
             bool(record.get("cached", False)),
+            compared=record["compared"] if isinstance(record.get("compared"), Mapping) else None,
         )
 
     def to_cache(self) -> dict[str, Any]:

@@ -28,6 +28,8 @@ from tests.test_summarize import ZERO_SHA, make_settings, selection_entry, write
 FORMULA_REASON = '=HYPERLINK("http://evil.example", "click") raised'
 SCRIPT_ANSWER = "<script>alert(1)</script>\n```python\ndef f():\n    return 1\n```"
 
+REASONING = "the tool said 42, so f returns 1"
+
 
 def generated_step(step_id: str, *, tool: bool = False) -> dict[str, Any]:
     call = {
@@ -41,7 +43,10 @@ def generated_step(step_id: str, *, tool: bool = False) -> dict[str, Any]:
             {"role": "assistant", "content": None, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": call["id"], "name": "code_interpreter", "content": "42\n"},
         ]
-    messages.append({"role": "assistant", "content": SCRIPT_ANSWER})
+    final: dict[str, Any] = {"role": "assistant", "content": SCRIPT_ANSWER}
+    if tool:
+        final["reasoning"] = REASONING
+    messages.append(final)
     return {
         "step_id": step_id,
         "prefilled": False,
@@ -173,6 +178,8 @@ def test_inspect_ai_reads_the_log(exported) -> None:
     assert p2.scores["subproblem"].value == 0.5
     assert [message.role for message in p1.messages] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
     assert p1.messages[1].tool_calls[0].arguments == {"code": "print(42)"}
+    assert p1.messages[3].content[0].type == "reasoning" and p1.messages[3].content[0].reasoning == REASONING
+    assert p1.messages[3].text == SCRIPT_ANSWER
     assert p1.input == "prompt of P1.1" and p1.output.completion == SCRIPT_ANSWER
     resolve = next(score for score in log.results.scores if score.name == "main_problem_resolved")
     # 1 of 3 resolved; Wilson: centre = (1 + 1.920729) / 6.841459 = 0.426916,

@@ -1,7 +1,7 @@
 """report.html and the comparison page in a real browser: headless Chromium driven through chromedriver.
 
 Two real `doit` runs of problems 1, 3, 4 and 19 (tool_use mode) against a local model server: run A
-has mixed statuses (a tool call then a pass, a wrong answer whose prose holds a `<script>` element and
+has mixed statuses (a tool call then a pass, both turns with reasoning text, a wrong answer whose prose holds a `<script>` element and
 whose code prints before it fails, a problem whose generation fails, a step without code) and run B
 answers every step with the reference code. The tests open the reports from disk, filter, open steps,
 check what a researcher needs is visible, and save screenshots under the test's temp folder.
@@ -44,6 +44,8 @@ PAGE_LOAD_LIMIT_SECONDS = 1.0
 TOOL_CODE = "print('tool says hello')\nprint(6 * 7)"
 SCRIPT_MARKER = "<script>document.title = 'injected'; window.injected = true;</script>"
 PRINT_MARKER = "checking <b>shapes</b> before the failure"
+REASONING_MARKER = "I should <i>test</i> the solver first & then answer"
+FINAL_REASONING = "the tool printed 42, so the interpreter works"
 
 
 # ---------------------------------------------------------------------------
@@ -96,7 +98,12 @@ def browser() -> Iterator[object]:
 def tool_call_reply() -> ModelReply:
     call = ToolCallSpec(id="call_tool_1", name="code_interpreter", arguments=json.dumps({"code": TOOL_CODE}))
     return ModelReply(
-        text=None, tool_calls=(call,), finish_reason="tool_calls", prompt_tokens=120, completion_tokens=30
+        text=None,
+        tool_calls=(call,),
+        finish_reason="tool_calls",
+        prompt_tokens=120,
+        completion_tokens=30,
+        reasoning=REASONING_MARKER,
     )
 
 
@@ -122,6 +129,9 @@ class MixedModel:
         after_tool = request.messages[-1].get("role") == "tool"
         if step_id == "1.1" and request.tools and not after_tool:
             return tool_call_reply()
+        if step_id == "1.1":
+            answer = reference_answer(self.steps[step_id])
+            return ModelReply(text=answer, prompt_tokens=200, completion_tokens=80, reasoning=FINAL_REASONING)
         if step_id == "3.1":
             return text_reply(failing_answer(self.steps[step_id].function_header))
         if step_id == "4.1":
@@ -288,18 +298,27 @@ def test_status_filter_and_problem_search(browser, runs) -> None:
     assert shown_problem_ids(browser) == ["1", "3", "4"]
 
 
-def test_tool_calls_and_generation_error_are_shown(browser, runs) -> None:
+def test_the_conversation_with_reasoning_and_tool_calls_and_the_generation_error_are_shown(browser, runs) -> None:
     from selenium.webdriver.common.by import By
 
     open_page(browser, report_file(runs["mixed"]), "s-1.1-a0")
     wait_for_step(browser, "s-1.1-a0")
-    browser.find_element(By.CSS_SELECTOR, "#step-view details.tools summary").click()
-    assert "tool says hello" in visible_text(browser, "#step-view pre.tool-output")
-    assert TOOL_CODE.splitlines()[0] in visible_text(browser, "#step-view pre.tool-code")
-    browser.find_element(By.CSS_SELECTOR, "#step-view details.prompt summary").click()
-    assert "NEXT STEP - PROBLEM STEP AND FUNCTION HEADER" in visible_text(browser, "#step-view pre.prompt-text")
+    turns = browser.find_elements(By.CSS_SELECTOR, "#step-view details.conversation div.turn")
+    roles = [turn.get_attribute("class").split()[1] for turn in turns]
+    assert roles == ["turn-user", "turn-assistant", "turn-tool", "turn-assistant"]
+    assert "NEXT STEP - PROBLEM STEP AND FUNCTION HEADER" in turns[0].find_element(By.CSS_SELECTOR, "pre").text
+    first, tool, final = turns[1], turns[2], turns[3]
+    assert first.find_element(By.CSS_SELECTOR, "pre.reasoning-text").text == REASONING_MARKER  # literally, as text
+    assert "120 in / 30 out tokens" in first.find_element(By.CSS_SELECTOR, "h4").text
+    assert TOOL_CODE.splitlines()[0] in first.find_element(By.CSS_SELECTOR, "pre.turn-tool-code").text
+    assert "code_interpreter: ok" in tool.find_element(By.CSS_SELECTOR, "h4").text
+    assert "tool says hello" in tool.find_element(By.CSS_SELECTOR, "pre.turn-text").text
+    assert final.find_element(By.CSS_SELECTOR, "pre.reasoning-text").text == FINAL_REASONING
+    assert "def " in final.find_element(By.CSS_SELECTOR, "pre.turn-text").text
+    assert browser.find_elements(By.CSS_SELECTOR, "#step-view pre.reasoning-text i") == []
+    assert browser.find_elements(By.CSS_SELECTOR, "#step-view .turns-note") == []
     assert "refused for the test" in visible_text(browser, "#p-4")
-    browser.save_screenshot(str(runs["screenshots"] / "report-tool-call.png"))
+    browser.save_screenshot(str(runs["screenshots"] / "report-conversation.png"))
 
 
 def test_compare_page_links_to_both_step_views(browser, runs) -> None:

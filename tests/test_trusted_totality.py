@@ -14,6 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from doit.exceptions import TaskFailed
 from doit.task import Task
@@ -133,3 +134,73 @@ def test_a_scoring_failure_with_any_message_is_recorded_and_read(message: str) -
         failure = not_scored.record(paths, "5", RuntimeError(message))
         found = not_scored.read(paths, "5")
         assert found is not None and found.line == failure.line and "\n" not in found.line
+
+
+JSONISH = st.recursive(
+    HOSTILE | st.integers() | st.floats() | st.booleans() | st.none(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(HOSTILE, inner, max_size=4),
+    max_leaves=12,
+)
+DESCRIPTION = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": JSONISH,
+        "repr": JSONISH,
+        "shape": st.lists(st.integers(), max_size=3) | JSONISH,
+        "dtype": JSONISH,
+        "size": st.integers() | JSONISH,
+        "elements": st.lists(JSONISH, max_size=6) | JSONISH,
+    },
+)
+COMPARED = st.fixed_dictionaries(
+    {
+        "test": st.integers(min_value=-1, max_value=3) | JSONISH,
+        "values": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "name": JSONISH,
+                    "description": DESCRIPTION | JSONISH,
+                    "target": st.lists(st.integers(-2, 3) | HOSTILE, max_size=3) | JSONISH,
+                },
+            )
+            | JSONISH,
+            max_size=5,
+        )
+        | JSONISH,
+    },
+    optional={"statement": JSONISH, "uses_target": JSONISH},
+)
+
+
+@given(COMPARED | JSONISH, st.sampled_from([[np.arange(4.0)], [(1.0, [2, 3])], "no targets file", [{"k": 1}]]))
+def test_a_compared_record_of_any_shape_becomes_a_bounded_view(compared: object, targets: object) -> None:
+    from stages.compared_view import compared_view
+
+    view = compared_view(compared, "19.1", lambda step_id: targets)  # type: ignore[arg-type, return-value]
+    if view is not None:
+        for value in view.values:
+            for side in (value.model, value.target):
+                if side is not None:
+                    assert len(side.repr) <= 200 and encodes(side.repr + side.type + (side.elements or ""))
+        assert len(view.statement) <= 500 and encodes(view.statement)
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "assistant", "tool", "system"]) | HOSTILE},
+            optional={"content": JSONISH, "reasoning": JSONISH, "tool_calls": JSONISH, "tool_call_id": JSONISH},
+        )
+        | JSONISH,
+        max_size=5,
+    ),
+    st.lists(st.fixed_dictionaries({}, optional={"error": JSONISH, "usage": JSONISH, "latency_s": JSONISH})),
+)
+def test_the_turns_of_any_recorded_trajectory_are_read(messages: list, calls: list) -> None:
+    from stages.results import _turns
+
+    turns = _turns({"messages": messages, "calls": calls, "turns_recorded": True}, ())
+    assert turns is not None
+    for turn in turns:
+        assert encodes(turn.role + (turn.text or "") + (turn.reasoning or "") + (turn.call or ""))

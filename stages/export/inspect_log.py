@@ -119,9 +119,13 @@ def chat_message(message: Mapping[str, Any], step_id: str, model: str) -> dict[s
             "metadata": metadata,
         }
     if role == "assistant":
+        reasoning = message.get("reasoning")
+        content: str | list[dict[str, Any]] = _text(message.get("content"))
+        if isinstance(reasoning, str) and reasoning:  # inspect's reasoning block, then the answer's text
+            content = [{"type": "reasoning", "reasoning": _text(reasoning)}, {"type": "text", "text": content}]
         record: dict[str, Any] = {
             "role": "assistant",
-            "content": _text(message.get("content")),
+            "content": content,
             "source": "generate",
             "model": model,
             "metadata": metadata,

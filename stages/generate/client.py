@@ -2,7 +2,9 @@
 
 `ModelClient.complete(messages, tools=..., step_id=..., tool_choice=...)` sends a conversation kept in chat form
 (user / assistant with `tool_calls` / tool messages) through Chat Completions or the Responses API and returns a
-`ModelResponse`: the answer text, the tool calls, the finish reason and a `CallRecord` (latency, token usage,
+`ModelResponse`: the answer text, the reasoning text when the API returned it (chat: a message's
+`reasoning_content` or `reasoning` field; responses: the summaries and text parts of its reasoning items), the
+tool calls, the finish reason and a `CallRecord` (latency, token usage,
 response id, the server's own timings when it reports them, every retry with its reason and delay).
 
 What a request carries besides the conversation: `model_params` as given; `tools` and `tool_choice` when the
@@ -60,6 +62,9 @@ TIMING_FIELDS: tuple[tuple[str, str], ...] = (
     ("predicted_n", "predicted_tokens"),
     ("predicted_ms", "predicted_ms"),
 )
+# Where chat servers put reasoning text: `reasoning_content` (DeepSeek, vLLM, llama.cpp's server), `reasoning`
+# (OpenRouter, Ollama's OpenAI endpoint, newer vLLM).
+CHAT_REASONING_FIELDS: tuple[str, ...] = ("reasoning_content", "reasoning")
 UNSUPPORTED_WORDS: tuple[str, ...] = ("unsupported", "not supported", "unrecognized", "unknown", "extra inputs")
 
 # Module attributes so tests can make backoff instant and deterministic.
@@ -111,10 +116,14 @@ class ModelResponse:
     call: CallRecord
     # Responses API: the raw output items, replayed verbatim in later requests (reasoning items included).
     output_items: tuple[dict[str, Any], ...] = ()
+    reasoning: str | None = None  # the reasoning text the API returned with the answer (never sent back)
 
     def assistant_message(self) -> dict[str, Any]:
-        """The answer as a chat-form assistant message, as kept in the trajectory."""
+        """The answer as a chat-form assistant message, as kept in the trajectory (with `reasoning` when the API
+        returned reasoning text)."""
         message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.reasoning is not None:
+            message["reasoning"] = self.reasoning
         if self.tool_calls:
             message["tool_calls"] = [
                 {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
@@ -369,6 +378,35 @@ class ParsedAnswer:
     usage: Tokens
     output_items: tuple[dict[str, Any], ...] = ()
     extra: Mapping[str, Any] | None = None  # fields of the body outside the protocol (e.g. llama.cpp's timings)
+    reasoning: str | None = None
+
+
+def chat_reasoning(message: Any) -> str | None:
+    """The reasoning text of a chat answer: the first of `CHAT_REASONING_FIELDS` that holds text (fields outside
+    the protocol, which the openai client keeps as extras); None when there is none."""
+    extra = getattr(message, "model_extra", None)
+    if not isinstance(extra, Mapping):
+        return None
+    for name in CHAT_REASONING_FIELDS:
+        value = extra.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _reasoning_item_texts(item: Any) -> list[str]:
+    """The summary texts of one Responses API reasoning item, then its reasoning text parts (where a server
+    returns them)."""
+    texts = [getattr(part, "text", None) for part in (getattr(item, "summary", None) or ())]
+    texts += [getattr(part, "text", None) for part in (getattr(item, "content", None) or ())]
+    return [text for text in texts if isinstance(text, str) and text]
+
+
+def responses_reasoning(output: Sequence[Any]) -> str | None:
+    """The reasoning text of a Responses API answer: every reasoning item's texts in order, one paragraph each;
+    None when there is none (encrypted reasoning carries no text)."""
+    texts = [text for item in output if item.type == "reasoning" for text in _reasoning_item_texts(item)]
+    return "\n\n".join(texts) if texts else None
 
 
 def parse_chat_completion(completion: Any) -> ParsedAnswer:
@@ -384,7 +422,13 @@ def parse_chat_completion(completion: Any) -> ParsedAnswer:
     )
     usage = _usage_from(completion.usage, "prompt_tokens", "completion_tokens")
     return ParsedAnswer(
-        choice.message.content, calls, choice.finish_reason, completion.id, usage, extra=completion.model_extra
+        choice.message.content,
+        calls,
+        choice.finish_reason,
+        completion.id,
+        usage,
+        extra=completion.model_extra,
+        reasoning=chat_reasoning(choice.message),
     )
 
 
@@ -414,7 +458,16 @@ def parse_responses_response(response: Any) -> ParsedAnswer:
     items = tuple(item.model_dump(mode="json", exclude_none=True) for item in response.output)
     usage = _usage_from(response.usage, "input_tokens", "output_tokens")
     finish = _responses_finish_reason(response, bool(calls))
-    return ParsedAnswer(text, tuple(calls), finish, response.id, usage, items, response.model_extra)
+    return ParsedAnswer(
+        text,
+        tuple(calls),
+        finish,
+        response.id,
+        usage,
+        items,
+        response.model_extra,
+        responses_reasoning(response.output),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -576,7 +629,9 @@ class ModelClient:
         except (AttributeError, TypeError) as error:
             raise MalformedResponse(f"{type(error).__name__}: {error}") from error
         record = CallRecord(latency, answer.usage, answer.finish_reason, answer.response_id, retries, timings)
-        return ModelResponse(answer.text, answer.tool_calls, answer.finish_reason, record, answer.output_items)
+        return ModelResponse(
+            answer.text, answer.tool_calls, answer.finish_reason, record, answer.output_items, answer.reasoning
+        )
 
     def request_options(
         self, tools: Sequence[dict[str, Any]] | None, tool_choice: str | None, max_tokens: int | None

@@ -1,8 +1,9 @@
 """Answering one step: naive (one call) or tool_use (a loop with the code interpreter).
 
 Both return a `StepOutcome`: the final code (`protocol.answer_to_code` of the final answer), its
-status, the raw answer and the whole trajectory (messages with tool calls and results, one record
-per model call, one per tool run). A model call that fails for good ends the step with status
+status, the raw answer and the whole trajectory (every message in order: prompts, assistant turns with
+their reasoning text when the API returned it and their tool calls, tool results; one record per model
+call, one per tool run). A model call that fails for good ends the step with status
 "error" and the trajectory so far; it is never turned into an empty answer.
 
 tool_use: every tool call of a response is answered, in order; a final answer without code (no
@@ -145,7 +146,14 @@ class Conversation:
             )
 
     def trajectory(self) -> dict[str, Any]:
-        return {"messages": self.messages, "calls": self.calls, "tool_results": self.tool_results}
+        """`turns_recorded`: the messages hold every turn as answered, reasoning text included (generations
+        written before it was recorded lack the marker, and their reports say so)."""
+        return {
+            "messages": self.messages,
+            "calls": self.calls,
+            "tool_results": self.tool_results,
+            "turns_recorded": True,
+        }
 
     def finish(self, final: ModelResponse) -> StepOutcome:
         status, code = final_status(final.text, final.finish_reason, self.defines)

@@ -7,7 +7,8 @@ its reply is rendered in the official response shape so the real `openai` client
 
 Used by the built-in models (`gold`, `replay:`) and by tests, which script errors, malformed
 bodies and stalls through `ErrorReply`, `RawReply` and `StallReply`, and servers that lack a route
-(`protocols=`, `models=None`) or report their own timings (`ModelReply.extra` / `.headers`).
+(`protocols=`, `models=None`), report their own timings (`ModelReply.extra` / `.headers`) or return
+reasoning text (`ModelReply.reasoning`, in the fields and items each protocol uses for it).
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ class ModelReply:
     completion_tokens: int = 0
     extra: dict = field(default_factory=dict)  # more fields of the body (e.g. llama.cpp's `timings`)
     headers: dict = field(default_factory=dict)  # response headers (e.g. `openai-processing-ms`)
+    # Reasoning text, returned as local servers and gateways do: chat, in the message field `reasoning_field`
+    # (`reasoning_content` or `reasoning`); responses, as a reasoning item before the answer, each paragraph a
+    # summary part (`reasoning_parts="summary"`) or a reasoning_text content part (`"content"`).
+    reasoning: str | None = None
+    reasoning_field: Literal["reasoning_content", "reasoning"] = "reasoning_content"
+    reasoning_parts: Literal["summary", "content"] = "summary"
 
 
 @dataclass(frozen=True)
@@ -269,6 +276,8 @@ def chat_finish_reason(reply: ModelReply) -> str:
 
 def render_chat(reply: ModelReply, model: str) -> dict:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+    if reply.reasoning is not None:
+        message[reply.reasoning_field] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
@@ -288,8 +297,18 @@ def render_chat(reply: ModelReply, model: str) -> dict:
     }
 
 
+def _reasoning_item(reply: ModelReply) -> dict:
+    paragraphs = [part for part in (reply.reasoning or "").split("\n\n") if part]
+    item: dict[str, Any] = {"id": f"rs_{_short_id()}", "type": "reasoning", "summary": []}
+    if reply.reasoning_parts == "summary":
+        item["summary"] = [{"type": "summary_text", "text": part} for part in paragraphs]
+    else:
+        item["content"] = [{"type": "reasoning_text", "text": part} for part in paragraphs]
+    return item
+
+
 def _responses_output(reply: ModelReply) -> list[dict]:
-    output: list[dict] = []
+    output: list[dict] = [_reasoning_item(reply)] if reply.reasoning is not None else []
     if reply.text is not None:
         output.append(
             {

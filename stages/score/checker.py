@@ -21,13 +21,14 @@ shape (0, 1, 1) broadcasts against anything, so `np.allclose` would say True).
 It runs confined like the test process (Landlock: reads of the interpreter only, no writes, no TCP; no
 capabilities; the seccomp filter), with the step's memory limit. Frames (`child_runtime.write_frame`): in,
 a JSON spec, a pickle of the per-test target pickles (made by the engine), then `V` frames; out, `J` + JSON
-`{"type": "ready"}` once started, then `{"test", "passed", "reason"}` per values frame; or
+`{"type": "ready"}` once started, then `{"test", "passed", "reason"}` per values frame (with `compared` when a statement failed: `compared_values`); or
 `{"type": "checker_error", "reason"}` when it cannot start.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import builtins
 import json
 import os
@@ -38,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 import child_runtime
+import value_description
 from child_runtime import read_frame, short_exception, write_frame
 
 PROTOCOL_VERSION = 2
@@ -51,6 +53,12 @@ TESTING_COMPARISONS = (
 )
 REASON_LIMIT = 2000
 MAX_HEADER_BYTES = 1 << 20
+TEMP_PREFIX = "__scicode_t"  # the names of captured values (rewrite.TEMP_PREFIX)
+TARGET_NAME = "target"
+DESCRIBED_VALUES = 4  # captured values described per failed statement, at most
+TARGET_PATH_DEPTH = 4  # `target[0][1]...`: constant subscripts followed, at most
+STATEMENT_CHARS = 500
+REPLY_BYTES = 48 * 1024  # a reply's bound (the engine reads up to 64 KiB): a larger description is dropped
 
 
 class EmptyComparison(AssertionError):
@@ -99,12 +107,126 @@ def install_shape_honesty() -> None:
             setattr(module, name, _shape_honest(getattr(module, name)))
 
 
+# ---------------------------------------------------------------------------
+# What a failed statement compared
+# ---------------------------------------------------------------------------
+
+
+def failing_line(error: BaseException, filename: str) -> int | None:
+    """The line of the check program's top-level statement that raised `error`."""
+    frame = error.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename == filename:
+            return frame.tb_lineno
+        frame = frame.tb_next
+    return None
+
+
+def _target_path(node: ast.AST) -> list[int | str] | None:
+    """`target` or `target[k]...` with constant int or str subscripts: the subscripts; None for anything else."""
+    path: list[int | str] = []
+    while isinstance(node, ast.Subscript) and len(path) < TARGET_PATH_DEPTH:
+        key = node.slice
+        if not isinstance(key, ast.Constant) or not isinstance(key.value, (int, str)) or isinstance(key.value, bool):
+            return None
+        path.insert(0, key.value)
+        node = node.value
+    return path if isinstance(node, ast.Name) and node.id == TARGET_NAME else None
+
+
+def _operands(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.Call):
+        return [*node.args, *(keyword.value for keyword in node.keywords)]
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    return []
+
+
+def _target_refs(statement: ast.stmt) -> list[list[int | str]]:
+    found: list[list[int | str]] = []
+
+    def visit(node: ast.AST) -> None:
+        path = _target_path(node)
+        if path is not None:
+            if path not in found:
+                found.append(path)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(statement)
+    return found
+
+
+def _temps(statement: ast.stmt) -> list[str]:
+    names = sorted(
+        (node.lineno, node.col_offset, node.id)
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Name) and node.id.startswith(TEMP_PREFIX)
+    )
+    unique: list[str] = []
+    for _, _, name in names:
+        if name not in unique:
+            unique.append(name)
+    return unique
+
+
+def _paired_targets(statement: ast.stmt, temps: list[str], refs: list[list[int | str]]) -> dict[str, list[int | str]]:
+    """Each captured value's counterpart: the target (part) passed beside it to one comparison (a call's
+    arguments, a comparison's sides); with one value and one target reference in the statement, that one."""
+    pairs: dict[str, list[int | str]] = {}
+    for node in ast.walk(statement):
+        operands = _operands(node)
+        names = [operand.id for operand in operands if isinstance(operand, ast.Name) and operand.id in temps]
+        paths = [path for operand in operands if (path := _target_path(operand)) is not None]
+        for name in names:
+            if paths and name not in pairs:
+                pairs[name] = paths[0]
+    if not pairs and len(temps) == 1 and len(refs) == 1:
+        pairs[temps[0]] = refs[0]
+    return pairs
+
+
+def compared_values(
+    source: str, filename: str, error: BaseException, namespace: dict[str, Any], index: int
+) -> dict[str, Any] | None:
+    """What the failed statement of test `index` compared: its captured values, each described (model-side
+    values only: the target is never described here) with the target part it was compared with (`target`:
+    the subscripts, [] for the whole target; null when the statement pairs it with none). None when the
+    statement cannot be found."""
+    line = failing_line(error, filename)
+    if line is None:
+        return None
+    tree = ast.parse(source, filename)
+    statement = next((node for node in tree.body if node.lineno <= line <= (node.end_lineno or node.lineno)), None)
+    if statement is None:
+        return None
+    temps = _temps(statement)
+    refs = _target_refs(statement)
+    pairs = _paired_targets(statement, temps, refs)
+    text = ast.unparse(statement)
+    return {
+        "test": index,
+        "statement": text if len(text) <= STATEMENT_CHARS else text[: STATEMENT_CHARS - 3] + "...",
+        "uses_target": bool(refs),
+        "values": [
+            {"name": name, "description": value_description.describe(namespace.get(name)), "target": pairs.get(name)}
+            for name in temps[:DESCRIBED_VALUES]
+        ],
+    }
+
+
+def check_filename(index: int) -> str:
+    return f"<scicode-check test {index + 1}>"
+
+
 class Checker:
     def __init__(self, fd: int, spec: dict[str, Any], targets: list[bytes]) -> None:
         self.fd = fd
+        self.compared: dict[str, Any] | None = None
         self.tests = {int(test["index"]): test for test in spec["tests"]}
         self.codes = {
-            index: compile(test["check"], f"<scicode-check test {index + 1}>", "exec")
+            index: compile(test["check"], check_filename(index), "exec")
             for index, test in self.tests.items()
             if test.get("check")
         }
@@ -112,17 +234,33 @@ class Checker:
         self.base: dict[str, Any] = {"__builtins__": builtins}
         exec(compile(spec["deps"], "<scicode-check dependencies>", "exec"), self.base)
 
-    def reply(self, test: int | None, passed: bool, reason: str) -> None:
-        record = {"test": test, "passed": passed, "reason": reason[:REASON_LIMIT]}
-        write_frame(self.fd, b"J" + json.dumps(record).encode("utf-8"))
+    def reply(self, test: int | None, passed: bool, reason: str, compared: dict[str, Any] | None = None) -> None:
+        record: dict[str, Any] = {"test": test, "passed": passed, "reason": reason[:REASON_LIMIT]}
+        if compared is not None:
+            record["compared"] = compared
+        try:
+            data = json.dumps(record, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError, RecursionError):
+            data = b""
+        if not data or len(data) > REPLY_BYTES:
+            record.pop("compared", None)
+            data = json.dumps(record).encode("utf-8")
+        write_frame(self.fd, b"J" + data)
 
     def judge(self, frame: bytes) -> None:
         """Judge one values frame: exactly one reply, whatever the frame holds (never raises)."""
+        self.compared = None
         try:
             test, passed, reason = self._verdict(frame)
         except BaseException as error:  # noqa: BLE001 - whatever the values made the checker do, a fail
             test, passed, reason = None, False, f"the checker failed on the values sent: {short_exception(error)}"
-        self.reply(test, passed, reason)
+        self.reply(test, passed, reason, self.compared)
+
+    def _describe_failure(self, index: int, error: BaseException, namespace: dict[str, Any]) -> None:
+        try:
+            self.compared = compared_values(self.tests[index]["check"], check_filename(index), error, namespace, index)
+        except BaseException:  # noqa: BLE001 - no description, the verdict stands
+            self.compared = None
 
     def _verdict(self, frame: bytes) -> tuple[int | None, bool, str]:
         import wire
@@ -142,8 +280,10 @@ class Checker:
                 namespace["target"] = pickle.loads(self.targets[index])
             exec(code, namespace)
         except AssertionError as error:
+            self._describe_failure(index, error, namespace)
             return index, False, f"{label} failed: {short_exception(error)}"
         except BaseException as error:  # noqa: BLE001 - library code raising on the compared values
+            self._describe_failure(index, error, namespace)
             return index, False, f"{label} raised while comparing: {short_exception(error)}"
         finally:
             namespace.clear()

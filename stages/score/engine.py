@@ -40,7 +40,7 @@ from stages.score import child_runtime
 from stages.score.launcher import Launched, LaunchError, Role, kill_group, launch
 from stages.score.rewrite import RewrittenTest, checker_scope
 from stages.statuses import StepStatus
-from stages.untrusted import valid_text
+from stages.untrusted import valid_data, valid_text
 from stages.verdict import StepVerdict
 
 OUTPUT_LIMIT_BYTES = DEFAULT_OUTPUT_LIMIT
@@ -106,6 +106,7 @@ class SessionLog:
     total: int
     forwarded: list[int] = field(default_factory=list)
     results: dict[int, tuple[bool, str]] = field(default_factory=dict)
+    compared: dict[int, dict[str, Any]] = field(default_factory=dict)  # what each failed check compared
     failure: tuple[int | None, str] | None = None  # (test, reason) of the first failure the test process reported
     complete: bool = False
     tamper: str | None = None
@@ -123,6 +124,11 @@ class SessionLog:
     def first_failed_check(self) -> tuple[int, str] | None:
         failed = sorted((index, reason) for index, (passed, reason) in self.results.items() if not passed)
         return failed[0] if failed else None
+
+    def deciding_comparison(self, reason: str) -> dict[str, Any] | None:
+        """What the failed check behind a `fail` with `reason` compared (None when another failure decided)."""
+        failed = self.first_failed_check()
+        return self.compared.get(failed[0]) if failed is not None and failed[1] == reason else None
 
     def first_unjudged(self) -> int:
         """The first test sent to the checker that it has not judged (else the next one)."""
@@ -256,6 +262,9 @@ def _on_checker_frame(log: SessionLog, frame: bytes) -> None:
         log.checker_error = log.checker_error or _text(record.get("reason"), "the checker could not start")
     elif type(test) is int and 0 <= test < log.total:
         log.results[test] = (record.get("passed") is True, _text(record.get("reason"), f"test {test + 1} judged"))
+        compared = record.get("compared")
+        if record.get("passed") is not True and isinstance(compared, dict):
+            log.compared[test] = valid_data(compared)
     else:
         log.tamper = log.tamper or _text(record.get("reason"), "the checker refused the values sent")
 
@@ -402,6 +411,7 @@ def execute_step(job: StepJob) -> StepVerdict:
         stderr=valid_text(stderr),
         duration_s=duration,
         launch_mode=test_process.launched.mode if test_process else "",
+        compared=log.deciding_comparison(reason) if status == "fail" else None,
     )
 
 

@@ -61,15 +61,19 @@ def load_step_targets(path: Path | None, step_id: str, count: int, python_binary
     return _load_with(python_binary, Path(path), step_id, count)
 
 
-def _load_here(path: Path, step_id: str, count: int) -> list[bytes]:
+def read_step_targets(path: Path, step_id: str, count: int) -> list[object]:
+    """The target values of the `count` tests of `step_id`, read in this process; raises TargetsUnavailable."""
     try:
         with _LOCK:  # h5py serializes access anyway; keep one file handle at a time
-            values = _parse_module().process_hdf5_to_tuple(step_id, count, str(path))
+            return list(_parse_module().process_hdf5_to_tuple(step_id, count, str(path)))
     except (KeyError, FileNotFoundError) as error:
         raise TargetsUnavailable(f"targets of step {step_id} missing from {path.name}: {error}") from None
     except OSError as error:
         raise TargetsUnavailable(f"targets file {path} unreadable: {error}") from None
-    return [pickle.dumps(value, protocol=PICKLE_PROTOCOL) for value in values]
+
+
+def _load_here(path: Path, step_id: str, count: int) -> list[bytes]:
+    return [pickle.dumps(value, protocol=PICKLE_PROTOCOL) for value in read_step_targets(path, step_id, count)]
 
 
 def _load_with(python_binary: str, path: Path, step_id: str, count: int) -> list[bytes]:

@@ -496,3 +496,38 @@ def test_list_models(tmp_path, sleeps):
         assert ModelClient(make_settings(tmp_path, server)).list_models() == ["m-a", "m-b"]
     with ModelServer(Script(ModelReply(text="ok")), models=None) as server:
         assert ModelClient(make_settings(tmp_path, server)).list_models() is None
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_chat_reasoning_text_is_read_from_either_field_and_never_sent_back(tmp_path, sleeps, field):
+    reply = ModelReply(text="done", reasoning="first I think\n\nthen I answer", reasoning_field=field)
+    with ModelServer(Script(reply, ModelReply(text="again"))) as server:
+        client = ModelClient(make_settings(tmp_path, server))
+        response = client.complete(PROMPT, tools=None, step_id="1.1")
+        message = response.assistant_message()
+        client.complete([*PROMPT, message, {"role": "user", "content": "more"}], tools=None, step_id="1.1")
+    assert response.reasoning == "first I think\n\nthen I answer"
+    assert message == {"role": "assistant", "content": "done", "reasoning": "first I think\n\nthen I answer"}
+    assert server.requests[1].messages[1] == {"role": "assistant", "content": "done"}  # reasoning stays here
+
+
+def test_an_answer_without_reasoning_records_none(tmp_path, sleeps):
+    with ModelServer(Script(ModelReply(text="plain"))) as server:
+        response = ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
+    assert response.reasoning is None and "reasoning" not in response.assistant_message()
+
+
+@pytest.mark.parametrize("parts", ["summary", "content"])
+def test_responses_reasoning_items_give_their_summary_or_text(tmp_path, sleeps, parts):
+    reply = ModelReply(
+        text="done",
+        tool_calls=(ToolCallSpec("c1", "code_interpreter", '{"code": "1"}'),),
+        reasoning="weigh the options\n\npick one",
+        reasoning_parts=parts,
+    )
+    with ModelServer(Script(reply)) as server:
+        settings = make_settings(tmp_path, server, api_protocol="openai-responses")
+        response = ModelClient(settings).complete(PROMPT, tools=TOOLS_RESPONSES, step_id="1.1")
+    assert response.reasoning == "weigh the options\n\npick one"
+    assert response.output_items[0]["type"] == "reasoning"  # replayed verbatim in later requests
+    assert response.assistant_message()["reasoning"] == "weigh the options\n\npick one"

@@ -248,3 +248,53 @@ def test_a_prompt_too_long_for_the_context_is_a_final_context_exceeded_step(tmp_
         outcome = run(tmp_path, server, mode="naive")
     assert outcome.status == "context_exceeded" and outcome.code is None and len(server.requests) == 1
     assert "maximum context length is 8192" in outcome.error and outcome.failure.context_length
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
+def test_a_tool_loop_records_every_turn_with_its_reasoning_in_order(tmp_path, protocol):
+    from stages.results import _generated_step
+
+    first = ModelReply(
+        text="Let me check.",
+        tool_calls=(interpreter_call("call_1", "print(6 * 7)"),),
+        reasoning="the square root of x\n\nbetter check numpy first",
+        prompt_tokens=12,
+        completion_tokens=4,
+    )
+    second = ModelReply(text="no code yet", reasoning="I forgot the fence")
+    final = ModelReply(text=CODE_ANSWER)
+    with ModelServer(Script(first, second, final)) as server:
+        outcome = run(tmp_path, server, api_protocol=protocol)
+    assert outcome.status == "ok" and outcome.trajectory["turns_recorded"] is True
+    messages = outcome.trajectory["messages"]
+    assert [m.get("reasoning") for m in messages if m["role"] == "assistant"] == [
+        "the square root of x\n\nbetter check numpy first",
+        "I forgot the fence",
+        None,
+    ]
+    step = _generated_step(
+        {"step_id": "1.1", "status": outcome.status, "trajectory": outcome.trajectory, "latency_s": 0.0}
+    )
+    assert step.turns is not None
+    assert [(turn.role, turn.text) for turn in step.turns] == [
+        ("user", "solve 1.1"),
+        ("assistant", "Let me check."),
+        ("tool", messages[2]["content"]),
+        ("assistant", "no code yet"),
+        ("user", REMINDER),
+        ("assistant", CODE_ANSWER),
+    ]
+    assistant = step.turns[1]
+    assert assistant.reasoning == "the square root of x\n\nbetter check numpy first"
+    assert [(call.call_id, call.code) for call in assistant.tool_calls] == [("call_1", "print(6 * 7)")]
+    assert assistant.call is not None and assistant.call.startswith("12 in / 4 out tokens")
+    tool = step.turns[2].tool
+    assert tool is not None and tool.status == "ok" and "42" in (step.turns[2].text or "")
+
+
+def test_a_trajectory_without_the_marker_has_no_turns(tmp_path):
+    from stages.results import _generated_step
+
+    trajectory = {"messages": [{"role": "user", "content": "p"}, {"role": "assistant", "content": "a"}], "calls": []}
+    step = _generated_step({"step_id": "1.1", "status": "ok", "trajectory": trajectory, "latency_s": 0.0})
+    assert step.turns is None and step.prompt == "p"

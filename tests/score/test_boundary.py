@@ -238,7 +238,12 @@ def one_reply(read: int) -> dict:
         os.read(read, 1)  # exactly one reply
     assert reply[:1] == b"J"
     parsed = json.loads(reply[1:])
-    assert set(parsed) == {"test", "passed", "reason"} and isinstance(parsed["passed"], bool)
+    assert set(parsed) - {"compared"} == {"test", "passed", "reason"} and isinstance(parsed["passed"], bool)
+    if "compared" in parsed:  # a failed statement: the model-side values it compared, described
+        compared = parsed["compared"]
+        assert parsed["passed"] is False and set(compared) == {"test", "statement", "uses_target", "values"}
+        assert all(set(value) == {"name", "description", "target"} for value in compared["values"])
+        assert len(reply) <= checker_module.REPLY_BYTES + 4096
     return parsed
 
 

@@ -124,6 +124,11 @@ class RunPaths:
         return self.run_dir / "selection.json"
 
     @property
+    def identity(self) -> Path:
+        """The generation settings the folder was made with (stages/run_identity.py)."""
+        return self.run_dir / "identity.json"
+
+    @property
     def generations_dir(self) -> Path:
         return self.run_dir / "generations"
 

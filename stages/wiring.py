@@ -59,6 +59,7 @@ def settings_or_exit() -> Settings:
             lock = RunLock(settings.run_paths.lock).acquire()
             on_exit_now(lock.release)
             atexit.register(lock.release)
+        check_run_identity(settings, refuse=runs_tasks(sys.argv[1:]))
         return settings
     except (ConfigError, ConfinementUnavailable) as error:
         _exit_with_line(f"config error: {error}", CONFIG_ERROR.code)
@@ -67,6 +68,20 @@ def settings_or_exit() -> Settings:
     except OSError as error:
         _exit_with_line(unwritable_line(error), UNWRITABLE.code)
     raise AssertionError("unreachable")
+
+
+def check_run_identity(settings: Settings, *, refuse: bool) -> None:
+    """A run folder is one configuration (stages/run_identity.py): a command that runs tasks records the folder's
+    identity at its first run and refuses other generation settings (IdentityMismatch); any other command prints
+    the difference once and goes on."""
+    from stages.run_identity import IdentityMismatch, check_identity
+
+    found = check_identity(settings, record=refuse)
+    if found is None:
+        return
+    if refuse:
+        raise IdentityMismatch(found.refusal())
+    print(found.note(), file=sys.stderr)
 
 
 def _exit_with_line(text: str, code: int) -> None:

@@ -127,7 +127,7 @@ def task_problems():
             "actions": [wiring.guarded(tasks.GENERATE.run, config, problem_id, admission_priority)],
             "task_dep": ["preflight"],
             "uptodate": [(tasks.GENERATE.is_up_to_date, [config, problem_id])],
-            "clean": [wiring.clean_action("clean_generations", config, problem_id)],
+            "clean": wiring.clean_actions("clean_generations", config, problem_id),
         }
         yield {
             "basename": "score",
@@ -135,7 +135,7 @@ def task_problems():
             "actions": [wiring.guarded(tasks.SCORE.run, config, problem_id)],
             "task_dep": ["targets"] + ([] if RESCORE_ONLY else [f"generate:{problem_id}"]),
             "targets": [config.run_paths.details(problem_id)],
-            "clean": [wiring.clean_action("clean_details", config, problem_id)],
+            "clean": wiring.clean_actions("clean_details", config, problem_id),
             "uptodate": [(tasks.SCORE.is_up_to_date, [config, problem_id])],
         }
 

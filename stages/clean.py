@@ -47,7 +47,7 @@ def clean_derived(settings: Settings) -> None:
 
 def clean_details(settings: Settings, problem_id: str) -> None:
     paths = settings.run_paths
-    _removed_line([paths.details(problem_id), paths.not_scored(problem_id)], "details")
+    _removed_line([paths.details(problem_id), paths.not_scored(problem_id)], f"details of problem {problem_id}")
 
 
 def generation_files(settings: Settings, problem_id: str) -> list[Path]:
@@ -61,6 +61,28 @@ def generate_named(argv: Sequence[str]) -> bool:
 
 def clean_generations(settings: Settings, problem_id: str) -> None:
     """Remove the problem's generation files when `generate` was named; else keep them (they cost money:
-    `clean_derived` says so once)."""
+    `clean_derived` says so once). Once no generation is left, the folder's identity goes too: its next run
+    records the configuration it is run with (stages/run_identity.py)."""
+    from stages.run_identity import forget_identity
+
     if generate_named(sys.argv[1:]):
-        _removed_line(generation_files(settings, problem_id), "generations")
+        _removed_line(generation_files(settings, problem_id), f"generations of problem {problem_id}")
+        if not any(settings.run_paths.generations_dir.glob("*.json")) and forget_identity(settings):
+            print(f"clean: removed the run identity of {settings.run_paths.run_dir} (no generation is left)")
+
+
+def score_named(argv: Sequence[str]) -> bool:
+    """True when `score` (or `score:<id>`) is named on the `doit clean` command line (a plain `doit clean`
+    removes every details file through summarize's clean, at once)."""
+    return any(word == "score" or word.startswith("score:") for word in argv)
+
+
+def removes(name: str, settings: Settings, problem_id: str) -> bool:
+    """Whether the `doit clean` action `name` of this problem would remove a file (see `clean_actions`)."""
+    paths = settings.run_paths
+    argv = sys.argv[1:]
+    if name == "clean_generations":
+        return generate_named(argv) and any(path.exists() for path in generation_files(settings, problem_id))
+    return score_named(argv) and any(
+        path.exists() for path in (paths.details(problem_id), paths.not_scored(problem_id))
+    )

@@ -60,7 +60,9 @@ class IdentityDifference:
         return ", ".join(name for name, _, _ in self.changes)
 
     def shown(self) -> str:
-        return ", ".join(f"{name} {_shown(before)} -> {_shown(after)}" for name, before, after in self.changes)
+        return ", ".join(
+            f"{name} {_shown(name, before)} -> {_shown(name, after)}" for name, before, after in self.changes
+        )
 
     def refusal(self) -> str:
         return (
@@ -73,8 +75,12 @@ class IdentityDifference:
         return f"note: run folder {self.run_dir} was generated with other generation settings ({self.shown()})"
 
 
-def _shown(value: Any) -> str:
-    return "(unset)" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if name == INTERPRETER_KEY and isinstance(value, str):
+        return value  # already one phrase: `CPython 3.11.7 (numpy 2.4.6, ...)`
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def interpreter_versions(python_binary: str) -> dict[str, str]:
@@ -90,7 +96,11 @@ def interpreter_versions(python_binary: str) -> dict[str, str]:
         code = f"NAMES = {list(INTERPRETER_LIBRARIES)!r}\n" + _VERSIONS_PROBE
         try:
             result = subprocess.run(
-                [python_binary, "-I", "-c", code], capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL
+                [python_binary, "-I", "-c", code],
+                capture_output=True,
+                timeout=60,
+                check=False,
+                stdin=subprocess.DEVNULL,
             )
             versions = json.loads(result.stdout.decode("utf-8")) if result.returncode == 0 else None
         except (OSError, subprocess.SubprocessError, ValueError):
@@ -98,6 +108,16 @@ def interpreter_versions(python_binary: str) -> dict[str, str]:
         valid = isinstance(versions, dict) and all(isinstance(v, str) for v in versions.values())
         _INTERPRETERS[python_binary] = dict(versions) if valid and versions else {"python": "unavailable"}
     return dict(_INTERPRETERS[python_binary])
+
+
+def interpreter_text(versions: Mapping[str, str]) -> str:
+    """`CPython 3.11.7 (h5py 3.16.0, numpy 2.4.6, ...)`: an interpreter by what it holds."""
+    libraries = ", ".join(f"{name} {version}" for name, version in sorted(versions.items()) if name not in _HEAD)
+    head = " ".join(versions[name] for name in _HEAD if name in versions)
+    return f"{head} ({libraries})" if libraries else head
+
+
+_HEAD: tuple[str, ...] = ("implementation", "python")
 
 
 def _is_this_interpreter(python_binary: str) -> bool:
@@ -124,7 +144,7 @@ def _extra_parts(settings: Settings) -> dict[str, Any]:
 
         parts[REPLAY_KEY] = generate_settings_fingerprint(settings)[:16]
     if snippets_run_locally(settings):
-        parts[INTERPRETER_KEY] = interpreter_versions(settings.python_binary)
+        parts[INTERPRETER_KEY] = interpreter_text(interpreter_versions(settings.python_binary))
     return parts
 
 
@@ -198,4 +218,3 @@ def where_snippets_ran(config_settings: Mapping[str, Any]) -> str:
     if sandbox:
         return f"sandbox {sandbox}"
     return f"local ({config_settings.get('python_binary') or 'python'})"
-

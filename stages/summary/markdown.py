@@ -10,6 +10,7 @@ from typing import Any
 from stages.config import Settings
 from stages.pricing import Prices, cost_of, money, prices_of, total_cost
 from stages.results import CELL_STATUSES, ToolStats
+from stages.run_identity import where_snippets_ran
 from stages.summary.metrics import (
     InspectView,
     Metrics,
@@ -125,6 +126,7 @@ def _header_lines(
         ),
         f"- background: {'with step background' if settings.with_background else 'without step background'}",
         f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
+        f"- snippets ran: {where_snippets_ran(recorded)}",
         f"- confinement of model code: {(config or {}).get('confinement') or 'unknown (config.json has none)'}",
         f"- run started: {started or 'unknown'}; summarized at: {summarized_at} (UTC)",
     ]

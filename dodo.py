@@ -148,7 +148,7 @@ def task_summarize():
         "actions": [wiring.guarded(tasks.SUMMARIZE.run, config)],
         "task_dep": ["score"],
         "targets": [paths.summary_md, paths.summary_json],
-        "clean": [wiring.clean_action("clean_derived", config)],
+        "clean": [wiring.clean_action("clean_derived", config, wiring.subset_problem_ids)],
         "uptodate": [(tasks.SUMMARIZE.is_up_to_date, [config])],
     }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from stages.config import Settings
@@ -30,16 +30,31 @@ def _remove(path: Path) -> bool:
 def _removed_line(paths: Sequence[Path], what: str) -> None:
     removed = [path for path in paths if _remove(path)]
     if removed:
-        print(f"clean: removed {what}: {', '.join(path.name for path in removed)}")
+        print(f"clean: removed {what}: {', '.join(_name(path) for path in removed)}")
 
 
-def derived_outputs(settings: Settings) -> list[Path]:
-    """The run's details, summaries, plots and reports (every selection's, see Settings.summary_tag)."""
-    return settings.run_paths.derived_outputs()
+def _name(path: Path) -> str:
+    """`details/3.json` for a problem's file, `summary.md` for a run file."""
+    return (
+        f"{path.parent.name}/{path.name}" if path.parent.name in ("details", "not_scored", "generations") else path.name
+    )
 
 
-def clean_derived(settings: Settings) -> None:
-    _removed_line(derived_outputs(settings), f"derived outputs of {settings.run_paths.run_dir}")
+def derived_outputs(settings: Settings, problem_ids: Sequence[str] = ()) -> list[Path]:
+    """The full run: its details, summaries, plots and reports (every selection's, see Settings.summary_tag). A
+    subset (`sample_ids=` / `category=` on the clean command line): the details of its problems (`problem_ids`) and its own
+    summary, plots, report and export, so cleaning a view leaves the rest of the run as it was."""
+    paths = settings.run_paths
+    if not paths.summary_tag:
+        return paths.derived_outputs()
+    own = [paths.summary_md, paths.summary_json, paths.plots_dir, paths.report_html, paths.export_dir]
+    return [path for pid in problem_ids for path in (paths.details(pid), paths.not_scored(pid))] + own
+
+
+def clean_derived(settings: Settings, subset_ids: Callable[[Settings], Sequence[str]]) -> None:
+    """`doit clean`: the derived outputs of the run, or of the subset whose problems `subset_ids` finds (asked only
+    when the clean runs; see `derived_outputs`)."""
+    _removed_line(derived_outputs(settings, subset_ids(settings)), f"derived outputs of {settings.run_paths.run_dir}")
     generations = settings.run_paths.generations_dir
     if not generate_named(sys.argv[1:]) and any(generations.glob("*.json")):
         print(f"clean: generations kept in {generations} (model calls cost money): `doit clean generate` removes them")

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stages.artifacts import read_artifact, write_artifact
+from stages.artifacts import read_artifact, sha256_file, write_artifact
 from stages.config import ConfigError, Settings
 from stages.fingerprints import settings_slice
 from stages.versions import package_versions
@@ -126,6 +126,16 @@ def _is_this_interpreter(python_binary: str) -> bool:
     return os.path.abspath(python_binary) == os.path.abspath(sys.executable)
 
 
+def _replay_digest(model: str) -> str:
+    """The replay file's content digest (the file is the model), as the generation fingerprint covers it."""
+    from stages.generate.builtin import replay_file
+
+    try:
+        return sha256_file(replay_file(model))[:16]
+    except OSError:
+        return "missing"
+
+
 def snippets_run_locally(settings: Settings) -> bool:
     return settings.mode == "tool_use" and not settings.sandbox_url
 
@@ -140,9 +150,7 @@ def identity_of(settings: Settings) -> dict[str, Any]:
 def _extra_parts(settings: Settings) -> dict[str, Any]:
     parts: dict[str, Any] = {}
     if settings.model.startswith("replay:"):
-        from stages.generate.stage import generate_settings_fingerprint
-
-        parts[REPLAY_KEY] = generate_settings_fingerprint(settings)[:16]
+        parts[REPLAY_KEY] = _replay_digest(settings.model)
     if snippets_run_locally(settings):
         parts[INTERPRETER_KEY] = interpreter_text(interpreter_versions(settings.python_binary))
     return parts

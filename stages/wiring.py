@@ -215,6 +215,16 @@ def clean_action(name: str, *args: Any) -> Callable[[], None]:
     return action
 
 
+def subset_problem_ids(settings: Settings) -> list[str]:
+    """The problems of a subset named on the command line (empty for the full run): what `doit clean` of that
+    subset removes the details of."""
+    from stages.select import selected_problem_ids, viewed_problem_ids
+
+    if not settings.run_paths.summary_tag:
+        return []
+    return selected_problem_ids(settings) or viewed_problem_ids(settings)
+
+
 def clean_actions(name: str, settings: Settings, problem_id: str) -> list[Callable[[], None]]:
     """A problem's `doit clean` action, only when this command removes something of it (`stages.clean.removes`):
     doit prints a line for every clean action it executes, so a problem whose files are kept has none."""
@@ -239,24 +249,12 @@ def generation_admissions(settings: Settings) -> list[tuple[str, float]]:
     """`problems_in_generation_order` with each problem's admission priority: its place in that order (the
     first highest), so the problems are admitted in that order whichever thread reaches the problem pool first."""
     from stages.command_line import executes_tasks
-    from stages.select import selected_problem_ids
+    from stages.select import selected_problem_ids, viewed_problem_ids
 
     if not executes_tasks(sys.argv[1:]) and selected_problem_ids(settings) is None:
         return [(problem_id, 0.0) for problem_id in viewed_problem_ids(settings)]
     order = problems_in_generation_order(settings)
     return [(work.problem_id, float(len(order) - place)) for place, work in enumerate(order)]
-
-
-def viewed_problem_ids(settings: Settings) -> list[str]:
-    """For list, info, forget, clean, ...: the problems the command line's own split/category/sample_ids select,
-    read from the problem files when that selection was never written (only a subset ran), so a subset run never
-    changes what these commands see. Empty when the problem files are not there yet or the selection is invalid."""
-    from stages.select import select_problems
-
-    try:
-        return [problem.problem_id for problem in select_problems(settings)]
-    except (PipelineError, OSError, ValueError):
-        return []
 
 
 def explain_action(settings: Settings) -> Callable[[list[str]], TaskFailed | None]:

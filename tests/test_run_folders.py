@@ -118,3 +118,6 @@ def test_a_subset_run_never_changes_what_other_commands_see(
     print(f"$ doit clean {PROBLEMS}\n{cleaned.stdout}")
     assert cleaned.stdout.count("executing") == 1, cleaned.stdout
     assert cleaned.stdout.count("generations kept") == 1 and (run / "generations" / "1.json").is_file()
+    # ... and only that subset's: the other subset's summary stays.
+    assert not (run / "summary-ids-1_3.md").exists() and not (run / "details" / "1.json").exists()
+    assert (run / "summary-ids-1.md").is_file()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -121,3 +122,48 @@ def test_a_subset_run_never_changes_what_other_commands_see(
     # ... and only that subset's: the other subset's summary stays.
     assert not (run / "summary-ids-1_3.md").exists() and not (run / "details" / "1.json").exists()
     assert (run / "summary-ids-1.md").is_file()
+
+
+def cached_verdicts(workdir: Path) -> list[Path]:
+    return sorted(path for path in (workdir / ".scicode" / "verdicts").glob("*/*.json"))
+
+
+def rewrite_status(path: Path, status: str) -> None:
+    record = load_json(path)
+    path.write_text(json.dumps({**record, "status": status}), encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_rescore_re_executes_cached_verdicts_and_names_each_flip(
+    workdir: Path, staged_data_dir: Path, dev_targets: Path
+) -> None:
+    def doit(*extra: str) -> subprocess.CompletedProcess[str]:
+        return gold(workdir, staged_data_dir, dev_targets, "sample_ids=1", *extra)
+
+    assert_ok(doit())
+    run = run_dir(workdir, "gold", "validation-tool_use-bg")
+    verdicts = cached_verdicts(workdir)
+    assert verdicts, "the first run fills the verdict cache"
+    step_id = load_json(verdicts[0])["step_id"]
+
+    # A timeout left in the cache by a loaded machine is served again after `doit clean`, and the summary says so.
+    rewrite_status(verdicts[0], "timeout")
+    assert_ok(doit("clean"))
+    assert_ok(doit())
+    summary = summary_file(run, "md").read_text(encoding="utf-8")
+    assert "- timeouts served from the verdict cache: 1: `rescore=timeouts` executes them again" in summary
+
+    # rescore=timeouts executes that step again (and only it), replaces the cached verdict and names the flip.
+    retried = doit("rescore=timeouts")
+    assert_ok(retried)
+    print(f"$ doit sample_ids=1 rescore=timeouts\n{retried.stdout}")
+    assert f"changed: {step_id} timeout -> pass" in retried.stdout
+    assert "rescore: problem 1: 1 cached verdict(s) re-executed, 1 changed" in retried.stdout
+    assert load_json(verdicts[0])["status"] == "pass"
+    assert "- timeouts served from the verdict cache: 0" in summary_file(run, "md").read_text(encoding="utf-8")
+
+    # rescore=true executes every selected step again, even when the details are current.
+    again = doit("rescore=true")
+    assert_ok(again)
+    assert f"rescore: problem 1: {len(verdicts)} cached verdict(s) re-executed, 0 changed" in again.stdout
+    assert "changed:" not in again.stdout.replace("0 changed", "")

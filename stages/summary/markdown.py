@@ -510,6 +510,14 @@ def _definitions_lines() -> list[str]:
     ]
 
 
+def _cached_timeouts_line(rows: Sequence[ProblemRow]) -> str:
+    """How many timeout verdicts came from the verdict cache (a timeout on a loaded machine stays cached until
+    `rescore=timeouts` runs it again)."""
+    count = sum(step.status == "timeout" and step.cached for row in rows for step in row.scored_rows)
+    hint = ": `rescore=timeouts` executes them again" if count else ""
+    return f"- timeouts served from the verdict cache: {count}{hint}"
+
+
 def render_markdown(
     settings: Settings,
     rows: Sequence[ProblemRow],
@@ -523,6 +531,7 @@ def render_markdown(
 ) -> str:
     metrics = metrics_of(rows)
     lines = _header_lines(settings, targets, config, started, summarized_at)
+    lines.insert(len(lines) - 1, _cached_timeouts_line(rows))
     lines += _headline_lines(metrics)
     lines += _inspect_view_lines(inspect_view(rows))
     lines += _group_lines("By field", "field", field_metrics(rows))

@@ -65,7 +65,7 @@ def task_download():
     """Stage the official SciCode files (and targets when obtainable) under data_dir/scicode."""
     config = settings()
     return {
-        "actions": [wiring.guarded(tasks.DOWNLOAD.run, config)],
+        "actions": [wiring.stop_on_setup_error(tasks.DOWNLOAD.run, config)],
         "targets": [config.data_paths.manifest],
         "uptodate": [(tasks.DOWNLOAD.is_up_to_date, [config])],
     }

@@ -203,6 +203,25 @@ def stop_on_config_error(function: Callable[..., Any], *args: Any) -> Callable[[
     return guarded(checked, *args)
 
 
+def stop_on_setup_error(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
+    """For the task every other one waits for (download): any failure of the pipeline's own (missing data, a bad
+    h5py_file=, ...) ends the run at once with one line and exit 3, before any other task, instead of one
+    "not run" line per task that depended on it."""
+
+    def checked(*values: Any) -> Any:
+        try:
+            return function(*values)
+        except ConfigError as error:
+            end_run_with_config_error(error)
+        except RunStopped:
+            raise
+        except PipelineError as error:
+            end_run_with_config_error(ConfigError(f"{type(error).__name__}: {error}"))
+
+    checked.__name__ = getattr(function, "__name__", "action")
+    return guarded(checked, *args)
+
+
 def clean_action(name: str, *args: Any) -> Callable[[], None]:
     """A `doit clean` action: `stages.clean.<name>(*args)`."""
 

@@ -167,3 +167,19 @@ def test_rescore_re_executes_cached_verdicts_and_names_each_flip(
     assert_ok(again)
     assert f"rescore: problem 1: {len(verdicts)} cached verdict(s) re-executed, 0 changed" in again.stdout
     assert "changed:" not in again.stdout.replace("0 changed", "")
+
+
+def test_a_setup_fault_stops_before_any_task_with_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.h5"
+    result = run_doit(
+        tmp_path,
+        "model=gold",
+        f"data_dir={tmp_path / 'empty'}",
+        "dataset_zip_url=http://127.0.0.1:9/scicode.zip",
+        "sample_ids=1,3",
+        f"h5py_file={missing}",
+    )
+    assert result.returncode == CONFIG_ERROR.code, output_of(result)
+    assert output_of(result).strip().splitlines() == [
+        f"scicode: config error: DownloadError: invalid h5py_file={missing}: no such file {missing}"
+    ]

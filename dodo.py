@@ -65,7 +65,7 @@ def task_download():
     """Stage the official SciCode files (and targets when obtainable) under data_dir/scicode."""
     config = settings()
     return {
-        "actions": [wiring.guarded(tasks.DOWNLOAD.run, config)],
+        "actions": [wiring.stop_on_setup_error(tasks.DOWNLOAD.run, config)],
         "targets": [config.data_paths.manifest],
         "uptodate": [(tasks.DOWNLOAD.is_up_to_date, [config])],
     }
@@ -127,7 +127,7 @@ def task_problems():
             "actions": [wiring.guarded(tasks.GENERATE.run, config, problem_id, admission_priority)],
             "task_dep": ["preflight"],
             "uptodate": [(tasks.GENERATE.is_up_to_date, [config, problem_id])],
-            "clean": [wiring.clean_action("clean_generations", config, problem_id)],
+            "clean": wiring.clean_actions("clean_generations", config, problem_id),
         }
         yield {
             "basename": "score",
@@ -135,7 +135,7 @@ def task_problems():
             "actions": [wiring.guarded(tasks.SCORE.run, config, problem_id)],
             "task_dep": ["targets"] + ([] if RESCORE_ONLY else [f"generate:{problem_id}"]),
             "targets": [config.run_paths.details(problem_id)],
-            "clean": [wiring.clean_action("clean_details", config, problem_id)],
+            "clean": wiring.clean_actions("clean_details", config, problem_id),
             "uptodate": [(tasks.SCORE.is_up_to_date, [config, problem_id])],
         }
 
@@ -148,7 +148,7 @@ def task_summarize():
         "actions": [wiring.guarded(tasks.SUMMARIZE.run, config)],
         "task_dep": ["score"],
         "targets": [paths.summary_md, paths.summary_json],
-        "clean": [wiring.clean_action("clean_derived", config)],
+        "clean": [wiring.clean_action("clean_derived", config, wiring.subset_problem_ids)],
         "uptodate": [(tasks.SUMMARIZE.is_up_to_date, [config])],
     }
 

@@ -12,6 +12,7 @@ selections differ, only the problems selected in both runs are compared and the 
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -368,6 +369,53 @@ def _identity_rows(run_a: RunInfo, run_b: RunInfo) -> list[Row]:
     ]
 
 
+# config.json settings that name the runs themselves rather than how they were made (the model is named apart)
+NOT_A_DIFFERENCE: frozenset[str] = frozenset({"model", "run", "runs"})
+
+
+def _recorded(run: RunInfo) -> dict[str, Any]:
+    """Every setting, library version and the confinement line config.json recorded, by one flat name."""
+    config = run.results.config or {}
+    settings = config.get("settings") if isinstance(config.get("settings"), Mapping) else {}
+    versions = config.get("versions") if isinstance(config.get("versions"), Mapping) else {}
+    found: dict[str, Any] = {name: value for name, value in (settings or {}).items() if name not in NOT_A_DIFFERENCE}
+    found.update({f"version of {name}": value for name, value in (versions or {}).items()})
+    found["confinement"] = config.get("confinement")
+    return found
+
+
+def setting_differences(run_a: RunInfo, run_b: RunInfo) -> list[Row]:
+    """(name, A, B) for every recorded setting, library version or confinement line that differs, by name."""
+    recorded_a, recorded_b = _recorded(run_a), _recorded(run_b)
+    return [
+        (name, _value_text(recorded_a.get(name)), _value_text(recorded_b.get(name)))
+        for name in sorted(set(recorded_a) | set(recorded_b))
+        if recorded_a.get(name) != recorded_b.get(name)
+    ]
+
+
+def _value_text(value: Any) -> str:
+    if value is None:
+        return "(not recorded)"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def differences_line(rows: Sequence[Row], *, markdown: bool = False) -> str:
+    """The one line under the significance line: every setting that differs besides the model (names read from
+    the runs' files: in code spans in Markdown)."""
+    if not rows:
+        return "Only the model differs."
+    names = ", ".join(shown(str(row[0]), markdown=markdown) for row in rows)
+    return f"Besides the model, {len(rows)} setting(s) differ: {names}."
+
+
+def _difference_lines(rows: Sequence[Row]) -> list[str]:
+    if not rows:
+        return []
+    cells = [(name, shown(str(a), markdown=True), shown(str(b), markdown=True)) for name, a, b in rows]
+    return ["## Settings that differ", ""] + table(("setting", "A", "B"), cells) + [""]
+
+
 def _identity_lines(rows: Sequence[Row]) -> list[str]:
     """Folder, model and run names come from the runs' own files: shown neutralised, in code spans."""
     cells = [(name, shown(a, markdown=True), shown(b, markdown=True)) for name, a, b in rows[:3]]
@@ -638,6 +686,11 @@ class Comparison:
     steps_gained: list[StepFlip]
     cost: list[Row]
     paired: PairedSection
+    differences: list[Row]  # every recorded setting, library version and confinement line that differs
+
+    @property
+    def differences_line(self) -> str:
+        return differences_line(self.differences)
 
 
 def build_comparison(
@@ -667,6 +720,7 @@ def build_comparison(
         steps_gained=steps_gained,
         cost=_cost_rows(totals_a.cost, totals_b.cost),
         paired=paired_section(results_a, results_b, run_a.entries, run_b.entries),
+        differences=setting_differences(run_a, run_b),
     )
 
 
@@ -675,10 +729,13 @@ def render_markdown(comparison: Comparison) -> str:
     lines = [
         c.paired.first_line,
         "",
+        differences_line(c.differences, markdown=True),
+        "",
         f"# Comparison: {shown(c.run_a.label, markdown=True)} (A) vs {shown(c.run_b.label, markdown=True)} (B)",
         "",
     ]
     lines += _identity_lines(c.identity)
+    lines += _difference_lines(c.differences)
     lines += _scope_lines(c.scope)
     lines += paired_lines(c.paired)
     lines += _metric_lines(c.metrics)

@@ -34,6 +34,7 @@ ApiProtocol = Literal["openai-chat", "openai-responses"]
 Executor = Literal["local", "dask"]
 AttemptStrategy = Literal["avg", "pass"]
 ConfinementPolicy = Literal["auto", "required"]
+Rescore = Literal["", "true", "timeouts"]
 Stage = Literal["download", "select", "generate", "score"]
 
 SPLITS: tuple[str, ...] = ("validation", "test", "all")
@@ -42,6 +43,7 @@ API_PROTOCOLS: tuple[str, ...] = ("openai-chat", "openai-responses")
 EXECUTORS: tuple[str, ...] = ("local", "dask")
 ATTEMPT_STRATEGIES: tuple[str, ...] = ("avg", "pass")
 CONFINEMENT_POLICIES: tuple[str, ...] = ("auto", "required")
+RESCORE_CHOICES: tuple[str, ...] = ("false", "true", "timeouts")
 TOOLS: tuple[str, ...] = ("code_interpreter",)
 BUILTIN_MODELS: tuple[str, ...] = ("gold", "replay:<file.json>")
 PARAM_BLOCKS: tuple[str, ...] = ("benchmark_params", "harness_params")
@@ -99,6 +101,8 @@ class Settings:
     executor: Executor = "local"
     scheduler: str = ""
     confinement: ConfinementPolicy = "auto"
+    # Re-execute cached verdicts: "true" every selected step, "timeouts" the steps whose verdict is a timeout.
+    rescore: Rescore = ""
     attempts: int = 1
     attempt_strategy: AttemptStrategy = "avg"
     data_dir: str = "data"
@@ -385,6 +389,20 @@ def _tool_choice(name: str, value: Any) -> str:
     return text
 
 
+def _rescore(name: str, value: Any) -> str:
+    """false/empty (serve cached verdicts), true (re-execute every selected step), timeouts (only timeouts)."""
+    text = (
+        value.strip().lower()
+        if isinstance(value, str)
+        else ("true" if value is True else "false" if value is False else value)
+    )
+    if text in ("", "false"):
+        return ""
+    if text in RESCORE_CHOICES:
+        return str(text)
+    raise _fail(name, value, "one of " + ", ".join(RESCORE_CHOICES))
+
+
 def _memory_limit(name: str, value: Any) -> int:
     """0 (no limit: none is sent to the sandbox nor set locally) or a whole number of megabytes >= 16."""
     if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
@@ -447,6 +465,7 @@ COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "concurrency": _number(int, 1),
     "executor": _to_choice(EXECUTORS),
     "confinement": _to_choice(CONFINEMENT_POLICIES),
+    "rescore": _rescore,
     "scheduler": _to_text,
     "attempts": _number(int, 1),
     "attempt_strategy": _to_choice(ATTEMPT_STRATEGIES),

@@ -117,11 +117,31 @@ class RunPaths:
 
     @property
     def config(self) -> Path:
-        return self.run_dir / "config.json"
+        """The settings of this selection's last run: `config.json` for the full run, `config-<tag>.json` for a
+        subset (a subset never rewrites what the full run's summary was made from)."""
+        return self.run_dir / f"config{self._tag_suffix}.json"
+
+    def recorded_config(self) -> Path:
+        """The config file a reader of the folder should use: this selection's, else the most recent one."""
+        if self.config.is_file():
+            return self.config
+        tagged = sorted(self.run_dir.glob("config-*.json"), key=lambda path: path.stat().st_mtime_ns)
+        return tagged[-1] if tagged else self.config
+
+    def has_selection(self) -> bool:
+        """Whether the folder holds a run: a selection or config file of any selection."""
+        return any(self.run_dir.glob("selection*.json")) or any(self.run_dir.glob("config*.json"))
 
     @property
     def selection(self) -> Path:
-        return self.run_dir / "selection.json"
+        """The problems of this selection: the full run's `selection.json`, a subset's `selection-<tag>.json` (a
+        subset never replaces the full run's selection)."""
+        return self.run_dir / f"selection{self._tag_suffix}.json"
+
+    @property
+    def identity(self) -> Path:
+        """The generation settings the folder was made with (stages/run_identity.py)."""
+        return self.run_dir / "identity.json"
 
     @property
     def generations_dir(self) -> Path:

@@ -52,6 +52,7 @@ from stages.results import (
     ScoredAttempt,
     ToolRun,
 )
+from stages.run_identity import where_snippets_ran
 from stages.statuses import TOOL_STATUSES
 from stages.uncertainty.text import interval_of, percent
 from stages.untrusted import valid_text
@@ -187,6 +188,7 @@ class ConfigurationView:
     settings: tuple[tuple[str, str], ...]
     versions: tuple[tuple[str, str], ...]
     confinement: str
+    snippets: str  # where tool snippets ran: local, or which sandbox
     project: str
     recorded: bool  # config.json was readable
 
@@ -213,6 +215,7 @@ def configuration_view(config: Mapping[str, Any] | None, summary: Mapping[str, A
         settings=tuple((name, _shown(value)) for name, value in sorted((recorded.get("settings") or {}).items())),
         versions=tuple((name, _shown(value)) for name, value in sorted((recorded.get("versions") or {}).items())),
         confinement=str(recorded.get("confinement") or "unknown (config.json has none)"),
+        snippets=where_snippets_ran(recorded.get("settings") or {}),
         project=project_text(summary.get("project")),
         recorded=config is not None,
     )

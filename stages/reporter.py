@@ -76,6 +76,9 @@ _EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+EXPLANATION_TASKS: frozenset[str] = frozenset({"explain"})  # commands whose output is their explanations alone
+
+
 def stage_of(task_name: str) -> str:
     """`generate:10` -> `generate`; a task without ':' is its own stage."""
     return task_name.split(":", 1)[0]
@@ -562,6 +565,9 @@ class ProgressReporter(ConsoleReporter):
         with self._lock:
             self._print_step_failures()
             self._close_live_view()
+            if self._only_explanations():
+                self._report_failures()
+                return
             now = self._clock()
             self._emit(f"== run finished [{format_elapsed(now - self._started)}] ==")
             for tally in self._stages.values():
@@ -572,6 +578,10 @@ class ProgressReporter(ConsoleReporter):
                 self._emit("execution aborted: " + " | ".join(_first_line(m) for m in self.runtime_errors))
             if self.nothing_ran:
                 self._emit("nothing to do: everything up to date")
+
+    def _only_explanations(self) -> bool:
+        """`doit explain ...`: the command prints its explanations and nothing else (no run recap)."""
+        return bool(self._selected) and all(name in EXPLANATION_TASKS for name in self._selected)
 
     @property
     def nothing_ran(self) -> bool:

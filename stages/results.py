@@ -663,15 +663,20 @@ def read_problem(paths: RunPaths, entry: SelectionEntry, attempts: int, with_gen
 
 
 def read_run(
-    run_dir: Path, problem_ids: Sequence[str] | None = None, *, attempts: int = 1, with_generations: bool = True
+    run_dir: Path,
+    problem_ids: Sequence[str] | None = None,
+    *,
+    attempts: int = 1,
+    with_generations: bool = True,
+    summary_tag: str = "",
 ) -> RunResults:
     """Read the run at `run_dir` once: selection, config, details and generations of the selected problems
     (only `problem_ids`, in that order, when given). `attempts` is how many generation files to look for
-    when a problem has no details file."""
+    when a problem has no details file. `summary_tag` names a subset's own selection (Settings.summary_tag)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ResultsError(f"run directory not found: {run_dir}")
-    paths = RunPaths(run_dir)
+    paths = RunPaths(run_dir, summary_tag)
     selection = read_selection(paths)
     entries = selection.by_id
     chosen = [entries[pid] for pid in problem_ids] if problem_ids is not None else list(selection.entries)
@@ -680,7 +685,7 @@ def read_run(
 
 
 def read_config(paths: RunPaths) -> Mapping[str, Any] | None:
-    return read_artifact(paths.config, "config")
+    return read_artifact(paths.recorded_config(), "config")
 
 
 def read_summary(paths: RunPaths) -> Mapping[str, Any] | None:

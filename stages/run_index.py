@@ -117,7 +117,7 @@ def run_folders(results: ResultsPaths) -> list[Path]:
             continue
         for run_dir in sorted(path for path in model_dir.iterdir() if path.is_dir()):
             paths = RunPaths(run_dir)
-            if paths.selection.is_file() or paths.config.is_file():
+            if paths.has_selection():
                 found.append(run_dir)
     return found
 
@@ -175,7 +175,7 @@ def _tag_of(summary_path: Path | None) -> str:
 def index_row(run_dir: Path) -> IndexRow:
     """The row of one run folder."""
     path, summary, any_summary = chosen_summary(run_dir)
-    config = read_artifact(RunPaths(run_dir).config, "config") or {}
+    config = read_artifact(RunPaths(run_dir).recorded_config(), "config") or {}
     settings: Mapping[str, Any] = config.get("settings") or {}
     record: Mapping[str, Any] = summary or {}
     selection = cached_selection(RunPaths(run_dir))

@@ -9,6 +9,7 @@ from stages.artifacts import fingerprint, read_artifact, write_artifact
 from stages.categories import allowed_names_text, table_digest, unknown_names
 from stages.config import ConfigError, Settings
 from stages.confinement import check_confinement
+from stages.errors import PipelineError
 from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.pins import prefilled_steps
 from stages.problems import Problem, load_problems
@@ -185,3 +186,13 @@ def selected_entries(settings: Settings) -> tuple[SelectionEntry, ...]:
     """The entries of a current selection.json (ids, split, step layout); empty when it is missing or stale."""
     selection = current_selection(settings)
     return () if selection is None else selection.entries
+
+
+def viewed_problem_ids(settings: Settings) -> list[str]:
+    """For list, info, forget, clean, ...: the problems the command line's own split/category/sample_ids select,
+    read from the problem files when that selection was never written (only a subset ran), so a subset run never
+    changes what these commands see. Empty when the problem files are not there yet or the selection is invalid."""
+    try:
+        return [problem.problem_id for problem in select_problems(settings)]
+    except (PipelineError, OSError, ValueError):
+        return []

@@ -251,7 +251,7 @@ def run_summarize(
     paths = settings.run_paths
     selection = _read_selection(paths)
     fingerprint_parts = summary_fingerprint_parts(settings, selection)
-    run = read_run(paths.run_dir, attempts=settings.attempts)
+    run = read_run(paths.run_dir, attempts=settings.attempts, summary_tag=paths.summary_tag)
     rows = collect_rows(run)
     targets = targets or resolve_targets_info(settings)
     started = run_started(paths, [row.problem_id for row in rows])

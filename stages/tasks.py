@@ -380,6 +380,17 @@ def score_is_current(settings: Settings, problem_id: str) -> bool:
     return is_current(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
 
 
+def rescore_wanted(rescore: str, details: dict[str, Any]) -> bool:
+    """`rescore=true`: every problem is scored again; `rescore=timeouts`: the problems with a timeout verdict."""
+    if rescore == "true":
+        return True
+    return rescore == "timeouts" and any(
+        step.get("status") == "timeout"
+        for attempt in details.get("attempts") or ()
+        for step in attempt["meta"]["evaluation"]["steps"]
+    )
+
+
 def details_current(settings: Settings, problem_id: str) -> bool:
     """Whether `details/<id>.json` is up to date; an up-to-date problem's step counts go to the live view."""
     from stages.activity import ACTIVITY
@@ -387,7 +398,7 @@ def details_current(settings: Settings, problem_id: str) -> bool:
     from stages.score.stage import score_fingerprint
 
     record = current_record(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
-    if record is None:
+    if record is None or rescore_wanted(settings.rescore, record):
         return False
     evaluation = record["attempts"][0]["meta"]["evaluation"]
     ACTIVITY.add_scored(problem_id, evaluation["total_correct"], evaluation["total_steps"])

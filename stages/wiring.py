@@ -59,6 +59,7 @@ def settings_or_exit() -> Settings:
             lock = RunLock(settings.run_paths.lock).acquire()
             on_exit_now(lock.release)
             atexit.register(lock.release)
+        check_run_identity(settings, refuse=runs_tasks(sys.argv[1:]))
         return settings
     except (ConfigError, ConfinementUnavailable) as error:
         _exit_with_line(f"config error: {error}", CONFIG_ERROR.code)
@@ -67,6 +68,20 @@ def settings_or_exit() -> Settings:
     except OSError as error:
         _exit_with_line(unwritable_line(error), UNWRITABLE.code)
     raise AssertionError("unreachable")
+
+
+def check_run_identity(settings: Settings, *, refuse: bool) -> None:
+    """A run folder is one configuration (stages/run_identity.py): a command that runs tasks records the folder's
+    identity at its first run and refuses other generation settings (IdentityMismatch); any other command prints
+    the difference once and goes on."""
+    from stages.run_identity import IdentityMismatch, check_identity
+
+    found = check_identity(settings, record=refuse)
+    if found is None:
+        return
+    if refuse:
+        raise IdentityMismatch(found.refusal())
+    print(found.note(), file=sys.stderr)
 
 
 def _exit_with_line(text: str, code: int) -> None:
@@ -188,6 +203,25 @@ def stop_on_config_error(function: Callable[..., Any], *args: Any) -> Callable[[
     return guarded(checked, *args)
 
 
+def stop_on_setup_error(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
+    """For the task every other one waits for (download): any failure of the pipeline's own (missing data, a bad
+    h5py_file=, ...) ends the run at once with one line and exit 3, before any other task, instead of one
+    "not run" line per task that depended on it."""
+
+    def checked(*values: Any) -> Any:
+        try:
+            return function(*values)
+        except ConfigError as error:
+            end_run_with_config_error(error)
+        except RunStopped:
+            raise
+        except PipelineError as error:
+            end_run_with_config_error(ConfigError(f"{type(error).__name__}: {error}"))
+
+    checked.__name__ = getattr(function, "__name__", "action")
+    return guarded(checked, *args)
+
+
 def clean_action(name: str, *args: Any) -> Callable[[], None]:
     """A `doit clean` action: `stages.clean.<name>(*args)`."""
 
@@ -198,6 +232,24 @@ def clean_action(name: str, *args: Any) -> Callable[[], None]:
 
     action.__name__ = action.__qualname__ = name
     return action
+
+
+def subset_problem_ids(settings: Settings) -> list[str]:
+    """The problems of a subset named on the command line (empty for the full run): what `doit clean` of that
+    subset removes the details of."""
+    from stages.select import selected_problem_ids, viewed_problem_ids
+
+    if not settings.run_paths.summary_tag:
+        return []
+    return selected_problem_ids(settings) or viewed_problem_ids(settings)
+
+
+def clean_actions(name: str, settings: Settings, problem_id: str) -> list[Callable[[], None]]:
+    """A problem's `doit clean` action, only when this command removes something of it (`stages.clean.removes`):
+    doit prints a line for every clean action it executes, so a problem whose files are kept has none."""
+    from stages import clean
+
+    return [clean_action(name, settings, problem_id)] if clean.removes(name, settings, problem_id) else []
 
 
 def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
@@ -215,6 +267,11 @@ def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
 def generation_admissions(settings: Settings) -> list[tuple[str, float]]:
     """`problems_in_generation_order` with each problem's admission priority: its place in that order (the
     first highest), so the problems are admitted in that order whichever thread reaches the problem pool first."""
+    from stages.command_line import executes_tasks
+    from stages.select import selected_problem_ids, viewed_problem_ids
+
+    if not executes_tasks(sys.argv[1:]) and selected_problem_ids(settings) is None:
+        return [(problem_id, 0.0) for problem_id in viewed_problem_ids(settings)]
     order = problems_in_generation_order(settings)
     return [(work.problem_id, float(len(order) - place)) for place, work in enumerate(order)]
 

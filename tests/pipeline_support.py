@@ -239,7 +239,7 @@ def files_containing(root: Path, needle: str) -> list[Path]:
     return [path for path in root.rglob("*") if path.is_file() and data in path.read_bytes()]
 
 
-ARTIFACT_KINDS = {"config.json": "config", "selection.json": "selection", "summary.json": "summary"}
+ARTIFACT_KINDS = {"config": "config", "selection": "selection", "summary": "summary", "identity": "identity"}
 
 
 def artifact_kind(run: Path, path: Path) -> str:
@@ -250,7 +250,7 @@ def artifact_kind(run: Path, path: Path) -> str:
         return "details"
     if relative.parts[0] == "not_scored":
         return "not_scored"
-    return "summary" if relative.name.startswith("summary") else ARTIFACT_KINDS[relative.name]
+    return ARTIFACT_KINDS[relative.name.split("-", 1)[0].removesuffix(".json")]
 
 
 def assert_every_artifact_validates(run: Path) -> None:

@@ -16,6 +16,22 @@ def report_file(run: Path) -> Path:
     return _only(run, "report*.html")
 
 
+def config_file(run: Path) -> Path:
+    """The config file of the selection that ran last (`config.json` or a subset's `config-<tag>.json`)."""
+    return _newest(run, "config*.json")
+
+
+def selection_file(run: Path) -> Path:
+    """The selection file of the selection that ran last (`selection.json` or `selection-<tag>.json`)."""
+    return _newest(run, "selection*.json")
+
+
+def _newest(run: Path, pattern: str) -> Path:
+    found = sorted(run.glob(pattern), key=lambda path: path.stat().st_mtime_ns)
+    assert found, f"no {pattern} in {run}"
+    return found[-1]
+
+
 def _only(run: Path, pattern: str) -> Path:
     found = sorted(run.glob(pattern))
     assert len(found) == 1, f"expected one {pattern} in {run}, found {[p.name for p in found]}"

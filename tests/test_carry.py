@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.run_files import config_file
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download falls through
 
@@ -23,7 +25,7 @@ def test_each_carry_mode_generates_into_its_own_run(tmp_path: Path, staged_data_
     for carry, run_name in (("full", "validation-naive-bg"), ("definition", "validation-naive-bg-carrydef")):
         result = run_doit(tmp_path, "generate", *common, f"carry={carry}")
         assert result.returncode == 0, result.stderr + result.stdout
-        config = json.loads((runs / run_name / "config.json").read_text(encoding="utf-8"))
+        config = json.loads(config_file(runs / run_name).read_text(encoding="utf-8"))
         generation = json.loads((runs / run_name / "generations" / "19.json").read_text(encoding="utf-8"))
         assert config["settings"]["carry"] == carry and generation["carry"] == carry
         assert generation["status"] == "complete"

@@ -28,8 +28,17 @@ PROBLEMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 SPLIT_OF = {"1": "validation", "2": "validation", "3": "validation", "4": "validation", "5": "validation", "9": "test"}
 
 
-def make_run(results: Path, model: str, split: str, problem_ids: list[str], *, mode: str = "tool_use") -> RunPaths:
-    settings = Settings(model=model, split=split, mode=mode, results_dir=str(results))
+def make_run(
+    results: Path,
+    model: str,
+    split: str,
+    problem_ids: list[str],
+    *,
+    mode: str = "tool_use",
+    config_extra: dict | None = None,
+    **settings_extra: Any,
+) -> RunPaths:
+    settings = Settings(model=model, split=split, mode=mode, results_dir=str(results), **settings_extra)
     paths = settings.run_paths
     write_artifact(
         paths.config,
@@ -38,6 +47,7 @@ def make_run(results: Path, model: str, split: str, problem_ids: list[str], *, m
             "fingerprint": fingerprint(settings.redacted()),
             "status": "complete",
             "settings": settings.redacted(),
+            **(config_extra or {}),
         },
     )
     write_artifact(
@@ -234,11 +244,34 @@ def section(report: str, heading: str) -> str:
 # ---------------------------------------------------------------------------
 
 
+def test_every_recorded_difference_is_named_under_the_significance_line(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    versions = {"numpy": "2.4.6", "python": "3.11.7"}
+    a = make_run(results, "alpha", "validation", ["1"], config_extra={"versions": versions, "confinement": "full"})
+    b = make_run(
+        results,
+        "beta",
+        "validation",
+        ["1"],
+        config_extra={"versions": {**versions, "numpy": "2.0.0"}, "confinement": "none (no user namespaces)"},
+        step_timeout_seconds=30.0,
+    )
+    for paths in (a, b):
+        write_details(paths, "1", attempt_record("1", ["pass"]))
+    report = compare_runs(a.run_dir, b.run_dir)
+    lines = report.splitlines()
+    assert lines[2] == (
+        "Besides the model, 3 setting(s) differ: `confinement`, `step_timeout_seconds`, `version of numpy`."
+    )
+    assert row(report, "step_timeout_seconds") == ["step_timeout_seconds", "`1800.0`", "`30.0`"]
+
+
 def test_identity_side_by_side(two_runs: tuple[Path, Path]) -> None:
     report = compare_runs(*two_runs)
     # names read from the runs' own files are shown in code spans (never rendered as Markdown or HTML)
+    assert report.splitlines()[2] == "Only the model differs."
     assert (
-        report.splitlines()[2]
+        report.splitlines()[4]
         == "# Comparison: `alpha/validation-tool_use-bg` (A) vs `beta/validation-tool_use-bg` (B)"
     )
     assert row(report, "model") == ["model", "`alpha`", "`beta`"]

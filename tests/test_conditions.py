@@ -390,7 +390,11 @@ def test_clean_removes_derived_outputs_and_generations_only_by_name(
 
     cleaned = run_doit(tmp_path, "clean", *args, "sample_ids=1,3")
     assert_ok(cleaned)
-    assert sorted(path.name for path in run.iterdir()) == ["config.json", "generations", "selection.json"]
+    # that subset's outputs and its problems' details only: the other subset's summary stays
+    names = {path.name for path in run.iterdir()}
+    assert not names & {"summary-ids-1_3.md", "summary-ids-1_3.json", "plots-ids-1_3", "report-ids-1_3.html"}
+    assert {"summary-ids-1.md", "summary-ids-1.json", "selection-ids-1.json", "selection-ids-1_3.json"} <= names
+    assert not any((run / "details").glob("*.json"))
     assert sorted(path.name for path in (run / "generations").iterdir()) == ["1.json", "3.json"]
     assert "`doit clean generate` removes them" in cleaned.stdout
 

@@ -56,7 +56,7 @@ from tests.pipeline_support import (
     steps_of,
     wrong_answer,
 )
-from tests.run_files import summary_file
+from tests.run_files import config_file, selection_file, summary_file
 
 # ---------------------------------------------------------------------------
 # Running doit
@@ -370,15 +370,15 @@ def test_category_selects_a_field_or_subfields(workdir: Path, staged_data_dir: P
     run = run_dir(workdir, "gold", "validation-tool_use-bg")
 
     assert_ok(run_doit(workdir, "run", *common, "category=Mathematics", timeout=900))
-    selection = load_json(run / "selection.json")
+    selection = load_json(selection_file(run))
     assert [p["problem_id"] for p in selection["problems"]] == ["1", "3", "4", "78", "29"]
     summary = load_json(summary_file(run, "json"))  # a category's summary-<tag>.json beside the full run's
     assert summary["category"] == ["Mathematics"] and list(summary["by_field"]) == ["Mathematics"]
     assert summary["by_subfield"].keys() == {"Numerical Linear Algebra", "Computational Mechanics"}
-    assert load_json(run / "config.json")["settings"]["category"] == ["Mathematics"]
+    assert load_json(config_file(run))["settings"]["category"] == ["Mathematics"]
 
     assert_ok(run_doit(workdir, "run", *common, "category=Numerical Linear Algebra,Optics", timeout=900))
-    selection = load_json(run / "selection.json")
+    selection = load_json(selection_file(run))
     assert [p["problem_id"] for p in selection["problems"]] == ["1", "3", "4", "6", "7", "29"]
     [summary_path] = [path for path in run.glob("summary-*.json") if "optics" in path.name.lower()]
     summary = load_json(summary_path)
@@ -439,7 +439,7 @@ def test_reruns_redo_only_what_changed(workdir: Path, staged_data_dir: Path, dev
     for name in ("1", "3", "19"):
         assert after[f"generations/{name}.json"] == before[f"generations/{name}.json"]
         assert after[f"details/{name}.json"] != before[f"details/{name}.json"]
-    assert load_json(run / "config.json")["settings"]["step_timeout_seconds"] == 120
+    assert load_json(config_file(run))["settings"]["step_timeout_seconds"] == 120
 
     # Another mode is another run: its own folder and model calls; the first run is left intact.
     naive = doit("step_timeout_seconds=120", "mode=naive")

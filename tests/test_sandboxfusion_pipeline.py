@@ -16,7 +16,7 @@ from tests.pipeline_support import (
     run_doit,
     step_statuses,
 )
-from tests.run_files import summary_file
+from tests.run_files import config_file, summary_file
 
 GOLD_PROBLEMS = ("70", "29", "38")  # 14 steps, each first run through the tool by the gold model
 
@@ -55,7 +55,7 @@ def test_gold_run_with_the_real_sandbox_equals_the_local_run(
     assert there == here
     assert sum(len(calls) for calls in there.values()) == 14
     assert all(status == "ok" for calls in there.values() for status, _ in calls), there
-    assert load_json(runs["sandbox"] / "config.json")["settings"]["sandbox_url"] == sandboxfusion_url
+    assert load_json(config_file(runs["sandbox"]))["settings"]["sandbox_url"] == sandboxfusion_url
     print(
         f"gold via SandboxFusion: {summaries['sandbox']['subproblem_correct']}/{summaries['sandbox']['subproblem_total']} "
         f"steps, {summaries['sandbox']['main_problem_resolved']} problems; tool calls: {sum(map(len, there.values()))} ok"

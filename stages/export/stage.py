@@ -25,7 +25,7 @@ class ExportError(PipelineError, ValueError):
 def export_run(run_dir: Path, summary_tag: str = "", attempts: int = 1) -> list[Path]:
     """Write the exports of the run at `run_dir`; return the files written."""
     try:
-        run = read_run(run_dir, attempts=attempts)
+        run = read_run(run_dir, attempts=attempts, summary_tag=summary_tag)
     except ResultsError as error:
         raise ExportError(f"cannot export {run_dir}: {error} (run `doit select` / `doit run` first)") from None
     paths = RunPaths(run_dir, summary_tag)

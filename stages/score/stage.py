@@ -261,6 +261,7 @@ class ScoringContext:
     versions: dict[str, str]
     cache: VerdictCache
     executor: StepExecutor
+    rescored: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # (step, cached, new) re-executed
 
 
 @lru_cache(maxsize=1)
@@ -286,11 +287,25 @@ def expected_work(settings: Settings, problem_id: str) -> ExpectedWork:
     return ExpectedWork(problem_id, len(steps), sum(expected_step_seconds(cache, step_id) for step_id in steps))
 
 
+def reexecuted(rescore: str, cached: StepVerdict) -> bool:
+    """Whether `rescore=` re-executes a step whose verdict the cache holds (`true`: every one; `timeouts`: a
+    timeout's)."""
+    return rescore == "true" or (rescore == "timeouts" and cached.status == "timeout")
+
+
 def _run_planned(context: ScoringContext, item: PlannedStep, expected: float, problem_seconds: float) -> StepVerdict:
     assert item.key is not None
     cached = context.cache.get(item.key)
-    if cached is not None:
+    if cached is not None and not reexecuted(context.settings.rescore, cached):
         return cached
+    verdict = _execute(context, item, expected, problem_seconds)
+    if cached is not None:
+        context.rescored.append((item.step.step_id, cached.status, verdict.status))
+    return verdict
+
+
+def _execute(context: ScoringContext, item: PlannedStep, expected: float, problem_seconds: float) -> StepVerdict:
+    assert item.key is not None
     built = _build_job(context.settings, item, context.targets)
     if isinstance(built, StepVerdict):
         return built
@@ -453,6 +468,19 @@ def _executor(settings: Settings) -> StepExecutor:
         raise ScoringError(str(error)) from None
 
 
+def report_rescored(problem_id: str, rescored: list[tuple[str, str, str]]) -> None:
+    """Under `rescore=`: one `changed: <step> <old> -> <new>` line per verdict that flipped, then the count (a
+    flakiness check)."""
+    if not rescored:
+        return
+    changed = sorted(item for item in rescored if item[1] != item[2])
+    lines = [f"changed: {step} {old} -> {new}" for step, old, new in changed]
+    lines.append(
+        f"rescore: problem {problem_id}: {len(rescored)} cached verdict(s) re-executed, {len(changed)} changed"
+    )
+    print("\n".join(lines), flush=True)
+
+
 def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> dict[str, Any]:
     """Score every attempt of one problem and write its details file; returns a small summary for doit."""
     problem = problem_by_id(settings.data_paths, problem_id)
@@ -476,6 +504,7 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
     publish = publish_failures(problem_id, generations)
     publish([item for item in steps if item.verdict is not None])  # decided without a test process
     score_steps(context, problem, steps, publish)
+    report_rescored(problem_id, context.rescored)
     verdicts = [
         [_noted(item.verdict, generation) for item in attempt if item.verdict is not None]
         for attempt, generation in zip(planned, generations)

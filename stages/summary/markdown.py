@@ -10,6 +10,7 @@ from typing import Any
 from stages.config import Settings
 from stages.pricing import Prices, cost_of, money, prices_of, total_cost
 from stages.results import CELL_STATUSES, ToolStats
+from stages.run_identity import where_snippets_ran
 from stages.summary.metrics import (
     InspectView,
     Metrics,
@@ -125,6 +126,7 @@ def _header_lines(
         ),
         f"- background: {'with step background' if settings.with_background else 'without step background'}",
         f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
+        f"- snippets ran: {where_snippets_ran(recorded)}",
         f"- confinement of model code: {(config or {}).get('confinement') or 'unknown (config.json has none)'}",
         f"- run started: {started or 'unknown'}; summarized at: {summarized_at} (UTC)",
     ]
@@ -508,6 +510,14 @@ def _definitions_lines() -> list[str]:
     ]
 
 
+def _cached_timeouts_line(rows: Sequence[ProblemRow]) -> str:
+    """How many timeout verdicts came from the verdict cache (a timeout on a loaded machine stays cached until
+    `rescore=timeouts` runs it again)."""
+    count = sum(step.status == "timeout" and step.cached for row in rows for step in row.scored_rows)
+    hint = ": `rescore=timeouts` executes them again" if count else ""
+    return f"- timeouts served from the verdict cache: {count}{hint}"
+
+
 def render_markdown(
     settings: Settings,
     rows: Sequence[ProblemRow],
@@ -521,6 +531,7 @@ def render_markdown(
 ) -> str:
     metrics = metrics_of(rows)
     lines = _header_lines(settings, targets, config, started, summarized_at)
+    lines.insert(len(lines) - 1, _cached_timeouts_line(rows))
     lines += _headline_lines(metrics)
     lines += _inspect_view_lines(inspect_view(rows))
     lines += _group_lines("By field", "field", field_metrics(rows))

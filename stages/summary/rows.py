@@ -31,6 +31,7 @@ class StepRow:
     status: CellStatus
     reason: str
     tools: ToolStats = ToolStats()  # tool calls of the scored attempt's generation of this step
+    cached: bool = False  # the verdict was served from the verdict cache, not executed by this scoring
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def _merge_steps(layout: StepLayout, verdicts: Sequence[StepVerdict]) -> tuple[S
     for step in layout:
         verdict = by_id.pop(step.step_id, None)
         if verdict is not None:
-            rows.append(StepRow(step.step_id, verdict.status, verdict.reason))
+            rows.append(StepRow(step.step_id, verdict.status, verdict.reason, cached=verdict.cached))
         elif step.prefilled:
             rows.append(StepRow(step.step_id, "skipped", prefilled_reason()))
         else:

@@ -39,7 +39,68 @@ DEPENDENCIES_MARKER = "\nDEPENDENCIES:"
 NOTHING_TO_DO = "nothing to do: everything up to date"
 
 
-NOOP_RERUN_LIMIT_SECONDS = 3.0
+# What a no-op rerun must never import: the model client and the scoring engine (its parent side, the
+# executors and the test-process runtime). Importing any of them is what made a no-op rerun take seconds.
+NOOP_RERUN_FORBIDDEN_MODULES = (
+    "openai",
+    "stages.generate.client",
+    "stages.generate.loops",
+    "stages.score.engine",
+    "stages.score.executor",
+    "stages.score.dask_executor",
+    "stages.score.launcher",
+    "stages.score.zygote",
+    "stages.score.harness",
+    "stages.score.child_runtime",
+    "stages.score.checker",
+    "dask",
+    "distributed",
+)
+
+# Runs doit's command line in this interpreter and, at exit, writes the names of every imported module
+# (one a line) to the file named by its first argument.
+_IMPORTS_PROBE = (
+    "import atexit, runpy, sys\n"
+    "target = sys.argv.pop(1)\n"
+    "def write_modules():\n"
+    "    with open(target, 'w', encoding='utf-8') as handle:\n"
+    "        handle.write('\\n'.join(sorted(sys.modules)))\n"
+    "atexit.register(write_modules)\n"
+    "sys.argv = ['doit', *sys.argv[1:]]\n"
+    "runpy.run_module('doit', run_name='__main__')\n"
+)
+
+
+def run_doit_listing_imports(
+    workdir: Path, *args: str, api_key: str | None = None, timeout: float = 400
+) -> tuple[subprocess.CompletedProcess[str], frozenset[str]]:
+    """Run doit in a fresh interpreter in `workdir`; its result and every module it had imported at exit."""
+    listing = workdir / "imported_modules.txt"
+    listing.unlink(missing_ok=True)
+    command = [sys.executable, "-c", _IMPORTS_PROBE, str(listing), *doit_command(workdir, *args)[3:]]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=workdir, env=doit_environment(api_key)
+    )
+    assert listing.is_file(), f"the probe wrote no module list\n{result.stderr}"
+    modules = frozenset(listing.read_text(encoding="utf-8").split())
+    listing.unlink()
+    return result, modules
+
+
+def results_snapshot(workdir: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file under `workdir`/results: its modification time (ns) and its bytes, by relative path."""
+    root = workdir / "results"
+    return {
+        str(path.relative_to(root)): (path.stat().st_mtime_ns, path.read_bytes())
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def forbidden_imports(modules: Iterable[str], forbidden: Iterable[str] = NOOP_RERUN_FORBIDDEN_MODULES) -> list[str]:
+    """The modules of `modules` that are, or sit inside, one of `forbidden`."""
+    roots = tuple(forbidden)
+    return sorted(name for name in modules if any(name == root or name.startswith(root + ".") for root in roots))
 
 
 def doit_command(workdir: Path, *args: str) -> list[str]:

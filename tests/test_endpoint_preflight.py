@@ -8,7 +8,6 @@ rerun runs no preflight and imports no model client.
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -33,14 +32,14 @@ from tests.pipeline_support import (
     ScriptedModel,
     assert_ok,
     data_args,
-    doit_command,
-    doit_environment,
+    forbidden_imports,
     is_preflight_probe,
     load_json,
     model_args,
     output_of,
     run_dir,
     run_doit,
+    run_doit_listing_imports,
     steps_of,
 )
 from tests.run_files import summary_file
@@ -238,18 +237,10 @@ def test_a_noop_rerun_runs_no_preflight_and_imports_no_client(
     assert "preflight: endpoint ok: " in first.stdout and "serves model=acme-coder-1" in first.stdout
     summary = load_json(summary_file(run_dir(workdir, "acme-coder-1", "validation-naive-bg"), "json"))
     assert summary["concurrency"] == 16 and summary["tool_use"]["behaved_as_naive"] is False
-    probe = (
-        "import atexit, runpy, sys\n"
-        "atexit.register(lambda: print('openai imported:', 'openai' in sys.modules, file=sys.stderr))\n"
-        "sys.argv = ['doit', *sys.argv[1:]]\n"
-        "runpy.run_module('doit', run_name='__main__')\n"
-    )
-    command = [sys.executable, "-c", probe, *doit_command(workdir, *args)[3:]]
-    second = subprocess.run(
-        command, capture_output=True, text=True, timeout=120, cwd=workdir, env=doit_environment(TEST_API_KEY)
-    )
+    second, imported = run_doit_listing_imports(workdir, *args, api_key=TEST_API_KEY, timeout=120)
     assert second.returncode == 0, output_of(second)
-    assert NOTHING_TO_DO in second.stderr and "openai imported: False" in second.stderr
+    assert NOTHING_TO_DO in second.stderr and "openai" not in imported
+    assert forbidden_imports(imported) == []
     assert "preflight:" not in second.stdout
 
 

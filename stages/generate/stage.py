@@ -29,7 +29,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tqdm import tqdm
 
@@ -39,8 +39,6 @@ from stages.errors import PipelineError, RunStopped
 from stages.exit_codes import KEY_REFUSED
 from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.generate import builtin
-from stages.generate.client import ModelCallError, ModelClient
-from stages.generate.loops import StepOutcome, run_step
 from stages.generate.prompts import StepPrompt, build_step_prompt
 from stages.paths import DataPaths
 from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
@@ -49,6 +47,10 @@ from stages.run_conditions import tool_outcome_counts
 from stages.score.pool import PrioritySlots, named_slots
 from stages.untrusted import shown
 from stages.usage import Tokens
+
+if TYPE_CHECKING:  # the model client and its loops load only when a model is really asked
+    from stages.generate.client import ModelCallError, ModelClient
+    from stages.generate.loops import StepOutcome
 
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
@@ -302,6 +304,9 @@ class ProblemRun:
         return generated_step_record(prompt, outcome)
 
     def ask(self, prompt: StepPrompt) -> StepOutcome:
+        from stages.generate.client import ModelCallError, ModelClient
+        from stages.generate.loops import StepOutcome, run_step
+
         if self.model is None:
             BREAKER.check(self.settings)
             self.called_model = True

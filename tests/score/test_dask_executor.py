@@ -23,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+# The test extra includes the dask extra: a missing `distributed` fails this module, it never skips it.
+import distributed
 import pytest
 from score_helpers import make_job, problem
 
@@ -34,8 +36,6 @@ from stages.score.stage import reference_seconds
 from stages.verdict import StepVerdict
 from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 from tests.run_files import summary_file
-
-distributed = pytest.importorskip("distributed", reason="the optional dask extra is not installed")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TESTS_SCORE = Path(__file__).resolve().parent

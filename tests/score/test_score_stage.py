@@ -14,6 +14,7 @@ from stages.activity import Activity, StepFailure
 from stages.artifacts import is_current, read_artifact
 from stages.config import load_settings
 from stages.problems import load_split, problems_by_id
+from stages.score import executor as executor_module
 from stages.score import stage
 from stages.score.request import StepRequest
 from stages.score.stage import run_score, score_fingerprint
@@ -227,7 +228,7 @@ def test_steps_wait_with_their_problems_slowest_step(settings, dev_targets, monk
             requests.append(request)
             return StepVerdict(request.step_id, "fail", "recorded, not run", tests_total=1)
 
-    monkeypatch.setattr(stage, "executor_for", lambda _settings: Recording())
+    monkeypatch.setattr(executor_module, "executor_for", lambda _settings: Recording())
     run_score(settings, "47", dev_targets)
     slowest = stage.reference_seconds()["47.4"]
     priorities = {request.step_id: request.priority for request in requests}

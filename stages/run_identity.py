@@ -159,10 +159,8 @@ def _extra_parts(settings: Settings) -> dict[str, Any]:
 def recorded_identity(settings: Settings) -> dict[str, Any] | None:
     """The folder's identity.json settings, else those its generations were made with (a folder from before
     identities existed), else None (a new folder)."""
-    record = read_artifact(settings.run_paths.identity, "identity")
-    if record is not None and isinstance(record.get("settings"), Mapping):
-        return dict(record["settings"])
-    return _adopted(settings)
+    recorded = _identity_file_settings(settings)
+    return recorded if recorded is not None else _adopted(settings)
 
 
 def _adopted(settings: Settings) -> dict[str, Any] | None:
@@ -187,18 +185,32 @@ def difference(recorded: Mapping[str, Any], current: Mapping[str, Any], run_dir:
     return IdentityDifference(run_dir, changes) if changes else None
 
 
+def _identity_file_settings(settings: Settings) -> dict[str, Any] | None:
+    record = read_artifact(settings.run_paths.identity, "identity")
+    return dict(record["settings"]) if record is not None and isinstance(record.get("settings"), Mapping) else None
+
+
+def holds_generations(settings: Settings) -> bool:
+    """Whether the folder holds a generation file: only answers pin its configuration (a run that stopped before
+    any, e.g. in the endpoint preflight, leaves the folder free)."""
+    generations = settings.run_paths.generations_dir
+    return generations.is_dir() and any(generations.glob("*.json"))
+
+
 def check_identity(settings: Settings, *, record: bool) -> IdentityDifference | None:
-    """The difference between the folder's identity and `settings` (None: the same configuration, or a new folder).
-    With `record`, a folder without identity.json gets one: the adopted identity, else the current one."""
-    recorded = recorded_identity(settings)
+    """The difference between the folder's identity and `settings` (None: the same configuration, or a folder
+    without generations). With `record`, the folder's identity.json is written when it has none (the adopted
+    identity, else the current one) and rewritten with the current one while no generation exists."""
+    recorded = recorded_identity(settings) if holds_generations(settings) else None
     if recorded is None and not record:
         return None
     current = identity_of(settings)
-    if record and not settings.run_paths.identity.is_file():
-        origin: Origin = "first run" if recorded is None else "adopted from generations"
-        write_identity(settings, current if recorded is None else recorded, origin)
     if recorded is None:
+        if record and _identity_file_settings(settings) != current:
+            write_identity(settings, current, "first run")
         return None
+    if record and not settings.run_paths.identity.is_file():
+        write_identity(settings, recorded, "adopted from generations")
     return difference(recorded, current, str(settings.run_paths.run_dir))
 
 

@@ -128,6 +128,16 @@ class RunPaths:
         tagged = sorted(self.run_dir.glob("config-*.json"), key=lambda path: path.stat().st_mtime_ns)
         return tagged[-1] if tagged else self.config
 
+    def viewed(self) -> RunPaths:
+        """The paths a reader of the folder uses: this selection's, else, when the folder holds no full run, the
+        most recent subset's (a folder that only ever ran `sample_ids=1,19` is read as that view)."""
+        if self.summary_tag or self.selection.is_file():
+            return self
+        tagged = sorted(self.run_dir.glob("selection-*.json"), key=lambda path: path.stat().st_mtime_ns)
+        if not tagged:
+            return self
+        return RunPaths(self.run_dir, tagged[-1].name.removeprefix("selection-").removesuffix(".json"))
+
     def has_selection(self) -> bool:
         """Whether the folder holds a run: a selection or config file of any selection."""
         return any(self.run_dir.glob("selection*.json")) or any(self.run_dir.glob("config*.json"))

@@ -676,7 +676,7 @@ def read_run(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ResultsError(f"run directory not found: {run_dir}")
-    paths = RunPaths(run_dir, summary_tag)
+    paths = RunPaths(run_dir, summary_tag).viewed()
     selection = read_selection(paths)
     entries = selection.by_id
     chosen = [entries[pid] for pid in problem_ids] if problem_ids is not None else list(selection.entries)

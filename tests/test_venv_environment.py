@@ -1,6 +1,6 @@
 """Snippets and test processes run in the pipeline's own environment: a venv's `python`, as invoked.
 
-The venv is built here over this interpreter (`--system-site-packages`, no pip, no network) and holds one tiny
+The venv is the one the suite runs in, else one built here over this interpreter (`--system-site-packages`, no pip, no network) and holds one tiny
 package that its base does not have. A snippet started with that venv's `python` imports it, a test process does,
 the environment probe of the preflight finds it there and names it where it is missing.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 import venv
@@ -36,12 +37,17 @@ PACKAGE = "scicode_venv_only_package"
 PROJECT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`<venv>/bin/python` (a link to this interpreter) whose site-packages alone hold PACKAGE."""
-    root = tmp_path_factory.mktemp("venv") / "env"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(root)
-    python = root / "bin" / "python"
+    """`<venv>/bin/python` (a link to this interpreter) whose site-packages alone hold PACKAGE. When the suite
+    itself runs in a venv (as the README installs it, over a Python that may lack numpy), that venv is the one:
+    a venv built from it would see only the bare base's packages."""
+    if sys.prefix != sys.base_prefix:
+        python = Path(sys.prefix) / "bin" / "python"
+    else:
+        root = tmp_path_factory.mktemp("venv") / "env"
+        venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(root)
+        python = root / "bin" / "python"
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
@@ -51,8 +57,11 @@ def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     package = Path(purelib) / PACKAGE
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("VALUE = 42\n")
-    yield python
-    launcher.stop_zygotes()  # its zygote must not outlive the venv
+    try:
+        yield python
+    finally:
+        launcher.stop_zygotes()  # its zygote must not outlive the venv
+        shutil.rmtree(package)
 
 
 def imports(python: Path | str) -> subprocess.CompletedProcess:
@@ -68,7 +77,7 @@ def settings_with(tmp_path: Path, python: Path | str):
 def test_only_the_venv_has_the_package(venv_python: Path) -> None:
     assert venv_python.is_symlink() and venv_python.resolve() != venv_python
     assert imports(venv_python).returncode == 0
-    assert "No module named" in imports(sys.executable).stderr
+    assert "No module named" in imports(sys.executable).stderr or sys.prefix != sys.base_prefix
     assert "No module named" in imports(venv_python.resolve()).stderr  # the venv's base interpreter, by its realpath
 
 

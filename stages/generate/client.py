@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from stages.activity import ACTIVITY
-from stages.config import TOOL_CHOICE_MODES, ApiProtocol, Settings
+from stages.config import OUTPUT_CAP_PARAMS, TOOL_CHOICE_MODES, ApiProtocol, Settings
 from stages.generate import builtin
 from stages.generate.api_errors import MalformedResponse, ModelCallError, RetryRecord, classify, one_line
 from stages.usage import Tokens
@@ -640,7 +640,7 @@ class ModelClient:
         body = dict(self.settings.model_params)
         cap = max_tokens if max_tokens is not None else self.settings.max_tokens
         if cap is not None:
-            for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+            for name in OUTPUT_CAP_PARAMS:
                 body.pop(name, None)
             body[self.cap_name] = cap
         options: dict[str, Any] = {"model": self.settings.model, "extra_body": body}

@@ -197,37 +197,30 @@ def _empty_trajectory() -> dict[str, Any]:
     return {"messages": [], "calls": [], "tool_results": []}
 
 
-def prefilled_step_record(step: Step, data_paths: DataPaths) -> dict[str, Any]:
+def _unasked_step_record(step: Step, status: str, code: str | None, error: str | None) -> dict[str, Any]:
+    """The record of a step the model was not asked: no prompt, no answer, no call."""
     return {
         "step_id": step.step_id,
-        "prefilled": True,
-        "status": "prefilled",
+        "prefilled": status == "prefilled",
+        "status": status,
         "prompt_fingerprint": None,
-        "code": prefilled_code(data_paths, step.step_id),
+        "code": code,
         "raw_answer": None,
-        "error": None,
+        "error": error,
         "finish_reason": None,
         "trajectory": _empty_trajectory(),
         "usage": Tokens().to_record(calls=0),
         "latency_s": 0.0,
     }
+
+
+def prefilled_step_record(step: Step, data_paths: DataPaths) -> dict[str, Any]:
+    return _unasked_step_record(step, "prefilled", prefilled_code(data_paths, step.step_id), None)
 
 
 def not_generated_step_record(step: Step, reason: str) -> dict[str, Any]:
     """A step never asked because an earlier step of its problem did not fit the server's context."""
-    return {
-        "step_id": step.step_id,
-        "prefilled": False,
-        "status": "not_generated",
-        "prompt_fingerprint": None,
-        "code": None,
-        "raw_answer": None,
-        "error": reason,
-        "finish_reason": None,
-        "trajectory": _empty_trajectory(),
-        "usage": Tokens().to_record(calls=0),
-        "latency_s": 0.0,
-    }
+    return _unasked_step_record(step, "not_generated", None, reason)
 
 
 def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> dict[str, Any]:

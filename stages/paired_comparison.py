@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from stages.results import ERROR_STATES, SelectionEntry
-from stages.uncertainty.intervals import ProblemTally, headline_intervals
+from stages.summary.metrics import Metrics
+from stages.summary.rows import ProblemRow
+from stages.uncertainty.intervals import headline_intervals
 from stages.uncertainty.paired import (
     McNemar,
     PairedProblem,
@@ -27,28 +29,7 @@ from stages.uncertainty.paired import (
 from stages.uncertainty.text import p_text, points, points_range
 
 
-class ComparedProblem(Protocol):
-    """What the paired test needs of one problem of one run (stages.compare.ProblemResult)."""
-
-    @property
-    def problem_id(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
-
-    @property
-    def resolved(self) -> bool: ...
-
-    @property
-    def steps_passed(self) -> int: ...
-
-    @property
-    def scored_steps(self) -> int: ...
-
-    def status_of(self, step_id: str) -> str: ...
-
-
-def is_scored(problem: ComparedProblem) -> bool:
+def is_scored(problem: ProblemRow) -> bool:
     """The run has the model's verdicts for this problem (readable details, generation not failed)."""
     return problem.state not in ERROR_STATES
 
@@ -117,9 +98,7 @@ def _bounds(difference: StepDifference) -> tuple[float | None, float | None]:
     return (found.low, found.high) if found else (None, None)
 
 
-def paired_problem(
-    a: ComparedProblem, b: ComparedProblem, entry_a: SelectionEntry, entry_b: SelectionEntry
-) -> PairedProblem:
+def paired_problem(a: ProblemRow, b: ProblemRow, entry_a: SelectionEntry, entry_b: SelectionEntry) -> PairedProblem:
     """One problem both runs scored, on the scored steps both selections list."""
     in_b = set(entry_b.scored_step_ids)
     steps = [step_id for step_id in entry_a.scored_step_ids if step_id in in_b]
@@ -134,8 +113,8 @@ def paired_problem(
 
 
 def paired_section(
-    results_a: Sequence[ComparedProblem],
-    results_b: Sequence[ComparedProblem],
+    results_a: Sequence[ProblemRow],
+    results_b: Sequence[ProblemRow],
     entries_a: Mapping[str, SelectionEntry],
     entries_b: Mapping[str, SelectionEntry],
 ) -> PairedSection:
@@ -156,14 +135,9 @@ def paired_section(
     )
 
 
-def interval_rows(
-    results_a: Sequence[ComparedProblem], results_b: Sequence[ComparedProblem]
-) -> list[tuple[str, str, str, str]]:
+def interval_rows(metrics_a: Metrics, metrics_b: Metrics) -> list[tuple[str, str, str, str]]:
     """Each run's 95% intervals of both rates over the compared problems (the metrics table's rows)."""
-    found = [
-        headline_intervals([ProblemTally(r.resolved, r.steps_passed, r.scored_steps) for r in results])
-        for results in (results_a, results_b)
-    ]
+    found = [headline_intervals(metrics.tallies) for metrics in (metrics_a, metrics_b)]
 
     def shown(interval: Any) -> str:
         return "n/a" if interval is None else f"{interval.low * 100:.1f}% to {interval.high * 100:.1f}%"

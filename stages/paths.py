@@ -79,13 +79,19 @@ class ResultsPaths:
     def compare_dir(self) -> Path:
         return self.root / COMPARE_DIR_NAME
 
-    def comparison(self, label_a: str, label_b: str) -> Path:
-        """The Markdown comparison of two runs; its HTML page is the same name with `.html`."""
-        return self.compare_dir / f"{label_a}__vs__{label_b}.md"
+    def comparison(self, label_a: str, label_b: str, tag: str = "") -> Path:
+        """The Markdown comparison of two runs; its HTML page and its record are the same name with `.html` and
+        `.json`. `tag` names a comparison narrowed to some problems (Settings.summary_tag), beside the full one."""
+        suffix = f"-{tag}" if tag else ""
+        return self.compare_dir / f"{label_a}__vs__{label_b}{suffix}.md"
 
-    def comparison_page(self, label_a: str, label_b: str) -> Path:
+    def comparison_page(self, label_a: str, label_b: str, tag: str = "") -> Path:
         """The HTML page beside the Markdown comparison."""
-        return self.comparison(label_a, label_b).with_suffix(".html")
+        return self.comparison(label_a, label_b, tag).with_suffix(".html")
+
+    def comparison_record(self, label_a: str, label_b: str, tag: str = "") -> Path:
+        """The comparison's record (schemas/compare.schema.json) beside its Markdown."""
+        return self.comparison(label_a, label_b, tag).with_suffix(".json")
 
     @property
     def runs_index(self) -> Path:

@@ -563,8 +563,10 @@ def test_write_comparison(two_runs: tuple[Path, Path], tmp_path: Path, capsys: p
     )
     assert path.read_text(encoding="utf-8") == compare_runs(run_a, run_b)
     assert str(path) in capsys.readouterr().out
-    # the Markdown report and its HTML page, no temp file left behind
-    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, path.with_suffix(".html").name])
+    # the Markdown report, its HTML page and its record, no temp file left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [path.name, path.with_suffix(".html").name, path.with_suffix(".json").name]
+    )
     assert "<title>SciCode comparison" in path.with_suffix(".html").read_text(encoding="utf-8")
 
 

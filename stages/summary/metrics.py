@@ -4,6 +4,7 @@ view, step statuses, token usage, cost, latency, tool calls and the attempts met
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from typing import Any
 from stages.categories import fields
 from stages.config import Settings
 from stages.pricing import Prices, cost_of, total_cost
-from stages.results import CELL_STATUSES, RunResults, ToolStats
+from stages.results import CELL_STATUSES, NO_DETAILS_STATES, RunResults, ToolStats
 from stages.summary.rows import ProblemRow
 from stages.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals, ProblemTally, group_intervals
 from stages.usage import Usage
@@ -29,6 +30,7 @@ class Metrics:
     steps_scored: int
     steps_skipped: int
     tallies: tuple[ProblemTally, ...] = ()  # each problem's outcome, for the intervals
+    no_details: int = 0  # problems without a valid details file (a part of `errors`)
 
     @property
     def evaluated(self) -> int:
@@ -74,6 +76,7 @@ def metrics_of(rows: Iterable[ProblemRow]) -> Metrics:
         steps_scored=sum(row.steps_scored for row in rows),
         steps_skipped=sum(row.steps_skipped for row in rows),
         tallies=tuple(ProblemTally(row.resolved, row.steps_passed, row.steps_scored) for row in rows),
+        no_details=sum(row.state in NO_DETAILS_STATES for row in rows),
     )
 
 
@@ -178,6 +181,43 @@ def cost_record(rows: Sequence[ProblemRow], prices: Prices | None) -> dict[str, 
         "attempts_priced": sum(usage is not None for usage in attempt_usages) if prices else 0,
         "attempts_total": len(attempt_usages),
     }
+
+
+@dataclass(frozen=True)
+class ReportedCost:
+    """Tokens and model latency summed over the attempts that report both, with how many attempts do."""
+
+    usage: Usage
+    latency_s: float
+    attempts_reporting: int
+    attempts_total: int
+
+
+def row_cost(row: ProblemRow) -> ReportedCost:
+    """The cost of one problem over its attempts that report both usage and latency (details meta first, else
+    the generation file's steps)."""
+    reporting = [
+        (usage, latency)
+        for usage, latency in zip(row.attempt_usages, row.attempt_latencies)
+        if usage is not None and latency is not None
+    ]
+    return ReportedCost(
+        usage=sum((usage for usage, _ in reporting), Usage()),
+        latency_s=math.fsum(latency for _, latency in reporting),
+        attempts_reporting=len(reporting),
+        attempts_total=len(row.attempt_usages),
+    )
+
+
+def reported_cost(rows: Iterable[ProblemRow]) -> ReportedCost:
+    """`row_cost` summed over problems."""
+    costs = [row_cost(row) for row in rows]
+    return ReportedCost(
+        usage=sum((cost.usage for cost in costs), Usage()),
+        latency_s=math.fsum(cost.latency_s for cost in costs),
+        attempts_reporting=sum(cost.attempts_reporting for cost in costs),
+        attempts_total=sum(cost.attempts_total for cost in costs),
+    )
 
 
 def total_latency(rows: Sequence[ProblemRow]) -> float:

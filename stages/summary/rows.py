@@ -53,9 +53,14 @@ class ProblemRow:
     tools: ToolStats = ToolStats()  # tool calls of every attempt
     skipped_expected: int = 0  # prefilled steps according to the selection
     attempt_usages: tuple[Usage | None, ...] = ()  # the usage of each attempt (None where none is reported)
+    attempt_latencies: tuple[float | None, ...] = ()  # the model latency of each attempt, likewise
 
     def attempt_usage(self, index: int) -> Usage | None:
         return self.attempt_usages[index] if index < len(self.attempt_usages) else None
+
+    def status_of(self, step_id: str) -> CellStatus:
+        """The status of a step in the scored attempt; `no_verdict` for a step the row does not hold."""
+        return next((step.status for step in self.steps if step.step_id == step_id), "no_verdict")
 
     @property
     def steps_skipped_expected(self) -> int:
@@ -169,6 +174,7 @@ def problem_row(result: ProblemResult) -> ProblemRow:
 def _row(result: ProblemResult, steps: tuple[StepRow, ...], error: str | None, *, resolved: bool) -> ProblemRow:
     entry = result.entry
     usage, latency = _attempts_cost(result)
+    costs = result.costs()
     return ProblemRow(
         problem_id=entry.problem_id,
         split=entry.split,
@@ -184,7 +190,8 @@ def _row(result: ProblemResult, steps: tuple[StepRow, ...], error: str | None, *
         resolved=resolved,
         tools=result.tool_stats,
         skipped_expected=entry.skipped_steps,
-        attempt_usages=tuple(cost.usage for cost in result.costs()),
+        attempt_usages=tuple(cost.usage for cost in costs),
+        attempt_latencies=tuple(cost.latency_s for cost in costs),
     )
 
 

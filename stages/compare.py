@@ -11,7 +11,6 @@ last. Written: compare.md, compare.html beside it, and the record compare.json (
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,9 +49,10 @@ def narrowing_text(sample_ids: Sequence[str], categories: Sequence[str] | None) 
     return " ".join(parts) or None
 
 
-def narrowing_tag(settings: Settings) -> str:
-    """The tag of a narrowed comparison's files (the summary tag of the same sample_ids/category), "" else."""
-    return dataclasses.replace(settings, attempts=1).summary_tag
+def view_tag(sample_ids: Sequence[str], categories: Sequence[str] | None) -> str:
+    """The summary tag of the view these sample_ids/categories select (Settings.summary_tag, one attempt): the
+    run folders' own selection of that view, and the tag of the narrowed comparison's files; "" for none."""
+    return Settings(sample_ids=tuple(sample_ids), category=tuple(categories or ("all",))).summary_tag
 
 
 def narrowed_ids(
@@ -79,8 +79,9 @@ def _compare(
     allow_split_mismatch: bool,
     sample_ids: Sequence[str] = (),
     categories: Sequence[str] | None = None,
+    view: str = "",
 ) -> Comparison:
-    info_a, info_b = load_run(run_a), load_run(run_b)
+    info_a, info_b = load_run(run_a, view), load_run(run_b, view)
     check_splits(info_a, info_b, allow_split_mismatch)
     common = common_problem_ids(info_a, info_b)
     narrowed = narrowing_text(sample_ids, categories)
@@ -101,7 +102,8 @@ def compare_runs(
 ) -> str:
     """The Markdown comparison of the runs in folders `run_a` and `run_b` (deltas are B minus A), over the
     problems both selected (only those of `sample_ids` and `categories`, when given)."""
-    comparison = _compare(Path(run_a), Path(run_b), allow_split_mismatch, sample_ids, categories)
+    view = view_tag(sample_ids, categories)
+    comparison = _compare(Path(run_a), Path(run_b), allow_split_mismatch, sample_ids, categories, view)
     return comparison_markdown(comparison)
 
 
@@ -121,10 +123,10 @@ def write_comparison(settings: Settings) -> Path:
         raise CompareError(f"invalid runs={','.join(settings.runs)}: expected exactly two run folders, A,B")
     run_a, run_b = (resolve_run_dir(entry, Path(settings.results_dir)) for entry in settings.runs)
     sample_ids, categories = narrowing_of(settings)
-    comparison = _compare(run_a, run_b, settings.allow_split_mismatch, sample_ids, categories)
+    tag = view_tag(sample_ids, categories)
+    comparison = _compare(run_a, run_b, settings.allow_split_mismatch, sample_ids, categories, tag)
     results = ResultsPaths(Path(settings.results_dir))
     labels = (comparison.run_a.file_label, comparison.run_b.file_label)
-    tag = narrowing_tag(settings)
     path = results.comparison(*labels, tag)
     atomic_write_text(path, comparison_markdown(comparison))
     page = results.comparison_page(*labels, tag)

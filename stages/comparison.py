@@ -78,11 +78,14 @@ class RunInfo:
         return {entry.problem_id: entry for entry in self.selection}
 
 
-def load_run(run_dir: Path) -> RunInfo:
-    """The run at `run_dir`, read once; CompareError when the folder or a valid selection.json is missing."""
+def load_run(run_dir: Path, view: str = "") -> RunInfo:
+    """The run at `run_dir`, read once; CompareError when the folder or a valid selection.json is missing.
+    `view` names a subset (Settings.summary_tag) whose own selection is read when the folder holds one; else
+    the folder's full selection (or, when it only ever ran a subset, the most recent one: `RunPaths.viewed`)."""
     run_dir = Path(run_dir)
+    tag = view if view and RunPaths(run_dir, view).selection.is_file() else ""
     try:
-        results = read_run(run_dir)
+        results = read_run(run_dir, summary_tag=tag)
     except ResultsError:
         if not run_dir.is_dir():
             raise CompareError(f"run directory not found: {run_dir}") from None

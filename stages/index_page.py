@@ -21,8 +21,8 @@ from stages.run_index import (
     MarkedSetting,
     SettingFront,
     background_text,
+    index_markdown,
     index_rows,
-    render_markdown,
     setting_fronts,
     x_value,
 )
@@ -213,7 +213,7 @@ def write_run_index(settings: Settings) -> Path:
     """Write `<results_dir>/scicode/runs.md` and `runs.html` and return the Markdown path (both are printed)."""
     results = ResultsPaths(Path(settings.results_dir))
     rows = index_rows(results)
-    atomic_write_text(results.runs_index, render_markdown(rows, results.root))
+    atomic_write_text(results.runs_index, index_markdown(rows, results.root))
     atomic_write_text(results.runs_page, render_page(rows, results.root))
     print(f"run index: {results.runs_index} ({len(rows)} runs)")
     print(f"run index page: {results.runs_page}")

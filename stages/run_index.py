@@ -365,7 +365,7 @@ def front_lines(rows: Sequence[IndexRow]) -> list[str]:
     return lines + [""]
 
 
-def render_markdown(rows: Sequence[IndexRow], page_dir: Path) -> str:
+def index_markdown(rows: Sequence[IndexRow], page_dir: Path) -> str:
     lines = ["# SciCode runs", "", f"{len(rows)} run(s) under `{page_dir}`; intervals are 95%.", ""]
     lines += [f"({index + 1}) {mark.label}." for index, mark in enumerate(MARKED_SETTINGS)]
     lines.append("")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stages.artifacts import fingerprint, write_artifact
+from stages.artifacts import fingerprint, read_artifact, write_artifact
 from stages.compare import CompareError, compare_runs, write_comparison
 from stages.config import Settings
 from stages.paths import RunPaths
@@ -591,3 +591,57 @@ def test_run_without_config_uses_folder_names(two_runs: tuple[Path, Path]) -> No
     assert row(report, "mode") == ["mode", "tool_use", "(unknown)"]
     assert row(report, "with_background") == ["with_background", "true", "(unknown)"]
     assert row(report, "main_problem_resolve_rate")[2] == "2/5 (40.0%)"
+
+
+# ---------------------------------------------------------------------------
+# The command line's own sample_ids and category
+# ---------------------------------------------------------------------------
+
+
+def test_compare_narrows_to_its_own_sample_ids(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    run_a, run_b = two_runs
+    results = tmp_path / "results"
+    full = write_comparison(Settings(runs=(str(run_a), str(run_b)), results_dir=str(results)))
+    before = full.read_text(encoding="utf-8")
+    narrowed = write_comparison(
+        Settings(runs=(str(run_a), str(run_b)), results_dir=str(results), sample_ids=("1", "2"))
+    )
+    assert narrowed.name == full.name.removesuffix(".md") + "-ids-1_2.md"
+    report = narrowed.read_text(encoding="utf-8")
+    assert row(report, "main_problem_total")[1:3] == ["2", "2"]
+    assert row(report, "main_problem_resolve_rate")[1:] == ["1/2 (50.0%)", "1/2 (50.0%)", "+0.0 pp (+0)"]
+    assert "**Narrowed to sample_ids=1,2: 2 of the problems both runs selected.**" in report
+    assert "5.1" not in section(report, "### pass in A, not pass in B (1)")
+    record = read_artifact(narrowed.with_suffix(".json"), "compare")
+    assert record is not None and record["compared_problems"] == ["1", "2"]
+    assert record["narrowed_to"] == "sample_ids=1,2"
+    # the full comparison is a file of its own, never replaced by a narrowed one
+    assert full.read_text(encoding="utf-8") == before and "main_problem_total | 5 | 5" in before
+
+
+def test_compare_narrows_to_its_own_category(two_runs: tuple[Path, Path]) -> None:
+    report = compare_runs(*two_runs, categories=("physics",))  # problem 2 is the only Physics problem
+    assert row(report, "main_problem_total")[1:3] == ["1", "1"]
+    assert row(report, "main_problem_resolve_rate")[1:3] == ["0/1 (0.0%)", "1/1 (100.0%)"]
+    with pytest.raises(CompareError, match="matches sample_ids=9$"):
+        compare_runs(*two_runs, sample_ids=("9",))
+
+
+def test_compare_reads_the_view_its_sample_ids_name(two_runs: tuple[Path, Path]) -> None:
+    """A run folder holding that subset's own selection is compared on it, whatever subset ran last."""
+    run_a, run_b = two_runs
+    for run in (run_a, run_b):
+        full = RunPaths(run).selection
+        view = RunPaths(run, "ids-1_2").selection
+        record = read_artifact(full, "selection")
+        assert record is not None
+        record["problems"] = [entry for entry in record["problems"] if entry["problem_id"] in ("1", "2")]
+        write_artifact(view, "selection", {key: value for key, value in record.items() if key != "schema_version"})
+        latest = RunPaths(run, "ids-1").selection
+        record["problems"] = record["problems"][:1]
+        write_artifact(latest, "selection", {key: value for key, value in record.items() if key != "schema_version"})
+        full.unlink()  # the folder only ever ran subsets; `ids-1` ran last
+    assert row(compare_runs(run_a, run_b), "main_problem_total")[1:3] == ["1", "1"]
+    narrowed = compare_runs(run_a, run_b, sample_ids=("1", "2"))
+    assert row(narrowed, "main_problem_total")[1:3] == ["2", "2"]
+    assert row(narrowed, "problems selected")[1:] == ["2", "2"]

@@ -104,6 +104,16 @@ def test_a_subset_run_never_changes_what_other_commands_see(
     assert "gone" not in explained.stdout and "up to date" in explained.stdout, explained.stdout
     assert "== run finished" not in output_of(explained) and "summarize" not in explained.stderr
 
+    # compare: the selection named on its own command line (that view's own selection), else the last subset's.
+    runs = "runs=gold/validation-tool_use-bg,gold/validation-tool_use-bg"
+    compare_dir = run.parent.parent / "compare"
+    assert_ok(doit("compare", runs, PROBLEMS))
+    narrowed = compare_dir / "gold--validation-tool_use-bg__vs__gold--validation-tool_use-bg-ids-1_3.md"
+    assert "| main_problem_total | 2 | 2 | +0 |" in narrowed.read_text(encoding="utf-8")
+    assert_ok(doit("compare", runs))
+    whole = compare_dir / "gold--validation-tool_use-bg__vs__gold--validation-tool_use-bg.md"
+    assert "| main_problem_total | 1 | 1 | +0 |" in whole.read_text(encoding="utf-8")
+
     # list, forget and clean without sample_ids: the full split, whatever subset ran last.
     listed = doit("list", "--all")
     assert_ok(listed)

@@ -26,6 +26,7 @@ BEFORE_PARTS = HERE / "before_parts"  # the format before artifacts carried `fin
 PROBLEM_ID = "901"
 MODEL = "gold"
 RUN = "validation-naive-bg"
+COMPARED = f"{MODEL}--{RUN}"  # the golden comparison is of the golden run with itself
 
 STEP_1 = '''def doubled(x):
     """Twice x."""
@@ -119,6 +120,7 @@ def golden_files(workdir: Path, data_dir: Path) -> dict[str, Path]:
         "generation.json": run / "generations" / f"{PROBLEM_ID}.json",
         "details.json": run / "details" / f"{PROBLEM_ID}.json",
         "summary.json": run / "summary.json",
+        "compare.json": workdir / "results" / "scicode" / "compare" / f"{COMPARED}__vs__{COMPARED}.json",
     }
 
 
@@ -141,6 +143,7 @@ def main() -> None:
             "verify_checksums=false",
         )
         doit(workdir, *common, "split=validation", "mode=naive")
+        doit(workdir, *common, "compare", f"runs={MODEL}/{RUN},{MODEL}/{RUN}")
         files = golden_files(workdir, data_dir)
         not_scored_record(workdir)
         files["not_scored.json"] = next((workdir / "not_scored_run").rglob("*.json"))

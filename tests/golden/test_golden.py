@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from stages.artifacts import read_artifact, validate
+from stages.comparison_record import ComparisonRecord, read_comparison_record
 from stages.config import Settings, load_settings
 from stages.fingerprints import changed_parts
 from stages.generate.stage import generation_current, generation_fingerprint, generation_fingerprint_parts
@@ -27,7 +28,7 @@ from stages.summary.rows import collect_rows
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT, MODEL, PROBLEM_ID, RUN, staged_data
 
 FORMATS = {"current": CURRENT, "before_parts": BEFORE_PARTS}
-KINDS = ("config", "selection", "generation", "details", "summary", "manifest", "not_scored")
+KINDS = ("config", "selection", "generation", "details", "summary", "manifest", "not_scored", "compare")
 
 
 def golden(folder: Path, kind: str) -> dict:
@@ -128,3 +129,19 @@ def test_old_details_still_summarize(name: str, settings: Settings) -> None:
     assert (metrics.resolved, metrics.total) == (summary["main_problem_resolved"], summary["main_problem_total"])
     assert (metrics.steps_passed, metrics.steps_scored) == (summary["subproblem_correct"], summary["subproblem_total"])
     assert (metrics.resolved, metrics.steps_passed, metrics.steps_scored) == (1, 2, 2)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_golden_comparison_reads_as_its_record(name: str) -> None:
+    """compare.json (the golden run compared with itself) reads into its typed record and writes back the same."""
+    record = read_comparison_record(FORMATS[name] / "compare.json")
+    assert record is not None
+    stored = golden(FORMATS[name], "compare")
+    assert record.to_record() == {key: value for key, value in stored.items() if key != "schema_version"}
+    assert ComparisonRecord.from_record(record.to_record()) == record
+    assert record.compared_problems == (PROBLEM_ID,) and record.narrowed_to is None
+    for side in (record.run_a, record.run_b):
+        assert (side.model, side.run, side.counts.resolved, side.counts.steps_passed) == (MODEL, RUN, 1, 2)
+        assert dict(side.statuses)["pass"] == 2 and side.attempts is None
+    assert record.paired.problems == (PROBLEM_ID,) and record.paired.resolved_both == 1
+    assert record.problems_lost == record.problems_gained == () and record.steps_lost == record.steps_gained == ()

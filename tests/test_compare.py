@@ -9,6 +9,7 @@ import pytest
 
 from stages.artifacts import fingerprint, read_artifact, write_artifact
 from stages.compare import CompareError, compare_runs, write_comparison
+from stages.comparison_record import ComparisonRecord, read_comparison_record
 from stages.config import Settings
 from stages.paths import RunPaths
 
@@ -645,3 +646,22 @@ def test_compare_reads_the_view_its_sample_ids_name(two_runs: tuple[Path, Path])
     narrowed = compare_runs(run_a, run_b, sample_ids=("1", "2"))
     assert row(narrowed, "main_problem_total")[1:3] == ["2", "2"]
     assert row(narrowed, "problems selected")[1:] == ["2", "2"]
+
+
+def test_the_record_holds_what_the_markdown_shows(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    run_a, run_b = two_runs
+    path = write_comparison(Settings(runs=(str(run_a), str(run_b)), results_dir=str(tmp_path / "results")))
+    record = read_comparison_record(path.with_suffix(".json"))
+    assert record is not None and ComparisonRecord.from_record(record.to_record()) == record
+    assert record.compared_problems == ("1", "2", "3", "4", "5") and record.narrowed_to is None
+    assert (record.problems_lost, record.problems_gained) == (("1", "5"), ("2",))
+    assert [(flip.step_id, flip.status_a, flip.status_b) for flip in record.steps_gained] == [("2.1", "fail", "pass")]
+    assert [(flip.step_id, flip.status_b) for flip in record.steps_lost] == [("1.2", "fail"), ("5.1", "no_verdict")]
+    a, b = record.run_a, record.run_b
+    assert (a.model, b.model, a.counts.resolved, b.counts.resolved) == ("alpha", "beta", 3, 2)
+    assert (a.counts.steps_passed, a.counts.steps_scored, a.counts.no_details, b.counts.errors) == (7, 10, 1, 1)
+    assert dict(b.statuses)["timeout"] == 1 and dict(a.statuses)["no_verdict"] == 2
+    # tokens of the attempts reporting both usage and latency: A's problem 1 (details) and 2 (generation), 5
+    assert (a.cost.input_tokens, a.cost.calls, a.cost.attempts_reporting, a.cost.attempts_total) == (131, 7, 3, 5)
+    assert record.paired.problems == ("1", "2", "3") and record.paired.only_scored_a == ("5",)
+    assert (record.paired.resolved_only_a, record.paired.resolved_only_b) == (1, 1)

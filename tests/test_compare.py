@@ -665,3 +665,13 @@ def test_the_record_holds_what_the_markdown_shows(two_runs: tuple[Path, Path], t
     assert (a.cost.input_tokens, a.cost.calls, a.cost.attempts_reporting, a.cost.attempts_total) == (131, 7, 3, 5)
     assert record.paired.problems == ("1", "2", "3") and record.paired.only_scored_a == ("5",)
     assert (record.paired.resolved_only_a, record.paired.resolved_only_b) == (1, 1)
+
+
+def test_odd_reported_costs_never_stop_the_record(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Usage and latency come from what a server reported: negative figures are recorded as they are."""
+    run_a, run_b = two_runs
+    odd = attempt_record("1", ["pass", "pass"], usage=usage(-5, -1, 1), latency_s=-2.0)
+    write_details(RunPaths(run_a), "1", odd)
+    path = write_comparison(Settings(runs=(str(run_a), str(run_b)), results_dir=str(tmp_path / "results")))
+    record = read_comparison_record(path.with_suffix(".json"))
+    assert record is not None and record.run_a.cost.input_tokens == 26 and record.run_a.cost.latency_s == -0.75

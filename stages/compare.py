@@ -83,13 +83,15 @@ def _compare(
 ) -> Comparison:
     info_a, info_b = load_run(run_a, view), load_run(run_b, view)
     check_splits(info_a, info_b, allow_split_mismatch)
-    common = common_problem_ids(info_a, info_b)
+    selected_in_both = common_problem_ids(info_a, info_b)
     narrowed = narrowing_text(sample_ids, categories)
-    if narrowed is not None:
-        common = narrowed_ids(info_a, common, sample_ids, categories)
-        if not common:
-            raise CompareError(f"no problem selected in both {info_a.run_dir} and {info_b.run_dir} matches {narrowed}")
-    return build_comparison(info_a, info_b, common, narrowed)
+    if narrowed is None:
+        return build_comparison(info_a, info_b, selected_in_both)
+    common = narrowed_ids(info_a, selected_in_both, sample_ids, categories)
+    if not common:
+        raise CompareError(f"no problem selected in both {info_a.run_dir} and {info_b.run_dir} matches {narrowed}")
+    unmatched = [pid for pid in sample_ids if pid not in selected_in_both]
+    return build_comparison(info_a, info_b, common, narrowed, unmatched)
 
 
 def compare_runs(

@@ -299,7 +299,9 @@ def differences_line(rows: Sequence[Row], *, markdown: bool = False) -> str:
     return f"Besides the model, {len(rows)} setting(s) differ: {names}."
 
 
-def _scope_notes(run_a: RunInfo, run_b: RunInfo, common: Sequence[str], narrowed: str | None) -> list[tuple[str, str]]:
+def _scope_notes(
+    run_a: RunInfo, run_b: RunInfo, common: Sequence[str], narrowed: str | None, unmatched: Sequence[str]
+) -> list[tuple[str, str]]:
     """(kind, text) lines: kind `warning` (bold in Markdown), `item` (a list item) or `text`."""
     only_a = [pid for pid in run_a.entries if pid not in run_b.entries]
     only_b = [pid for pid in run_b.entries if pid not in run_a.entries]
@@ -324,6 +326,8 @@ def _scope_notes(run_a: RunInfo, run_b: RunInfo, common: Sequence[str], narrowed
         notes.append(("item", f"only in B ({len(only_b)}): {', '.join(only_b)}"))
     if narrowed is not None:
         notes.append(("warning", f"Narrowed to {narrowed}: {len(common)} of the problems both runs selected."))
+    if unmatched:
+        notes.append(("item", f"sample_ids not selected in both runs ({len(unmatched)}): {', '.join(unmatched)}"))
     changed = [pid for pid in common if run_a.entries[pid].fingerprint != run_b.entries[pid].fingerprint]
     if changed:
         notes.append(("item", f"problem statement differs between the runs ({len(changed)}): {', '.join(changed)}"))
@@ -498,8 +502,15 @@ class Comparison:
         return differences_line(self.differences)
 
 
-def build_comparison(run_a: RunInfo, run_b: RunInfo, common: Sequence[str], narrowed: str | None = None) -> Comparison:
-    """The comparison of `run_a` and `run_b` on the `common` problems (deltas are B minus A)."""
+def build_comparison(
+    run_a: RunInfo,
+    run_b: RunInfo,
+    common: Sequence[str],
+    narrowed: str | None = None,
+    unmatched: Sequence[str] = (),
+) -> Comparison:
+    """The comparison of `run_a` and `run_b` on the `common` problems (deltas are B minus A); `narrowed` names
+    the command line's sample_ids/category that chose them, `unmatched` the sample_ids not selected in both."""
     side_a, side_b = compared_run(run_a, common), compared_run(run_b, common)
     rows_a, rows_b = side_a.rows, side_b.rows
     lost, gained = problem_flips(rows_a, rows_b)
@@ -515,7 +526,7 @@ def build_comparison(run_a: RunInfo, run_b: RunInfo, common: Sequence[str], narr
         common=tuple(common),
         narrowed=narrowed,
         identity=_identity_rows(run_a, run_b),
-        scope=_scope_notes(run_a, run_b, common, narrowed),
+        scope=_scope_notes(run_a, run_b, common, narrowed, unmatched),
         metrics=_with_intervals(
             _metric_rows(side_a.metrics, side_b.metrics), interval_rows(side_a.metrics, side_b.metrics)
         ),

@@ -623,6 +623,10 @@ def test_compare_narrows_to_its_own_sample_ids(two_runs: tuple[Path, Path], tmp_
 def test_compare_narrows_to_its_own_category(two_runs: tuple[Path, Path]) -> None:
     report = compare_runs(*two_runs, categories=("physics",))  # problem 2 is the only Physics problem
     assert row(report, "main_problem_total")[1:3] == ["1", "1"]
+    assert "**Narrowed to category=physics: 1 of the problems both runs selected.**" in report
+    both = compare_runs(*two_runs, sample_ids=("1", "2", "9"), categories=("physics",))
+    assert row(both, "main_problem_total")[1:3] == ["1", "1"]
+    assert "- sample_ids not selected in both runs (1): 9" in both
     assert row(report, "main_problem_resolve_rate")[1:3] == ["0/1 (0.0%)", "1/1 (100.0%)"]
     with pytest.raises(CompareError, match="matches sample_ids=9$"):
         compare_runs(*two_runs, sample_ids=("9",))

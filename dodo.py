@@ -37,7 +37,7 @@ from stages.command_line import executes_tasks, rescore_only
 from stages.config import Settings
 from stages.interrupts import install_interrupt_handling
 from stages.paths import STATE_DIR_NAME
-from stages.reporter import ProgressReporter
+from stages.progress.run import RunProgress
 
 Path(STATE_DIR_NAME).mkdir(exist_ok=True)
 install_interrupt_handling()
@@ -50,7 +50,7 @@ DOIT_CONFIG = {
     "num_process": wiring.worker_threads(),
     "continue": True,
     "default_tasks": ["summarize"],
-    "reporter": ProgressReporter,
+    "reporter": RunProgress,
     "verbosity": 2,
 }
 RESCORE_ONLY = rescore_only(sys.argv[1:])

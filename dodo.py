@@ -1,6 +1,6 @@
 """doit wiring of the SciCode pipeline: download -> targets -> select -> generate:<id> -> score:<id> -> summarize.
 
-Wiring only: every task kind is one `Stage` of `stages/tasks.py`, whose `run(settings, *key)` is the action
+Wiring only: every task kind is one `TaskKind` of `stages/tasks.py`, whose `run(settings, *key)` is the action
 and `is_up_to_date(settings, *key)` the check. A task is up to date when its artifact exists, validates and
 carries the expected fingerprint (so deleting the doit database or a SIGTERM never re-bills a model call);
 each artifact also stores the named parts of that fingerprint, and `doit explain <task>` says which changed.

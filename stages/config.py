@@ -21,8 +21,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from stages.artifacts import fingerprint
+from stages.config_values import ConfigError as ConfigError  # the error of every configuration problem
 from stages.config_values import (
-    ConfigError,
     fail,
     number,
     to_bool,

@@ -35,20 +35,20 @@ def to_bool(name: str, value: Any) -> bool:
     raise fail(name, value, "true or false")
 
 
-def to_number(name: str, value: Any, kind: type, minimum: float, exclusive: bool) -> int | float:
+def to_number(name: str, value: Any, kind: type[int] | type[float], minimum: float, exclusive: bool) -> int | float:
     bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
     noun = "a whole number" if kind is int else "a number"
     if isinstance(value, bool):
         raise fail(name, value, f"{noun} {bound}")
     try:
-        number = kind(value.strip()) if isinstance(value, str) else value
-        if kind is int and isinstance(number, float):
-            if not number.is_integer():
+        raw = kind(value.strip()) if isinstance(value, str) else value
+        if kind is int and isinstance(raw, float):
+            if not raw.is_integer():
                 raise ValueError
-            number = int(number)
-        if not isinstance(number, (int, float)):
+            raw = int(raw)
+        if not isinstance(raw, (int, float)):
             raise ValueError
-        number = kind(number)
+        number = kind(raw)
     except (TypeError, ValueError):
         raise fail(name, value, f"{noun} {bound}") from None
     if number != number or (number <= minimum if exclusive else number < minimum):
@@ -100,5 +100,5 @@ def to_dict(name: str, value: Any) -> dict[str, Any]:
     raise fail(name, value, "a JSON object")
 
 
-def number(kind: type, minimum: float, exclusive: bool = False) -> Callable[[str, Any], Any]:
+def number(kind: type[int] | type[float], minimum: float, exclusive: bool = False) -> Callable[[str, Any], Any]:
     return lambda name, value: to_number(name, value, kind, minimum, exclusive)

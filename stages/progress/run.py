@@ -158,7 +158,7 @@ def _never_raises(method: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
-class RunProgress(ConsoleReporter):
+class RunProgress(ConsoleReporter):  # type: ignore[misc]  # doit ships no types: ConsoleReporter is Any
     """doit reporter printing one compact progress line per stage; see the module docstring."""
 
     desc = "one progress line per stage, failures with a one-line reason"

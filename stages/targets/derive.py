@@ -285,7 +285,7 @@ def _record_usable(record: dict[str, Any], settings: Settings) -> bool:
     if any(step["status"] in ("timeout", "crashed") for step in record["steps"]):
         return False
     try:
-        return settings.data_paths.derived_targets.stat().st_size == record["size"]
+        return bool(settings.data_paths.derived_targets.stat().st_size == record["size"])
     except OSError:
         return False
 

@@ -1,6 +1,6 @@
 """doit wiring of the SciCode pipeline: download -> targets -> select -> generate:<id> -> score:<id> -> summarize.
 
-Wiring only: every task kind is one `Stage` of `stages/tasks.py`, whose `run(settings, *key)` is the action
+Wiring only: every task kind is one `TaskKind` of `stages/tasks.py`, whose `run(settings, *key)` is the action
 and `is_up_to_date(settings, *key)` the check. A task is up to date when its artifact exists, validates and
 carries the expected fingerprint (so deleting the doit database or a SIGTERM never re-bills a model call);
 each artifact also stores the named parts of that fingerprint, and `doit explain <task>` says which changed.
@@ -37,7 +37,7 @@ from stages.command_line import executes_tasks, rescore_only
 from stages.config import Settings
 from stages.interrupts import install_interrupt_handling
 from stages.paths import STATE_DIR_NAME
-from stages.reporter import ProgressReporter
+from stages.progress.run import RunProgress
 
 Path(STATE_DIR_NAME).mkdir(exist_ok=True)
 install_interrupt_handling()
@@ -50,7 +50,7 @@ DOIT_CONFIG = {
     "num_process": wiring.worker_threads(),
     "continue": True,
     "default_tasks": ["summarize"],
-    "reporter": ProgressReporter,
+    "reporter": RunProgress,
     "verbosity": 2,
 }
 RESCORE_ONLY = rescore_only(sys.argv[1:])

@@ -42,7 +42,8 @@ UNKNOWN_CATEGORY = Category(UNCLASSIFIED, UNCLASSIFIED)
 
 @lru_cache(maxsize=1)
 def category_table() -> dict[str, Any]:
-    return json.loads(CATEGORIES_FILE.read_text(encoding="utf-8"))
+    table: dict[str, Any] = json.loads(CATEGORIES_FILE.read_text(encoding="utf-8"))  # this package's own file
+    return table
 
 
 def table_digest() -> str:

@@ -1,13 +1,13 @@
 """Run configuration: built-in defaults < TOML file < JSON parameter blocks < `name=value` words.
 
 `load_settings()` is the only entry point. It returns a frozen, typed `Settings`, or raises
-`ConfigError` with one line naming the variable, the bad value and what is allowed. Each stage's
+`ConfigError` with one line naming the variable, the bad value and what is allowed (the coercers of raw values
+are `stages.config_values`). Each stage's
 `fingerprint` covers exactly the settings that change that stage's output.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -21,8 +21,18 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from stages.artifacts import fingerprint
+from stages.config_values import ConfigError as ConfigError  # the error of every configuration problem
+from stages.config_values import (
+    fail,
+    number,
+    to_bool,
+    to_choice,
+    to_dict,
+    to_number,
+    to_str_list,
+    to_text,
+)
 from stages.confinement import DEFAULT_SCRATCH_LIMIT_MB
-from stages.errors import PipelineError
 from stages.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths, safe_name
 from stages.pins import pins
 from stages.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
@@ -56,10 +66,6 @@ RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
 OUTPUT_CAP_PARAMS: tuple[str, ...] = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 TOOL_CHOICE_MODES: tuple[str, ...] = ("auto", "none", "required")
 CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
-
-
-class ConfigError(PipelineError, ValueError):
-    """A configuration problem, stated in one line."""
 
 
 @dataclass(frozen=True)
@@ -236,7 +242,7 @@ OPTIONAL_STAGE_INPUTS: dict[str, dict[str, Callable[[Settings], bool]]] = {
 
 
 # ---------------------------------------------------------------------------
-# Coercion of raw values (strings from the command line, typed values from TOML/JSON)
+# The settings as JSON (fingerprints, the run's recorded configuration)
 # ---------------------------------------------------------------------------
 
 
@@ -258,114 +264,33 @@ def _strip_url_credentials(url: str) -> str:
     return f"{scheme}://{host_part}{sep}{tail}"
 
 
-def _fail(name: str, value: Any, allowed: str) -> ConfigError:
-    shown = value if isinstance(value, str) else json.dumps(value, default=str)
-    if isinstance(shown, str) and len(shown) > 80:
-        shown = shown[:77] + "..."
-    return ConfigError(f"invalid {name}={shown!s}: expected {allowed}")
-
-
-def _to_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in {"true", "1", "yes", "on"}:
-        return True
-    if isinstance(value, str) and value.strip().lower() in {"false", "0", "no", "off"}:
-        return False
-    raise _fail(name, value, "true or false")
-
-
-def _to_number(name: str, value: Any, kind: type, minimum: float, exclusive: bool) -> int | float:
-    bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
-    noun = "a whole number" if kind is int else "a number"
-    if isinstance(value, bool):
-        raise _fail(name, value, f"{noun} {bound}")
-    try:
-        number = kind(value.strip()) if isinstance(value, str) else value
-        if kind is int and isinstance(number, float):
-            if not number.is_integer():
-                raise ValueError
-            number = int(number)
-        if not isinstance(number, (int, float)):
-            raise ValueError
-        number = kind(number)
-    except (TypeError, ValueError):
-        raise _fail(name, value, f"{noun} {bound}") from None
-    if number != number or (number <= minimum if exclusive else number < minimum):
-        raise _fail(name, value, f"{noun} {bound}")
-    return number
-
-
-def _to_str_list(name: str, value: Any) -> tuple[str, ...]:
-    """A comma list (`a,b`), a JSON list (`["a","b"]`), or a TOML/JSON list."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                raise _fail(name, value, "a comma list or a JSON list of strings") from None
-        else:
-            return tuple(part.strip() for part in text.split(",") if part.strip())
-    if isinstance(value, (list, tuple)) and all(
-        isinstance(item, (str, int)) and not isinstance(item, bool) for item in value
-    ):
-        return tuple(str(item).strip() for item in value)
-    raise _fail(name, value, "a comma list or a JSON list of strings")
-
-
-def _to_choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
-    def coerce(name: str, value: Any) -> str:
-        if isinstance(value, str) and value.strip() in choices:
-            return value.strip()
-        raise _fail(name, value, "one of " + ", ".join(choices))
-
-    return coerce
-
-
-def _to_text(name: str, value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    raise _fail(name, value, "a string")
-
-
-def _to_dict(name: str, value: Any) -> dict[str, Any]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except ValueError:
-            raise _fail(name, value, "a JSON object") from None
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise _fail(name, value, "a JSON object")
-
-
-def _number(kind: type, minimum: float, exclusive: bool = False) -> Callable[[str, Any], Any]:
-    return lambda name, value: _to_number(name, value, kind, minimum, exclusive)
+# ---------------------------------------------------------------------------
+# The coercer of each setting (the generic ones are stages.config_values)
+# ---------------------------------------------------------------------------
 
 
 def _model_name(name: str, value: Any) -> str:
-    text = _to_text(name, value).strip()
+    text = to_text(name, value).strip()
     if not text:
-        raise _fail(name, value, "a model id, or one of " + ", ".join(BUILTIN_MODELS))
+        raise fail(name, value, "a model id, or one of " + ", ".join(BUILTIN_MODELS))
     if text.startswith("replay:") and not text[len("replay:") :].strip():
-        raise _fail(name, value, "replay:<file.json> naming a JSON file")
+        raise fail(name, value, "replay:<file.json> naming a JSON file")
     return text
 
 
 def _tool_list(name: str, value: Any) -> tuple[str, ...]:
-    tools = _to_str_list(name, value)
+    tools = to_str_list(name, value)
     unknown = [tool for tool in tools if tool not in TOOLS]
     if unknown or not tools:
-        raise _fail(name, value, "a non-empty list of: " + ", ".join(TOOLS))
+        raise fail(name, value, "a non-empty list of: " + ", ".join(TOOLS))
     return tools
 
 
 def _model_params(name: str, value: Any) -> dict[str, Any]:
-    params = _to_dict(name, value)
+    params = to_dict(name, value)
     reserved = sorted(RESERVED_MODEL_PARAMS.intersection(params))
     if reserved:
-        raise _fail(name, value, "request parameters other than " + ", ".join(sorted(RESERVED_MODEL_PARAMS)))
+        raise fail(name, value, "request parameters other than " + ", ".join(sorted(RESERVED_MODEL_PARAMS)))
     return params
 
 
@@ -374,16 +299,16 @@ def _optional_cap(name: str, value: Any) -> int | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
-        return int(_to_number(name, value, int, 1, False))
+        return int(to_number(name, value, int, 1, False))
     except ConfigError:
-        raise _fail(name, value, "a whole number of tokens >= 1, or empty (no cap)") from None
+        raise fail(name, value, "a whole number of tokens >= 1, or empty (no cap)") from None
 
 
 def _tool_choice(name: str, value: Any) -> str:
     """Unset (""), auto, none, required, or the name of a tool (sent in the named-function form)."""
-    text = _to_text(name, value).strip()
+    text = to_text(name, value).strip()
     if text and text not in TOOL_CHOICE_MODES and text not in TOOLS:
-        raise _fail(
+        raise fail(
             name, value, "empty (not sent), " + ", ".join(TOOL_CHOICE_MODES) + ", or a tool: " + ", ".join(TOOLS)
         )
     return text
@@ -400,7 +325,7 @@ def _rescore(name: str, value: Any) -> str:
         return ""
     if text in RESCORE_CHOICES:
         return str(text)
-    raise _fail(name, value, "one of " + ", ".join(RESCORE_CHOICES))
+    raise fail(name, value, "one of " + ", ".join(RESCORE_CHOICES))
 
 
 def _memory_limit(name: str, value: Any) -> int:
@@ -408,76 +333,76 @@ def _memory_limit(name: str, value: Any) -> int:
     if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
         return 0
     try:
-        return int(_to_number(name, value, int, 16, False))
+        return int(to_number(name, value, int, 16, False))
     except ConfigError:
-        raise _fail(name, value, "0 (no limit) or a whole number >= 16") from None
+        raise fail(name, value, "0 (no limit) or a whole number >= 16") from None
 
 
 def _price(name: str, value: Any) -> float | None:
     """Unset (empty) or a number >= 0 of US dollars per million tokens."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    return float(_to_number(name, value, float, 0, False))
+    return float(to_number(name, value, float, 0, False))
 
 
 def _url(name: str, value: Any) -> str:
-    text = _to_text(name, value).strip()
+    text = to_text(name, value).strip()
     if text and not text.startswith(("http://", "https://", "file://")):
-        raise _fail(name, value, "an http://, https:// or file:// URL, or empty")
+        raise fail(name, value, "an http://, https:// or file:// URL, or empty")
     return text
 
 
 COERCERS: dict[str, Callable[[str, Any], Any]] = {
     "model": _model_name,
     "base_url": _url,
-    "api_protocol": _to_choice(API_PROTOCOLS),
-    "api_key_env": _to_text,
+    "api_protocol": to_choice(API_PROTOCOLS),
+    "api_key_env": to_text,
     "model_params": _model_params,
     "max_tokens": _optional_cap,
     "tool_choice": _tool_choice,
-    "request_timeout_seconds": _number(float, 0, exclusive=True),
-    "max_retries": _number(int, 0),
-    "server_wait_seconds": _number(float, 0),
-    "check_model": _to_bool,
-    "split": _to_choice(SPLITS),
-    "category": _to_str_list,
-    "sample_ids": _to_str_list,
-    "mode": _to_choice(MODES),
+    "request_timeout_seconds": number(float, 0, exclusive=True),
+    "max_retries": number(int, 0),
+    "server_wait_seconds": number(float, 0),
+    "check_model": to_bool,
+    "split": to_choice(SPLITS),
+    "category": to_str_list,
+    "sample_ids": to_str_list,
+    "mode": to_choice(MODES),
     "tool_names": _tool_list,
-    "tool_use_max_loops": _number(int, 1),
-    "with_background": _to_bool,
-    "carry": _to_choice(CARRY_MODES),
-    "code_timeout_seconds": _number(float, 0, exclusive=True),
-    "code_workdir": _to_text,
-    "execution_preamble": _to_text,
-    "python_binary": _to_text,
+    "tool_use_max_loops": number(int, 1),
+    "with_background": to_bool,
+    "carry": to_choice(CARRY_MODES),
+    "code_timeout_seconds": number(float, 0, exclusive=True),
+    "code_workdir": to_text,
+    "execution_preamble": to_text,
+    "python_binary": to_text,
     "sandbox_url": _url,
     "sandbox_memory_limit_mb": _memory_limit,
-    "allow_missing_targets": _to_bool,
-    "sandbox_max_retries": _number(int, 0),
-    "sandbox_retry_delay_seconds": _number(float, 0),
-    "sandbox_api_timeout_seconds": _number(float, 0, exclusive=True),
-    "sandbox_no_proxy": _to_bool,
-    "step_timeout_seconds": _number(float, 0, exclusive=True),
-    "step_memory_mb": _number(int, 64),
-    "scratch_limit_mb": _number(int, 1),
-    "score_workers": _number(int, 1),
-    "concurrency": _number(int, 1),
-    "executor": _to_choice(EXECUTORS),
-    "confinement": _to_choice(CONFINEMENT_POLICIES),
+    "allow_missing_targets": to_bool,
+    "sandbox_max_retries": number(int, 0),
+    "sandbox_retry_delay_seconds": number(float, 0),
+    "sandbox_api_timeout_seconds": number(float, 0, exclusive=True),
+    "sandbox_no_proxy": to_bool,
+    "step_timeout_seconds": number(float, 0, exclusive=True),
+    "step_memory_mb": number(int, 64),
+    "scratch_limit_mb": number(int, 1),
+    "score_workers": number(int, 1),
+    "concurrency": number(int, 1),
+    "executor": to_choice(EXECUTORS),
+    "confinement": to_choice(CONFINEMENT_POLICIES),
     "rescore": _rescore,
-    "scheduler": _to_text,
-    "attempts": _number(int, 1),
-    "attempt_strategy": _to_choice(ATTEMPT_STRATEGIES),
-    "data_dir": _to_text,
-    "results_dir": _to_text,
-    "run": _to_text,
-    "h5py_file": _to_text,
+    "scheduler": to_text,
+    "attempts": number(int, 1),
+    "attempt_strategy": to_choice(ATTEMPT_STRATEGIES),
+    "data_dir": to_text,
+    "results_dir": to_text,
+    "run": to_text,
+    "h5py_file": to_text,
     "dataset_zip_url": _url,
-    "verify_checksums": _to_bool,
-    "runs": _to_str_list,
-    "allow_split_mismatch": _to_bool,
-    "config": _to_text,
+    "verify_checksums": to_bool,
+    "runs": to_str_list,
+    "allow_split_mismatch": to_bool,
+    "config": to_text,
     "price_input_per_mtok": _price,
     "price_output_per_mtok": _price,
     "price_cached_input_per_mtok": _price,
@@ -527,7 +452,7 @@ def _expand_blocks(layer: Mapping[str, Any], origin: str) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for block in PARAM_BLOCKS:
         if block in layer:
-            content = _to_dict(block, layer[block])
+            content = to_dict(block, layer[block])
             _check_names(content, f"in {block} {origin}")
             nested_blocks = [name for name in content if name in PARAM_BLOCKS]
             if nested_blocks:
@@ -537,7 +462,7 @@ def _expand_blocks(layer: Mapping[str, Any], origin: str) -> dict[str, Any]:
         if name not in PARAM_BLOCKS:
             flat = deep_merge(flat, {name: value})
     if "model_params" in flat and isinstance(flat["model_params"], str):
-        flat["model_params"] = _to_dict("model_params", flat["model_params"])
+        flat["model_params"] = to_dict("model_params", flat["model_params"])
     return flat
 
 
@@ -564,7 +489,7 @@ def load_settings(
     cli_blocks = _expand_blocks({k: v for k, v in cli_vars.items() if k in PARAM_BLOCKS}, "on the command line")
     cli_words: dict[str, Any] = {k: v for k, v in cli_vars.items() if k not in PARAM_BLOCKS}
     if "model_params" in cli_words:
-        cli_words["model_params"] = _to_dict("model_params", cli_words["model_params"])
+        cli_words["model_params"] = to_dict("model_params", cli_words["model_params"])
     raw = deep_merge(deep_merge(toml_values, cli_blocks), cli_words)
 
     values = {name: COERCERS[name](name, value) for name, value in raw.items()}

@@ -78,7 +78,8 @@ def local_name(file_name: str) -> str | None:
     """The local name of a known file given under its local or upstream name; None for anything else."""
     if file_name in known_names():
         return file_name
-    return pins()["upstream_names"].get(file_name)
+    upstream_names: dict[str, str] = pins()["upstream_names"]
+    return upstream_names.get(file_name)
 
 
 def _names_on_disk(name: str) -> tuple[str, ...]:

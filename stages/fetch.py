@@ -172,7 +172,11 @@ def _transfer(url: str, partial_file: Path) -> None:
 
 def _open_url(url: str, offset: int) -> http.client.HTTPResponse:
     headers = {"Range": f"bytes={offset}-"} if offset else {}
-    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=NETWORK_TIMEOUT_SECONDS)
+    # http(s) only (a file:// URL is read in place, never opened here), so the answer is an HTTPResponse.
+    response: http.client.HTTPResponse = urllib.request.urlopen(
+        urllib.request.Request(url, headers=headers), timeout=NETWORK_TIMEOUT_SECONDS
+    )
+    return response
 
 
 def _resume_offset(response: http.client.HTTPResponse, offset: int, partial_file: Path) -> int:

@@ -12,11 +12,13 @@ PINS_FILE = Path(__file__).with_name("pins.json")
 
 @lru_cache(maxsize=1)
 def pins() -> dict[str, Any]:
-    return json.loads(PINS_FILE.read_text(encoding="utf-8"))
+    table: dict[str, Any] = json.loads(PINS_FILE.read_text(encoding="utf-8"))  # this package's own file
+    return table
 
 
 def pinned_sha256(file_name: str) -> str | None:
-    return pins()["files"].get(file_name)
+    checksums: dict[str, str] = pins()["files"]
+    return checksums.get(file_name)
 
 
 def required_files() -> list[str]:

@@ -156,4 +156,4 @@ def template_text(data_paths: DataPaths, with_background: bool) -> str:
 
 
 def prefilled_reason() -> str:
-    return pins()["prefilled_reason"]
+    return str(pins()["prefilled_reason"])

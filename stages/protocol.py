@@ -61,7 +61,7 @@ def extract_fenced_code(answer: str) -> str | None:
     official extraction takes it). An unclosed last fence (a truncated answer) yields the text up to
     the end.
     """
-    blocks = [(tag.strip().lower(), body) for tag, body in _FENCE.findall(answer or "")]
+    blocks: list[tuple[str, str]] = [(tag.strip().lower(), body) for tag, body in _FENCE.findall(answer or "")]
     if not blocks:
         return None
     for tag, body in blocks:

@@ -577,7 +577,8 @@ class RunResults:
 
     @property
     def settings(self) -> Mapping[str, Any]:
-        return (self.config or {}).get("settings", {})
+        settings: Mapping[str, Any] = (self.config or {}).get("settings", {})
+        return settings
 
     @property
     def by_id(self) -> dict[str, ProblemResult]:

@@ -1,6 +1,7 @@
-"""One `Stage` record per doit task kind: its action, its up-to-date check and what that check compares.
+"""One `TaskKind` record per doit task kind (a stage, the targets or the preflight): its action, its up-to-date
+check and what that check compares (`stages.config.Stage` names the stages whose settings are fingerprinted).
 
-Every stage has the same shape: `run(settings, *key)` is the doit action and `is_up_to_date(settings, *key)` its
+Every task kind has the same shape: `run(settings, *key)` is the doit action and `is_up_to_date(settings, *key)` its
 up-to-date check, where `key` is `()` for a run-level task and `(problem_id,)` for `generate:<id>` / `score:<id>`
 (the generate action also takes the problem's admission priority). `artifacts(settings, *key)` names the artifacts
 the check compares and the fingerprint parts they must carry, so `explain` can say why a task will run.
@@ -62,7 +63,7 @@ def _no_other_reason(settings: Settings, *key: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Stage:
+class TaskKind:
     """A doit task kind: `run` is its action, `is_up_to_date` its check, both called as `(settings, *key)`.
 
     `artifacts` lists what the check compares; `other_reasons` says why the task runs when every artifact is
@@ -531,16 +532,16 @@ def run_failure(settings: Settings) -> TaskFailed | None:
 # The stages, and why a task will run
 # ---------------------------------------------------------------------------
 
-DOWNLOAD = Stage("download", run_download, download_is_current, download_artifacts)
-SELECT = Stage("select", run_select, selection_is_current, select_artifacts)
-TARGETS = Stage("targets", run_targets, targets_are_available, targets_artifacts, targets_reasons)
-PREFLIGHT = Stage("preflight", run_preflight, nothing_to_run, other_reasons=preflight_reasons)
-GENERATE = Stage(
+DOWNLOAD = TaskKind("download", run_download, download_is_current, download_artifacts)
+SELECT = TaskKind("select", run_select, selection_is_current, select_artifacts)
+TARGETS = TaskKind("targets", run_targets, targets_are_available, targets_artifacts, targets_reasons)
+PREFLIGHT = TaskKind("preflight", run_preflight, nothing_to_run, other_reasons=preflight_reasons)
+GENERATE = TaskKind(
     "generate", run_generate, generations_are_current, generate_artifacts, generate_reasons, per_problem=True
 )
-SCORE = Stage("score", score_and_count, details_current, score_artifacts, per_problem=True)
-SUMMARIZE = Stage("summarize", summarize_and_report, summary_is_up_to_date, summarize_artifacts, summarize_reasons)
-STAGES: dict[str, Stage] = {
+SCORE = TaskKind("score", score_and_count, details_current, score_artifacts, per_problem=True)
+SUMMARIZE = TaskKind("summarize", summarize_and_report, summary_is_up_to_date, summarize_artifacts, summarize_reasons)
+STAGES: dict[str, TaskKind] = {
     stage.name: stage for stage in (DOWNLOAD, SELECT, TARGETS, PREFLIGHT, GENERATE, SCORE, SUMMARIZE)
 }
 
@@ -549,7 +550,7 @@ class UnknownTask(ValueError):
     """A task name `explain` cannot explain; one line naming the allowed names."""
 
 
-def stage_and_key(task: str) -> tuple[Stage, ProblemKey]:
+def stage_and_key(task: str) -> tuple[TaskKind, ProblemKey]:
     """`score:10` -> (SCORE, ("10",)); `select` -> (SELECT, ())."""
     name, _, problem_id = task.partition(":")
     stage = STAGES.get(name)

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import re
 import unicodedata
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 REPLACEMENT = "\ufffd"
@@ -49,7 +49,9 @@ def valid_data(value: T) -> T:
     fields of dataclass instances (the records of a model response). A container nested deeper than
     MAX_DATA_DEPTH levels becomes the string TOO_DEEP (every JSON writer can then write it: the encoders
     recurse). Other values are kept as they are; the same object comes back when nothing had to change."""
-    return _valid(value, 0)
+    # _valid rebuilds each container as its own type, so T holds but for the TOO_DEEP text, which every JSON
+    # writer the result goes to accepts in place of the container.
+    return cast(T, _valid(value, 0))
 
 
 def _valid(value: Any, depth: int) -> Any:

@@ -34,7 +34,8 @@ class WeakTest:
 @lru_cache(maxsize=1)
 def survey() -> dict[str, Any]:
     """The whole data file (its provenance and the surveyed steps, besides the list)."""
-    return json.loads(WEAK_TESTS_FILE.read_text(encoding="utf-8"))
+    table: dict[str, Any] = json.loads(WEAK_TESTS_FILE.read_text(encoding="utf-8"))  # this package's own file
+    return table
 
 
 @lru_cache(maxsize=1)

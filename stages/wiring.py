@@ -1,6 +1,6 @@
 """Glue between doit and the stages: settings from the command line, clean one-line failures, task order.
 
-The actions and up-to-date checks themselves are the `Stage` records of `stages/tasks.py`; what a command line
+The actions and up-to-date checks themselves are the `TaskKind` records of `stages/tasks.py`; what a command line
 asks for is `stages/command_line.py`; Ctrl-C and SIGTERM are `stages/interrupts.py`. Kept out of `dodo.py` so
 that file reads as the task graph alone.
 """

@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stages.activity import ActivitySnapshot
-from stages.live_line import Field, FittedLine, columns_of, fit_line, layouts
-from stages.live_view import LiveStatus, StageCount
-from stages.phase_progress import PhaseProgress, Running, phase_eta
+from stages.progress.live_line import Field, FittedLine, columns_of, fit_line, layouts
+from stages.progress.live_view import LiveStatus, StageCount
+from stages.progress.phase import PhaseProgress, Running, phase_eta
 from tests.pipeline_support import data_args, output_of, run_doit
 
 
@@ -136,7 +136,7 @@ def test_the_width_of_a_stream_that_is_not_a_terminal_is_columns_else_80(monkeyp
 
 
 def test_a_field_gives_way_to_its_lesser_form_then_to_nothing() -> None:
-    lesser = Field("steps passed 1/2", "passed 1/2", drop=60)  # after the bar (stages.live_line.BAR_SHRINKS)
+    lesser = Field("steps passed 1/2", "passed 1/2", drop=60)  # after the bar (stages.progress.live_line.BAR_SHRINKS)
     field = Field("steps passed 1/2 (50.0%)", "passed 1/2 (50.0%)", drop=50, lesser=lesser)
     kept = Field("ETA 00:01")
     assert [fit_line([field, kept], columns).text for columns in (60, 23, 12)] == [

@@ -26,9 +26,9 @@ from stages.activity import Activity, StepFailure
 from stages.generate.loops import final_status
 from stages.paths import DataPaths, RunPaths
 from stages.problems import Problem, problems_by_id
+from stages.progress.failures import describe_failure, step_failure_line
 from stages.protocol import CARRY_MODES
 from stages.report import _script_of, compressed
-from stages.reporter import describe_failure, step_failure_line
 from stages.results import _tool_code
 from stages.score.cache import VerdictCache, verdict_key
 from stages.score.script import build_step_script

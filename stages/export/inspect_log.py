@@ -73,6 +73,11 @@ def plain(value: Any, depth: int = 0) -> Any:
     return valid_text(value)
 
 
+def plain_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record (a mapping of texts) made `plain`, field by field."""
+    return {valid_text(key): plain(item, 1) for key, item in record.items()}
+
+
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -355,7 +360,7 @@ def eval_log(
     }
     if settings.get("base_url"):
         spec["model_base_url"] = settings["base_url"]
-    return plain(
+    return plain_record(
         {
             "version": LOG_VERSION,
             "status": "success",

@@ -5,7 +5,8 @@
 `ModelResponse`: the answer text, the reasoning text when the API returned it (chat: a message's
 `reasoning_content` or `reasoning` field; responses: the summaries and text parts of its reasoning items), the
 tool calls, the finish reason and a `CallRecord` (latency, token usage,
-response id, the server's own timings when it reports them, every retry with its reason and delay).
+response id, the server's own timings when it reports them, every retry with its reason and delay). The shapes
+of requests and answers are `stages.generate.api_format`; this module sends, times and retries.
 
 What a request carries besides the conversation: `model_params` as given; `tools` and `tool_choice` when the
 caller offers them (a tool's name is sent in the named-function form); `max_tokens=` under the name the protocol
@@ -28,21 +29,28 @@ from __future__ import annotations
 import email.utils
 import ipaddress
 import json
-import math
 import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
 from stages.activity import ACTIVITY
 from stages.config import OUTPUT_CAP_PARAMS, TOOL_CHOICE_MODES, ApiProtocol, Settings
 from stages.generate import builtin
-from stages.generate.api_errors import MalformedResponse, ModelCallError, RetryRecord, classify, one_line
+from stages.generate.api_errors import MalformedResponse, ModelCallError, RetryRecord, classify
+from stages.generate.api_format import (
+    ToolCall,
+    openai_package,
+    parse_chat_completion,
+    parse_responses_response,
+    server_timings,
+    to_chat_messages,
+    to_responses_input,
+)
 from stages.usage import Tokens
 
 __all__ = ["MalformedResponse", "ModelCallError", "ModelClient", "ModelResponse", "RetryRecord", "ToolCall"]
@@ -54,17 +62,6 @@ UNAVAILABLE_POLL_CAP_SECONDS = 10.0  # while waiting for a server to come back, 
 BUILTIN_API_KEY = "builtin-model-needs-no-key"
 KEYLESS_ENDPOINT_API_KEY = "no-key"  # sent to an endpoint on this machine when no key is set (they ignore it)
 OPENAI_HOST = "api.openai.com"
-PROCESSING_HEADER = "openai-processing-ms"  # OpenAI, llama-cpp-python: the server's time for the request
-# llama.cpp's server answers with `timings`: its own prompt and generation times, without any queueing.
-TIMING_FIELDS: tuple[tuple[str, str], ...] = (
-    ("prompt_n", "prompt_tokens"),
-    ("prompt_ms", "prompt_ms"),
-    ("predicted_n", "predicted_tokens"),
-    ("predicted_ms", "predicted_ms"),
-)
-# Where chat servers put reasoning text: `reasoning_content` (DeepSeek, vLLM, llama.cpp's server), `reasoning`
-# (OpenRouter, Ollama's OpenAI endpoint, newer vLLM).
-CHAT_REASONING_FIELDS: tuple[str, ...] = ("reasoning_content", "reasoning")
 UNSUPPORTED_WORDS: tuple[str, ...] = ("unsupported", "not supported", "unrecognized", "unknown", "extra inputs")
 
 # Module attributes so tests can make backoff instant and deterministic.
@@ -76,13 +73,6 @@ jitter: Callable[[float, float], float] = random.uniform
 # ---------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str
 
 
 @dataclass(frozen=True)
@@ -217,19 +207,9 @@ def backoff_seconds(retry_number: int, retry_after: float | None) -> float:
     return jitter(0.0, min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2**retry_number))
 
 
-def _openai() -> ModuleType:
-    """The openai package, imported on first use: it takes about a second, which no-op reruns and task
-    listings (that never call a model) should not pay."""
-    import openai
-    import openai.types.chat
-    import openai.types.responses
-
-    return openai
-
-
 def classify_failure(error: Exception, endpoint: str, timeout_s: float) -> ModelCallError:
     """The failure as a ModelCallError of its kind (stages.generate.api_errors); other errors re-raise."""
-    return classify(error, endpoint, timeout_s, _openai())
+    return classify(error, endpoint, timeout_s, openai_package())
 
 
 # ---------------------------------------------------------------------------
@@ -276,201 +256,6 @@ def tool_choice_payload(choice: str, protocol: ApiProtocol) -> str | dict[str, A
 
 
 # ---------------------------------------------------------------------------
-# Conversation conversion
-# ---------------------------------------------------------------------------
-
-
-def _chat_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A trajectory message as a Chat Completions message (local bookkeeping keys dropped); an assistant turn
-    without text (tool calls only) carries `""`, which every server accepts, where `null` is refused by some."""
-    content = message.get("content")
-    if content is None and message["role"] == "assistant":
-        content = ""
-    converted = {"role": message["role"], "content": content}
-    if message.get("tool_calls"):
-        converted["tool_calls"] = message["tool_calls"]
-    if message["role"] == "tool":
-        converted["tool_call_id"] = message["tool_call_id"]
-    return converted
-
-
-def to_chat_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [_chat_message(message) for message in messages]
-
-
-def to_responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A chat-form conversation as Responses API input items (message / function_call / function_call_output)."""
-    items: list[dict[str, Any]] = []
-    for message in messages:
-        role = message["role"]
-        if role == "tool":
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message["tool_call_id"],
-                    "output": message.get("content") or "",
-                }
-            )
-        elif role == "assistant" and message.get("output_items"):
-            items.extend(dict(item) for item in message["output_items"])
-        elif role == "assistant":
-            if message.get("content") is not None:
-                items.append({"role": "assistant", "content": message["content"]})
-            for call in message.get("tool_calls") or ():
-                function = call["function"]
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": call["id"],
-                        "name": function["name"],
-                        "arguments": function["arguments"],
-                    }
-                )
-        else:
-            items.append({"role": role, "content": message.get("content") or ""})
-    return items
-
-
-# ---------------------------------------------------------------------------
-# Response parsing
-# ---------------------------------------------------------------------------
-
-
-def _usage_from(raw_usage: Any, input_name: str, output_name: str) -> Tokens:
-    if raw_usage is None:
-        return Tokens()
-    return Tokens(int(getattr(raw_usage, input_name, 0) or 0), int(getattr(raw_usage, output_name, 0) or 0))
-
-
-def _finite(value: Any) -> float | None:
-    """A finite, non-negative number from untrusted JSON or a header; None for anything else."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
-
-
-def server_timings(extra: Any, headers: Mapping[str, str] | None) -> dict[str, float] | None:
-    """The server's own account of a request: llama.cpp's `timings` (prompt and generation, no queueing) and the
-    `openai-processing-ms` header (OpenAI; llama-cpp-python, where it includes the wait for its one slot)."""
-    found: dict[str, float] = {}
-    timings = extra.get("timings") if isinstance(extra, Mapping) else None
-    if isinstance(timings, Mapping):
-        for source, name in TIMING_FIELDS:
-            value = _finite(timings.get(source))
-            if value is not None:
-                found[name] = round(value, 3)
-    processing = _finite((headers or {}).get(PROCESSING_HEADER))
-    if processing is not None:
-        found["processing_ms"] = processing
-    return found or None
-
-
-@dataclass(frozen=True)
-class ParsedAnswer:
-    text: str | None
-    tool_calls: tuple[ToolCall, ...]
-    finish_reason: str | None
-    response_id: str | None
-    usage: Tokens
-    output_items: tuple[dict[str, Any], ...] = ()
-    extra: Mapping[str, Any] | None = None  # fields of the body outside the protocol (e.g. llama.cpp's timings)
-    reasoning: str | None = None
-
-
-def chat_reasoning(message: Any) -> str | None:
-    """The reasoning text of a chat answer: the first of `CHAT_REASONING_FIELDS` that holds text (fields outside
-    the protocol, which the openai client keeps as extras); None when there is none."""
-    extra = getattr(message, "model_extra", None)
-    if not isinstance(extra, Mapping):
-        return None
-    for name in CHAT_REASONING_FIELDS:
-        value = extra.get(name)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def _reasoning_item_texts(item: Any) -> list[str]:
-    """The summary texts of one Responses API reasoning item, then its reasoning text parts (where a server
-    returns them)."""
-    texts = [getattr(part, "text", None) for part in (getattr(item, "summary", None) or ())]
-    texts += [getattr(part, "text", None) for part in (getattr(item, "content", None) or ())]
-    return [text for text in texts if isinstance(text, str) and text]
-
-
-def responses_reasoning(output: Sequence[Any]) -> str | None:
-    """The reasoning text of a Responses API answer: every reasoning item's texts in order, one paragraph each;
-    None when there is none (encrypted reasoning carries no text)."""
-    texts = [text for item in output if item.type == "reasoning" for text in _reasoning_item_texts(item)]
-    return "\n\n".join(texts) if texts else None
-
-
-def parse_chat_completion(completion: Any) -> ParsedAnswer:
-    if not isinstance(completion, _openai().types.chat.ChatCompletion):
-        raise MalformedResponse(f"expected a chat completion, got {one_line(repr(completion), 200)}")
-    if not completion.choices or completion.choices[0].message is None:
-        raise MalformedResponse(f"chat completion {completion.id!r} has no choices")
-    choice = completion.choices[0]
-    calls = tuple(
-        ToolCall(call.id, call.function.name, call.function.arguments or "")
-        for call in (choice.message.tool_calls or ())
-        if getattr(call, "function", None) is not None
-    )
-    usage = _usage_from(completion.usage, "prompt_tokens", "completion_tokens")
-    return ParsedAnswer(
-        choice.message.content,
-        calls,
-        choice.finish_reason,
-        completion.id,
-        usage,
-        extra=completion.model_extra,
-        reasoning=chat_reasoning(choice.message),
-    )
-
-
-def _responses_finish_reason(response: Any, has_calls: bool) -> str:
-    if response.status == "incomplete":
-        reason = getattr(response.incomplete_details, "reason", None)
-        return "length" if reason == "max_output_tokens" else str(reason or "incomplete")
-    return "tool_calls" if has_calls else "stop"
-
-
-def parse_responses_response(response: Any) -> ParsedAnswer:
-    if not isinstance(response, _openai().types.responses.Response):
-        raise MalformedResponse(f"expected a response object, got {one_line(repr(response), 200)}")
-    if response.status == "failed":
-        detail = getattr(response.error, "message", None) or "no detail"
-        raise MalformedResponse(f"response {response.id!r} failed: {detail}")
-    if not isinstance(response.output, list):
-        raise MalformedResponse(f"response {response.id!r} has no output")
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for item in response.output:
-        if item.type == "message":
-            texts.extend(part.text for part in item.content if getattr(part, "type", None) == "output_text")
-        elif item.type == "function_call":
-            calls.append(ToolCall(item.call_id, item.name, item.arguments or ""))
-    text = "".join(texts) if texts else None
-    items = tuple(item.model_dump(mode="json", exclude_none=True) for item in response.output)
-    usage = _usage_from(response.usage, "input_tokens", "output_tokens")
-    finish = _responses_finish_reason(response, bool(calls))
-    return ParsedAnswer(
-        text,
-        tuple(calls),
-        finish,
-        response.id,
-        usage,
-        items,
-        response.model_extra,
-        responses_reasoning(response.output),
-    )
-
-
-# ---------------------------------------------------------------------------
 # The client
 # ---------------------------------------------------------------------------
 
@@ -514,7 +299,7 @@ class ModelClient:
         self.endpoint = base_url or "the default OpenAI endpoint"
         self.wait_for_server = wait_for_server
         self.keyless = not self.is_builtin and not settings.api_key
-        self._client = _openai().OpenAI(
+        self._client = openai_package().OpenAI(
             base_url=base_url,
             api_key=_api_key(settings, self.is_builtin),
             max_retries=0,

@@ -61,10 +61,10 @@ class ModelRequest:
 
     protocol: Protocol
     model: str
-    messages: tuple[dict, ...]
+    messages: tuple[dict[str, Any], ...]
     tools: tuple[str, ...]
-    params: dict
-    headers: dict
+    params: dict[str, Any]
+    headers: dict[str, str]
     index: int
 
 
@@ -75,8 +75,8 @@ class ModelReply:
     finish_reason: str = "stop"
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    extra: dict = field(default_factory=dict)  # more fields of the body (e.g. llama.cpp's `timings`)
-    headers: dict = field(default_factory=dict)  # response headers (e.g. `openai-processing-ms`)
+    extra: dict[str, Any] = field(default_factory=dict)  # more fields of the body (e.g. llama.cpp's `timings`)
+    headers: dict[str, str] = field(default_factory=dict)  # response headers (e.g. `openai-processing-ms`)
     # Reasoning text, returned as local servers and gateways do: chat, in the message field `reasoning_field`
     # (`reasoning_content` or `reasoning`); responses, as a reasoning item before the answer, each paragraph a
     # summary part (`reasoning_parts="summary"`) or a reasoning_text content part (`"content"`).
@@ -89,7 +89,7 @@ class ModelReply:
 class ErrorReply:
     status: int
     message: str = "error"
-    headers: dict = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
     code: str | None = None
 
 
@@ -141,12 +141,12 @@ def _text_of_content(content: Any) -> str | None:
 def _normalize_role(role: Any) -> str:
     if role == "developer":
         return "system"
-    if role in ("system", "user", "assistant", "tool"):
+    if isinstance(role, str) and role in ("system", "user", "assistant", "tool"):
         return role
     raise RequestFormatError(f"unsupported message role {role!r}")
 
 
-def _normalize_chat_message(message: Any) -> dict:
+def _normalize_chat_message(message: Any) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise RequestFormatError("each message must be a JSON object")
     normalized: dict[str, Any] = {
@@ -167,13 +167,13 @@ def _normalize_chat_message(message: Any) -> dict:
     return normalized
 
 
-def normalize_chat_messages(messages: Any) -> tuple[dict, ...]:
+def normalize_chat_messages(messages: Any) -> tuple[dict[str, Any], ...]:
     if not isinstance(messages, list):
         raise RequestFormatError("'messages' must be a list")
     return tuple(_normalize_chat_message(message) for message in messages)
 
 
-def _append_function_call(messages: list[dict], item: dict) -> None:
+def _append_function_call(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
     """A function_call item joins the preceding assistant message, or starts one."""
     call = {
         "id": item.get("call_id") or item.get("id", ""),
@@ -187,8 +187,8 @@ def _append_function_call(messages: list[dict], item: dict) -> None:
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def normalize_responses_input(instructions: Any, input_value: Any) -> tuple[dict, ...]:
-    messages: list[dict] = []
+def normalize_responses_input(instructions: Any, input_value: Any) -> tuple[dict[str, Any], ...]:
+    messages: list[dict[str, Any]] = []
     if instructions:
         messages.append({"role": "system", "content": _text_of_content(instructions)})
     if isinstance(input_value, str):
@@ -232,7 +232,7 @@ def _tool_names(tools: Any, protocol: Protocol) -> tuple[str, ...]:
     return tuple(names)
 
 
-def normalize_request(protocol: Protocol, body: Any, headers: dict, index: int) -> ModelRequest:
+def normalize_request(protocol: Protocol, body: Any, headers: dict[str, str], index: int) -> ModelRequest:
     if not isinstance(body, dict):
         raise RequestFormatError("the request body must be a JSON object")
     model = body.get("model")
@@ -274,7 +274,7 @@ def chat_finish_reason(reply: ModelReply) -> str:
     return reply.finish_reason
 
 
-def render_chat(reply: ModelReply, model: str) -> dict:
+def render_chat(reply: ModelReply, model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
     if reply.reasoning is not None:
         message[reply.reasoning_field] = reply.reasoning
@@ -297,7 +297,7 @@ def render_chat(reply: ModelReply, model: str) -> dict:
     }
 
 
-def _reasoning_item(reply: ModelReply) -> dict:
+def _reasoning_item(reply: ModelReply) -> dict[str, Any]:
     paragraphs = [part for part in (reply.reasoning or "").split("\n\n") if part]
     item: dict[str, Any] = {"id": f"rs_{_short_id()}", "type": "reasoning", "summary": []}
     if reply.reasoning_parts == "summary":
@@ -307,8 +307,8 @@ def _reasoning_item(reply: ModelReply) -> dict:
     return item
 
 
-def _responses_output(reply: ModelReply) -> list[dict]:
-    output: list[dict] = [_reasoning_item(reply)] if reply.reasoning is not None else []
+def _responses_output(reply: ModelReply) -> list[dict[str, Any]]:
+    output: list[dict[str, Any]] = [_reasoning_item(reply)] if reply.reasoning is not None else []
     if reply.text is not None:
         output.append(
             {
@@ -333,7 +333,7 @@ def _responses_output(reply: ModelReply) -> list[dict]:
     return output
 
 
-def _responses_status(reply: ModelReply) -> tuple[str, dict | None]:
+def _responses_status(reply: ModelReply) -> tuple[str, dict[str, Any] | None]:
     if reply.finish_reason == "length":
         return "incomplete", {"reason": "max_output_tokens"}
     if reply.finish_reason == "content_filter":
@@ -341,7 +341,7 @@ def _responses_status(reply: ModelReply) -> tuple[str, dict | None]:
     return "completed", None
 
 
-def render_responses(reply: ModelReply, model: str) -> dict:
+def render_responses(reply: ModelReply, model: str) -> dict[str, Any]:
     status, incomplete_details = _responses_status(reply)
     return {
         "id": f"resp_{_short_id()}",
@@ -369,7 +369,7 @@ def render_responses(reply: ModelReply, model: str) -> dict:
     }
 
 
-def error_body(status: int, message: str, code: str | None) -> dict:
+def error_body(status: int, message: str, code: str | None) -> dict[str, Any]:
     error_type = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
@@ -434,13 +434,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_error(500, f"responder returned an unsupported reply {type(reply).__name__}", "bad_responder")
 
-    def _send_error(self, status: int, message: str, code: str | None, headers: dict | None = None) -> None:
+    def _send_error(self, status: int, message: str, code: str | None, headers: dict[str, str] | None = None) -> None:
         self._send_json(status, error_body(status, message, code), headers)
 
-    def _send_json(self, status: int, payload: dict, headers: dict | None = None) -> None:
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         self._send_bytes(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
 
-    def _send_bytes(self, status: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
+    def _send_bytes(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -547,7 +547,7 @@ class ModelServer:
         self.stop()
 
     # ---- called from handler threads ---------------------------------------
-    def normalize_and_log(self, protocol: Protocol, payload: Any, headers: dict) -> ModelRequest:
+    def normalize_and_log(self, protocol: Protocol, payload: Any, headers: dict[str, str]) -> ModelRequest:
         with self._lock:
             request = normalize_request(protocol, payload, headers, len(self.requests))
             self.requests.append(request)

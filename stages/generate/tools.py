@@ -79,7 +79,7 @@ class ToolOutcome:
 TOOL_SPECS: dict[str, tuple[str, dict[str, Any]]] = {CODE_INTERPRETER: (TOOL_DESCRIPTION, CODE_PARAMETERS)}
 
 
-def tool_schemas(tool_names: Any, protocol: str) -> list[dict]:
+def tool_schemas(tool_names: Any, protocol: str) -> list[dict[str, Any]]:
     """The `tools` request parameter for `protocol` (openai-chat or openai-responses)."""
     schemas = []
     for name in tool_names:

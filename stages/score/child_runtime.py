@@ -142,7 +142,8 @@ def confine_module() -> ModuleType:
 
 def sandbox_read_paths() -> list[str]:
     """What a confined test process or checker may read: the interpreter's files and this folder."""
-    return confine_module().interpreter_read_paths() + [HERE]
+    interpreter_paths: list[str] = confine_module().interpreter_read_paths()  # confine.py, loaded by path
+    return interpreter_paths + [HERE]
 
 
 def short_exception(error: BaseException) -> str:

@@ -261,7 +261,7 @@ class DaskExecutor:
             except Exception as error:  # noqa: BLE001 - a closed client, a lost scheduler
                 return self._infrastructure_error(request, f"cannot submit to the dask scheduler: {error}")
             try:
-                verdict = future.result()
+                verdict: StepVerdict = future.result()  # run_on_worker's
             except KilledWorker as error:
                 starts = self._pop_starts(key)
                 last = getattr(getattr(error, "last_worker", None), "address", None)

@@ -161,21 +161,23 @@ class BadFrame(ValueError):
 _COLLECTION_TAGS: dict[type, str] = {list: "l", tuple: "t", set: "set", frozenset: "fset"}
 
 
-class _Buffers(list):
+class _Buffers:
     """The raw buffers of one frame and their running length."""
 
-    size = 0
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
 
 
 def encode(value: Any) -> bytes:
     buffers = _Buffers()
     skeleton = json.dumps(_encode(value, buffers, 0), separators=(",", ":"), allow_nan=False).encode("utf-8")
-    return len(skeleton).to_bytes(HEADER_BYTES, "big") + skeleton + b"".join(buffers)
+    return len(skeleton).to_bytes(HEADER_BYTES, "big") + skeleton + b"".join(buffers.parts)
 
 
 def _buffer(buffers: _Buffers, data: bytes) -> list[int]:
     offset = buffers.size
-    buffers.append(data)
+    buffers.parts.append(data)
     buffers.size += len(data)
     return [offset, len(data)]
 
@@ -184,7 +186,7 @@ def _float_text(value: float) -> str:
     return float.hex(float(value))
 
 
-def _encode(value: Any, buffers: _Buffers, depth: int) -> list:
+def _encode(value: Any, buffers: _Buffers, depth: int) -> list[Any]:
     if depth > MAX_DEPTH:
         raise Unsendable(f"a value nested deeper than {MAX_DEPTH} levels")
     kind = type(value)
@@ -251,13 +253,13 @@ def _check_dtype(dtype: Any) -> None:
         raise Unsendable(f"a numpy value of dtype {dtype} cannot be sent (only bool, integer, float, complex, string)")
 
 
-def _encode_array(numpy: Any, array: Any, buffers: _Buffers) -> list:
+def _encode_array(numpy: Any, array: Any, buffers: _Buffers) -> list[Any]:
     _check_dtype(array.dtype)
     contiguous = numpy.ascontiguousarray(array)
     return ["a", contiguous.dtype.str, [int(size) for size in array.shape], _buffer(buffers, contiguous.tobytes())]
 
 
-def _encode_sympy(sympy: Any, value: Any, buffers: _Buffers, depth: int) -> list:
+def _encode_sympy(sympy: Any, value: Any, buffers: _Buffers, depth: int) -> list[Any]:
     name = type(value).__name__
     if isinstance(value, sympy.Symbol):
         assumptions = {str(key): bool(flag) for key, flag in dict(value.assumptions0).items() if flag is not None}
@@ -338,7 +340,7 @@ def decode(frame: bytes) -> Any:
     return decoder.value(decoder.skeleton)
 
 
-def _items(node: list, index: int) -> list:
+def _items(node: list[Any], index: int) -> list[Any]:
     items = node[index]
     if not isinstance(items, list):
         raise BadFrame("a container node without a list of items")
@@ -380,7 +382,7 @@ def _dtype(text: Any) -> Any:
     return dtype
 
 
-def _array(decoder: _Decoder, node: list, depth: int) -> Any:
+def _array(decoder: _Decoder, node: list[Any], depth: int) -> Any:
     numpy = _numpy()
     dtype = _dtype(node[1])
     shape = node[2]
@@ -393,7 +395,7 @@ def _array(decoder: _Decoder, node: list, depth: int) -> Any:
     return numpy.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
 
-def _scalar(decoder: _Decoder, node: list, depth: int) -> Any:
+def _scalar(decoder: _Decoder, node: list[Any], depth: int) -> Any:
     dtype = _dtype(node[1])
     data = decoder.buffer(node[2])
     if len(data) != dtype.itemsize:
@@ -401,7 +403,7 @@ def _scalar(decoder: _Decoder, node: list, depth: int) -> Any:
     return _numpy().frombuffer(data, dtype=dtype)[0]
 
 
-def _sparse(decoder: _Decoder, node: list, depth: int) -> Any:
+def _sparse(decoder: _Decoder, node: list[Any], depth: int) -> Any:
     import scipy.sparse
 
     name = node[1]
@@ -426,7 +428,7 @@ def _sparse(decoder: _Decoder, node: list, depth: int) -> Any:
     return getattr(scipy.sparse, name)(coo)
 
 
-def _sympy(decoder: _Decoder, node: list, depth: int) -> Any:
+def _sympy(decoder: _Decoder, node: list[Any], depth: int) -> Any:
     import sympy
 
     name = node[1]
@@ -476,21 +478,21 @@ def _sympy(decoder: _Decoder, node: list, depth: int) -> Any:
         return cls(*args)
 
 
-def _container(kind: Callable[[list], Any]) -> Callable[[_Decoder, list, int], Any]:
-    def build(decoder: _Decoder, node: list, depth: int) -> Any:
+def _container(kind: Callable[[list[Any]], Any]) -> Callable[[_Decoder, list[Any], int], Any]:
+    def build(decoder: _Decoder, node: list[Any], depth: int) -> Any:
         return kind([decoder.value(item, depth + 1) for item in _items(node, 1)])
 
     return build
 
 
-def _hashable_container(kind: Callable[[list], Any]) -> Callable[[_Decoder, list, int], Any]:
-    def build(decoder: _Decoder, node: list, depth: int) -> Any:
+def _hashable_container(kind: Callable[[list[Any]], Any]) -> Callable[[_Decoder, list[Any], int], Any]:
+    def build(decoder: _Decoder, node: list[Any], depth: int) -> Any:
         return kind([_hashable(decoder.value(item, depth + 1)) for item in _items(node, 1)])
 
     return build
 
 
-def _dict(decoder: _Decoder, node: list, depth: int) -> Any:
+def _dict(decoder: _Decoder, node: list[Any], depth: int) -> Any:
     result = {}
     for pair in _items(node, 1):
         if not isinstance(pair, list) or len(pair) != 2:
@@ -499,19 +501,19 @@ def _dict(decoder: _Decoder, node: list, depth: int) -> Any:
     return result
 
 
-def _bool(decoder: _Decoder, node: list, depth: int) -> bool:
+def _bool(decoder: _Decoder, node: list[Any], depth: int) -> bool:
     if type(node[1]) is not bool:
         raise BadFrame("a bool node without a bool")
     return node[1]
 
 
-def _str(decoder: _Decoder, node: list, depth: int) -> str:
+def _str(decoder: _Decoder, node: list[Any], depth: int) -> str:
     if not isinstance(node[1], str):
         raise BadFrame("a str node without a string")
     return node[1]
 
 
-_DECODERS: dict[str, Callable[[_Decoder, list, int], Any]] = {
+_DECODERS: dict[str, Callable[[_Decoder, list[Any], int], Any]] = {
     "n": lambda decoder, node, depth: None,
     "b": _bool,
     "i": lambda decoder, node, depth: _int(node[1]),

@@ -323,7 +323,8 @@ class _Replace(ast.NodeTransformer):
         replacement = self.replacements.get(id(node))
         if replacement is not None:
             return ast.copy_location(replacement, node)
-        return super().visit(node)
+        visited: ast.AST = super().visit(node)  # generic_visit: no visit_<kind> method here removes a node
+        return visited
 
 
 def capture_program(test_case_source: str, capture_name: str = CAPTURE_NAME) -> tuple[ast.Module, TargetComparison]:

@@ -33,9 +33,9 @@ from stages.config import Settings
 from stages.fingerprints import FingerprintParts
 from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 from stages.paths import PROJECT_ROOT, DataPaths
-from stages.phase_progress import DEFAULT_UNIT_SECONDS, PhaseProgress
 from stages.pins import pins, prefilled_steps, split_files
 from stages.problems import Problem, Step, load_split, prefilled_code
+from stages.progress.phase import DEFAULT_UNIT_SECONDS, PhaseProgress
 from stages.targets.comparison import CAPTURE_NAME, capture_program, find_target_comparison
 from stages.targets.errors import DerivationError, TargetsError
 from stages.targets.layout import GZIP_LEVEL, GZIP_MIN_BYTES, H5Group, layout_of_test, write_targets_file
@@ -285,7 +285,7 @@ def _record_usable(record: dict[str, Any], settings: Settings) -> bool:
     if any(step["status"] in ("timeout", "crashed") for step in record["steps"]):
         return False
     try:
-        return settings.data_paths.derived_targets.stat().st_size == record["size"]
+        return bool(settings.data_paths.derived_targets.stat().st_size == record["size"])
     except OSError:
         return False
 
@@ -346,7 +346,7 @@ def run_step_jobs(
     jobs: Sequence[DerivationJob], settings: Settings, durations: dict[str, float]
 ) -> dict[str, DerivationOutcome]:
     """Every job in its own isolated process, `score_workers` at a time, its progress on stderr
-    (`stages.phase_progress`: a bar on a terminal, plain lines elsewhere, with the ETA of this phase)."""
+    (`stages.progress.phase`: a bar on a terminal, plain lines elsewhere, with the ETA of this phase)."""
     limits = Limits(
         timeout_seconds=settings.step_timeout_seconds,
         memory_mb=settings.step_memory_mb,

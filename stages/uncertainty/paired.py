@@ -95,7 +95,7 @@ def mcnemar_exact_p(only_a: int, only_b: int) -> float:
     if discordant == 0:
         return 1.0
     tail = sum(math.comb(discordant, i) for i in range(min(only_a, only_b) + 1))
-    return min(1.0, 2 * tail / 2**discordant)
+    return min(1.0, 2 * tail / (1 << discordant))
 
 
 def mcnemar(problems: Sequence[PairedProblem]) -> McNemar:

@@ -2,9 +2,9 @@
 
     derive targets 12/40 steps (1 failed), running 2, elapsed 00:41, ETA 01:10
 
-On a terminal one bar, fitted to its width (`stages.live_line`), redrawn in place; elsewhere (CI, a log file) no
+On a terminal one bar, fitted to its width (`stages.progress.live_line`), redrawn in place; elsewhere (CI, a log file) no
 `\\r` at all: a `progress: ...` line when the counts changed and a few seconds passed since the last one, or after
-a longer heartbeat (`stages.live_view.LinePace`), and the last status as one line when the phase ends.
+a longer heartbeat (`stages.progress.live_view.LinePace`), and the last status as one line when the phase ends.
 
 The ETA is the phase's own: each unit's expected duration (measured before, else a default), scaled by how long
 the finished units took against their expectation, is the work left (the running units' expected remainder
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from stages.live_line import Field, columns_of, fit_line, plain_text
-from stages.live_view import LinePace, LiveBar, format_elapsed, write_plain_line
+from stages.progress.live_line import Field, columns_of, fit_line, plain_text
+from stages.progress.live_view import LinePace, LiveBar, format_elapsed, write_plain_line
 
 DROP_RUNNING = 10
 DEFAULT_UNIT_SECONDS = 1.0

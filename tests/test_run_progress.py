@@ -1,4 +1,4 @@
-"""The progress reporter: unit tests over real doit Task objects and failures, and real `doit` runs."""
+"""The progress of a run (doit's reporter `RunProgress`): unit tests over real doit Task objects and failures, and real `doit` runs."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from doit.task import Task
 from tqdm import tqdm
 
 from stages.config import ConfigError
-from stages.reporter import ProgressReporter, describe_failure, format_elapsed, stage_of, step_failure_line
+from stages.progress.failures import describe_failure, stage_of, step_failure_line
+from stages.progress.live_view import format_elapsed
+from stages.progress.run import RunProgress
 from tests.hostile import ESCAPES, FAKE_TABLE
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -52,16 +54,16 @@ def error_from(exception: BaseException) -> TaskError:
         return TaskError("PythonAction Error", raised)
 
 
-def make_reporter(clock: FakeClock | None = None) -> tuple[ProgressReporter, io.StringIO]:
+def make_progress(clock: FakeClock | None = None) -> tuple[RunProgress, io.StringIO]:
     stream = io.StringIO()
-    reporter = ProgressReporter(io.StringIO(), {}, stream=stream, clock=clock or FakeClock())
-    return reporter, stream
+    progress = RunProgress(io.StringIO(), {}, stream=stream, clock=clock or FakeClock())
+    return progress, stream
 
 
-def run_ok(reporter: ProgressReporter, task: Task) -> None:
-    reporter.get_status(task)
-    reporter.execute_task(task)
-    reporter.add_success(task)
+def run_ok(progress: RunProgress, task: Task) -> None:
+    progress.get_status(task)
+    progress.execute_task(task)
+    progress.add_success(task)
 
 
 def lines_of(stream: io.StringIO) -> list[str]:
@@ -101,16 +103,16 @@ def test_multiline_message_is_cut_to_its_first_line() -> None:
 
 def test_failure_lines_and_tracebacks_never_reach_the_terminal_raw() -> None:
     # issue 20: model-derived text in a failure (an exception message, a traceback) is shown neutralised
-    reporter, stream = make_reporter()
+    progress, stream = make_progress()
     for name, fail in (
         ("score:3", error_from(ValueError(f"step 3.1: {ESCAPES} {FAKE_TABLE}"))),
         ("generate:4", TaskFailed(f"generation failed: {ESCAPES}\ud800")),
     ):
         task = make_task(name)
-        reporter.get_status(task)
-        reporter.execute_task(task)
-        reporter.add_failure(task, fail)
-    reporter.complete_run()
+        progress.get_status(task)
+        progress.execute_task(task)
+        progress.add_failure(task, fail)
+    progress.complete_run()
     output = stream.getvalue()
     assert "\x1b" not in output and "\x07" not in output and "\x9b" not in output and "\ud800" not in output
     assert "FAILED score:3: ValueError: step 3.1: \\x1b[1A\\x1b[2K- 78.2 (pass)" in output
@@ -124,29 +126,29 @@ def test_failure_lines_and_tracebacks_never_reach_the_terminal_raw() -> None:
 
 def test_counts_lines_and_failures_of_a_task_sequence() -> None:
     clock = FakeClock()
-    reporter, stream = make_reporter(clock)
+    progress, stream = make_progress(clock)
     download = make_task("download")
-    reporter.get_status(download)
-    reporter.skip_uptodate(download)
+    progress.get_status(download)
+    progress.skip_uptodate(download)
     generate = [make_task(f"generate:{i}") for i in range(5)]
     for task in generate[:2]:
-        reporter.get_status(task)
-        reporter.skip_uptodate(task)
+        progress.get_status(task)
+        progress.skip_uptodate(task)
     for task in generate[2:4]:
         clock.now += 3
-        run_ok(reporter, task)
-    reporter.get_status(generate[4])
-    reporter.execute_task(generate[4])
-    reporter.add_failure(generate[4], error_from(ConfigError("invalid model=x: expected a model id")))
+        run_ok(progress, task)
+    progress.get_status(generate[4])
+    progress.execute_task(generate[4])
+    progress.add_failure(generate[4], error_from(ConfigError("invalid model=x: expected a model id")))
     group = Task("generate", None, task_dep=[t.name for t in generate])
-    reporter.add_failure(group, UnmetDependency("generate:4"))  # group tasks are not reported twice
+    progress.add_failure(group, UnmetDependency("generate:4"))  # group tasks are not reported twice
     clock.now += 10
     summarize = make_task("summarize")
-    reporter.get_status(summarize)
-    reporter.add_failure(summarize, UnmetDependency("generate"))
-    reporter.complete_run()
+    progress.get_status(summarize)
+    progress.add_failure(summarize, UnmetDependency("generate"))
+    progress.complete_run()
 
-    assert reporter.stage_counts() == {
+    assert progress.stage_counts() == {
         "download": {"reached": 1, "done": 0, "up_to_date": 1, "failed": 0, "ignored": 0, "running": 0},
         "generate": {"reached": 5, "done": 2, "up_to_date": 2, "failed": 1, "ignored": 0, "running": 0},
         "summarize": {"reached": 1, "done": 0, "up_to_date": 0, "failed": 1, "ignored": 0, "running": 0},
@@ -169,54 +171,54 @@ def test_counts_lines_and_failures_of_a_task_sequence() -> None:
 
 def test_progress_lines_are_throttled_per_stage() -> None:
     clock = FakeClock()
-    reporter, stream = make_reporter(clock)
+    progress, stream = make_progress(clock)
     tasks = [make_task(f"score:{i}") for i in range(6)]
     for task in tasks[:3]:
         clock.now += 1
-        run_ok(reporter, task)
+        run_ok(progress, task)
     assert lines_of(stream) == []  # 2 s since the stage started (first seen at +1 s): below the 5 s interval
     clock.now += 3
-    run_ok(reporter, tasks[3])
+    run_ok(progress, tasks[3])
     assert lines_of(stream) == ["score      4/4 done, 0 up-to-date, 0 failed  [00:05]"]
     clock.now += 1
-    run_ok(reporter, tasks[4])
+    run_ok(progress, tasks[4])
     assert len(lines_of(stream)) == 1
     summarize = make_task("summarize")
-    run_ok(reporter, summarize)  # another stage takes over: the idle score stage shows its latest line
+    run_ok(progress, summarize)  # another stage takes over: the idle score stage shows its latest line
     assert lines_of(stream)[1] == "score      5/5 done, 0 up-to-date, 0 failed  [00:06]"
 
 
 def test_running_tasks_are_shown_and_time_runs_to_now() -> None:
     clock = FakeClock()
-    reporter, stream = make_reporter(clock)
+    progress, stream = make_progress(clock)
     first, second = make_task("generate:1"), make_task("generate:2")
     for task in (first, second):
-        reporter.get_status(task)
-        reporter.execute_task(task)
+        progress.get_status(task)
+        progress.execute_task(task)
     clock.now += 65
-    reporter.add_success(first)
+    progress.add_success(first)
     assert lines_of(stream) == ["generate   1/2 done, 0 up-to-date, 0 failed, 1 running  [01:05]"]
 
 
 def test_everything_up_to_date_says_nothing_to_do() -> None:
-    reporter, stream = make_reporter()
+    progress, stream = make_progress()
     for name in ("download", "select", "generate:1", "generate:2", "score:1", "score:2", "summarize"):
         task = make_task(name)
-        reporter.get_status(task)
-        reporter.skip_uptodate(task)
-    reporter.complete_run()
+        progress.get_status(task)
+        progress.skip_uptodate(task)
+    progress.complete_run()
     output = lines_of(stream)
     assert output[-1] == "nothing to do: everything up to date"
     assert "generate   0/2 done, 2 up-to-date, 0 failed  [00:00]" in output
 
 
 def test_ignored_tasks_and_runtime_errors() -> None:
-    reporter, stream = make_reporter()
+    progress, stream = make_progress()
     task = make_task("generate:7")
-    reporter.get_status(task)
-    reporter.skip_ignore(task)
-    reporter.runtime_error("Task 'x' not found\nmore")
-    reporter.complete_run()
+    progress.get_status(task)
+    progress.skip_ignore(task)
+    progress.runtime_error("Task 'x' not found\nmore")
+    progress.complete_run()
     output = lines_of(stream)
     assert "generate   0/1 done, 0 up-to-date, 0 failed, 1 ignored  [00:00]" in output
     assert "execution aborted: Task 'x' not found" in output
@@ -224,34 +226,34 @@ def test_ignored_tasks_and_runtime_errors() -> None:
 
 
 def test_private_and_group_tasks_are_not_counted() -> None:
-    reporter, _ = make_reporter()
-    run_ok(reporter, make_task("_hidden"))
-    reporter.get_status(Task("score", None, task_dep=["score:1"]))
-    reporter.add_success(Task("score", None, task_dep=["score:1"]))
-    assert reporter.stage_counts() == {}
+    progress, _ = make_progress()
+    run_ok(progress, make_task("_hidden"))
+    progress.get_status(Task("score", None, task_dep=["score:1"]))
+    progress.add_success(Task("score", None, task_dep=["score:1"]))
+    assert progress.stage_counts() == {}
 
 
 def test_concurrent_threads_give_exact_counts_and_whole_lines() -> None:
-    reporter, stream = make_reporter(FakeClock())
-    reporter.min_interval_s = 0.0  # print on every event, to stress line integrity
+    progress, stream = make_progress(FakeClock())
+    progress.min_interval_s = 0.0  # print on every event, to stress line integrity
     tasks = [make_task(f"generate:{i}") for i in range(400)]
     for task in tasks:
-        reporter.get_status(task)
+        progress.get_status(task)
     barrier = threading.Barrier(8)
 
     def work(chunk: list[Task]) -> None:
         barrier.wait()
         for task in chunk:
-            reporter.execute_task(task)
-            reporter.add_success(task)
+            progress.execute_task(task)
+            progress.add_success(task)
 
     threads = [threading.Thread(target=work, args=(tasks[i::8],)) for i in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    reporter.complete_run()
-    assert reporter.stage_counts()["generate"] == {
+    progress.complete_run()
+    assert progress.stage_counts()["generate"] == {
         "reached": 400,
         "done": 400,
         "up_to_date": 0,
@@ -265,11 +267,11 @@ def test_concurrent_threads_give_exact_counts_and_whole_lines() -> None:
 
 
 def test_lines_go_above_a_progress_bar_on_the_same_stream() -> None:
-    reporter, stream = make_reporter()
-    reporter.min_interval_s = 0.0
+    progress, stream = make_progress()
+    progress.min_interval_s = 0.0
     with tqdm(total=3, file=stream, desc="score", ascii=True) as bar:
         bar.update(1)
-        run_ok(reporter, make_task("score:1"))
+        run_ok(progress, make_task("score:1"))
         bar.update(1)
     text = stream.getvalue()
     line = "score      1/1 done, 0 up-to-date, 0 failed  [00:00]"
@@ -282,12 +284,12 @@ def test_a_broken_stream_never_breaks_the_run() -> None:
         def write(self, text: str) -> int:
             raise OSError("stream closed")
 
-    reporter = ProgressReporter(io.StringIO(), {}, stream=Broken(), clock=FakeClock())
+    progress = RunProgress(io.StringIO(), {}, stream=Broken(), clock=FakeClock())
     task = make_task("select")
-    reporter.get_status(task)
-    reporter.add_failure(task, error_from(ConfigError("bad")))
-    reporter.complete_run()
-    assert reporter.stage_counts()["select"]["failed"] == 1
+    progress.get_status(task)
+    progress.add_failure(task, error_from(ConfigError("bad")))
+    progress.complete_run()
+    assert progress.stage_counts()["select"]["failed"] == 1
 
 
 # ---------------------------------------------------------------------------
@@ -297,9 +299,9 @@ def test_a_broken_stream_never_breaks_the_run() -> None:
 DODO = textwrap.dedent(
     """
     from stages.config import ConfigError
-    from stages.reporter import ProgressReporter
+    from stages.progress.run import RunProgress
 
-    DOIT_CONFIG = {"reporter": ProgressReporter, "par_type": "thread", "num_process": 2, "continue": True,
+    DOIT_CONFIG = {"reporter": RunProgress, "par_type": "thread", "num_process": 2, "continue": True,
                    "backend": "sqlite3", "dep_file": "doit.sqlite3", "verbosity": 2}
 
 
@@ -375,24 +377,24 @@ def test_real_doit_run_failure_exit_code_for_a_failed_task(tmp_path: Path) -> No
 
 
 def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> None:
-    reporter, stream = make_reporter()
+    progress, stream = make_progress()
     reason = "model call failed for every problem (model=ghost): HTTP 404; check model= and base_url="
     generate = [make_task(f"generate:{i}") for i in range(12)]
     score = [make_task(f"score:{i}") for i in range(12)]
     for task in generate:
-        reporter.get_status(task)
-        reporter.execute_task(task)
-        reporter.add_failure(task, TaskFailed(f"RunAborted: {reason}"))
+        progress.get_status(task)
+        progress.execute_task(task)
+        progress.add_failure(task, TaskFailed(f"RunAborted: {reason}"))
     other = make_task("generate:99")
-    reporter.get_status(other)
-    reporter.add_failure(other, TaskFailed("RunAborted: another reason"))
+    progress.get_status(other)
+    progress.add_failure(other, TaskFailed("RunAborted: another reason"))
     for task in score:
-        reporter.get_status(task)
-        reporter.add_failure(task, UnmetDependency(task.name.replace("score", "generate")))
+        progress.get_status(task)
+        progress.add_failure(task, UnmetDependency(task.name.replace("score", "generate")))
     summarize = make_task("summarize")
-    reporter.get_status(summarize)
-    reporter.add_failure(summarize, UnmetDependency("score"))
-    reporter.complete_run()
+    progress.get_status(summarize)
+    progress.add_failure(summarize, UnmetDependency("score"))
+    progress.complete_run()
 
     output = lines_of(stream)
     assert sum(reason in line for line in output if line.startswith("FAILED")) == 1
@@ -409,7 +411,7 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
         "not run: a task it depends on failed",
         "  summarize: not run: a task it depends on failed (score)",
     ]
-    assert reporter.stage_counts()["generate"]["failed"] == 13
+    assert progress.stage_counts()["generate"]["failed"] == 13
 
 
 # ---------------------------------------------------------------------------
@@ -417,7 +419,7 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
 # ---------------------------------------------------------------------------
 
 from stages.activity import MAX_PENDING_FAILURES, Activity, StepFailure  # noqa: E402
-from stages.live_view import StageCount, estimate_eta  # noqa: E402
+from stages.progress.live_view import StageCount, estimate_eta  # noqa: E402
 
 PROGRESS_LINE = re.compile(
     r"^progress: (generated \d+/\d+( \(\d+ failed\))?, )?(scored \d+/\d+( \(\d+ failed\))?, steps passed \d+/\d+( \(\d+\.\d%\))?, )?"
@@ -430,24 +432,22 @@ class TtyStream(io.StringIO):
         return True
 
 
-def live_reporter(
+def live_progress(
     clock: FakeClock,
     *selected: str,
     problems: int = 3,
     stream: io.StringIO | None = None,
     columns: int = 80,
-) -> tuple[ProgressReporter, io.StringIO, Activity]:
-    """A reporter after doit's `initialize`, with its own activity record, on a terminal of `columns` when the
+) -> tuple[RunProgress, io.StringIO, Activity]:
+    """A `RunProgress` after doit's `initialize`, with its own activity record, on a terminal of `columns` when the
     stream is one; the ticker never fires by itself."""
     activity = Activity()
     activity.set_problems(problems)
     stream = stream if stream is not None else io.StringIO()
-    reporter = ProgressReporter(
-        io.StringIO(), {}, stream=stream, clock=clock, activity=activity, columns=lambda: columns
-    )
-    reporter.tick_s = 3600.0
-    reporter.initialize({}, list(selected or ("summarize",)))
-    return reporter, stream, activity
+    progress = RunProgress(io.StringIO(), {}, stream=stream, clock=clock, activity=activity, columns=lambda: columns)
+    progress.tick_s = 3600.0
+    progress.initialize({}, list(selected or ("summarize",)))
+    return progress, stream, activity
 
 
 def test_eta_is_computed_per_phase_from_executed_work_only() -> None:
@@ -463,29 +463,29 @@ def test_eta_is_computed_per_phase_from_executed_work_only() -> None:
 
 def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
     clock = FakeClock()
-    reporter, stream, activity = live_reporter(clock)
+    progress, stream, activity = live_progress(clock)
     generate = [make_task(f"generate:{i}") for i in range(3)]
     score = [make_task(f"score:{i}") for i in range(3)]
     for task in generate:
-        reporter.get_status(task)
-        reporter.execute_task(task)
+        progress.get_status(task)
+        progress.execute_task(task)
     clock.now += 4
     with activity.busy("model_calls"), activity.busy("model_calls"):
-        reporter.add_success(generate[0])
+        progress.add_success(generate[0])
     assert lines_of(stream) == [
         "progress: generated 1/3, scored 0/3, steps passed 0/0, model calls 2, test processes 0, elapsed 00:04, ETA --:--"
     ]  # no problem scored yet: the scoring phase has no rate, so the ETA is not guessed
 
     clock.now += 1  # scoring of problem 0 starts while problems 1 and 2 are still being generated
-    reporter.get_status(score[0])
-    reporter.execute_task(score[0])
+    progress.get_status(score[0])
+    progress.execute_task(score[0])
     clock.now += 1
     activity.add_scored("0", 2, 3)
-    reporter.add_success(score[0])
+    progress.add_success(score[0])
     assert len(lines_of(stream)) == 1  # changed, but within LinePace.interval_s of the last line
 
     clock.now += 4
-    reporter.add_failure(generate[1], TaskFailed("RunAborted: the model is gone"))
+    progress.add_failure(generate[1], TaskFailed("RunAborted: the model is gone"))
     assert lines_of(stream)[1:] == [
         "FAILED generate:1: RunAborted: the model is gone",
         "progress: generated 1/3 (1 failed), scored 1/3, steps passed 2/3 (66.7%), model calls 0, test processes 0, "
@@ -494,16 +494,16 @@ def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
     assert not any(" done, " in line for line in lines_of(stream))  # no per-stage lines for the live stages
 
     clock.now += 40
-    reporter._refresh_live()  # what the ticker does: nothing changed for 30 s, so one heartbeat line
-    reporter._refresh_live()
+    progress._refresh_live()  # what the ticker does: nothing changed for 30 s, so one heartbeat line
+    progress._refresh_live()
     assert len(lines_of(stream)) == 4 and "elapsed 00:50" in lines_of(stream)[-1]
 
-    reporter.add_success(generate[2])
+    progress.add_success(generate[2])
     for task in score[1:]:
-        reporter.get_status(task)
-        reporter.skip_uptodate(task)
+        progress.get_status(task)
+        progress.skip_uptodate(task)
     activity.add_scored("1", 1, 1)
-    reporter.complete_run()
+    progress.complete_run()
     output = lines_of(stream)
     final = output.index("== run finished [00:50] ==")
     assert output[final - 1] == (
@@ -519,21 +519,21 @@ def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:
 
 def test_the_live_view_shows_the_stages_the_command_runs() -> None:
     clock = FakeClock()
-    one, _, _ = live_reporter(clock, "generate:10", problems=15)
+    one, _, _ = live_progress(clock, "generate:10", problems=15)
     task = make_task("generate:10")
     one.get_status(task)
     one.execute_task(task)
     text = one.live_status().text()
     assert text.startswith("generated 0/1, model calls 0, elapsed") and "scored" not in text
 
-    rescore, _, _ = live_reporter(clock, "score", problems=15)
+    rescore, _, _ = live_progress(clock, "score", problems=15)
     task = make_task("score:10")
     rescore.get_status(task)
     rescore.execute_task(task)
     text = rescore.live_status().text()
     assert text.startswith("scored 0/15, steps passed 0/0, test processes 0, elapsed") and "generated" not in text
 
-    select_only, stream, _ = live_reporter(clock, "select")
+    select_only, stream, _ = live_progress(clock, "select")
     run_ok(select_only, make_task("select"))
     select_only._refresh_live()
     select_only.complete_run()
@@ -542,21 +542,21 @@ def test_the_live_view_shows_the_stages_the_command_runs() -> None:
 
 def test_on_a_terminal_the_live_view_is_one_bar_under_the_lines() -> None:
     clock = FakeClock()
-    reporter, stream, activity = live_reporter(clock, stream=TtyStream())
+    progress, stream, activity = live_progress(clock, stream=TtyStream())
     tasks = [make_task(f"generate:{i}") for i in range(3)]
     for task in tasks:
-        reporter.get_status(task)
-        reporter.execute_task(task)
+        progress.get_status(task)
+        progress.execute_task(task)
     clock.now += 2
-    reporter.add_success(tasks[0])
+    progress.add_success(tasks[0])
     clock.now += 1
-    reporter.add_failure(tasks[1], TaskFailed("ModelCallError: HTTP 500"))
+    progress.add_failure(tasks[1], TaskFailed("ModelCallError: HTTP 500"))
     text = stream.getvalue()
     assert "| gen 1/3, scored 0/3, passed 0/0, elapsed 00:02, ETA --:--" in text  # fitted to 80 columns
     assert "\r" in text and "progress: " not in text  # redrawn in place, not printed as lines
     failure = text.index("FAILED generate:1: ModelCallError: HTTP 500\n")
     assert "gen 1/3 (1 failed)" in text[failure:]  # the bar is drawn again under the failure line
-    reporter.complete_run()
+    progress.complete_run()
     output = lines_of(stream)
     end = output.index("== run finished [00:03] ==")
     assert output[end - 1].endswith(
@@ -570,38 +570,38 @@ def test_the_ticker_refreshes_the_view_between_task_events() -> None:
     clock = FakeClock()
     activity = Activity()
     stream = io.StringIO()
-    reporter = ProgressReporter(io.StringIO(), {}, stream=stream, clock=clock, activity=activity)
-    reporter.tick_s = 0.01
-    reporter.initialize({}, ["summarize"])
+    progress = RunProgress(io.StringIO(), {}, stream=stream, clock=clock, activity=activity)
+    progress.tick_s = 0.01
+    progress.initialize({}, ["summarize"])
     task = make_task("generate:1")
-    reporter.get_status(task)
-    reporter.execute_task(task)
+    progress.get_status(task)
+    progress.execute_task(task)
     clock.now += 31
     deadline = time.monotonic() + 10
     while not lines_of(stream):
         assert time.monotonic() < deadline, "the ticker never refreshed the live view"
         time.sleep(0.01)
     assert lines_of(stream)[0].startswith("progress: generated 0/1, scored 0/1")
-    reporter.complete_run()
+    progress.complete_run()
 
 
 def test_the_bar_gives_way_to_a_line_once_every_problem_task_finished() -> None:
     clock = FakeClock()
-    reporter, stream, _ = live_reporter(clock, "generate", problems=2, stream=TtyStream())
+    progress, stream, _ = live_progress(clock, "generate", problems=2, stream=TtyStream())
     tasks = [make_task(f"generate:{i}") for i in range(2)]
     for task in tasks:
-        reporter.get_status(task)
-        reporter.execute_task(task)
+        progress.get_status(task)
+        progress.execute_task(task)
     clock.now += 2
-    reporter.add_success(tasks[0])
-    assert reporter._live is not None and reporter._live.bar_shown
-    reporter.add_success(tasks[1])
-    assert not reporter._live.bar_shown  # whatever runs next (the summary) prints on a clean line
-    reporter._refresh_live()
+    progress.add_success(tasks[0])
+    assert progress._live is not None and progress._live.bar_shown
+    progress.add_success(tasks[1])
+    assert not progress._live.bar_shown  # whatever runs next (the summary) prints on a clean line
+    progress._refresh_live()
     output = lines_of(stream)
     assert output[-1].endswith("progress: generated 2/2, model calls 0, elapsed 00:02, ETA 00:00")
     assert sum("progress: " in line for line in output) == 1
-    reporter.complete_run()
+    progress.complete_run()
     assert sum("progress: " in line for line in lines_of(stream)) == 1
 
 
@@ -609,16 +609,16 @@ def test_a_generation_that_ended_in_error_is_never_counted_as_generated() -> Non
     """Every model call failed: the generate tasks finished (their errors are recorded for the rerun), yet the view
     says none was generated."""
     clock = FakeClock()
-    reporter, stream, activity = live_reporter(clock, problems=3)
+    progress, stream, activity = live_progress(clock, problems=3)
     tasks = [make_task(f"generate:{i}") for i in range(3)]
     for index, task in enumerate(tasks):
-        reporter.get_status(task)
-        reporter.execute_task(task)
+        progress.get_status(task)
+        progress.execute_task(task)
         activity.add_generation_failure(str(index))
-        reporter.add_success(task)
-    text = reporter.live_status().text()
+        progress.add_success(task)
+    text = progress.live_status().text()
     assert text.startswith("generated 0/3 (3 failed), scored 0/3") and "generated 3/3" not in stream.getvalue()
-    reporter.complete_run()
+    progress.complete_run()
     assert "generate   3/3 done, 0 up-to-date, 0 failed (3 done with a generation error)  [00:00]" in lines_of(stream)
     assert StageCount(3, 3, 3, failed=3).text("generated") == "generated 0/3 (3 failed)"
     assert StageCount(2, 2, 3).text("generated") == "generated 2/3"
@@ -631,21 +631,21 @@ def test_a_generation_that_ended_in_error_is_never_counted_as_generated() -> Non
 
 def test_a_failed_step_is_printed_once_when_published_neutralised_and_on_one_line() -> None:
     clock = FakeClock()
-    reporter, stream, activity = live_reporter(clock, "score")
+    progress, stream, activity = live_progress(clock, "score")
     task = make_task("score:10")
-    reporter.get_status(task)
-    reporter.execute_task(task)
+    progress.get_status(task)
+    progress.execute_task(task)
     hostile = f"test 2 raised AssertionError: {ESCAPES}\nTraceback (most recent call last):\n{FAKE_TABLE}\ud800" * 20
     activity.add_step_failure(StepFailure("10", 0, ("10.2",), "timeout", "ran past step_timeout_seconds=30"))
     activity.add_step_failure(StepFailure("10", 0, ("10.3",), "fail", hostile))
     activity.add_step_failure(StepFailure("10", 1, ("10.3",), "fail", "wrong value"))  # attempt 1
     activity.add_step_failure(StepFailure("10", 0, ("10.2", "10.4", "10.5"), "fail", "not generated: HTTP 500"))
     activity.add_step_failure(StepFailure("11", 0, ("11.1", "11.2"), "fail", "not generated: HTTP 500"))
-    reporter._refresh_live()  # what the ticker does every tick_s, while the problem's other steps still run
-    reporter._refresh_live()
+    progress._refresh_live()  # what the ticker does every tick_s, while the problem's other steps still run
+    progress._refresh_live()
     activity.add_step_failure(StepFailure("10", 0, ("10.3",), "fail", "the same step again"))  # never twice
-    reporter.add_success(task)
-    reporter.complete_run()
+    progress.add_success(task)
+    progress.complete_run()
     lines = [line for line in lines_of(stream) if line.startswith("step")]
     assert lines[0] == "step 10.2 timeout: ran past step_timeout_seconds=30"
     assert lines[1].startswith("step 10.3 fail: test 2 raised AssertionError: \\x1b[1A\\x1b[2K- 78.2 (pass)")
@@ -662,10 +662,10 @@ def test_a_failed_step_is_printed_once_when_published_neutralised_and_on_one_lin
 
 def test_failed_steps_beyond_what_is_kept_are_counted_not_lost() -> None:
     clock = FakeClock()
-    reporter, stream, activity = live_reporter(clock, "score")
+    progress, stream, activity = live_progress(clock, "score")
     for index in range(MAX_PENDING_FAILURES + 3):
         activity.add_step_failure(StepFailure("70", 0, (f"70.{index}",), "fail", "wrong"))
-    reporter.complete_run()
+    progress.complete_run()
     lines = lines_of(stream)
     assert sum(line.startswith("step 70.") for line in lines) == MAX_PENDING_FAILURES
     assert "3 more failed step(s) not printed (see the details files)" in lines

@@ -1,4 +1,4 @@
-"""A compact doit reporter: one progress line per stage instead of one line per task.
+"""The progress of a run, shown by doit's reporter `RunProgress`: one line per stage instead of one per task.
 
 A stage is the part of a task name before ':' (`generate:10` belongs to `generate`). For each stage the
 reporter counts tasks reached so far, executed (`done`), up to date and failed, and prints
@@ -19,10 +19,11 @@ any progress bar drawn on the same stream out of the way. The reporter never rai
 must not change doit's exit code, which stays doit's own (the reporter only watches).
 
 Failures of the pipeline's own error classes (modules under `stages.`, `stages.errors.PipelineError`) are shown as
-`ErrorClass: message`; an unexpected exception also gets its traceback at the end of the run.
+`ErrorClass: message`; an unexpected exception also gets its traceback at the end of the run (the one-line
+reasons and their grouping are `stages.progress.failures`).
 
 During a doit run (from `initialize` to `complete_run`) the problem stages (`LIVE_STAGES`) are shown by
-one live view (`stages.live_view`) instead of per-stage lines: problems generated and scored, steps
+one live view (`stages.progress.live_view`) instead of per-stage lines: problems generated and scored, steps
 passed so far with the pass rate, model calls in flight, test processes busy, elapsed time and an ETA.
 A ticker thread refreshes it every `tick_s` (a tqdm bar fitted to the terminal's width, a plain line every few
 seconds elsewhere); their final per-stage lines still close the run.
@@ -42,7 +43,6 @@ a reason printed before is not repeated, so fifteen problems left unanswered by 
 from __future__ import annotations
 
 import functools
-import re
 import sys
 import threading
 import time
@@ -55,149 +55,31 @@ from doit.reporter import ConsoleReporter
 from tqdm import tqdm
 
 from stages import live_processes
-from stages.activity import ACTIVITY, Activity, StepFailure
+from stages.activity import ACTIVITY, Activity
 from stages.errors import pipeline_error_names
-from stages.live_view import LiveStatus, LiveView, StageCount, estimate_eta, format_elapsed
-from stages.untrusted import shown, valid_text
+from stages.progress.failures import (
+    FailureNote,
+    describe_failure,
+    first_line,
+    group_failures,
+    stage_of,
+    step_failure_line,
+    step_labels,
+)
+from stages.progress.live_view import LiveStatus, LiveView, StageCount, estimate_eta, format_elapsed
+from stages.untrusted import shown
 
 TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
-OWN_ERROR_MODULE_PREFIX = "stages."
-DETAIL_TAIL_LINES = 30
-REASON_LIMIT = 1000  # characters of a failure's one-line reason (a run failure names every failed problem)
 GROUP_NAMES_SHOWN = 8
-STEP_REASON_LIMIT = 200  # characters of a failed step's one-line reason
-UNMET_REASON = "not run: a task it depends on failed"
 MIN_STAGE_WIDTH = len("summarize")
 LIVE_STAGES = ("generate", "score")
 # A stage reached without being asked for on the command line runs for the stage named here.
 FOLLOWED_BY = {"generate": "score"}
-_EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$", re.DOTALL)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 EXPLANATION_TASKS: frozenset[str] = frozenset({"explain"})  # commands whose output is their explanations alone
-
-
-def stage_of(task_name: str) -> str:
-    """`generate:10` -> `generate`; a task without ':' is its own stage."""
-    return task_name.split(":", 1)[0]
-
-
-# ---------------------------------------------------------------------------
-# Failure reasons
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FailureNote:
-    """One failed task: a one-line reason, and the traceback or stderr tail when it helps (else None).
-
-    `unmet` marks a task that did not run because a task it depends on failed (a consequence, not a cause)."""
-
-    task_name: str
-    reason: str
-    detail: str | None
-    unmet: bool = False
-
-    @property
-    def group_key(self) -> tuple[str, str]:
-        """Failures with the same key are one line: the same reason, or consequences in the same stage."""
-        return ("unmet", stage_of(self.task_name)) if self.unmet else ("reason", self.reason)
-
-
-@dataclass(frozen=True)
-class FailureGroup:
-    """Tasks that failed for the same reason (or did not run, in one stage), shown as one line."""
-
-    task_names: tuple[str, ...]
-    reason: str
-    detail: str | None
-
-    def line(self, names_shown: int) -> str:
-        if len(self.task_names) == 1:
-            return f"{self.task_names[0]}: {self.reason}"
-        shown = ", ".join(self.task_names[:names_shown])
-        hidden = len(self.task_names) - names_shown
-        names = f"{shown} and {hidden} more" if hidden > 0 else shown
-        return f"{names} ({len(self.task_names)} tasks): {self.reason}"
-
-
-def group_failures(notes: list[FailureNote] | tuple[FailureNote, ...]) -> list[FailureGroup]:
-    """The notes grouped by `group_key`, in order of first appearance; one detail kept per group."""
-    grouped: dict[tuple[str, str], list[FailureNote]] = {}
-    for note in notes:
-        grouped.setdefault(note.group_key, []).append(note)
-    groups = []
-    for members in grouped.values():
-        first = members[0]
-        reason = first.reason if len(members) == 1 or not first.unmet else UNMET_REASON
-        detail = next((note.detail for note in members if note.detail), None)
-        groups.append(FailureGroup(tuple(note.task_name for note in members), reason, detail))
-    return groups
-
-
-def _exception_only(traceback_lines: list[str]) -> str:
-    """The `module.Error: message` part that ends a formatted traceback (after the last frame)."""
-    tail: list[str] = []
-    for chunk in reversed(traceback_lines):
-        if chunk.startswith("  ") or chunk.startswith("Traceback (most recent call last)"):
-            break
-        tail.append(chunk)
-    return "".join(reversed(tail)).strip()
-
-
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[0] if lines else ""
-
-
-def _captured_stderr(task: Any) -> str:
-    return "".join(getattr(action, "err", None) or "" for action in getattr(task, "actions", ()))
-
-
-def _tail(text: str, lines: int = DETAIL_TAIL_LINES) -> str:
-    kept = text.rstrip().splitlines()[-lines:]
-    return "\n".join(kept)
-
-
-def describe_failure(task: Any, fail: BaseFail, own_error_names: frozenset[str] = frozenset()) -> FailureNote:
-    """A one-line reason for a doit failure; tracebacks only for errors that are not the pipeline's own."""
-    name = task.name
-    if isinstance(fail, UnmetDependency):
-        return FailureNote(name, f"{UNMET_REASON} ({_first_line(fail.message)})", None, unmet=True)
-    traceback_lines = [valid_text(line) for line in fail.traceback or []]
-    if traceback_lines:
-        exception_text = _exception_only(traceback_lines)
-        match = _EXCEPTION_LINE.match(exception_text)
-        qualified = match.group("name") if match else type(fail).__name__
-        message = _first_line(match.group("message") or "") if match else _first_line(exception_text)
-        short = qualified.rsplit(".", 1)[-1]
-        reason = shown(f"{short}: {message}" if message else short, limit=REASON_LIMIT)
-        own = qualified.startswith(OWN_ERROR_MODULE_PREFIX) or short in own_error_names
-        return FailureNote(name, reason, None if own else "".join(traceback_lines).rstrip())
-    reason = shown(_first_line(valid_text(fail.message)) or fail.get_name(), limit=REASON_LIMIT)
-    stderr = valid_text(_captured_stderr(task))
-    return FailureNote(name, reason, _tail(stderr) if stderr.strip() else None)
-
-
-# ---------------------------------------------------------------------------
-# Failed steps
-# ---------------------------------------------------------------------------
-
-
-def step_labels(failure: StepFailure) -> list[str]:
-    """`10.2`, or `10.2@1` for attempt 1: how a failed step is named on its line."""
-    suffix = f"@{failure.attempt}" if failure.attempt else ""
-    return [shown(step_id, limit=40) + suffix for step_id in failure.step_ids]
-
-
-def step_failure_line(failure: StepFailure, same_as: str | None = None) -> str:
-    """`step 10.2 timeout: <reason>`; several steps of one reason on one line; `@k` for attempt k > 0. With
-    `same_as` (the step first printed with this status and reason), the reason is not repeated."""
-    noun = "step" if len(failure.step_ids) == 1 else "steps"
-    reason = f"same reason as step {same_as}" if same_as else shown(failure.reason, limit=STEP_REASON_LIMIT)
-    return f"{noun} {', '.join(step_labels(failure))} {shown(failure.status, limit=20)}: {reason}"
 
 
 # ---------------------------------------------------------------------------
@@ -263,7 +145,7 @@ def _never_raises(method: F) -> F:
     """Reporter methods must not break the run: an internal error becomes one line on the stream."""
 
     @functools.wraps(method)
-    def guarded(self: ProgressReporter, *args: Any, **kwargs: Any) -> Any:
+    def guarded(self: RunProgress, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except Exception as error:  # display only; doit's result and exit code are unaffected
@@ -276,7 +158,7 @@ def _never_raises(method: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
-class ProgressReporter(ConsoleReporter):
+class RunProgress(ConsoleReporter):  # type: ignore[misc]  # doit ships no types: ConsoleReporter is Any
     """doit reporter printing one compact progress line per stage; see the module docstring."""
 
     desc = "one progress line per stage, failures with a one-line reason"
@@ -338,7 +220,7 @@ class ProgressReporter(ConsoleReporter):
         errors = self._activity.snapshot().generations_failed if tally.name == "generate" else 0
         return tally.line(self._width(), now, errors)
 
-    def _report_progress(self, stage: str) -> None:
+    def _show_progress(self, stage: str) -> None:
         """After a finished task: the stage's line when due, and other idle stages' lines not yet shown
         (the live view instead, for the stages it shows)."""
         now = self._clock()
@@ -473,7 +355,7 @@ class ProgressReporter(ConsoleReporter):
             tally.failed += 1
         else:
             tally.ignored += 1
-        self._report_progress(tally.name)
+        self._show_progress(tally.name)
 
     # ---- doit reporter API ----------------------------------------------
     @_never_raises
@@ -547,7 +429,7 @@ class ProgressReporter(ConsoleReporter):
     @_never_raises
     def cleanup_error(self, exception: BaseFail) -> None:
         with self._lock:
-            line = _first_line(exception.message) or exception.get_name()
+            line = first_line(exception.message) or exception.get_name()
             self._cleanup_errors.append(line)
             self._emit(f"cleanup error: {line}")
 
@@ -566,16 +448,16 @@ class ProgressReporter(ConsoleReporter):
             self._print_step_failures()
             self._close_live_view()
             if self._only_explanations():
-                self._report_failures()
+                self._print_failures()
                 return
             now = self._clock()
             self._emit(f"== run finished [{format_elapsed(now - self._started)}] ==")
             for tally in self._stages.values():
                 self._emit(self._stage_line(tally, now))
                 tally.printed_state, tally.printed_at = tally.state, now
-            self._report_failures()
+            self._print_failures()
             if self.runtime_errors:
-                self._emit("execution aborted: " + " | ".join(_first_line(m) for m in self.runtime_errors))
+                self._emit("execution aborted: " + " | ".join(first_line(m) for m in self.runtime_errors))
             if self.nothing_ran:
                 self._emit("nothing to do: everything up to date")
 
@@ -592,7 +474,7 @@ class ProgressReporter(ConsoleReporter):
             and all(t.done == 0 and t.failed == 0 and not t.running for t in self._stages.values())
         )
 
-    def _report_failures(self) -> None:
+    def _print_failures(self) -> None:
         if not self._notes:
             return
         self._emit(f"{len(self._notes)} task(s) failed:")

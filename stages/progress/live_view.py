@@ -3,7 +3,7 @@
     generated 7/15, scored 4/15, steps passed 12/14 (85.7%), model calls 4, test processes 2, elapsed 00:41, ETA 00:35
     generated 0/15 (15 failed), scored 15/15, steps passed 0/50 (0.0%), ...
 
-On a terminal the line is fitted to its width (`stages.live_line`): in 80 columns
+On a terminal the line is fitted to its width (`stages.progress.live_line`): in 80 columns
 
     gen 7/15, scored 4/15, passed 12/14 (85.7%), elapsed 00:41, ETA 00:35
 
@@ -15,7 +15,7 @@ unknown until every stage with work left has finished a task.
 A stage's count is of its problems finished without failure; failures (a task that failed, or a generation that
 ended in error) are counted beside it, so a run whose every model call failed never reads "generated 15/15".
 
-`LiveStatus` is what is shown (built by the reporter from doit's task events and `stages.activity`);
+`LiveStatus` is what is shown (built by `stages.progress.run` from doit's task events and `stages.activity`);
 `LiveView` shows it. On a terminal one tqdm bar (problems finished over problems of the run, both
 stages counted) stays under the lines the run prints and is redrawn at every update. Elsewhere (CI, a
 log file) nothing is redrawn (no `\r`): a plain `progress: ...` line is written when the counts changed and
@@ -35,10 +35,10 @@ from typing import TextIO
 from tqdm import tqdm
 
 from stages.activity import ActivitySnapshot
-from stages.live_line import Field, FittedLine, columns_of, fit_line, plain_text
+from stages.progress.live_line import Field, FittedLine, columns_of, fit_line, plain_text
 
 PLAIN_PREFIX = "progress: "
-# Drop ranks of the live line's fields (stages.live_line: the bar shrinks at 30 and goes at 40).
+# Drop ranks of the live line's fields (stages.progress.live_line: the bar shrinks at 30 and goes at 40).
 DROP_TEST_PROCESSES = 10
 DROP_MODEL_CALLS = 20
 DROP_PASS_RATE = 50
@@ -115,7 +115,7 @@ class LiveStatus:
         return tuple(stage.finished for stage in self.stages) + (self.activity.steps_passed, self.activity.steps_scored)
 
     def fields(self) -> list[Field]:
-        """The line's fields, each with its short label and the rank at which it gives way (see stages.live_line)."""
+        """The line's fields, each with its short label and the rank at which it gives way (see stages.progress.live_line)."""
         fields = []
         if self.generated is not None:
             text = self.generated.text("generated")
@@ -154,7 +154,7 @@ class LiveStatus:
 class LiveView:
     """Shows `LiveStatus` updates on `stream`: a tqdm bar when `interactive`, plain lines otherwise.
 
-    Not thread-safe by itself: the reporter calls it under its own lock."""
+    Not thread-safe by itself: `RunProgress` calls it under its own lock."""
 
     def __init__(
         self,

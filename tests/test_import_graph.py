@@ -19,7 +19,7 @@ PACKAGE = "stages"
 # The entry module of each stage (its action and up-to-date check). Only the wiring (the stage records of
 # stages.tasks, the glue of stages.wiring, the preflight) calls them; a stage that needs another stage's
 # file name asks `stages.paths` (RunPaths), never that stage.
-STAGE_ENTRIES = ("stages.select", "stages.generate.stage", "stages.score.stage", "stages.summarize")
+STAGE_ENTRIES = ("stages.select", "stages.generate.stage", "stages.score.parent.stage", "stages.summarize")
 WIRING = frozenset({"stages.tasks", "stages.wiring", "stages.preflight"})
 
 
@@ -107,7 +107,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_is_read_from_the_source() -> None:
     graph = import_graph()
     assert "stages.paths" in graph["stages.config"]
-    assert "stages.score.stage" in graph["stages.wiring"]  # an import inside a function is an edge
+    assert "stages.score.parent.stage" in graph["stages.wiring"]  # an import inside a function is an edge
 
 
 def test_find_cycle_names_the_cycle() -> None:

@@ -486,7 +486,7 @@ def test_the_test_process_and_the_checker_both_run_filtered(use_zygote: bool, tm
     """The checker confines itself in the process it was launched as; the test process is the child of its
     supervising parent. Both wait for their job on the channel while this test reads their status."""
     from stages.isolation import scrubbed_environment
-    from stages.score.launcher import kill_group, launch
+    from stages.score.parent.launcher import kill_group, launch
 
     confined_pids = {}
     launched = []

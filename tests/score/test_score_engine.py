@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from stages.score.engine import SessionLog, _on_checker_frame, _on_test_frame, _Peer, decide
+from stages.score.parent.engine import SessionLog, _on_checker_frame, _on_test_frame, _Peer, decide
 
 
 def _values(test: int) -> bytes:
@@ -84,7 +84,7 @@ def test_the_earliest_failure_in_test_order_is_the_reason() -> None:
     assert decide(code_error, 1, 10) == ("fail", "step 1.1 code raised X")
 
 
-@pytest.mark.parametrize("kind", ["deps_error", "harness_error", "code_error", "test_error", "checker_error", "x"])
+@pytest.mark.parametrize("kind", ["deps_error", "runner_error", "code_error", "test_error", "checker_error", "x"])
 def test_the_test_process_never_chooses_the_kind_of_outcome(kind: str) -> None:
     checker, _ = _checker()
     log = SessionLog(total=1)

@@ -5,8 +5,8 @@ environment; it never sees targets or secrets. It loads the seccomp binding and 
 child inherits them ready. Control messages are JSON over an AF_UNIX SOCK_SEQPACKET socket:
 
 * engine -> zygote `{"op": "spawn", "id", "role", "cwd", "env", "memory_mb", "scratch_limit_mb"}` carrying three descriptors
-  (stdout, stderr, channel) as SCM_RIGHTS; `role` is "test" (the untrusted test process, `harness.py`)
-  or "checker" (`checker.py`);
+  (stdout, stderr, channel) as SCM_RIGHTS; `role` is "test" (the untrusted test process,
+  `test_process/runner.py`) or "checker" (`checker/checker.py`);
 * zygote -> engine `{"op": "ready", "versions"}`, `{"op": "spawned", "id", "pid"}`,
   `{"op": "exited", "pid", "returncode"}`, `{"op": "spawn_failed", "id", "error"}`.
 
@@ -74,7 +74,7 @@ def _die_with_parent() -> None:
 
 def _run_role(request: dict, read_paths: list[str]) -> int:
     import checker
-    import harness
+    import runner
     from child_runtime import confine_module
 
     memory_mb = request.get("memory_mb")
@@ -84,7 +84,7 @@ def _run_role(request: dict, read_paths: list[str]) -> int:
     scratch = request["cwd"]
     scratch_limit_mb = request.get("scratch_limit_mb")
     code = confine.supervise(
-        lambda: harness.serve_confined(CHANNEL_FD, memory_mb, read_paths, scratch, scratch_limit_mb)
+        lambda: runner.serve_confined(CHANNEL_FD, memory_mb, read_paths, scratch, scratch_limit_mb)
     )
     confine.exit_like(code)
     return code
@@ -132,9 +132,9 @@ def serve(control_fd: int, seccomp_binding: str | None = None) -> None:
         sys.path.insert(0, here)
     import child_runtime
 
-    child_runtime.preload()
+    child_runtime.preload()  # puts the test process's and the checker's folders on sys.path too
     import checker  # noqa: F401 - imported once here, not in every child
-    import harness  # noqa: F401
+    import runner  # noqa: F401
 
     confine = child_runtime.confine_module()
     confine.prepare_seccomp(seccomp_binding)

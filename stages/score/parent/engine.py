@@ -2,10 +2,10 @@
 
 `execute_step(job)` creates a scratch folder and starts two processes (zygote forks, or fresh ones):
 
-* the **test process** (`harness.py`, confined: PID 1 of new namespaces, a size-limited tmpfs scratch,
+* the **test process** (`test_process/runner.py`, confined: PID 1 of new namespaces, a size-limited tmpfs scratch,
   Landlock, no capabilities, seccomp, memory limit, scrubbed environment) runs the code and each test cell's
   model side, and sends the values the tests compare (plain data, `wire.py`); it never receives a target;
-* the **checker** (`checker.py`, never runs model code) receives the step's targets and every test's
+* the **checker** (`checker/checker.py`, never runs model code) receives the step's targets and every test's
   comparison statements, and judges each test from the values the engine forwards to it.
 
 The engine forwards values frame by frame without decoding them, stops at the first failed test,
@@ -36,9 +36,9 @@ from typing import Any
 from stages import live_processes
 from stages.confinement import DEFAULT_SCRATCH_LIMIT_MB
 from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
-from stages.score import child_runtime
-from stages.score.launcher import Launched, LaunchError, Role, kill_group, launch
-from stages.score.rewrite import RewrittenTest, checker_scope
+from stages.score.checker.rewrite import RewrittenTest, checker_scope
+from stages.score.parent.launcher import Launched, LaunchError, Role, kill_group, launch
+from stages.score.shared import child_runtime
 from stages.statuses import StepStatus
 from stages.untrusted import valid_data, valid_text
 from stages.verdict import StepVerdict

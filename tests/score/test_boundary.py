@@ -5,8 +5,9 @@ never chooses the kind of outcome.
 Entry points driven with generated hostile input (hypothesis, the suite's derandomized profile):
 
 * `engine._Peer.receive`: any byte stream on the channel;
-* `engine._on_test_frame` / `engine._on_checker_frame`, then `engine.decide`: any frame, well-formed or not;
-* `engine.decide`: any session log (texts with lone surrogates, any failure the test process reported);
+* `verdict_rules.on_test_frame` / `verdict_rules.on_checker_frame`, then `verdict_rules.decide`: any frame,
+  well-formed or not;
+* `verdict_rules.decide`: any session log (texts with lone surrogates, any failure the test process reported);
 * `checker.Checker.judge`: any values frame, and well-formed frames of hostile values with the comparisons
   official cells use;
 * `wire.decode`: any bytes, and valid frames with bytes changed;
@@ -29,8 +30,9 @@ from score_helpers import make_job, problem
 
 from stages.paths import DataPaths
 from stages.problems import load_split
+from stages.score.checker.verdict_rules import SessionLog, decide, on_checker_frame, on_test_frame
 from stages.score.parent.cache import VerdictCache
-from stages.score.parent.engine import SessionLog, _on_checker_frame, _on_test_frame, _Peer, decide, execute_step
+from stages.score.parent.engine import _Peer, execute_step
 from stages.score.shared.child_runtime import CHILD_FOLDERS
 from stages.statuses import STEP_STATUSES
 from stages.verdict import StepVerdict
@@ -137,7 +139,7 @@ def test_the_engine_turns_any_test_frames_into_a_verdict(frames: list[bytes], to
     try:
         log = SessionLog(total=total)
         for frame in frames:
-            _on_test_frame(log, frame, checker)
+            on_test_frame(log, frame, checker)
         for returncode in (None, -9, 0, 1):
             status, reason = decide(log, returncode, 10.0)
             assert status in ("fail", "pass", "eval_error")
@@ -152,7 +154,7 @@ def test_the_engine_turns_any_test_frames_into_a_verdict(frames: list[bytes], to
 def test_the_engine_turns_any_checker_frames_into_a_verdict(frames: list[bytes], sent_a_value: bool) -> None:
     log = SessionLog(total=2, forwarded=[0] if sent_a_value else [], checker_ready=sent_a_value)
     for frame in frames:
-        _on_checker_frame(log, frame)
+        on_checker_frame(log, frame)
     status, reason = decide(log, 0, 10.0)
     assert status in STEP_STATUSES
     assert_valid_text(reason)

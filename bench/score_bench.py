@@ -1,7 +1,7 @@
 """Benchmark: scoring the 50 validation reference steps with our engine vs. a plain official-style runner.
 
-(a) engine: `stages.score.parent.engine.execute_step` per step (warm zygote, test process, checker, isolation: namespaces, the
-    tmpfs scratch, Landlock, the seccomp filter), through the shared longest-first pool, no verdict cache;
+(a) engine: `stages.score.parent.engine.execute_step` per step (warm zygote, test process, checker, isolation:
+    namespaces, the tmpfs scratch, Landlock, the seccomp filter), through the shared longest-first pool, no verdict cache;
 (b) plain: one fresh `python script.py` per step, the official script (deps + reference code +
     `from scicode.parse.parse import process_hdf5_to_tuple` + targets + test cases), exit 0 = pass,
     steps in file order, same worker count;

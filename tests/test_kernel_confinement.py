@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from stages.confinement import CONFINE_SCRIPT, binding_arguments, confinement_of, seccomp_binding
-from stages.confinement.confine import DENIED_SYSCALLS, TASK_LIMIT, UNIFIED_SYSCALL_NUMBERS, Confinement
+from stages.confinement.confine import TASK_LIMIT, Confinement
+from stages.confinement.kernel import DENIED_SYSCALLS, UNIFIED_SYSCALL_NUMBERS
 from tests.score.score_helpers import run_code
 
 pytestmark = pytest.mark.skipif(

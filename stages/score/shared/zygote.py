@@ -69,7 +69,7 @@ def _die_with_parent() -> None:
     from child_runtime import confine_module
 
     confine = confine_module()
-    confine._libc().prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    confine.kernel.load_libc().prctl(confine.kernel.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _run_role(request: dict, read_paths: list[str]) -> int:
@@ -139,7 +139,7 @@ def serve(control_fd: int, seccomp_binding: str | None = None) -> None:
     confine = child_runtime.confine_module()
     confine.prepare_seccomp(seccomp_binding)
     read_paths = child_runtime.sandbox_read_paths()
-    confine._libc().prctl(confine.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    confine.kernel.load_libc().prctl(confine.kernel.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=control_fd)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)

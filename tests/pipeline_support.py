@@ -49,6 +49,7 @@ NOOP_RERUN_FORBIDDEN_MODULES = (
     "stages.score.parent.executor",
     "stages.score.parent.dask_executor",
     "stages.score.parent.launcher",
+    "stages.score.checker.verdict_rules",
     "stages.score.shared.zygote",
     "stages.score.test_process.runner",
     "stages.score.shared.child_runtime",

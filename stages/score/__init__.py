@@ -15,6 +15,6 @@
   `scicode.parse.parse` / `scicode.compare.cmp` and the compatibility shims).
 
 What runs under `python_binary` (test_process/, shared/, and checker.py, value_description.py) is run by path
-with the standard library and numpy only, and never imports the `stages` package. The verdict-cache key
+with the standard library and the numeric packages only, and never imports the `stages` package. The verdict-cache key
 covers the sources of test_process/, checker/, shared/ and `stages/confinement/` (`parent/cache.py`).
 """

@@ -71,7 +71,9 @@ def test_the_programs_started_by_path_sit_in_their_trust_packages() -> None:
 def test_what_runs_under_python_binary_imports_no_stages_module(name: str) -> None:
     path = _run_by_path_closure()[name]
     allowed = set(sys.stdlib_module_names) | NUMERIC_PACKAGES | set(_child_modules())
-    assert _imported_roots(path) - allowed == set(), f"{path} imports outside the standard library and numpy"
+    assert _imported_roots(path) - allowed == set(), (
+        f"{path} imports outside the standard library and the numeric packages"
+    )
 
 
 def test_the_checker_process_never_imports_the_split_of_the_cells() -> None:

@@ -14,7 +14,7 @@ It becomes two programs:
   script: every statement as written, except the *checked* statements (every `assert`, and every
   statement that uses `target` or a name assigned from it). Each checked statement is replaced by
   captures of its *model-side* subexpressions, in source order: `__scicode_capture("__scicode_t0", x)`
-  sends the value of `x` (as plain data, `wire.py`) at that point of the cell.
+  sends the value of `x` (as plain data, `shared/wire.py`) at that point of the cell.
 * `check` runs in the trusted checker, which never runs model code: the cell's imports, the statements
   it evaluates itself (below), then the checked statements with every model-side subexpression replaced
   by its captured value: `assert np.allclose(__scicode_t0, expected)`.

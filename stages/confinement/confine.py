@@ -146,7 +146,7 @@ class Confinement:
         )
         return ", ".join(parts)
 
-    def as_record(self) -> dict:
+    def as_record(self) -> dict[str, Any]:
         return dict(asdict(self), description=self.description, full=self.full)
 
 
@@ -508,7 +508,7 @@ def probe(seccomp_binding: str | None = None) -> Confinement:
 # ---------------------------------------------------------------------------
 
 
-def _parse(argv: list[str]) -> tuple[dict, list[str]]:
+def _parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     import argparse
 
     if "--" not in argv:

@@ -5,6 +5,7 @@ steps (the parent side)."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def _hashes() -> tuple[str, str]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_hashes():
+def fresh_hashes() -> Iterator[None]:
     yield
     cache.verdict_sources_hash.cache_clear()
     cache.scoring_code_hash.cache_clear()

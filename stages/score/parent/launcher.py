@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from stages import live_processes
 from stages.confinement import binding_arguments
@@ -70,7 +70,7 @@ class ZygoteClient:
         self.versions: dict[str, str] = {}
         self._send_lock = threading.Lock()
         self._state = threading.Condition()
-        self._spawned: dict[int, dict] = {}
+        self._spawned: dict[int, dict[str, Any]] = {}
         self._exits: dict[int, int | None] = {}
         self._ids = itertools.count(1)
         self._process: subprocess.Popen[bytes] | None = None

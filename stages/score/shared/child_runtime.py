@@ -153,7 +153,8 @@ def confine_module() -> ModuleType:
 def sandbox_read_paths() -> list[str]:
     """What a confined test process or checker may read: the interpreter's files and the programs that run
     under `python_binary` (`CHILD_FOLDERS`)."""
-    return confine_module().interpreter_read_paths() + list(CHILD_FOLDERS)
+    interpreter: list[str] = confine_module().interpreter_read_paths()
+    return interpreter + list(CHILD_FOLDERS)
 
 
 def short_exception(error: BaseException) -> str:

@@ -28,16 +28,17 @@ import signal
 import socket
 import sys
 import traceback
+from typing import Any
 
 CHANNEL_FD = 3
 MAX_MESSAGE = 1 << 20
 
 
-def _send(control: socket.socket, record: dict) -> None:
+def _send(control: socket.socket, record: dict[str, Any]) -> None:
     control.send(json.dumps(record).encode("utf-8"))
 
 
-def _child(request: dict, fds: list[int], read_paths: list[str]) -> None:
+def _child(request: dict[str, Any], fds: list[int], read_paths: list[str]) -> None:
     code = 70
     try:
         os.setsid()
@@ -72,19 +73,19 @@ def _die_with_parent() -> None:
     confine.kernel.load_libc().prctl(confine.kernel.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _run_role(request: dict, read_paths: list[str]) -> int:
+def _run_role(request: dict[str, Any], read_paths: list[str]) -> int:
     import checker
     import runner
     from child_runtime import confine_module
 
     memory_mb = request.get("memory_mb")
     if request.get("role") == "checker":
-        return checker.serve_confined(CHANNEL_FD, memory_mb, read_paths)
+        return int(checker.serve_confined(CHANNEL_FD, memory_mb, read_paths))
     confine = confine_module()
     scratch = request["cwd"]
     scratch_limit_mb = request.get("scratch_limit_mb")
-    code = confine.supervise(
-        lambda: runner.serve_confined(CHANNEL_FD, memory_mb, read_paths, scratch, scratch_limit_mb)
+    code = int(
+        confine.supervise(lambda: runner.serve_confined(CHANNEL_FD, memory_mb, read_paths, scratch, scratch_limit_mb))
     )
     confine.exit_like(code)
     return code

@@ -115,7 +115,7 @@ def _score_inputs(
         "problem": problem.fingerprint,
         "generation": [_generation_content(read_artifact(path, "generation")) for path in paths],
         "targets": targets_identity(targets),
-        "harness": scoring_code_hash(),
+        "scoring_code": scoring_code_hash(),
         "libraries": scoring_library_versions(settings.python_binary),
     }, paths
 
@@ -137,7 +137,7 @@ def score_fingerprint_parts(
             "targets": digest(covered["targets"]),
             **generations,
         },
-        code={"scoring harness": covered["harness"]},
+        code={"scoring harness": covered["scoring_code"]},
         libraries=dict(covered["libraries"]),
     )
 

@@ -1,11 +1,11 @@
 """Benchmark: scoring the 50 validation reference steps with our engine vs. a plain official-style runner.
 
-(a) engine: `stages.score.engine.execute_step` per step (warm zygote, harness, isolation: namespaces, the
-    tmpfs scratch, Landlock, the seccomp filter), through the shared longest-first pool, no verdict cache;
+(a) engine: `stages.score.parent.engine.execute_step` per step (warm zygote, test process, checker, isolation:
+    namespaces, the tmpfs scratch, Landlock, the seccomp filter), through the shared longest-first pool, no verdict cache;
 (b) plain: one fresh `python script.py` per step, the official script (deps + reference code +
     `from scicode.parse.parse import process_hdf5_to_tuple` + targets + test cases), exit 0 = pass,
     steps in file order, same worker count;
-(c) dask: the pipeline's `executor=dask` path (`stages.score.dask_executor.DaskExecutor`) on a
+(c) dask: the pipeline's `executor=dask` path (`stages.score.parent.dask_executor.DaskExecutor`) on a
     `distributed.LocalCluster` of --dask-workers worker processes (default 2): each step submitted
     with its expected duration as priority, targets read on the worker, `execute_step` there
     (skipped with --no-dask or when distributed is not installed).
@@ -41,16 +41,16 @@ from stages.isolation import scrubbed_environment  # noqa: E402
 from stages.paths import DataPaths  # noqa: E402
 from stages.problems import load_split  # noqa: E402
 from stages.protocol import DEFAULT_CARRY  # noqa: E402
-from stages.score.engine import StepJob, execute_step  # noqa: E402
-from stages.score.executor import StepRequest  # noqa: E402
-from stages.score.launcher import environment_versions, zygote_for  # noqa: E402
-from stages.score.pool import PrioritySlots  # noqa: E402
-from stages.score.rewrite import imported_modules, rewrite_tests  # noqa: E402
-from stages.score.script import StepScript, build_step_script  # noqa: E402
-from stages.score.stage import reference_seconds  # noqa: E402
-from stages.score.targets_io import load_step_targets  # noqa: E402
+from stages.score.checker.rewrite import imported_modules, rewrite_tests  # noqa: E402
+from stages.score.parent.engine import StepJob, execute_step  # noqa: E402
+from stages.score.parent.executor import StepRequest  # noqa: E402
+from stages.score.parent.launcher import environment_versions, zygote_for  # noqa: E402
+from stages.score.parent.script import StepScript, build_step_script  # noqa: E402
+from stages.score.parent.stage import reference_seconds  # noqa: E402
+from stages.score.parent.targets_io import load_step_targets  # noqa: E402
+from stages.slots import PrioritySlots  # noqa: E402
 
-RUNTIME = PROJECT / "stages" / "score" / "runtime"
+RUNTIME = PROJECT / "stages" / "score" / "shared" / "runtime"
 TIMEOUT = 1800.0
 MEMORY_MB = 8192
 
@@ -117,13 +117,13 @@ def dask_request(job: StepJob, expected: float) -> StepRequest:
 
 def warm_worker(python_binary: str) -> bool:
     """Start the worker's zygote (as its first step would), outside the timed runs."""
-    from stages.score.launcher import zygote_for as worker_zygote
+    from stages.score.parent.launcher import zygote_for as worker_zygote
 
     return worker_zygote(python_binary) is not None
 
 
 def start_dask(workers: int) -> Any:
-    from stages.score.dask_executor import DaskExecutor
+    from stages.score.parent.dask_executor import DaskExecutor
 
     executor = DaskExecutor("", workers)
     warmed = executor.client.run(warm_worker, sys.executable)
@@ -202,7 +202,7 @@ def trivial_overheads(runs: int, dask: Any | None) -> dict[str, float]:
 
 
 def dask_available() -> bool:
-    from stages.score.dask_executor import missing_dependency
+    from stages.score.parent.dask_executor import missing_dependency
 
     reason = missing_dependency()
     if reason is not None:

@@ -4,13 +4,13 @@ One process-wide `ACTIVITY` (doit runs every task in threads of one process):
 
 * gauges, held with `ACTIVITY.busy(gauge)` around the work they count: `model_calls` (requests in
   flight, stages.generate.client) and `test_processes` (test processes running on this machine,
-  stages.score.executor's local executor);
+  stages.score.parent.executor's local executor);
 * tallies: the number of problems the task graph holds (set when the problem tasks are created), the
   problems whose generation ended in error although their task finished (`add_generation_failure`), and
   the scored steps of attempt 0 of every problem scored or found up to date (`add_scored`);
 * the problems whose scoring failed (`add_not_scored`): their tasks succeed for doit (so that the summary
   still runs), and the reporter shows them as failed;
-* the failed steps, as soon as each verdict is known (`add_step_failure`, from stages.score.stage while the
+* the failed steps, as soon as each verdict is known (`add_step_failure`, from stages.score.parent.stage while the
   problem's other steps may still run): the reporter takes them (`take_step_failures`) and prints each once.
   At most `MAX_PENDING_FAILURES` wait to be taken; beyond that they are counted, not kept.
 

@@ -1,7 +1,7 @@
 """What a failed check compared, as report.html shows it: the model-side values the checker described (from
 the details file) beside the target they were compared with and their largest differences.
 
-The details file holds the model side only (`stages.score.checker.compared_values`); the target side is read
+The details file holds the model side only (`stages.score.checker.checker.compared_values`); the target side is read
 here, when summarize writes report.html, from the run's targets file (`stages.targets.resolve`), described by
 the same function the checker uses and never written anywhere but the page. The details record is untrusted
 data: every field is checked for its type, every text bounded and made valid, nothing in it is executed (a
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stages.score.value_description import REPR_CHARS, describe, differences
+from stages.score.checker.value_description import REPR_CHARS, describe, differences
 from stages.untrusted import valid_text
 
 ELEMENTS_SHOWN = 6

@@ -231,7 +231,7 @@ def problems_to_score(settings: Settings) -> list[str] | None:
     """The selected problems whose details are not current (none for a command that only generates); None when
     there is no current selection."""
     from stages.artifacts import current_record
-    from stages.score.stage import score_fingerprint
+    from stages.score.parent.stage import score_fingerprint
     from stages.select import selected_problem_ids
 
     selected = selected_problem_ids(settings)
@@ -289,7 +289,7 @@ def warm_up_later_stages(settings: Settings) -> None:
     zygote and import the summary's plotting and report modules, in background threads, once per process, so
     neither the first verdict nor the summary waits seconds for imports."""
     if settings.executor == "local":
-        from stages.score.launcher import start_zygote_in_background
+        from stages.score.parent.launcher import start_zygote_in_background
 
         start_zygote_in_background(settings.python_binary)
     _import_summary_modules_in_background()
@@ -357,7 +357,7 @@ def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any] | Tas
     from stages import live_processes, not_scored
     from stages.activity import ACTIVITY
     from stages.command_line import runs_summary
-    from stages.score.stage import run_score
+    from stages.score.parent.stage import run_score
 
     try:
         outcome = run_score(settings, problem_id)
@@ -376,7 +376,7 @@ def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any] | Tas
 def score_is_current(settings: Settings, problem_id: str) -> bool:
     """Whether `details/<id>.json` carries the current score fingerprint (nothing published)."""
     from stages.artifacts import is_current
-    from stages.score.stage import score_fingerprint
+    from stages.score.parent.stage import score_fingerprint
 
     return is_current(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
 
@@ -396,7 +396,7 @@ def details_current(settings: Settings, problem_id: str) -> bool:
     """Whether `details/<id>.json` is up to date; an up-to-date problem's step counts go to the live view."""
     from stages.activity import ACTIVITY
     from stages.artifacts import current_record
-    from stages.score.stage import score_fingerprint
+    from stages.score.parent.stage import score_fingerprint
 
     record = current_record(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
     if record is None or rescore_wanted(settings.rescore, record):
@@ -407,7 +407,7 @@ def details_current(settings: Settings, problem_id: str) -> bool:
 
 
 def score_artifacts(settings: Settings, problem_id: str) -> list[ArtifactCheck]:
-    from stages.score.stage import score_fingerprint_parts
+    from stages.score.parent.stage import score_fingerprint_parts
 
     return [
         ArtifactCheck(

@@ -34,8 +34,8 @@ from stages.paths import DataPaths
 from stages.problems import Problem, Step, load_split
 from stages.protocol import DEFAULT_CARRY, defined_name
 from stages.safe_ast import parse_untrusted
-from stages.score.request import StepRequest, job_for_script, run_request
-from stages.score.script import build_step_script
+from stages.score.parent.request import StepRequest, job_for_script, run_request
+from stages.score.parent.script import build_step_script
 from stages.verdict import StepVerdict
 from stages.versions import package_versions
 from stages.weak_tests import WEAK_TESTS_FILE

@@ -19,7 +19,7 @@ PACKAGE = "stages"
 # The entry module of each stage (its action and up-to-date check). Only the wiring (the stage records of
 # stages.tasks, the glue of stages.wiring, the preflight) calls them; a stage that needs another stage's
 # file name asks `stages.paths` (RunPaths), never that stage.
-STAGE_ENTRIES = ("stages.select", "stages.generate.stage", "stages.score.stage", "stages.summarize")
+STAGE_ENTRIES = ("stages.select", "stages.generate.stage", "stages.score.parent.stage", "stages.summarize")
 WIRING = frozenset({"stages.tasks", "stages.wiring", "stages.preflight"})
 
 
@@ -107,7 +107,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_is_read_from_the_source() -> None:
     graph = import_graph()
     assert "stages.paths" in graph["stages.config"]
-    assert "stages.score.stage" in graph["stages.wiring"]  # an import inside a function is an edge
+    assert "stages.score.parent.stage" in graph["stages.wiring"]  # an import inside a function is an edge
 
 
 def test_find_cycle_names_the_cycle() -> None:
@@ -143,3 +143,31 @@ def test_a_stage_entry_is_imported_by_the_wiring_only(entry: str) -> None:
         if entry in targets and module not in WIRING and not module.startswith(entry + ".")
     )
     assert importers == [], f"{entry} is imported by {', '.join(importers)}"
+
+
+# What runs by path under `python_binary` (the test process, what both child processes use, the checker
+# program): it imports no `stages` module, and the doit process never imports the test process's program.
+CHILD_SIDE_PREFIXES = ("stages.score.test_process", "stages.score.shared")
+CHILD_SIDE_MODULES = frozenset({"stages.score.checker.checker", "stages.score.checker.value_description"})
+
+
+def _child_side(module: str) -> bool:
+    return module.startswith(CHILD_SIDE_PREFIXES) or module in CHILD_SIDE_MODULES
+
+
+def test_the_child_side_imports_no_stages_module() -> None:
+    graph = import_graph()
+    assert any(_child_side(module) for module in graph)
+    reaching = sorted(
+        f"{module} imports {target}" for module, targets in graph.items() if _child_side(module) for target in targets
+    )
+    assert reaching == [], "; ".join(reaching)
+
+
+def test_nothing_imports_the_test_process() -> None:
+    importers = sorted(
+        module
+        for module, targets in import_graph().items()
+        if any(target.startswith("stages.score.test_process") for target in targets)
+    )
+    assert importers == [], ", ".join(importers)

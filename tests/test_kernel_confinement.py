@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from stages.confinement import CONFINE_SCRIPT, binding_arguments, confinement_of, seccomp_binding
-from stages.confinement.confine import DENIED_SYSCALLS, TASK_LIMIT, UNIFIED_SYSCALL_NUMBERS, Confinement
+from stages.confinement.confine import TASK_LIMIT, Confinement
+from stages.confinement.kernel import DENIED_SYSCALLS, UNIFIED_SYSCALL_NUMBERS
 from tests.score.score_helpers import run_code
 
 pytestmark = pytest.mark.skipif(
@@ -486,7 +487,7 @@ def test_the_test_process_and_the_checker_both_run_filtered(use_zygote: bool, tm
     """The checker confines itself in the process it was launched as; the test process is the child of its
     supervising parent. Both wait for their job on the channel while this test reads their status."""
     from stages.isolation import scrubbed_environment
-    from stages.score.launcher import kill_group, launch
+    from stages.score.parent.launcher import kill_group, launch
 
     confined_pids = {}
     launched = []

@@ -14,7 +14,7 @@ from stages.activity import ACTIVITY
 from stages.artifacts import read_artifact
 from stages.config import load_settings
 from stages.results import read_details
-from stages.score import stage as score_stage
+from stages.score.parent import stage as score_stage
 from tests.pipeline_support import (
     TEST_API_KEY,
     ScriptedModel,

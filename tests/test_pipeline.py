@@ -219,7 +219,7 @@ def test_embedded_default_run_then_noop_rerun(workdir: Path, staged_data_dir: Pa
     assert "generate   0/15 done, 15 up-to-date, 0 failed" in second.stderr
     assert "score      0/15 done, 15 up-to-date, 0 failed" in second.stderr
     assert results_snapshot(workdir) == before
-    assert "stages.generate.stage" in imported and "stages.score.stage" in imported  # the probe saw the run
+    assert "stages.generate.stage" in imported and "stages.score.parent.stage" in imported  # the probe saw the run
     assert forbidden_imports(imported) == []
 
 

@@ -76,7 +76,7 @@ def test_negative_price_is_refused() -> None:
 def test_prices_leave_generation_and_details_fingerprints_of_a_real_problem_alone(staged_data_dir, tmp_path) -> None:
     from stages.generate.stage import generation_fingerprint_parts
     from stages.problems import problem_by_id
-    from stages.score.stage import score_fingerprint
+    from stages.score.parent.stage import score_fingerprint
 
     common = {
         "model": "m",

@@ -7,7 +7,7 @@ import threading
 import time
 
 from stages.scheduling import ExpectedWork, generation_order, integer_priority, step_priority
-from stages.score.pool import PrioritySlots
+from stages.slots import PrioritySlots
 
 
 def _ids(order: list[ExpectedWork]) -> list[str]:

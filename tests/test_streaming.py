@@ -13,7 +13,7 @@ from stages.activity import Activity
 from stages.command_line import executes_tasks
 from stages.config import load_settings
 from stages.generate.stage import problem_slots
-from stages.score.stage import expected_work, reference_seconds
+from stages.score.parent.stage import expected_work, reference_seconds
 from stages.select import run_select, selected_problem_ids
 from stages.wiring import generation_admissions, problem_bound, problems_in_generation_order
 

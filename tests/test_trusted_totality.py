@@ -30,9 +30,9 @@ from stages.progress.failures import describe_failure, step_failure_line
 from stages.protocol import CARRY_MODES
 from stages.report import _script_of, compressed
 from stages.results import _tool_code
-from stages.score.cache import VerdictCache, verdict_key
-from stages.score.script import build_step_script
-from stages.score.stage import _pre_verdict
+from stages.score.parent.cache import VerdictCache, verdict_key
+from stages.score.parent.script import build_step_script
+from stages.score.parent.stage import _pre_verdict
 from stages.untrusted import valid_data
 from stages.verdict import StepVerdict
 from tests.hostile import hostile_text

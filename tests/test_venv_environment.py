@@ -21,7 +21,7 @@ from stages.config import ConfigError, load_settings
 from stages.generate.tools import CODE_INTERPRETER, run_tool
 from stages.preflight import check_environment, required_modules
 from stages.problems import Problem
-from stages.score import launcher
+from stages.score.parent import launcher
 from tests.pipeline_support import (
     TEST_API_KEY,
     ScriptedModel,

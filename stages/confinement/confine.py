@@ -28,7 +28,7 @@ do not allow it):
 4. *Capabilities.* Whenever any are held (root, or a user namespace): securebits locked so that exec never regains
    them, the bounding set emptied, effective/permitted/inheritable sets cleared. `no_new_privs` is set in any case.
 5. *Seccomp* (a filter built by the system's libseccomp through the `pyseccomp` binding, never hand-written BPF):
-   the system calls of `DENIED_SYSCALLS` fail with EPERM; `socket` only for AF_INET and AF_INET6 (seccomp cannot
+   the system calls of `kernel.DENIED_SYSCALLS` fail with EPERM; `socket` only for AF_INET and AF_INET6 (seccomp cannot
    see a unix socket's path, so every other family goes, unix and netlink first; `socketpair` stays); `clone` and
    `unshare` with any CLONE_NEW* flag fail with EPERM; `clone3` fails with ENOSYS (its flags are in memory seccomp
    cannot read; the C library then falls back to `clone`, so threads keep working); the terminal ioctls TIOCSTI
@@ -40,6 +40,9 @@ by path before Landlock is applied (so the pipeline's site-packages need not be 
 imported from `python_binary`'s own environment when no path is given. Without it (or without libseccomp) the
 process runs without a filter and the probe says so.
 
+The kernel interfaces of steps 3 to 5 (libc, Landlock, capabilities, seccomp) are `kernel.py`, which this file
+loads by path (it is itself loaded by path, or run as a script under `python -I`).
+
 `probe()` (or `python confine.py --probe [--seccomp-binding PATH]`) reports what this kernel and these privileges
 allow, as the one-line `Confinement.description` that config.json and the summary carry; it goes through the
 same functions as a confined process.
@@ -48,106 +51,49 @@ same functions as a confined process.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import errno
+import importlib.util
 import json
 import os
 import signal
-import site
 import stat
 import sys
-import sysconfig
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-# -- Linux constants (x86_64 and aarch64 share these syscall numbers) ---------------------------------
-SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
-LANDLOCK_CREATE_RULESET_VERSION = 1
-LANDLOCK_RULE_PATH_BENEATH = 1
-FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-FS_TRUNCATE, FS_IOCTL_DEV, FS_REFER = 1 << 14, 1 << 15, 1 << 13
-FS_ABI1_ALL = (1 << 13) - 1
-NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
-SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
-FILE_ONLY_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
-READ_RIGHTS = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 
-CLONE_NEWTIME, CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00000080, 0x00020000, 0x02000000, 0x04000000
-CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
-# `clone` keeps the exit signal in its low byte, so CLONE_NEWTIME can only come through `unshare` (or `clone3`).
-NAMESPACES = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
-CLONE_NAMESPACE_FLAGS = tuple(1 << bit for bit in range(32) if NAMESPACES >> bit & 1)
-UNSHARE_NAMESPACE_FLAGS = (*CLONE_NAMESPACE_FLAGS, CLONE_NEWTIME)
-PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 38, 36, 24, 28
-PR_SET_PDEATHSIG, PR_GET_SECCOMP = 1, 21
-SECUREBITS_ALL_LOCKED = 0x2F  # NOROOT, NOROOT_LOCKED, NO_SETUID_FIXUP, NO_SETUID_FIXUP_LOCKED, KEEP_CAPS_LOCKED
-LINUX_CAPABILITY_VERSION_3 = 0x20080522
-LAST_CAPABILITY = 63
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
-MNT_DETACH = 2
-AF_INET, AF_INET6 = 2, 10
-ALLOWED_SOCKET_FAMILIES = (AF_INET, AF_INET6)  # harmless in a network namespace without interfaces; TCP: Landlock
-SOCKET_FAMILY_BOUND = 64  # the kernel refuses families >= AF_MAX (46 in Linux 6.x) with EAFNOSUPPORT itself
-TIOCSTI, TIOCLINUX = 0x5412, 0x541C
-LOW_32_BITS = 0xFFFFFFFF
+def _load_sibling(name: str) -> ModuleType:
+    """A module of this folder, loaded by path once per process: this file is loaded by path too (by the test
+    process, the checker and the zygote) or run as a script under `python -I`, so its folder is not on sys.path."""
+    unique = f"_scicode_confinement_{name}"
+    loaded = sys.modules.get(unique)
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.spec_from_file_location(
+        unique, os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {name}.py beside {__file__}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[unique] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING:
+    from stages.confinement import kernel
+else:
+    kernel = _load_sibling("kernel")
+
+# What the callers of this file use of the kernel interfaces: they prepare the filter before anything else.
+ConfinementError = kernel.ConfinementError
+prepare_seccomp = kernel.prepare_seccomp
+interpreter_read_paths = kernel.interpreter_read_paths
 
 TASK_LIMIT = 1024  # processes and threads at once in a step's PID namespace (its pid_max)
 SCRATCH_INODES_PER_MB = 128
-
-SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys/devices/system/cpu")
-SYSTEM_READ_FILES = (
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/localtime",
-    "/etc/timezone",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/nsswitch.conf",
-    "/etc/mime.types",
-    "/dev/urandom",
-    "/dev/random",
-    "/dev/zero",
-)
-SYSTEM_READ_FOLDERS_ETC = ("/etc/ld.so.conf.d", "/etc/alternatives", "/etc/fonts")
-WRITABLE_DEVICES = ("/dev/null",)
-
-# What the seccomp filter refuses with EPERM, and why (the README's trust model lists the same groups); names
-# this architecture does not have are skipped.
-DENIED_SYSCALLS: tuple[tuple[str, str], ...] = (
-    (
-        "kernel keyrings: a key outlives the step and later processes of the user read it back",
-        "add_key keyctl request_key",
-    ),
-    (
-        "other processes' memory and descriptors",
-        "ptrace process_vm_readv process_vm_writev process_madvise pidfd_getfd kcmp migrate_pages move_pages",
-    ),
-    ("kernel interfaces that exploits build on", "bpf perf_event_open userfaultfd"),
-    ("io_uring, whose operations bypass seccomp", "io_uring_setup io_uring_enter io_uring_register"),
-    (
-        "mounts and namespaces",
-        "mount umount2 pivot_root chroot setns open_tree open_tree_attr move_mount fsopen fsconfig fsmount fspick "
-        "mount_setattr listmount statmount",
-    ),
-    (
-        "the kernel and the machine: modules, kexec, reboot, swap, clock, host name, quotas, accounting, kernel log",
-        "kexec_load kexec_file_load init_module finit_module delete_module reboot swapon swapoff syslog acct quotactl "
-        "quotactl_fd settimeofday clock_settime clock_adjtime adjtimex sethostname setdomainname vhangup "
-        "lookup_dcookie uselib ustat sysfs nfsservctl",
-    ),
-    ("files opened by handle, past every path check", "open_by_handle_at name_to_handle_at"),
-    ("I/O ports and segment descriptors", "iopl ioperm modify_ldt"),
-    ("watching the whole filesystem", "fanotify_init"),
-)
-# System calls added since Linux 5.1 have one number on every architecture but alpha; these are newer than some
-# libseccomp releases know by name.
-UNIFIED_SYSCALL_NUMBERS = {"statmount": 457, "listmount": 458, "open_tree_attr": 467}
-
-
-class ConfinementError(RuntimeError):
-    """Confinement that was asked for could not be applied; the process must not run model code."""
 
 
 @dataclass(frozen=True)
@@ -205,116 +151,6 @@ class Confinement:
 
 
 # ---------------------------------------------------------------------------
-# libc access
-# ---------------------------------------------------------------------------
-
-_LIBC: ctypes.CDLL | None = None
-# The sonames of the libraries loaded here: `ctypes.util.find_library` runs `ldconfig -p` in a subprocess (tens of
-# milliseconds, paid by every snippet), while the dynamic loader finds a soname in its cache by itself.
-KNOWN_SONAMES = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}
-
-
-def find_library(name: str) -> str | None:
-    """`ctypes.util.find_library`, without its subprocess for the libraries of KNOWN_SONAMES."""
-    soname = KNOWN_SONAMES.get(name)
-    if soname is not None:
-        try:
-            ctypes.CDLL(soname)
-            return soname
-        except OSError:
-            pass
-    return _ORIGINAL_FIND_LIBRARY(name)
-
-
-_ORIGINAL_FIND_LIBRARY = ctypes.util.find_library
-
-
-def _libc() -> ctypes.CDLL:
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(find_library("c"), use_errno=True)
-        _LIBC.syscall.restype = ctypes.c_long
-        _LIBC.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
-        _LIBC.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
-    return _LIBC
-
-
-def _errno_text() -> str:
-    return os.strerror(ctypes.get_errno())
-
-
-class _RulesetAttr(ctypes.Structure):
-    _fields_ = [
-        ("handled_access_fs", ctypes.c_uint64),
-        ("handled_access_net", ctypes.c_uint64),
-        ("scoped", ctypes.c_uint64),
-    ]
-
-
-class _PathBeneathAttr(ctypes.Structure):
-    _pack_ = 1
-    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def landlock_abi() -> tuple[int, str]:
-    """(ABI version, "") or (0, why Landlock is unavailable)."""
-    try:
-        libc = _libc()
-    except OSError as error:
-        return 0, f"no C library: {error}"
-    version = libc.syscall(
-        SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
-    )
-    if version < 0:
-        return 0, f"Landlock unavailable: {_errno_text()}"
-    return int(version), ""
-
-
-def _handled_fs(abi: int) -> int:
-    rights = FS_ABI1_ALL
-    if abi >= 2:
-        rights |= FS_REFER
-    if abi >= 3:
-        rights |= FS_TRUNCATE
-    if abi >= 5:
-        rights |= FS_IOCTL_DEV
-    return rights
-
-
-# ---------------------------------------------------------------------------
-# What the interpreter needs to read
-# ---------------------------------------------------------------------------
-
-
-def interpreter_read_paths() -> list[str]:
-    """The interpreter's prefixes (a venv's and its base's: pyvenv.cfg, bin/, lib/), its site-packages folders, the
-    system library folders and a few /etc files. Folders that `.pth` files add are not granted: an editable install
-    may point at a checkout that holds the data folder."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
-    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
-        location = sysconfig.get_paths().get(name)
-        if location:
-            paths.add(location)
-    try:
-        paths.update(site.getsitepackages())
-    except AttributeError:
-        pass
-    paths.update(SYSTEM_READ_PATHS)
-    paths.update(SYSTEM_READ_FILES)
-    paths.update(SYSTEM_READ_FOLDERS_ETC)
-    return sorted(path for path in paths if path and os.path.exists(path))
-
-
-# ---------------------------------------------------------------------------
 # 1. Namespaces (in A) and mounts (in B)
 # ---------------------------------------------------------------------------
 
@@ -325,8 +161,8 @@ _SUPERVISED_NAMESPACES_REASON = ""
 
 
 def _unshare_flags(with_mount: bool) -> int:
-    flags = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | (CLONE_NEWNS if with_mount else 0)
-    return flags if os.geteuid() == 0 else flags | CLONE_NEWUSER
+    flags = kernel.CLONE_NEWPID | kernel.CLONE_NEWNET | kernel.CLONE_NEWIPC | (kernel.CLONE_NEWNS if with_mount else 0)
+    return flags if os.geteuid() == 0 else flags | kernel.CLONE_NEWUSER
 
 
 def _map_identity() -> None:
@@ -341,13 +177,13 @@ def unshare_namespaces() -> tuple[str, str]:
     """New PID/network/IPC (and mount) namespaces for the children of this process (the mount namespace for this
     process too): ("pid+net+ipc+mount", "") or ("pid+net+ipc", why no mount namespace) or ("", why not)."""
     try:
-        libc = _libc()
+        libc = kernel.load_libc()
     except OSError as error:
         return "", str(error)
     for with_mount in (True, False):
         if libc.unshare(_unshare_flags(with_mount)) == 0:
             break
-        reason = f"unshare: {_errno_text()}"
+        reason = f"unshare: {kernel.errno_text()}"
     else:
         return "", reason
     if os.geteuid() != 0:
@@ -360,19 +196,19 @@ def unshare_namespaces() -> tuple[str, str]:
 
 def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
     encoded = [None if value is None else value.encode() for value in (source, target, kind, data)]
-    if _libc().mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]) != 0:
-        raise OSError(ctypes.get_errno(), f"mount {kind or 'propagation'} on {target}: {_errno_text()}")
+    if kernel.load_libc().mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {kind or 'propagation'} on {target}: {kernel.errno_text()}")
 
 
 def _umount(target: str) -> None:
-    if _libc().umount2(target.encode(), MNT_DETACH) != 0:
-        raise OSError(ctypes.get_errno(), f"umount {target}: {_errno_text()}")
+    if kernel.load_libc().umount2(target.encode(), kernel.MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), f"umount {target}: {kernel.errno_text()}")
 
 
 def limit_tasks(folder: str, limit: int = TASK_LIMIT) -> None:
     """In B, PID 1 of its namespace: set the namespace's own pid_max through a procfs of that namespace, mounted on
     `folder` for a moment (the kernel gives each PID namespace its own pid_max since Linux 6.14)."""
-    _mount("proc", folder, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount("proc", folder, "proc", kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC)
     try:
         with open(os.path.join(folder, "sys", "kernel", "pid_max"), "w", encoding="ascii") as handle:
             handle.write(str(limit))
@@ -386,7 +222,13 @@ def mount_scratch(scratch: str, limit_mb: int) -> None:
     below = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         inodes = max(1024, limit_mb * SCRATCH_INODES_PER_MB)
-        _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limit_mb}m,nr_inodes={inodes},mode=0700")
+        _mount(
+            "tmpfs",
+            scratch,
+            "tmpfs",
+            kernel.MS_NOSUID | kernel.MS_NODEV,
+            f"size={limit_mb}m,nr_inodes={inodes},mode=0700",
+        )
         for name in os.listdir(below):
             _copy_regular_file(below, name, scratch)
     finally:
@@ -420,7 +262,7 @@ def prepare_mounts(scratch: str | None, scratch_limit_mb: int | None) -> tuple[b
     if "mount" not in _SUPERVISED_NAMESPACES:
         return False, 0, "no mount namespace"
     try:
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        _mount(None, "/", None, kernel.MS_REC | kernel.MS_PRIVATE)
     except OSError as error:
         return False, 0, str(error)  # nothing is mounted where a mount could propagate back to the host
     task_limit = 0
@@ -462,216 +304,6 @@ def apply_limits(memory_mb: int | None, scratch_limit_mb: int | None = None) -> 
 
 
 # ---------------------------------------------------------------------------
-# 3. Landlock
-# ---------------------------------------------------------------------------
-
-
-def _add_path_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int, handled: int) -> None:
-    try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        if not os.path.isdir(path):
-            rights &= FILE_ONLY_RIGHTS
-        rule = _PathBeneathAttr(rights & handled, fd)
-        if (
-            libc.syscall(
-                SYS_LANDLOCK_ADD_RULE,
-                ctypes.c_int(ruleset),
-                ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
-                ctypes.byref(rule),
-                ctypes.c_uint32(0),
-            )
-            != 0
-        ):
-            raise ConfinementError(f"landlock rule for {path}: {_errno_text()}")
-    finally:
-        os.close(fd)
-
-
-def apply_landlock(read_paths: Sequence[str], write_paths: Sequence[str], abi: int) -> None:
-    """Restrict this process (and every process it starts) to the given paths; no TCP; scoped (by ABI)."""
-    libc = _libc()
-    handled = _handled_fs(abi)
-    attr = _RulesetAttr(
-        handled,
-        (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
-        (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0,
-    )
-    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-    if ruleset < 0:
-        raise ConfinementError(f"landlock_create_ruleset: {_errno_text()}")
-    try:
-        for path in read_paths:
-            _add_path_rule(libc, ruleset, path, READ_RIGHTS, handled)
-        for path in WRITABLE_DEVICES:
-            _add_path_rule(libc, ruleset, path, FS_READ_FILE | FS_WRITE_FILE, handled)
-        for path in write_paths:
-            _add_path_rule(libc, ruleset, path, handled, handled)
-        set_no_new_privs()
-        if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
-            raise ConfinementError(f"landlock_restrict_self: {_errno_text()}")
-    finally:
-        os.close(ruleset)
-
-
-def set_no_new_privs() -> None:
-    if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise ConfinementError(f"prctl(PR_SET_NO_NEW_PRIVS): {_errno_text()}")
-
-
-# ---------------------------------------------------------------------------
-# 4. Capabilities
-# ---------------------------------------------------------------------------
-
-
-def _capability_sets() -> tuple[int, int]:
-    """(effective, permitted) of this thread, 64 bits each; (0, 0) when they cannot be read."""
-    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
-    if _libc().capget(ctypes.byref(header), data) != 0:
-        return 0, 0
-    return data[0].effective | data[1].effective << 32, data[0].permitted | data[1].permitted << 32
-
-
-def drop_capabilities() -> bool:
-    """Whenever any capability is held (root, or a user namespace's owner): lock securebits, empty the bounding
-    set and clear every capability. False when there was none to drop."""
-    effective, permitted = _capability_sets()
-    if os.geteuid() != 0 and not (effective or permitted):
-        return False
-    libc = _libc()
-    if libc.prctl(PR_SET_SECUREBITS, SECUREBITS_ALL_LOCKED, 0, 0, 0) != 0:
-        raise ConfinementError(f"prctl(PR_SET_SECUREBITS): {_errno_text()}")
-    for capability in range(LAST_CAPABILITY + 1):
-        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
-            raise ConfinementError(f"prctl(PR_CAPBSET_DROP, {capability}): {_errno_text()}")
-    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
-    if libc.capset(ctypes.byref(header), data) != 0:
-        raise ConfinementError(f"capset: {_errno_text()}")
-    return True
-
-
-# ---------------------------------------------------------------------------
-# 5. Seccomp, through the system's libseccomp
-# ---------------------------------------------------------------------------
-
-
-@dataclass
-class _SeccompState:
-    prepared: bool = False
-    filter: Any = None  # a pyseccomp.SyscallFilter, built once per process (a fork inherits it)
-    reason: str = ""
-
-
-_SECCOMP = _SeccompState()
-
-
-def load_seccomp_binding(path: str | None) -> tuple[Any, str]:
-    """The `pyseccomp` module: loaded from `path` (the pipeline's own copy) or, without one, imported from this
-    interpreter's environment; (None, why not) when it or libseccomp is missing."""
-    ctypes.util.find_library = find_library  # the binding looks its libraries up when it is loaded
-    try:
-        return _load_module("pyseccomp", path), ""
-    except ModuleNotFoundError:
-        return None, "the pyseccomp binding is not installed"
-    except Exception as error:  # noqa: BLE001 - e.g. RuntimeError("Unable to find libseccomp")
-        return None, f"seccomp binding unusable: {type(error).__name__}: {error}"[:300]
-    finally:
-        ctypes.util.find_library = _ORIGINAL_FIND_LIBRARY
-
-
-def _load_module(name: str, path: str | None) -> Any:
-    import importlib
-    import importlib.util
-
-    if not path:
-        return importlib.import_module(name)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _native_number(seccomp: Any, name: str) -> int | None:
-    """The system call's number on this architecture; None where it has none."""
-    number = int(seccomp.resolve_syscall(seccomp.Arch.NATIVE, name))
-    if number >= 0:
-        return number
-    return UNIFIED_SYSCALL_NUMBERS.get(name)
-
-
-def _masked_equal(seccomp: Any, argument: int, mask: int, value: int) -> Any:
-    return seccomp.Arg(argument, seccomp.MASKED_EQ, mask, value)
-
-
-def build_filter(seccomp: Any) -> Any:
-    """The filter of step 5 (see the module docstring), not loaded yet."""
-    deny = seccomp.ERRNO(errno.EPERM)
-    syscall_filter = seccomp.SyscallFilter(seccomp.ALLOW)
-    syscall_filter.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
-    syscall_filter.set_attr(seccomp.Attr.CTL_TSYNC, 1)  # every thread, should one exist already
-    try:
-        syscall_filter.set_attr(seccomp.Attr.CTL_OPTIMIZE, 2)  # a binary tree of system call numbers
-    except OSError:
-        pass
-    for _, names in DENIED_SYSCALLS:
-        for name in names.split():
-            number = _native_number(seccomp, name)
-            if number is not None:
-                syscall_filter.add_rule(deny, number)
-    clone3 = _native_number(seccomp, "clone3")
-    if clone3 is not None:
-        syscall_filter.add_rule(seccomp.ERRNO(errno.ENOSYS), clone3)
-    # The kernel reads these arguments as 32-bit ints: compare the low 32 bits only, whatever the high ones hold.
-    for family in range(SOCKET_FAMILY_BOUND):
-        if family not in ALLOWED_SOCKET_FAMILIES:
-            syscall_filter.add_rule(deny, "socket", _masked_equal(seccomp, 0, LOW_32_BITS, family))
-    for request in (TIOCSTI, TIOCLINUX):
-        syscall_filter.add_rule(deny, "ioctl", _masked_equal(seccomp, 1, LOW_32_BITS, request))
-    for name, flags in (("clone", CLONE_NAMESPACE_FLAGS), ("unshare", UNSHARE_NAMESPACE_FLAGS)):
-        for flag in flags:
-            syscall_filter.add_rule(deny, name, _masked_equal(seccomp, 0, flag, flag))
-    return syscall_filter
-
-
-def prepare_seccomp(binding: str | None) -> str:
-    """Load the binding and build the filter once per process (before Landlock: the binding's file may lie outside
-    what model code may read); "" when ready, else why there is no filter."""
-    if not _SECCOMP.prepared:
-        _SECCOMP.prepared = True
-        module, reason = load_seccomp_binding(binding)
-        if module is not None:
-            try:
-                _SECCOMP.filter = build_filter(module)
-            except Exception as error:  # noqa: BLE001 - an old libseccomp, an unknown architecture
-                reason = f"libseccomp cannot build the filter: {type(error).__name__}: {error}"[:300]
-        _SECCOMP.reason = reason
-    return _SECCOMP.reason
-
-
-def install_seccomp() -> bool:
-    """Load the prepared filter into this process (and every process it starts); False when there is none."""
-    if _SECCOMP.filter is None:
-        return False
-    try:
-        _SECCOMP.filter.load()
-    except OSError as error:
-        raise ConfinementError(f"seccomp_load: {error}") from None
-    return True
-
-
-def seccomp_mode() -> int:
-    """0: no seccomp, 1: strict, 2: a filter (prctl PR_GET_SECCOMP)."""
-    return int(_libc().prctl(PR_GET_SECCOMP, 0, 0, 0, 0))
-
-
-# ---------------------------------------------------------------------------
 # All five steps, for the calling process
 # ---------------------------------------------------------------------------
 
@@ -694,13 +326,13 @@ def enter_sandbox(
     prepare_mounts(scratch, scratch_limit_mb)
     apply_limits(memory_mb, scratch_limit_mb)
     if abi is None:
-        abi, _ = landlock_abi()
+        abi, _ = kernel.landlock_abi()
     if abi > 0:
-        apply_landlock(list(read_paths), writable, abi)
+        kernel.apply_landlock(list(read_paths), writable, abi)
     else:
-        set_no_new_privs()
-    drop_capabilities()
-    install_seccomp()
+        kernel.set_no_new_privs()
+    kernel.drop_capabilities()
+    kernel.install_seccomp()
 
 
 # ---------------------------------------------------------------------------
@@ -756,13 +388,13 @@ def supervise(run_confined: Callable[[], int]) -> int:
     global _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON
     namespaces, reason = unshare_namespaces()
     _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON = namespaces, reason
-    libc = _libc()
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc = kernel.load_libc()
+    libc.prctl(kernel.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     pid = os.fork()
     if pid == 0:
         code = 70
         try:
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            libc.prctl(kernel.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             code = run_confined()
         except BaseException as error:  # noqa: BLE001 - B must never return into A
             try:
@@ -815,12 +447,12 @@ def _probe_confined(scratch: str, write_fd: int) -> int:
     except OSError as error:
         report.update(scratch_tmpfs=False, task_limit=0, scratch_reason=str(error))
     try:
-        report["capabilities_dropped"] = drop_capabilities()
+        report["capabilities_dropped"] = kernel.drop_capabilities()
     except ConfinementError as error:
         report["problems"].append(str(error))
     try:
-        set_no_new_privs()
-        report["seccomp"] = install_seccomp() and seccomp_mode() == 2
+        kernel.set_no_new_privs()
+        report["seccomp"] = kernel.install_seccomp() and kernel.seccomp_mode() == 2
     except ConfinementError as error:
         report["seccomp"] = False
         report["problems"].append(str(error))
@@ -831,7 +463,7 @@ def _probe_confined(scratch: str, write_fd: int) -> int:
 def probe(seccomp_binding: str | None = None) -> Confinement:
     """What a confined process gets here, found by doing it: a throw-away child supervises a B that runs the real
     steps on a throw-away folder, so that nothing sticks to this process."""
-    abi, landlock_reason = landlock_abi()
+    abi, landlock_reason = kernel.landlock_abi()
     seccomp_reason = prepare_seccomp(seccomp_binding)
     scratch = tempfile.mkdtemp(prefix="scicode-confine-probe-")
     read_fd, write_fd = os.pipe()

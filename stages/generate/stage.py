@@ -44,7 +44,7 @@ from stages.paths import DataPaths
 from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
 from stages.protocol import carried_forward
 from stages.run_conditions import tool_outcome_counts
-from stages.score.pool import PrioritySlots, named_slots
+from stages.slots import PrioritySlots, named_slots
 from stages.untrusted import shown
 from stages.usage import Tokens
 

@@ -11,10 +11,10 @@ from stages.config import Settings
 from stages.paths import DataPaths
 from stages.problems import Problem, load_split
 from stages.protocol import DEFAULT_CARRY, Carry
-from stages.score.engine import StepJob, execute_step
-from stages.score.rewrite import imported_modules, rewrite_tests
-from stages.score.script import build_step_script
-from stages.score.targets_io import load_step_targets
+from stages.score.checker.rewrite import imported_modules, rewrite_tests
+from stages.score.parent.engine import StepJob, execute_step
+from stages.score.parent.script import build_step_script
+from stages.score.parent.targets_io import load_step_targets
 from stages.verdict import StepVerdict
 
 DEV_TARGETS = "test_data_dev.h5"

@@ -5,8 +5,9 @@ never chooses the kind of outcome.
 Entry points driven with generated hostile input (hypothesis, the suite's derandomized profile):
 
 * `engine._Peer.receive`: any byte stream on the channel;
-* `engine._on_test_frame` / `engine._on_checker_frame`, then `engine.decide`: any frame, well-formed or not;
-* `engine.decide`: any session log (texts with lone surrogates, any failure the test process reported);
+* `verdict_rules.on_test_frame` / `verdict_rules.on_checker_frame`, then `verdict_rules.decide`: any frame,
+  well-formed or not;
+* `verdict_rules.decide`: any session log (texts with lone surrogates, any failure the test process reported);
 * `checker.Checker.judge`: any values frame, and well-formed frames of hostile values with the comparisons
   official cells use;
 * `wire.decode`: any bytes, and valid frames with bytes changed;
@@ -29,13 +30,15 @@ from score_helpers import make_job, problem
 
 from stages.paths import DataPaths
 from stages.problems import load_split
-from stages.score.cache import VerdictCache
-from stages.score.engine import SessionLog, _on_checker_frame, _on_test_frame, _Peer, decide, execute_step
+from stages.score.checker.verdict_rules import SessionLog, decide, on_checker_frame, on_test_frame
+from stages.score.parent.cache import VerdictCache
+from stages.score.parent.engine import _Peer, execute_step
+from stages.score.shared.child_runtime import CHILD_FOLDERS
 from stages.statuses import STEP_STATUSES
 from stages.verdict import StepVerdict
 from tests.pipeline_support import data_args, load_json, output_of, run_doit, step_statuses
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "stages" / "score"))
+sys.path[:0] = [folder for folder in CHILD_FOLDERS if folder not in sys.path]
 import checker as checker_module  # noqa: E402 - the checker runs as a top-level module
 import child_runtime  # noqa: E402
 import wire  # noqa: E402
@@ -87,7 +90,7 @@ record_fields = st.fixed_dictionaries(
     {},
     optional={
         "type": st.one_of(
-            st.sampled_from(["done", "deps_error", "harness_error", "test_error", "code_error", "checker_error"]),
+            st.sampled_from(["done", "deps_error", "runner_error", "test_error", "code_error", "checker_error"]),
             json_values,
         ),
         "test": st.one_of(st.integers(min_value=-3, max_value=5), json_values),
@@ -136,7 +139,7 @@ def test_the_engine_turns_any_test_frames_into_a_verdict(frames: list[bytes], to
     try:
         log = SessionLog(total=total)
         for frame in frames:
-            _on_test_frame(log, frame, checker)
+            on_test_frame(log, frame, checker)
         for returncode in (None, -9, 0, 1):
             status, reason = decide(log, returncode, 10.0)
             assert status in ("fail", "pass", "eval_error")
@@ -151,7 +154,7 @@ def test_the_engine_turns_any_test_frames_into_a_verdict(frames: list[bytes], to
 def test_the_engine_turns_any_checker_frames_into_a_verdict(frames: list[bytes], sent_a_value: bool) -> None:
     log = SessionLog(total=2, forwarded=[0] if sent_a_value else [], checker_ready=sent_a_value)
     for frame in frames:
-        _on_checker_frame(log, frame)
+        on_checker_frame(log, frame)
     status, reason = decide(log, 0, 10.0)
     assert status in STEP_STATUSES
     assert_valid_text(reason)
@@ -388,7 +391,7 @@ def test_any_frame_a_test_process_writes_ends_as_a_fail(shared_scicode: Path, pa
     verdict.reason.encode("utf-8")
 
 
-@pytest.mark.parametrize("kind", ["deps_error", "harness_error", "checker_error"])
+@pytest.mark.parametrize("kind", ["deps_error", "runner_error", "checker_error"])
 def test_a_failure_of_a_kind_the_test_process_names_is_a_failed_test(shared_scicode: Path, kind: str) -> None:
     payload = record({"type": kind, "test": None, "reason": "targets missing: no targets file"})
     verdict = verdict_with_frame(shared_scicode, payload)
@@ -429,7 +432,7 @@ def test_a_dependency_the_checker_cannot_import_either_is_an_evaluation_error(sh
 FORGED_KIND = """```python
 def tensor(*args):
     import json, os  # (top-level imports are removed from answers)
-    record = {"type": "harness_error", "test": None, "reason": "targets missing: no targets file"}
+    record = {"type": "runner_error", "test": None, "reason": "targets missing: no targets file"}
     payload = b"J" + json.dumps(record).encode()
     os.write(3, len(payload).to_bytes(8, "big") + payload)
     os._exit(3)

@@ -1,66 +1,105 @@
-"""What voids cached verdicts: the code that decides a verdict, not the code that schedules steps."""
+"""What voids cached verdicts: the code that decides a verdict (the test process, the checker, what both use, the
+kernel confinement, the verdict record), found from the layout of stages/score/, not the code that schedules
+steps (the parent side)."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from stages.score import cache
+from stages.score.parent import cache
+
+VERDICT_PACKAGES = ("test_process", "checker", "shared")
 
 
 @pytest.fixture
 def scoring_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of stages/score/, stages/confinement/ and the verdict record that the hashes read instead."""
-    stages_copy = tmp_path / "project" / "stages"
-    shutil.copytree(cache.SOURCE_DIR, stages_copy / "score")
-    shutil.copytree(cache.CONFINEMENT_DIR, stages_copy / "confinement")
-    for source in cache.VERDICT_SOURCES:
+    project = tmp_path / "project"
+    stages_copy = project / "stages"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(cache.SCORE_DIR, stages_copy / "score", ignore=ignore)
+    shutil.copytree(cache.CONFINEMENT_DIR, stages_copy / "confinement", ignore=ignore)
+    for source in cache.VERDICT_RECORD_SOURCES:
         shutil.copyfile(source, stages_copy / source.name)
-    monkeypatch.setattr(cache, "SOURCE_DIR", stages_copy / "score")
+    monkeypatch.setattr(cache, "SCORE_DIR", stages_copy / "score")
+    monkeypatch.setattr(cache, "PROJECT_DIR", project)
     monkeypatch.setattr(cache, "CONFINEMENT_DIR", stages_copy / "confinement")
-    monkeypatch.setattr(cache, "VERDICT_SOURCES", tuple(stages_copy / source.name for source in cache.VERDICT_SOURCES))
+    monkeypatch.setattr(
+        cache, "VERDICT_RECORD_SOURCES", tuple(stages_copy / source.name for source in cache.VERDICT_RECORD_SOURCES)
+    )
     return stages_copy
 
 
 def _hashes() -> tuple[str, str]:
-    cache.harness_hash.cache_clear()
+    cache.verdict_sources_hash.cache_clear()
     cache.scoring_code_hash.cache_clear()
-    return cache.harness_hash(), cache.scoring_code_hash()
+    return cache.verdict_sources_hash(), cache.scoring_code_hash()
 
 
 @pytest.fixture(autouse=True)
-def fresh_hashes():
+def fresh_hashes() -> Iterator[None]:
     yield
-    cache.harness_hash.cache_clear()
+    cache.verdict_sources_hash.cache_clear()
     cache.scoring_code_hash.cache_clear()
 
 
-@pytest.mark.parametrize("edited", ["score/stage.py", "score/executor.py", "score/pool.py"])
-def test_editing_orchestration_keeps_cached_verdicts_and_rewrites_details(scoring_copy: Path, edited: str) -> None:
-    verdicts, details = _hashes()
-    with open(scoring_copy / edited, "a", encoding="utf-8") as handle:
+def _sources_under(folder: Path) -> list[str]:
+    """The sources of `folder`, relative to stages/."""
+    return sorted(path.relative_to(cache.SCORE_DIR.parent).as_posix() for path in folder.rglob("*.py"))
+
+
+def _append(path: Path) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
         handle.write("\n# edited\n")
+
+
+def test_the_verdict_packages_are_every_sub_package_but_the_parent_side() -> None:
+    assert [folder.name for folder in cache.verdict_packages()] == sorted(VERDICT_PACKAGES)
+    sources = set(cache.verdict_sources())
+    for name in VERDICT_PACKAGES:
+        assert set((cache.SCORE_DIR / name).rglob("*.py")) <= sources
+    assert not sources & set((cache.SCORE_DIR / cache.PARENT_PACKAGE).rglob("*.py"))
+
+
+@pytest.mark.parametrize("edited", _sources_under(cache.SCORE_DIR / cache.PARENT_PACKAGE) + ["score/__init__.py"])
+def test_editing_the_parent_side_keeps_cached_verdicts_and_rewrites_details(scoring_copy: Path, edited: str) -> None:
+    verdicts, details = _hashes()
+    _append(scoring_copy / edited)
     assert _hashes()[0] == verdicts
     assert _hashes()[1] != details
 
 
 @pytest.mark.parametrize(
     "edited",
-    [
-        "score/engine.py",
-        "score/checker.py",
-        "score/wire.py",
-        "score/harness.py",
-        "confinement/confine.py",
-        "verdict.py",
-        "statuses.py",
-    ],
+    [source for name in VERDICT_PACKAGES for source in _sources_under(cache.SCORE_DIR / name)]
+    + ["confinement/confine.py", "confinement/__init__.py", "verdict.py", "statuses.py"],
 )
 def test_editing_what_decides_a_verdict_voids_cached_verdicts(scoring_copy: Path, edited: str) -> None:
     verdicts, details = _hashes()
-    with open(scoring_copy / edited, "a", encoding="utf-8") as handle:
-        handle.write("\n# edited\n")
+    _append(scoring_copy / edited)
     assert _hashes()[0] != verdicts
     assert _hashes()[1] != details
+
+
+@pytest.mark.parametrize(
+    "added", ["score/test_process/helper.py", "score/checker/rule.py", "score/shared/runtime/scicode/extra.py"]
+)
+def test_a_new_file_of_a_verdict_package_is_in_the_key(scoring_copy: Path, added: str) -> None:
+    verdicts, details = _hashes()
+    (scoring_copy / added).write_text("VALUE = 1\n", encoding="utf-8")
+    assert _hashes()[0] != verdicts
+    assert _hashes()[1] != details
+
+
+def test_a_new_sub_package_is_in_the_key_unless_it_is_the_parent_side(scoring_copy: Path) -> None:
+    verdicts, _ = _hashes()
+    (scoring_copy / "score" / "parent" / "planner.py").write_text("VALUE = 1\n", encoding="utf-8")
+    assert _hashes()[0] == verdicts
+    package = scoring_copy / "score" / "judges"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    assert _hashes()[0] != verdicts

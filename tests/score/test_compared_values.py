@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stages.score.value_description import ELEMENTS_RECORDED, REPR_CHARS, describe, differences
+from stages.score.checker.value_description import ELEMENTS_RECORDED, REPR_CHARS, describe, differences
 from tests.score.score_helpers import run_code
 
 WRONG_TENSOR = "def tensor(*args):\n    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return 2 * M + 0.5\n"

@@ -28,11 +28,11 @@ import distributed
 import pytest
 from score_helpers import make_job, problem
 
-from stages.score.dask_executor import DaskExecutor, require_distributed
-from stages.score.engine import StepJob
-from stages.score.executor import ExecutorError, LocalExecutor, StepRequest
-from stages.score.launcher import environment_versions
-from stages.score.stage import reference_seconds
+from stages.score.parent.dask_executor import DaskExecutor, require_distributed
+from stages.score.parent.engine import StepJob
+from stages.score.parent.executor import ExecutorError, LocalExecutor, StepRequest
+from stages.score.parent.launcher import environment_versions
+from stages.score.parent.stage import reference_seconds
 from stages.verdict import StepVerdict
 from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 from tests.run_files import summary_file
@@ -88,7 +88,7 @@ def test_local_scoring_never_imports_dask(staged_data_dir: Path, shared_scicode:
 import json, sys
 from pathlib import Path
 sys.path.insert(0, {str(TESTS_SCORE)!r})
-import stages.score.stage as stage
+import stages.score.parent.stage as stage
 from score_helpers import reference_codes, write_generation
 from stages.config import load_settings
 from stages.problems import problems_by_id
@@ -399,7 +399,7 @@ def test_doit_run_executor_dask_matches_local(tmp_path: Path, staged_data_dir: P
 
 
 def test_unreachable_scheduler_is_one_line_and_not_retried_per_problem(monkeypatch: pytest.MonkeyPatch) -> None:
-    from stages.score import dask_executor
+    from stages.score.parent import dask_executor
 
     monkeypatch.setattr(dask_executor, "CONNECT_TIMEOUT", "1s")
     monkeypatch.setattr(dask_executor, "_FAILURES", {})

@@ -11,7 +11,7 @@ from score_helpers import reference_codes, write_generation
 from stages.artifacts import read_artifact, write_artifact
 from stages.config import load_settings
 from stages.problems import problems_by_id
-from stages.score.stage import run_score
+from stages.score.parent.stage import run_score
 from stages.targets import ResolvedTargets
 from stages.truncation import truncation_note
 

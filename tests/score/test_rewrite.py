@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.score.rewrite import CAPTURE_FUNCTION, RewrittenTest, checker_scope, rewrite_test, rewrite_tests
+from stages.score.checker.rewrite import CAPTURE_FUNCTION, RewrittenTest, checker_scope, rewrite_test, rewrite_tests
 
 NUMPY = "import numpy as np"
 

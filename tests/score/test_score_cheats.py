@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from score_helpers import make_job, problem, run_code
 
-from stages.score.engine import execute_step
+from stages.score.parent.engine import execute_step
 from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 
 TENSOR = """
@@ -66,9 +66,9 @@ def test_wrong_answer_fails(shared_scicode: Path) -> None:
     [
         # rebinding what the test process calls, or its channel, so that it reports constants
         "import builtins\n_exec = builtins.exec\nbuiltins.exec = lambda *a, **k: None\ndef tensor(*args):\n    return 0\n",
-        "import sys\nsys.modules['harness'].Channel.values = lambda self, test, captured: self.report('done')\n"
+        "import sys\nsys.modules['runner'].Channel.values = lambda self, test, captured: self.report('done')\n"
         "def tensor(*args):\n    return 0\n",
-        "import sys\n_h = sys.modules['harness']\n_h.run_step = lambda channel, spec: None\ndef tensor(*args):\n    return 0\n",
+        "import sys\n_h = sys.modules['runner']\n_h.run_step = lambda channel, spec: None\ndef tensor(*args):\n    return 0\n",
         # the encoder of captured values replaced: every value becomes a constant
         "import sys, numpy\n_w = sys.modules['wire']\n_enc = _w.encode\n_w.encode = lambda value: _enc(numpy.zeros(4))\n"
         "def tensor(*args):\n    return 0\n",

@@ -7,7 +7,8 @@ import socket
 
 import pytest
 
-from stages.score.engine import SessionLog, _on_checker_frame, _on_test_frame, _Peer, decide
+from stages.score.checker.verdict_rules import SessionLog, decide, on_checker_frame, on_test_frame
+from stages.score.parent.engine import _Peer
 
 
 def _values(test: int) -> bytes:
@@ -27,18 +28,18 @@ def _checker() -> tuple[_Peer, socket.socket]:
 def test_values_are_forwarded_in_order_and_out_of_order_values_are_tampering() -> None:
     checker, checker_end = _checker()
     log = SessionLog(total=3)
-    _on_test_frame(log, _values(0), checker)
+    on_test_frame(log, _values(0), checker)
     assert log.forwarded == [0] and log.tamper is None
     assert checker_end.recv(1 << 16)[8:] == _values(0)  # forwarded unchanged, framed
-    _on_test_frame(log, _values(2), checker)
+    on_test_frame(log, _values(2), checker)
     assert "out of order" in (log.tamper or "")
 
 
 def test_a_completion_before_every_test_sent_its_values_is_tampering() -> None:
     checker, _ = _checker()
     log = SessionLog(total=2)
-    _on_test_frame(log, _values(0), checker)
-    _on_test_frame(log, _record({"type": "done"}), checker)
+    on_test_frame(log, _values(0), checker)
+    on_test_frame(log, _record({"type": "done"}), checker)
     assert "completion after 1 of 2 tests" in (log.tamper or "")
     assert decide(log, 0, 10)[0] == "fail"
 
@@ -46,10 +47,10 @@ def test_a_completion_before_every_test_sent_its_values_is_tampering() -> None:
 def test_malformed_messages_from_either_side() -> None:
     checker, _ = _checker()
     log = SessionLog(total=1)
-    _on_test_frame(log, b"junk", checker)
+    on_test_frame(log, b"junk", checker)
     assert decide(log, 0, 10) == ("fail", "a malformed message arrived from the test process")
     log = SessionLog(total=1)
-    _on_checker_frame(log, b"junk")  # before any value was sent to it: the trusted side failed
+    on_checker_frame(log, b"junk")  # before any value was sent to it: the trusted side failed
     assert log.checker_error and decide(log, 0, 10)[0] == "eval_error"
 
 
@@ -84,20 +85,20 @@ def test_the_earliest_failure_in_test_order_is_the_reason() -> None:
     assert decide(code_error, 1, 10) == ("fail", "step 1.1 code raised X")
 
 
-@pytest.mark.parametrize("kind", ["deps_error", "harness_error", "code_error", "test_error", "checker_error", "x"])
+@pytest.mark.parametrize("kind", ["deps_error", "runner_error", "code_error", "test_error", "checker_error", "x"])
 def test_the_test_process_never_chooses_the_kind_of_outcome(kind: str) -> None:
     checker, _ = _checker()
     log = SessionLog(total=1)
-    _on_test_frame(log, _record({"type": kind, "test": 0, "reason": "targets missing: stage the file"}), checker)
+    on_test_frame(log, _record({"type": kind, "test": 0, "reason": "targets missing: stage the file"}), checker)
     assert decide(log, 1, 10) == ("fail", "targets missing: stage the file")
 
 
 def test_only_a_checker_that_could_not_start_is_an_evaluation_error() -> None:
     log = SessionLog(total=2)
-    _on_checker_frame(log, _record({"type": "checker_error", "reason": "checker could not start: No module x"}))
+    on_checker_frame(log, _record({"type": "checker_error", "reason": "checker could not start: No module x"}))
     assert decide(log, 1, 10) == ("eval_error", "the checker failed: checker could not start: No module x")
     before_any_value = SessionLog(total=2)
-    _on_checker_frame(before_any_value, _record({"type": "ready"}))
+    on_checker_frame(before_any_value, _record({"type": "ready"}))
     before_any_value.checker_stopped("ended")
     assert decide(before_any_value, None, 10)[0] == "eval_error"
 
@@ -105,14 +106,14 @@ def test_only_a_checker_that_could_not_start_is_an_evaluation_error() -> None:
 def test_a_checker_that_fails_after_it_was_sent_a_value_fails_that_test() -> None:
     checker, _ = _checker()
     log = SessionLog(total=2)
-    _on_checker_frame(log, _record({"type": "ready"}))
-    _on_test_frame(log, _values(0), checker)
-    _on_checker_frame(log, _record({"test": 0, "passed": True, "reason": "test 1 passed"}))
-    _on_test_frame(log, _values(1), checker)
+    on_checker_frame(log, _record({"type": "ready"}))
+    on_test_frame(log, _values(0), checker)
+    on_checker_frame(log, _record({"test": 0, "passed": True, "reason": "test 1 passed"}))
+    on_test_frame(log, _values(1), checker)
     log.checker_stopped("ended")
     assert decide(log, 0, 10) == ("fail", "the checker ended while judging test 2")
     garbled = SessionLog(total=1, forwarded=[0], checker_ready=True)
-    _on_checker_frame(garbled, b"J[" * 100_000)
+    on_checker_frame(garbled, b"J[" * 100_000)
     assert decide(garbled, 0, 10) == ("fail", "the checker sent a malformed message while judging test 1")
 
 

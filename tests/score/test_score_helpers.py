@@ -18,10 +18,10 @@ import scipy.sparse
 import sympy
 from score_helpers import problem, shared_data_paths
 
-from stages.score.rewrite import CAPTURE_FUNCTION, RewriteError, checker_scope, rewrite_test
-from stages.score.script import build_step_script
+from stages.score.checker.rewrite import CAPTURE_FUNCTION, RewriteError, checker_scope, rewrite_test
+from stages.score.parent.script import build_step_script
 
-RUNTIME = Path(__file__).resolve().parents[2] / "stages" / "score" / "runtime"
+RUNTIME = Path(__file__).resolve().parents[2] / "stages" / "score" / "shared" / "runtime"
 
 
 def _load(relative: str, name: str) -> ModuleType:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from score_helpers import make_job, problem, run_code, shared_data_paths
 
-from stages.score import launcher
-from stages.score.engine import OUTPUT_LIMIT_BYTES, execute_step
-from stages.score.script import build_step_script
+from stages.score.parent import launcher
+from stages.score.parent.engine import OUTPUT_LIMIT_BYTES, execute_step
+from stages.score.parent.script import build_step_script
 from tests.process_scan import assert_no_process_with, processes_with, unique_sleep_seconds
 
 TENSOR = "def tensor(*args):\n    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"

@@ -14,10 +14,10 @@ from stages.activity import Activity, StepFailure
 from stages.artifacts import is_current, read_artifact
 from stages.config import load_settings
 from stages.problems import load_split, problems_by_id
-from stages.score import executor as executor_module
-from stages.score import stage
-from stages.score.request import StepRequest
-from stages.score.stage import run_score, score_fingerprint
+from stages.score.parent import executor as executor_module
+from stages.score.parent import stage
+from stages.score.parent.request import StepRequest
+from stages.score.parent.stage import run_score, score_fingerprint
 from stages.targets import ResolvedTargets
 from stages.verdict import StepVerdict
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sparse
 import sympy
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "stages" / "score"))
+from stages.score.shared.child_runtime import CHILD_FOLDERS
+
+sys.path[:0] = [folder for folder in CHILD_FOLDERS if folder not in sys.path]
 import wire  # noqa: E402 - the module runs as a top-level module in the test process and the checker
 
 X, Y = sympy.symbols("x y", real=True)

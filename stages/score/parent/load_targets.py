@@ -1,7 +1,8 @@
 """Read one step's targets with our `scicode.parse.parse` under another interpreter.
 
 Usage: python load_targets.py <targets.h5> <step_id> <count>; writes a pickled list of per-test
-pickles to stdout (so the engine serves pickles made by the interpreter that will load them).
+pickles to stdout (so the engine serves pickles made by the interpreter that will load them). Run by path
+(standard library and h5py/numpy only): our `scicode` package is `../shared/runtime/`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import sys
 
 def main() -> None:
     path, step_id, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime"))
+    score_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(score_dir, "shared", "runtime"))
     from scicode.parse.parse import process_hdf5_to_tuple
 
     values = process_hdf5_to_tuple(step_id, count, path)

@@ -3,20 +3,20 @@
 Untrusted by design: this program shares its interpreter with model-written code, so nothing it does
 is taken on trust. It decides nothing. It runs, in one namespace like the official script,
 `required_dependencies`, the carried code of earlier steps, the step's code and each test cell's
-`prefetch` part (`rewrite.py`), which calls `__scicode_capture(name, value)` for every value a checked
-statement uses. Each captured value is encoded at once as plain data (`wire.py`) and, when the cell has
-run to its end, sent to the engine, which hands it to the trusted checker (`checker.py`). The checker
+`prefetch` part (`checker/rewrite.py`), which calls `__scicode_capture(name, value)` for every value a checked
+statement uses. Each captured value is encoded at once as plain data (`shared/wire.py`) and, when the cell has
+run to its end, sent to the engine, which hands it to the trusted checker (`checker/checker.py`). The checker
 holds the targets and evaluates every assertion; targets never enter this process.
 
 It runs confined (`stages/confinement/confine.py`): PID 1 of new PID/network/IPC/mount namespaces, its scratch
-folder a size-limited tmpfs, Landlock (reads: the interpreter, its libraries and this folder; writes: the scratch
-folder; no TCP; scoped signals), no capabilities, the seccomp filter, a memory limit. Started as a fork of the
-warm zygote (`zygote.py`) or fresh (`python harness.py --channel-fd N --memory-mb M --scratch-limit-mb S
-[--seccomp-binding PATH]`, cwd = the scratch folder).
+folder a size-limited tmpfs, Landlock (reads: the interpreter, its libraries and the folders of the programs that
+run under `python_binary`; writes: the scratch folder; no TCP; scoped signals), no capabilities, the seccomp
+filter, a memory limit. Started as a fork of the warm zygote (`shared/zygote.py`) or fresh (`python runner.py
+--channel-fd N --memory-mb M --scratch-limit-mb S [--seccomp-binding PATH]`, cwd = the scratch folder).
 
 Messages to the engine (frames, `child_runtime.write_frame`):
 * `V` + 4-byte header length + JSON `{"test": i, "temps": [[name, size], ...]}` + the encoded values;
-* `J` + JSON `{"type": "deps_error" | "code_error" | "test_error" | "harness_error" | "done", "test", "reason"}`.
+* `J` + JSON `{"type": "deps_error" | "code_error" | "test_error" | "runner_error" | "done", "test", "reason"}`.
   The engine takes any record but "done" as a failed test with its reason: the kind named here is for the
   reader of a trace only (model code could send any of them).
 """
@@ -32,12 +32,16 @@ import traceback
 import types
 from typing import Any
 
-import child_runtime
-from child_runtime import read_frame, short_exception, write_frame
+_SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared")
+if _SHARED not in sys.path:
+    sys.path.insert(0, _SHARED)  # run by path: the shared modules (framing, wire format) sit beside this folder
+
+import child_runtime  # noqa: E402 - found through the lines above when run by path
+from child_runtime import read_frame, short_exception, write_frame  # noqa: E402
 
 PROTOCOL_VERSION = 2
 CAPTURE_FUNCTION = "__scicode_capture"
-HARNESS_FILENAME_PREFIX = "<scicode-"
+CODE_FILENAME_PREFIX = "<scicode-"
 REASON_LIMIT = 2000
 
 
@@ -61,7 +65,7 @@ class Channel:
 
 
 def _compile(source: str, label: str) -> types.CodeType:
-    return compile(source, f"{HARNESS_FILENAME_PREFIX}{label}>", "exec", dont_inherit=True)
+    return compile(source, f"{CODE_FILENAME_PREFIX}{label}>", "exec", dont_inherit=True)
 
 
 def _write_traceback(error: BaseException) -> None:
@@ -112,7 +116,7 @@ def run_step(channel: Channel, spec: dict[str, Any]) -> None:
         try:
             tests.append((test["index"], _compile(test["prefetch"], f"test {test['index'] + 1}")))
         except SyntaxError as error:
-            raise StepFailed("harness_error", f"test {test['index'] + 1} does not compile: {error.msg}") from None
+            raise StepFailed("runner_error", f"test {test['index'] + 1} does not compile: {error.msg}") from None
     for label, code in sections:
         _run(code, namespace, label, "code_error", None)
     for index, code in tests:
@@ -131,10 +135,10 @@ def serve(channel_fd: int) -> int:
     try:
         spec = json.loads(read_frame(channel_fd).decode("utf-8"))
     except Exception as error:  # noqa: BLE001
-        sys.stderr.write(f"[harness] no job received: {error}\n")
+        sys.stderr.write(f"[test process] no job received: {error}\n")
         return 2
     if spec.get("protocol") != PROTOCOL_VERSION:
-        sys.stderr.write("[harness] protocol mismatch\n")
+        sys.stderr.write("[test process] protocol mismatch\n")
         return 2
     code = 0
     try:
@@ -145,7 +149,7 @@ def serve(channel_fd: int) -> int:
         code = 1
     except Exception as error:  # noqa: BLE001 - a defect of this program is an evaluation error
         _write_traceback(error)
-        channel.report("harness_error", f"harness error: {short_exception(error)}")
+        channel.report("runner_error", f"test process error: {short_exception(error)}")
         code = 3
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -45,8 +45,8 @@ from stages.protocol import is_code, no_code_reason
 from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
 from stages.scheduling import ExpectedWork
-from stages.score.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
-from stages.score.script import StepScript, build_step_script
+from stages.score.parent.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
+from stages.score.parent.script import StepScript, build_step_script
 from stages.statuses import NEVER_ANSWERED_STATUSES, StepStatus
 from stages.targets import ResolvedTargets, resolve_targets
 from stages.truncation import truncation_note, with_note
@@ -54,8 +54,8 @@ from stages.verdict import StepVerdict
 from stages.versions import package_versions
 
 if TYPE_CHECKING:  # the engine, its executors and the launcher load only when a step is really scored
-    from stages.score.engine import StepJob
-    from stages.score.executor import StepExecutor
+    from stages.score.parent.engine import StepJob
+    from stages.score.parent.executor import StepExecutor
 
 DetailsStatus = Literal["complete", "generation_error", "missing_generation"]
 TARGETS_PLACEHOLDER = "<targets>"
@@ -115,7 +115,7 @@ def _score_inputs(
         "problem": problem.fingerprint,
         "generation": [_generation_content(read_artifact(path, "generation")) for path in paths],
         "targets": targets_identity(targets),
-        "harness": scoring_code_hash(),
+        "scoring_code": scoring_code_hash(),
         "libraries": scoring_library_versions(settings.python_binary),
     }, paths
 
@@ -137,7 +137,7 @@ def score_fingerprint_parts(
             "targets": digest(covered["targets"]),
             **generations,
         },
-        code={"scoring harness": covered["harness"]},
+        code={"scoring harness": covered["scoring_code"]},
         libraries=dict(covered["libraries"]),
     )
 
@@ -147,7 +147,7 @@ def scoring_library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
     """Versions of the test process's libraries: from package metadata (no import) for this interpreter."""
     # Compared as given, not resolved: a venv's python links to its base interpreter, but has other libraries.
     if os.path.abspath(python_binary) != os.path.abspath(sys.executable):
-        from stages.score.launcher import environment_versions
+        from stages.score.parent.launcher import environment_versions
 
         return tuple(sorted(environment_versions(python_binary).items()))
     return tuple(package_versions(LIBRARIES).items())
@@ -229,7 +229,7 @@ def plan_steps(
 
 def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) -> StepVerdict | StepJob:
     """The step's job, without target values: the executor reads them from `targets_file` where it runs."""
-    from stages.score.request import job_for_script
+    from stages.score.parent.request import job_for_script
 
     script = item.script
     assert script is not None
@@ -313,7 +313,7 @@ def _execute(context: ScoringContext, item: PlannedStep, expected: float, proble
     built = _build_job(context.settings, item, context.targets)
     if isinstance(built, StepVerdict):
         return built
-    from stages.score.request import StepRequest
+    from stages.score.parent.request import StepRequest
 
     versions = tuple(sorted(context.versions.items()))
     request = StepRequest(built, context.targets_sha256, versions, expected, problem_seconds)
@@ -468,7 +468,7 @@ def _read_generation(settings: Settings, problem_id: str, attempt: int) -> dict[
 
 
 def _executor(settings: Settings) -> StepExecutor:
-    from stages.score.executor import ExecutorError, executor_for
+    from stages.score.parent.executor import ExecutorError, executor_for
 
     try:
         return executor_for(settings)
@@ -495,7 +495,7 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
     executor = _executor(settings)
     targets = targets or resolve_targets(settings)
     generations = [_read_generation(settings, problem_id, attempt) for attempt in range(settings.attempts)]
-    from stages.score.launcher import environment_versions
+    from stages.score.parent.launcher import environment_versions
 
     versions = environment_versions(settings.python_binary)
     context = ScoringContext(

@@ -3,7 +3,9 @@
 Key = sha256 of (the step's official test script text, the targets file's sha256, the interpreter
 and library versions, the timeout, the memory and scratch limits, the confinement the test process runs
 under (its one-line description: a verdict reached without the seccomp filter is not reused with it), the
-harness source hash). Regenerating one step changes only the scripts that contain its code; rescoring
+verdict sources hash: the sources of the packages that decide a verdict (`verdict_packages`: the test
+process, the checker, what both use), of the kernel confinement and of the verdict record). The parent side
+(this package) is not in it. Regenerating one step changes only the scripts that contain its code; rescoring
 unchanged generations runs no test process. `durations.json` keeps each step's last measured duration
 (for longest-first scheduling). Infrastructure failures (eval_error) are never cached.
 """
@@ -23,43 +25,56 @@ from stages.verdict import StepVerdict
 CACHE_FORMAT = 1
 CACHEABLE = ("pass", "fail", "timeout")
 DEFAULT_EXPECTED_SECONDS = 1.0
-SOURCE_DIR = Path(__file__).resolve().parent
-CONFINEMENT_DIR = SOURCE_DIR.parent / "confinement"
+SCORE_DIR = Path(__file__).resolve().parents[1]  # stages/score/
+PROJECT_DIR = SCORE_DIR.parents[1]
+PARENT_PACKAGE = "parent"  # this package: schedules steps and writes details, decides no verdict
+CONFINEMENT_DIR = SCORE_DIR.parent / "confinement"
 # Outside stages/score/, the verdict record and its status vocabulary decide what a cached verdict holds.
-VERDICT_SOURCES = (SOURCE_DIR.parent / "verdict.py", SOURCE_DIR.parent / "statuses.py")
-# Modules of stages/score/ that only schedule steps and write details: they cannot change a verdict, so
-# editing them does not void the cache (the test script itself is part of every key).
-ORCHESTRATION = frozenset({"stage.py", "executor.py", "dask_executor.py", "request.py", "pool.py"})
+VERDICT_RECORD_SOURCES = (SCORE_DIR.parent / "verdict.py", SCORE_DIR.parent / "statuses.py")
+
+
+def _python_files(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.py"))
+
+
+def verdict_packages() -> list[Path]:
+    """The sub-packages of stages/score/ whose code decides a verdict: all but the parent side (today
+    test_process/, checker/ and shared/)."""
+    return sorted(
+        folder for folder in SCORE_DIR.iterdir() if (folder / "__init__.py").is_file() and folder.name != PARENT_PACKAGE
+    )
 
 
 def verdict_sources() -> list[Path]:
-    """The files a verdict depends on besides its script: the engine, test process, checker, wire format,
-    rewrite, launch and runtime shims, the confinement code, and the verdict record."""
-    scoring = [
-        path
-        for path in sorted(SOURCE_DIR.rglob("*.py"))
-        if path.relative_to(SOURCE_DIR).as_posix() not in ORCHESTRATION
-    ]
-    return [*scoring, *sorted(CONFINEMENT_DIR.rglob("*.py")), *VERDICT_SOURCES]
+    """The files a verdict depends on besides its script: every source of the `verdict_packages` (the test
+    process, the checker and the rules of a verdict, the wire format, framing, zygote and runtime shims), the
+    kernel confinement, and the verdict record."""
+    packages = [path for folder in verdict_packages() for path in _python_files(folder)]
+    return [*packages, *_python_files(CONFINEMENT_DIR), *VERDICT_RECORD_SOURCES]
+
+
+def scoring_sources() -> list[Path]:
+    """Every source of the scoring code: the parent side, `verdict_sources`, and the package's own `__init__`."""
+    return sorted({*_python_files(SCORE_DIR), *verdict_sources()})
 
 
 @lru_cache(maxsize=1)
-def harness_hash() -> str:
+def verdict_sources_hash() -> str:
     """sha256 over `verdict_sources`: part of every verdict cache key."""
     return _sources_hash(verdict_sources())
 
 
 @lru_cache(maxsize=1)
 def scoring_code_hash() -> str:
-    """sha256 over all the scoring code, orchestration included: part of the details' fingerprint, so a
-    changed stage rewrites the details (from cached verdicts when `harness_hash` is unchanged)."""
-    return _sources_hash([*sorted(SOURCE_DIR.rglob("*.py")), *sorted(CONFINEMENT_DIR.rglob("*.py")), *VERDICT_SOURCES])
+    """sha256 over all the scoring code, the parent side included: part of the details' fingerprint, so a
+    changed stage rewrites the details (from cached verdicts when `verdict_sources_hash` is unchanged)."""
+    return _sources_hash(scoring_sources())
 
 
 def _sources_hash(paths: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(str(path.relative_to(SOURCE_DIR.parent.parent)).encode("utf-8"))
+        digest.update(path.relative_to(PROJECT_DIR).as_posix().encode("utf-8"))
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -83,7 +98,7 @@ def verdict_key(
             "memory_mb": memory_mb,
             "scratch_limit_mb": scratch_limit_mb,
             "confinement": confinement,
-            "harness": harness_hash(),
+            "verdict_sources": verdict_sources_hash(),
         }
     )
 

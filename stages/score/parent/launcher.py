@@ -3,7 +3,7 @@
 Both give a `Launched` handle: the child's pid (= its process group id: every child starts a new
 session), and `wait(timeout)` for its exit code. One zygote per `python_binary` is shared by every
 thread of the process (doit runs `score:<id>` tasks in threads); when it cannot start or dies, steps
-run as fresh `python harness.py` processes.
+run as fresh `python test_process/runner.py` and `python checker/checker.py` processes.
 """
 
 from __future__ import annotations
@@ -26,10 +26,13 @@ from typing import Any, Literal
 from stages import live_processes
 from stages.confinement import binding_arguments
 from stages.isolation import scrubbed_environment
+from stages.score.shared import child_runtime
 
-HERE = Path(__file__).resolve().parent
-PROGRAMS = {"test": HERE / "harness.py", "checker": HERE / "checker.py"}
-ZYGOTE = HERE / "zygote.py"
+PROGRAMS = {
+    "test": Path(child_runtime.TEST_PROCESS_DIR) / "runner.py",
+    "checker": Path(child_runtime.CHECKER_DIR) / "checker.py",
+}
+ZYGOTE = Path(child_runtime.HERE) / "zygote.py"
 READY_TIMEOUT_SECONDS = 120.0
 SPAWN_TIMEOUT_SECONDS = 60.0
 MAX_MESSAGE = 1 << 20
@@ -337,7 +340,7 @@ _VERSIONS: dict[str, dict[str, str]] = {}
 def _versions_by_subprocess(python_binary: str) -> dict[str, str]:
     if python_binary not in _VERSIONS:
         code = (
-            f"import sys; sys.path.insert(0, {str(HERE)!r}); import json, child_runtime; "
+            f"import sys; sys.path.insert(0, {child_runtime.HERE!r}); import json, child_runtime; "
             "print(json.dumps(child_runtime.running_interpreter_versions()))"
         )
         result = subprocess.run(

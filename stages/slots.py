@@ -1,8 +1,9 @@
-"""A bounded pool of test-process slots shared by every thread of the process, highest priority first.
+"""Bounded pools of slots shared by every thread of the process, highest priority first.
 
-`PrioritySlots` is generic (the generate stage also admits problems through one, `named_slots`, with a
-settling time: doit starts the problem threads in a burst, and without it whichever thread reached the
-pool first would take a free slot before the higher-priority threads started a moment later had queued).
+`PrioritySlots` is generic: the scoring executor draws its test-process slots from one (`shared_slots`), and the
+generate stage admits problems through one (`named_slots`, with a settling time: doit starts the problem threads
+in a burst, and without it whichever thread reached the pool first would take a free slot before the
+higher-priority threads started a moment later had queued).
 
 doit runs `score:<id>` tasks in threads of one process, and each task scores its steps in threads:
 all of them draw from one module-level `PrioritySlots` per worker count, so at most

@@ -7,7 +7,7 @@ verdict cache key assumes, and the step's expected duration) and hands it to a `
 * `local` (`executor=local`, the default): `LocalExecutor` reads the step's targets in this process
   and runs `engine.execute_step` here, holding one slot of the process-wide longest-first pool
   (`pool.shared_slots(score_workers)`). This path never imports dask.
-* `dask` (`executor=dask`): `stages.score.dask_executor.DaskExecutor` submits `run_request` to a
+* `dask` (`executor=dask`): `stages.score.parent.dask_executor.DaskExecutor` submits `run_request` to a
   Dask distributed cluster (`scheduler=tcp://host:port`, or a `distributed.LocalCluster` of
   `score_workers` processes started once per process); see that module.
 
@@ -21,9 +21,16 @@ from __future__ import annotations
 
 from stages.activity import ACTIVITY
 from stages.config import Settings
-from stages.score.engine import execute_step
-from stages.score.pool import PrioritySlots, shared_slots
-from stages.score.request import ExecutorError, ExecutorName, StepExecutor, StepRequest, run_request, with_targets
+from stages.score.parent.engine import execute_step
+from stages.score.parent.request import (
+    ExecutorError,
+    ExecutorName,
+    StepExecutor,
+    StepRequest,
+    run_request,
+    with_targets,
+)
+from stages.slots import PrioritySlots, shared_slots
 from stages.verdict import StepVerdict
 
 __all__ = [
@@ -59,7 +66,7 @@ def executor_for(settings: Settings) -> StepExecutor:
     if settings.executor == "local":
         return LocalExecutor(settings.score_workers)
     if settings.executor == "dask":
-        from stages.score.dask_executor import dask_executor_for
+        from stages.score.parent.dask_executor import dask_executor_for
 
         return dask_executor_for(settings.scheduler, settings.score_workers)
     raise ExecutorError(f"invalid executor={settings.executor}: expected one of local, dask")

@@ -47,7 +47,7 @@ from typing import Any
 
 from stages.artifacts import sha256_file
 from stages.scheduling import integer_priority
-from stages.score.request import ExecutorError, ExecutorName, StepRequest, run_request
+from stages.score.parent.request import ExecutorError, ExecutorName, StepRequest, run_request
 from stages.verdict import StepVerdict
 
 START_TOPIC = "scicode-step-start"
@@ -142,7 +142,7 @@ def _targets_problem(request: StepRequest) -> str | None:
 
 
 def _versions_problem(request: StepRequest) -> str | None:
-    from stages.score.launcher import LaunchError, environment_versions
+    from stages.score.parent.launcher import LaunchError, environment_versions
 
     expected = dict(request.versions)
     try:

@@ -1,7 +1,9 @@
 """What the test process, the checker and the zygote share: framing, preloading, versions, confinement.
 
-Standalone (standard library plus the numeric packages): it runs under `settings.python_binary`, with
-this folder first on `sys.path`; never imports the `stages` package.
+Standalone (standard library plus the numeric packages): it runs under `settings.python_binary`, with the
+folders of the programs that run there (`CHILD_FOLDERS`: this one, `runtime/`, `../test_process/`,
+`../checker/`) on `sys.path`, their modules imported by their plain names; it never imports the `stages`
+package.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from types import ModuleType
 HEADER_BYTES = 8
 MAX_FRAME_BYTES = 1 << 34
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONFINE_FILE = os.path.join(os.path.dirname(HERE), "confinement", "confine.py")
+SCORE_DIR = os.path.dirname(HERE)
+RUNTIME_DIR = os.path.join(HERE, "runtime")
+TEST_PROCESS_DIR = os.path.join(SCORE_DIR, "test_process")
+CHECKER_DIR = os.path.join(SCORE_DIR, "checker")
+# What runs under `python_binary`: the shared modules, our `scicode` package and shims, the test process, the
+# checker (their modules are imported by their plain names: `child_runtime`, `wire`, `runner`, `checker`).
+CHILD_FOLDERS = (HERE, RUNTIME_DIR, TEST_PROCESS_DIR, CHECKER_DIR)
+CONFINE_FILE = os.path.join(os.path.dirname(SCORE_DIR), "confinement", "confine.py")
 PRELOADED = (
     "numpy",
     "numpy.linalg",
@@ -84,15 +93,16 @@ def read_frame(fd: int) -> bytes:
 # ---------------------------------------------------------------------------
 
 
-def runtime_dir() -> str:
-    return os.path.join(HERE, "runtime")
+def add_child_folders() -> None:
+    """Put `CHILD_FOLDERS` first on sys.path (once each)."""
+    for folder in reversed(CHILD_FOLDERS):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
 
 
 def preload(extra: tuple[str, ...] = ()) -> list[str]:
     """Put our folders on sys.path, install the compatibility shims and import the usual modules."""
-    for folder in (HERE, runtime_dir()):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+    add_child_folders()
     import _scicode_compat
 
     _scicode_compat.install()
@@ -141,9 +151,10 @@ def confine_module() -> ModuleType:
 
 
 def sandbox_read_paths() -> list[str]:
-    """What a confined test process or checker may read: the interpreter's files and this folder."""
-    interpreter_paths: list[str] = confine_module().interpreter_read_paths()  # confine.py, loaded by path
-    return interpreter_paths + [HERE]
+    """What a confined test process or checker may read: the interpreter's files and the programs that run
+    under `python_binary` (`CHILD_FOLDERS`)."""
+    interpreter: list[str] = confine_module().interpreter_read_paths()
+    return interpreter + list(CHILD_FOLDERS)
 
 
 def short_exception(error: BaseException) -> str:

@@ -6,7 +6,7 @@ contribute what they carry into later prompts (`stages.protocol.carried_forward`
 `carry`: the whole code, or only the definition the header names); prefilled steps (13.6, 62.1,
 76.3) contribute their official file verbatim; the current step contributes its full code.
 `official_text` renders it exactly as an official script file (used by the benchmark's plain runner
-and as the verdict cache key); the harness receives the same parts.
+and as the verdict cache key); the test process and the checker receive the same parts.
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ from pathlib import Path
 from types import ModuleType
 
 from stages.isolation import scrubbed_environment
+from stages.score.shared import child_runtime
 
 PICKLE_PROTOCOL = 4
-RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+RUNTIME_DIR = Path(child_runtime.RUNTIME_DIR)
 LOADER = Path(__file__).resolve().parent / "load_targets.py"
 _LOCK = threading.Lock()
 

@@ -38,9 +38,13 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-import child_runtime
-import value_description
-from child_runtime import read_frame, short_exception, write_frame
+_SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared")
+if _SHARED not in sys.path:
+    sys.path.insert(0, _SHARED)  # run by path: the shared modules (framing, wire format) sit beside this folder
+
+import child_runtime  # noqa: E402 - found through the lines above when run by path
+import value_description  # noqa: E402
+from child_runtime import read_frame, short_exception, write_frame  # noqa: E402
 
 PROTOCOL_VERSION = 2
 COMPARISONS = ("allclose", "isclose", "array_equal", "array_equiv")

@@ -5,8 +5,8 @@ environment; it never sees targets or secrets. It loads the seccomp binding and 
 child inherits them ready. Control messages are JSON over an AF_UNIX SOCK_SEQPACKET socket:
 
 * engine -> zygote `{"op": "spawn", "id", "role", "cwd", "env", "memory_mb", "scratch_limit_mb"}` carrying three descriptors
-  (stdout, stderr, channel) as SCM_RIGHTS; `role` is "test" (the untrusted test process, `harness.py`)
-  or "checker" (`checker.py`);
+  (stdout, stderr, channel) as SCM_RIGHTS; `role` is "test" (the untrusted test process,
+  `test_process/runner.py`) or "checker" (`checker/checker.py`);
 * zygote -> engine `{"op": "ready", "versions"}`, `{"op": "spawned", "id", "pid"}`,
   `{"op": "exited", "pid", "returncode"}`, `{"op": "spawn_failed", "id", "error"}`.
 
@@ -70,23 +70,22 @@ def _die_with_parent() -> None:
     from child_runtime import confine_module
 
     confine = confine_module()
-    confine._libc().prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    confine.kernel.load_libc().prctl(confine.kernel.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _run_role(request: dict[str, Any], read_paths: list[str]) -> int:
     import checker
-    import harness
+    import runner
     from child_runtime import confine_module
 
     memory_mb = request.get("memory_mb")
     if request.get("role") == "checker":
-        checker_code: int = checker.serve_confined(CHANNEL_FD, memory_mb, read_paths)
-        return checker_code
+        return int(checker.serve_confined(CHANNEL_FD, memory_mb, read_paths))
     confine = confine_module()
     scratch = request["cwd"]
     scratch_limit_mb = request.get("scratch_limit_mb")
-    code: int = confine.supervise(
-        lambda: harness.serve_confined(CHANNEL_FD, memory_mb, read_paths, scratch, scratch_limit_mb)
+    code = int(
+        confine.supervise(lambda: runner.serve_confined(CHANNEL_FD, memory_mb, read_paths, scratch, scratch_limit_mb))
     )
     confine.exit_like(code)
     return code
@@ -134,14 +133,14 @@ def serve(control_fd: int, seccomp_binding: str | None = None) -> None:
         sys.path.insert(0, here)
     import child_runtime
 
-    child_runtime.preload()
+    child_runtime.preload()  # puts the test process's and the checker's folders on sys.path too
     import checker  # noqa: F401 - imported once here, not in every child
-    import harness  # noqa: F401
+    import runner  # noqa: F401
 
     confine = child_runtime.confine_module()
     confine.prepare_seccomp(seccomp_binding)
     read_paths = child_runtime.sandbox_read_paths()
-    confine._libc().prctl(confine.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    confine.kernel.load_libc().prctl(confine.kernel.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=control_fd)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)

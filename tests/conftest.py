@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -241,6 +242,18 @@ def embedded_default_run(tmp_path_factory: pytest.TempPathFactory, shared_scicod
     return EmbeddedDefaultRun(workdir, data_dir, run_doit(workdir, *data_args(data_dir, None), timeout=900))
 
 
+@contextmanager
+def working_directory(path: Path) -> Iterator[None]:
+    """The process works in `path` meanwhile (pipeline state, e.g. the verdict cache, lives under the working
+    directory); a session fixture cannot use monkeypatch.chdir."""
+    previous = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
 @pytest.fixture(scope="session")
 def validation_reference_scoring(
     tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path
@@ -270,7 +283,7 @@ def validation_reference_scoring(
             for prob in problems:
                 write_generation(settings, prob, reference_codes(prob))
             before = stage.EXECUTIONS["count"]
-            with ThreadPoolExecutor(max_workers=4) as pool:
+            with working_directory(workdir), ThreadPoolExecutor(max_workers=4) as pool:  # its .scicode/verdicts
                 summaries = tuple(pool.map(lambda p: stage.run_score(settings, p.problem_id, targets), problems))
             scored[carry] = ReferenceScoring(settings, summaries, stage.EXECUTIONS["count"] - before)
         return scored[carry]
@@ -299,6 +312,7 @@ def _xdist_group(item: pytest.Item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the markers into scheduling groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = _xdist_group(item)

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from stages.generate.server import ModelRequest, ModelServer, Reply
+from tests.pipeline_support import EmbeddedDefaultRun, ReferenceScoring
 
 # Property tests never flake: derandomized (the same examples every run), no deadline, a bounded count, no
 # example database carried between runs.
@@ -63,14 +65,18 @@ def shared_scicode() -> Path:
     return SHARED_SCICODE
 
 
-@pytest.fixture
-def staged_data_dir(tmp_path: Path, shared_scicode: Path) -> Path:
-    """A data_dir whose scicode/ folder holds copies of the official problem files (no targets)."""
-    data_dir = tmp_path / "data"
+def stage_problem_files(data_dir: Path, shared_scicode: Path) -> Path:
+    """`data_dir`, its scicode/ folder holding copies of the official problem files (no targets)."""
     (data_dir / "scicode").mkdir(parents=True)
     for name in STAGED_FILES:
         shutil.copyfile(shared_scicode / name, data_dir / "scicode" / name)
     return data_dir
+
+
+@pytest.fixture
+def staged_data_dir(tmp_path: Path, shared_scicode: Path) -> Path:
+    """A data_dir whose scicode/ folder holds copies of the official problem files (no targets)."""
+    return stage_problem_files(tmp_path / "data", shared_scicode)
 
 
 def free_port() -> int:
@@ -220,3 +226,95 @@ def start_server() -> Iterator[Callable[[Callable[[ModelRequest], Reply]], Model
     yield start
     for server in servers:
         server.stop()
+
+
+# Whole runs that several tests read: each is made once per session (and on one xdist worker, see below).
+
+
+@pytest.fixture(scope="session")
+def embedded_default_run(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> EmbeddedDefaultRun:
+    """The embedded default run, made once: the pipeline test reads its run and reruns it, the derivation test
+    reads the targets it derived for all 50 validation steps."""
+    from tests.pipeline_support import data_args, run_doit
+
+    workdir = tmp_path_factory.mktemp("embedded-default")
+    data_dir = stage_problem_files(workdir / "data", shared_scicode)
+    return EmbeddedDefaultRun(workdir, data_dir, run_doit(workdir, *data_args(data_dir, None), timeout=900))
+
+
+@contextmanager
+def working_directory(path: Path) -> Iterator[None]:
+    """The process works in `path` meanwhile (pipeline state, e.g. the verdict cache, lives under the working
+    directory); a session fixture cannot use monkeypatch.chdir."""
+    previous = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+@pytest.fixture(scope="session")
+def validation_reference_scoring(
+    tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path
+) -> Callable[[str], ReferenceScoring]:
+    """`run_score` over the 50 validation reference steps, once per carry mode for the session, in one working
+    directory: both modes share its verdict cache, so a step script the two modes build alike runs once. The
+    run_score test of each mode and the Dask comparison (its local verdicts) read it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stages.config import load_settings
+    from stages.problems import load_split
+    from stages.score.parent import stage
+    from stages.targets import ResolvedTargets
+    from tests.score.score_helpers import reference_codes, write_generation
+
+    workdir = tmp_path_factory.mktemp("validation-reference")
+    data_dir = stage_problem_files(workdir / "data", shared_scicode)
+    targets = ResolvedTargets("explicit", shared_scicode / "test_data_dev.h5", None, "validation targets")
+    scored: dict[str, ReferenceScoring] = {}
+
+    def score(carry: str) -> ReferenceScoring:
+        if carry not in scored:
+            # 51.4 alone takes ~40 s on an idle 2-core machine; a busy one must not turn it into a timeout
+            values = {"data_dir": str(data_dir), "results_dir": str(workdir / "results"), "score_workers": "2"}
+            settings = load_settings({**values, "carry": carry, "step_timeout_seconds": "900"}, cwd=workdir)
+            problems = load_split(settings.data_paths, "validation")
+            for prob in problems:
+                write_generation(settings, prob, reference_codes(prob))
+            before = stage.EXECUTIONS["count"]
+            with working_directory(workdir), ThreadPoolExecutor(max_workers=4) as pool:  # its .scicode/verdicts
+                summaries = tuple(pool.map(lambda p: stage.run_score(settings, p.problem_id, targets), problems))
+            scored[carry] = ReferenceScoring(settings, summaries, stage.EXECUTIONS["count"] - before)
+        return scored[carry]
+
+    return score
+
+
+# Session fixtures too costly to make once per xdist worker (`-n 2`, see pyproject): the tests using one run on
+# one worker. Tests using a costly module fixture run on one worker per module.
+SHARED_FIXTURE_GROUPS = {
+    "embedded_default_run": "embedded-default",
+    "validation_reference_scoring": "validation-reference",
+    "llamacpp_server": "llamacpp",
+    "sandboxfusion_url": "sandboxfusion",
+}
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    names = getattr(item, "fixturenames", ())
+    shared = [group for fixture, group in SHARED_FIXTURE_GROUPS.items() if fixture in names]
+    if shared:
+        return shared[0]
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d.scope == "module" for defs in definitions.values() for d in defs):
+        return item.module.__name__ if isinstance(item, pytest.Function) and item.module else None
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the markers into scheduling groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

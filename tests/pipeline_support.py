@@ -11,9 +11,12 @@ import threading
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from stages.artifacts import validate
+from stages.config import Settings
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, StallReply
 from stages.paths import DataPaths
 from stages.problems import Step, load_problems
@@ -355,3 +358,21 @@ def command_line(pid: int) -> str:
 def running(pids: Iterable[int]) -> set[int]:
     table = process_table()
     return {pid for pid in pids if pid in table and table[pid][1] != "Z"}
+
+
+@dataclass(frozen=True)
+class EmbeddedDefaultRun:
+    """`doit run` with nothing set but the data (gold, validation, tool_use; targets derived from reference code)."""
+
+    workdir: Path
+    data_dir: Path
+    result: subprocess.CompletedProcess[str]
+
+
+@dataclass(frozen=True)
+class ReferenceScoring:
+    """Every validation problem, answered with its reference code, scored through `run_score` in one carry mode."""
+
+    settings: Settings
+    summaries: tuple[dict[str, Any], ...]
+    executions: int  # test processes the scoring started (verdicts not served from the cache)

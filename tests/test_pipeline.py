@@ -34,6 +34,7 @@ from tests.pipeline_support import (
     NOTHING_TO_DO,
     PROSE_ANSWER,
     TEST_API_KEY,
+    EmbeddedDefaultRun,
     ScriptedModel,
     assert_every_artifact_validates,
     assert_ok,
@@ -188,8 +189,12 @@ def test_real_model_run_counts_every_status(
 
 
 @pytest.mark.slow
-def test_embedded_default_run_then_noop_rerun(workdir: Path, staged_data_dir: Path) -> None:
-    first = run_doit(workdir, *data_args(staged_data_dir, None), timeout=900)
+def test_embedded_default_run_then_noop_rerun(embedded_default_run: EmbeddedDefaultRun) -> None:
+    workdir, staged_data_dir, first = (
+        embedded_default_run.workdir,
+        embedded_default_run.data_dir,
+        embedded_default_run.result,
+    )
     assert_ok(first)
     run = run_dir(workdir, "gold", "validation-tool_use-bg")
     summary_md = summary_file(run, "md").read_text(encoding="utf-8")

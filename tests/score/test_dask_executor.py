@@ -30,7 +30,7 @@ from score_helpers import make_job, problem
 
 from stages.score.parent.dask_executor import DaskExecutor, require_distributed
 from stages.score.parent.engine import StepJob
-from stages.score.parent.executor import ExecutorError, LocalExecutor, StepRequest
+from stages.score.parent.executor import ExecutorError, StepRequest
 from stages.score.parent.launcher import environment_versions
 from stages.score.parent.stage import reference_seconds
 from stages.verdict import StepVerdict
@@ -180,20 +180,35 @@ def essentials(verdict: StepVerdict) -> tuple:
     return verdict.status, verdict.reason, verdict.tests_total, verdict.tests_passed, verdict.returncode
 
 
+def local_reference_verdicts(scoring: Any) -> dict[str, StepVerdict]:
+    """The verdicts `run_score` wrote for the reference steps with the local executor (carry=full, as `make_job`)."""
+    from stages.artifacts import read_artifact
+    from stages.problems import load_split
+
+    verdicts = {}
+    for prob in load_split(scoring.settings.data_paths, "validation"):
+        details = read_artifact(scoring.settings.run_paths.details(prob.problem_id), "details")
+        assert details is not None
+        for step in details["attempts"][0]["meta"]["evaluation"]["steps"]:
+            if step["status"] != "skipped":
+                verdicts[step["step_id"]] = StepVerdict.from_record(step)
+    return verdicts
+
+
 @pytest.mark.slow
 def test_validation_reference_steps_same_verdicts_as_local(
-    shared_scicode: Path, cluster_executor: DaskExecutor
+    shared_scicode: Path, cluster_executor: DaskExecutor, validation_reference_scoring: Callable[[str], Any]
 ) -> None:
     jobs = validation_reference_jobs(shared_scicode)
     assert len(jobs) == 50
     on_dask, dask_wall = run_all(cluster_executor.run, jobs)
-    local, local_wall = run_all(LocalExecutor(2).run, jobs)
-    print(f"50 reference steps: dask (LocalCluster, 2 workers) {dask_wall:.1f} s, local (2 slots) {local_wall:.1f} s")
+    local = local_reference_verdicts(validation_reference_scoring("full"))
+    print(f"50 reference steps: dask (LocalCluster, 2 workers) {dask_wall:.1f} s")
     assert {sid: essentials(v) for sid, v in on_dask.items()} == {sid: essentials(v) for sid, v in local.items()}
     assert all(verdict.status == "pass" for verdict in on_dask.values())
     workers = set(cluster_executor.worker_addresses())
     assert {verdict.executed_on for verdict in on_dask.values()} <= workers
-    assert all(verdict.executed_on == "" for verdict in local.values())
+    assert all(not verdict.executed_on for verdict in local.values())
 
 
 # ---------------------------------------------------------------------------

@@ -195,23 +195,19 @@ def test_carry_is_part_of_the_score_fingerprint(make_settings, dev_targets) -> N
 
 @pytest.mark.slow
 @pytest.mark.parametrize("carry", ["full", "definition"])
-def test_all_validation_reference_steps_pass_through_run_score(make_settings, dev_targets, carry) -> None:
-    # 51.4 alone takes ~40 s on an idle 2-core machine; a busy one must not turn it into a timeout
-    settings = make_settings(carry=carry, step_timeout_seconds="900")
-    problems = load_split(settings.data_paths, "validation")
-    for prob in problems:
-        write_generation(settings, prob, reference_codes(prob))
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        summaries = list(pool.map(lambda p: run_score(settings, p.problem_id, dev_targets), problems))
+def test_all_validation_reference_steps_pass_through_run_score(validation_reference_scoring, carry) -> None:
+    scoring = validation_reference_scoring(carry)
+    problems = load_split(scoring.settings.data_paths, "validation")
     failures = [
         (s["step_id"], s["status"], s["reason"])
         for p in problems
-        for s in evaluation_of(settings, p.problem_id)["steps"]
+        for s in evaluation_of(scoring.settings, p.problem_id)["steps"]
         if s["status"] != "pass"
     ]
     assert failures == []
-    assert sum(s["passed"] for s in summaries) == 50 and sum(s["scored"] for s in summaries) == 50
-    assert sum(s["resolved"] for s in summaries) == 15
+    assert sum(s["passed"] for s in scoring.summaries) == 50 and sum(s["scored"] for s in scoring.summaries) == 50
+    assert sum(s["resolved"] for s in scoring.summaries) == 15
+    assert scoring.executions > 0  # the first mode scored runs every step; the second, every script it builds anew
 
 
 def test_steps_wait_with_their_problems_slowest_step(settings, dev_targets, monkeypatch) -> None:

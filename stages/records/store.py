@@ -1,0 +1,140 @@
+"""The memo of parsed artifacts: each file is parsed and validated at most once per process while it stays
+the same file.
+
+A file is known by what it is on disk, `FileIdentity` (path, device, inode, size, mtime_ns), taken from the
+open file itself so that the identity and the bytes read belong together. A rewrite (an atomic replace: a
+new inode; or any change of size or mtime) is read again. The writer puts the record it wrote into the memo
+(`remember`), so a stage reading back its own output parses nothing. Tasks run in threads of one process:
+one lock per path makes two readers of the same file wait for one parse.
+
+A typed record built from a file (`cached_record`) is memoised with it, keyed by its builder. `parse_counts`
+says how often each (kind, path) was parsed in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from stages.records.json_values import FrozenObject, JSONObject, freeze_object
+
+R = TypeVar("R")
+
+Validate = Callable[[JSONObject], bool]  # whether a parsed object is a valid artifact of its kind
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    path: str
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: str, stat: os.stat_result) -> FileIdentity:
+        return cls(path, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+@dataclass
+class _Entry:
+    identity: FileIdentity
+    record: FrozenObject | None  # None: the file did not parse or validate
+    built: dict[object, object] = field(default_factory=dict)
+
+
+class ArtifactMemo:
+    """Parsed artifacts by (kind, path), each valid for one `FileIdentity`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._path_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._parses: Counter[tuple[str, str]] = Counter()
+
+    def _path_lock(self, key: tuple[str, str]) -> threading.Lock:
+        with self._lock:
+            return self._path_locks.setdefault(key, threading.Lock())
+
+    def _entry(self, path: Path, kind: str, valid: Validate) -> _Entry | None:
+        """The memo entry of the file as it is now, parsing it when it is new or changed; None when it cannot
+        be opened."""
+        key = (kind, os.path.abspath(path))
+        with self._path_lock(key):
+            try:
+                with open(path, "rb") as handle:
+                    identity = FileIdentity.of(key[1], os.fstat(handle.fileno()))
+                    known = self._entries.get(key)
+                    if known is not None and known.identity == identity:
+                        return known
+                    data = handle.read()
+            except OSError:
+                return None
+            entry = _Entry(identity, _parsed(data, valid))
+            with self._lock:
+                self._parses[key] += 1
+                self._entries[key] = entry
+            return entry
+
+    def read(self, path: Path, kind: str, valid: Validate) -> FrozenObject | None:
+        """The frozen record of the artifact at `path`; None when it is absent, does not parse or is invalid."""
+        entry = self._entry(path, kind, valid)
+        return None if entry is None else entry.record
+
+    def cached_record(self, path: Path, kind: str, valid: Validate, build: Callable[[FrozenObject], R]) -> R | None:
+        """`build` of the artifact's frozen record, built once per file version."""
+        entry = self._entry(path, kind, valid)
+        if entry is None or entry.record is None:
+            return None
+        with self._lock:
+            if build in entry.built:
+                return entry.built[build]  # type: ignore[return-value]
+        made = build(entry.record)
+        with self._lock:
+            entry.built.setdefault(build, made)
+        return made
+
+    def remember(self, path: Path, kind: str, record: JSONObject) -> None:
+        """Record what a writer has just written at `path` (a valid `record`), as the file now is."""
+        key = (kind, os.path.abspath(path))
+        with self._path_lock(key):
+            try:
+                identity = FileIdentity.of(key[1], os.stat(path))
+            except OSError:
+                return
+            entry = _Entry(identity, freeze_object(record))
+            with self._lock:
+                self._entries[key] = entry
+
+    def parse_counts(self) -> Mapping[tuple[str, str], int]:
+        with self._lock:
+            return dict(self._parses)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._parses.clear()
+
+
+def _parsed(data: bytes, valid: Validate) -> FrozenObject | None:
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict) or not valid(record):
+        return None
+    return freeze_object(record)
+
+
+MEMO = ArtifactMemo()
+
+
+def parse_counts() -> Mapping[tuple[str, str], int]:
+    """How often this process parsed each artifact file, by (kind, path)."""
+    return MEMO.parse_counts()

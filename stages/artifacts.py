@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Callable
 from functools import cache, partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import jsonschema
 from referencing import Registry, Resource
@@ -42,11 +42,15 @@ def fingerprint(value: Any) -> str:
 
 
 def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    """sha256 of the file's bytes, hashed once per file version in this process (`stages.records.store`)."""
+
+    def hash_of(handle: BinaryIO) -> str:
+        digest = hashlib.sha256()
         for chunk in iter(lambda: handle.read(chunk_size), b""):
             digest.update(chunk)
-    return digest.hexdigest()
+        return digest.hexdigest()
+
+    return MEMO.digest(Path(path), hash_of)
 
 
 COMMON_SCHEMA = "common.schema.json"  # the parts every artifact schema shares, referenced by `$ref`
@@ -121,6 +125,7 @@ def write_artifact(path: Path, kind: str, record: dict[str, Any]) -> dict[str, A
     dumped = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     text = valid_text(dumped)
     atomic_write_text(path, text)
+    MEMO.remember_digest(Path(path), hashlib.sha256(text.encode("utf-8")).hexdigest())
     MEMO.remember(Path(path), kind, record if text is dumped else json.loads(text))
     return record
 

@@ -8,7 +8,8 @@ new inode; or any change of size or mtime) is read again. The writer puts the re
 one lock per path makes two readers of the same file wait for one parse.
 
 A typed record built from a file (`cached_record`) is memoised with it, keyed by its builder. `parse_counts`
-says how often each (kind, path) was parsed in this process.
+says how often each (kind, path) was parsed in this process. File digests (`digest`) are memoised the same way,
+and `hash_counts` says how often each file was hashed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from stages.records.json_values import FrozenObject, JSONObject, freeze_object
 
@@ -57,6 +58,8 @@ class ArtifactMemo:
         self._path_locks: dict[tuple[str, str], threading.Lock] = {}
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._parses: Counter[tuple[str, str]] = Counter()
+        self._digests: dict[str, tuple[FileIdentity, str]] = {}
+        self._hashes: Counter[str] = Counter()
 
     def _path_lock(self, key: tuple[str, str]) -> threading.Lock:
         with self._lock:
@@ -67,12 +70,12 @@ class ArtifactMemo:
         be opened."""
         key = (kind, os.path.abspath(path))
         with self._path_lock(key):
+            known = self._entries.get(key)
             try:
+                if known is not None and known.identity == FileIdentity.of(key[1], os.stat(path)):
+                    return known
                 with open(path, "rb") as handle:
                     identity = FileIdentity.of(key[1], os.fstat(handle.fileno()))
-                    known = self._entries.get(key)
-                    if known is not None and known.identity == identity:
-                        return known
                     data = handle.read()
             except OSError:
                 return None
@@ -112,6 +115,40 @@ class ArtifactMemo:
             with self._lock:
                 self._entries[key] = entry
 
+    def digest(self, path: Path, compute: Callable[[BinaryIO], str]) -> str:
+        """`compute` (a hash) of the file's bytes, computed once per file version; OSError when it cannot be
+        opened."""
+        key = os.path.abspath(path)
+        with self._path_lock(("digest", key)):
+            try:
+                known = self._digests.get(key)
+                if known is not None and known[0] == FileIdentity.of(key, os.stat(path)):
+                    return known[1]
+            except OSError:
+                pass
+            with open(path, "rb") as handle:
+                identity = FileIdentity.of(key, os.fstat(handle.fileno()))
+                value = compute(handle)
+            with self._lock:
+                self._digests[key] = (identity, value)
+                self._hashes[key] += 1
+            return value
+
+    def remember_digest(self, path: Path, value: str) -> None:
+        """Record the digest of what a writer has just written at `path`."""
+        key = os.path.abspath(path)
+        with self._path_lock(("digest", key)):
+            try:
+                identity = FileIdentity.of(key, os.stat(path))
+            except OSError:
+                return
+            with self._lock:
+                self._digests[key] = (identity, value)
+
+    def hash_counts(self) -> Mapping[str, int]:
+        with self._lock:
+            return dict(self._hashes)
+
     def parse_counts(self) -> Mapping[tuple[str, str], int]:
         with self._lock:
             return dict(self._parses)
@@ -120,6 +157,8 @@ class ArtifactMemo:
         with self._lock:
             self._entries.clear()
             self._parses.clear()
+            self._digests.clear()
+            self._hashes.clear()
 
 
 def _parsed(data: bytes, valid: Validate) -> FrozenObject | None:
@@ -138,3 +177,8 @@ MEMO = ArtifactMemo()
 def parse_counts() -> Mapping[tuple[str, str], int]:
     """How often this process parsed each artifact file, by (kind, path)."""
     return MEMO.parse_counts()
+
+
+def hash_counts() -> Mapping[str, int]:
+    """How often this process hashed each file, by path."""
+    return MEMO.hash_counts()

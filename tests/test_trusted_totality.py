@@ -29,7 +29,7 @@ from stages.problems import Problem, problems_by_id
 from stages.protocol import CARRY_MODES
 from stages.report import _script_of, compressed
 from stages.reporter import describe_failure, step_failure_line
-from stages.results import _tool_code
+from stages.records.generation import _tool_code
 from stages.score.cache import VerdictCache, verdict_key
 from stages.score.script import build_step_script
 from stages.score.stage import _pre_verdict
@@ -198,7 +198,7 @@ def test_a_compared_record_of_any_shape_becomes_a_bounded_view(compared: object,
     st.lists(st.fixed_dictionaries({}, optional={"error": JSONISH, "usage": JSONISH, "latency_s": JSONISH})),
 )
 def test_the_turns_of_any_recorded_trajectory_are_read(messages: list, calls: list) -> None:
-    from stages.results import _turns
+    from stages.records.generation import _turns
 
     turns = _turns({"messages": messages, "calls": calls, "turns_recorded": True}, ())
     assert turns is not None

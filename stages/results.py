@@ -28,6 +28,7 @@ from stages.records.generation import (
     read_generation_file,
 )
 from stages.records.selection import LayoutStep, Selection, SelectionEntry, StepLayout, read_selection_file
+from stages.records.summary import Summary, read_summary_file
 from stages.statuses import STEP_STATUSES
 from stages.usage import AttemptCost
 
@@ -261,9 +262,9 @@ def read_config(paths: RunPaths) -> Mapping[str, Any] | None:
     return read_artifact(paths.recorded_config(), "config")
 
 
-def read_summary(paths: RunPaths) -> Mapping[str, Any] | None:
+def read_summary(paths: RunPaths) -> Summary | None:
     """summary.json when it validates (its fingerprint and the plots it lists decide whether it is current)."""
-    return read_artifact(paths.summary_json, "summary")
+    return read_summary_file(paths.summary_json)
 
 
 def max_attempts(problems: Iterable[ProblemResult]) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from stages.artifacts import fingerprint, read_artifact, write_artifact
+from stages.artifacts import fingerprint, write_artifact
 from stages.categories import allowed_names_text, table_digest, unknown_names
 from stages.config import ConfigError, Settings
 from stages.confinement import check_confinement
@@ -14,6 +14,7 @@ from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.pins import prefilled_steps
 from stages.problems import Problem, load_problems
 from stages.records.json_values import JSONValue
+from stages.records.manifest import read_manifest_file
 from stages.records.selection import KIND, LayoutStep, Selection, SelectionEntry, StepLayout
 from stages.records.stamp import Stamp
 from stages.results import cached_selection
@@ -97,10 +98,10 @@ def _layout_identity() -> dict[str, Any]:
 
 
 def _problem_files_identity(settings: Settings) -> Any:
-    manifest = read_artifact(settings.data_paths.manifest, "manifest")
+    manifest = read_manifest_file(settings.data_paths.manifest)
     if manifest is None:
         return None
-    return {name: entry["sha256"] for name, entry in sorted(manifest["files"].items()) if name.endswith(".jsonl")}
+    return {name: entry.sha256 for name, entry in sorted(manifest.by_name.items()) if name.endswith(".jsonl")}
 
 
 def config_fingerprint(settings: Settings) -> str:

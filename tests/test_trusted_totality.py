@@ -27,9 +27,10 @@ from stages.generate.loops import final_status
 from stages.paths import DataPaths, RunPaths
 from stages.problems import Problem, problems_by_id
 from stages.protocol import CARRY_MODES
+from stages.records.generation import GeneratedStep, Generation, _tool_code
+from stages.records.json_values import freeze_object
 from stages.report import _script_of, compressed
 from stages.reporter import describe_failure, step_failure_line
-from stages.records.generation import _tool_code
 from stages.score.cache import VerdictCache, verdict_key
 from stages.score.script import build_step_script
 from stages.score.stage import _pre_verdict
@@ -77,7 +78,9 @@ def test_the_test_script_of_hostile_code_is_built_and_keyed(problem_19, first: s
     problem, data_paths = problem_19
     codes: dict[str, str | None] = {"19.1": first, "19.2": second}
     record = {"status": "ok", "code": second, "raw_answer": second}
-    verdict = _pre_verdict(problem.steps[1], {"steps": [record]}, record)
+    step = GeneratedStep.from_record(freeze_object(record))
+    generation = Generation.from_record(freeze_object({"steps": [record]}))
+    verdict = _pre_verdict(problem.steps[1], generation, step)
     assert verdict is None or (verdict.status == "parse_error" and encodes(verdict.reason))
     if verdict is None:
         script = build_step_script(problem, 1, codes, data_paths, carry)  # type: ignore[arg-type]

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tqdm import tqdm
 
-from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
+from stages.artifacts import fingerprint, is_current, read_artifact, read_frozen, sha256_file, write_artifact
 from stages.config import Settings
 from stages.errors import PipelineError, RunStopped
 from stages.exit_codes import KEY_REFUSED
@@ -43,6 +43,8 @@ from stages.generate.prompts import StepPrompt, build_step_prompt
 from stages.paths import DataPaths
 from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
 from stages.protocol import carried_forward
+from stages.records.generation import frozen_steps
+from stages.records.json_values import thaw_object
 from stages.run_conditions import tool_outcome_counts
 from stages.score.pool import PrioritySlots, named_slots
 from stages.untrusted import shown
@@ -249,8 +251,7 @@ def reusable(previous: dict[str, Any] | None, prompt: StepPrompt) -> bool:
 
 
 def _previous_steps(path: Path) -> dict[str, dict[str, Any]]:
-    record = read_artifact(path, ARTIFACT_KIND)
-    return {step["step_id"]: step for step in record["steps"]} if record else {}
+    return {step_id: thaw_object(step) for step_id, step in frozen_steps(read_frozen(path, ARTIFACT_KIND)).items()}
 
 
 # ---------------------------------------------------------------------------

@@ -257,6 +257,12 @@ def read_details_file(path: Path) -> Details | None:
     return read_typed(path, KIND, Details.from_record)
 
 
+def current_details(path: Path, expected_fingerprint: str) -> Details | None:
+    """The details at `path` when they are valid and carry the expected fingerprint."""
+    details = read_details_file(path)
+    return details if details is not None and details.fingerprint == expected_fingerprint else None
+
+
 def _frozen_object(value: JSONObject) -> FrozenObject:
     frozen = freeze(value)
     return frozen if isinstance(frozen, Mapping) else {}

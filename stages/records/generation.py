@@ -32,6 +32,7 @@ from stages.records.json_values import (
     thaw_object,
 )
 from stages.records.stamp import Stamp
+from stages.run_conditions import add_counts, tool_outcome_counts
 from stages.statuses import TOOL_STATUSES
 from stages.untrusted import UntrustedJSONError, parse_json, valid_text
 from stages.usage import Usage
@@ -290,6 +291,18 @@ class Generation:
     @property
     def tool_stats(self) -> ToolStats:
         return sum((step.tool_stats for step in self.steps), ToolStats())
+
+    def tool_outcomes(self) -> JSONObject:
+        """{"total": counts, "steps": {step_id: counts}} of the code interpreter's calls by outcome, counted
+        from the trajectories' tool results (steps that called a tool only): a details attempt's meta."""
+        total: dict[str, int] = dict.fromkeys(TOOL_STATUSES, 0)
+        steps: JSONObject = {}
+        for step in self.steps:
+            counts = tool_outcome_counts(objects(step.trajectory.get("tool_results")))
+            if any(counts.values()):
+                steps[step.step_id] = dict(counts)
+                total = add_counts(total, counts)
+        return {"total": dict(total), "steps": steps}
 
 
 def read_generation_file(path: Path) -> Generation | None:

@@ -50,7 +50,8 @@ def thaw_object(value: FrozenObject) -> JSONObject:
     return {key: thaw(item) for key, item in value.items()}
 
 
-# Total readers: a field of the expected type, else the default (never an exception on hostile shapes).
+# Total readers: a field of the expected type, else the default (never an exception on hostile shapes). They
+# read a frozen record, and a plain one (dicts and lists) the same way.
 
 
 def obj(value: Frozen) -> FrozenObject:
@@ -58,7 +59,10 @@ def obj(value: Frozen) -> FrozenObject:
 
 
 def items(value: Frozen) -> tuple[Frozen, ...]:
-    return value if isinstance(value, tuple) else ()
+    """The items of an array (a frozen tuple, or the list of a plain record built in memory)."""
+    if isinstance(value, tuple):
+        return value
+    return tuple(value) if isinstance(value, list) else ()
 
 
 def objects(value: Frozen) -> tuple[FrozenObject, ...]:

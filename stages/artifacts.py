@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Callable
 from functools import cache, partial
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 import jsonschema
 from referencing import Registry, Resource
@@ -41,16 +41,9 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
+def sha256_file(path: Path) -> str:
     """sha256 of the file's bytes, hashed once per file version in this process (`stages.records.store`)."""
-
-    def hash_of(handle: BinaryIO) -> str:
-        digest = hashlib.sha256()
-        for chunk in iter(lambda: handle.read(chunk_size), b""):
-            digest.update(chunk)
-        return digest.hexdigest()
-
-    return MEMO.digest(Path(path), hash_of)
+    return MEMO.sha256(Path(path))
 
 
 COMMON_SCHEMA = "common.schema.json"  # the parts every artifact schema shares, referenced by `$ref`

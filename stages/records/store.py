@@ -8,12 +8,13 @@ new inode; or any change of size or mtime) is read again. The writer puts the re
 one lock per path makes two readers of the same file wait for one parse.
 
 A typed record built from a file (`cached_record`) is memoised with it, keyed by its builder. `parse_counts`
-says how often each (kind, path) was parsed in this process. File digests (`digest`) are memoised the same way,
+says how often each (kind, path) was parsed in this process. File digests (`sha256`, also taken from the bytes a parse read) are memoised the same way,
 and `hash_counts` says how often each file was hashed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -21,11 +22,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 from stages.records.json_values import FrozenObject, JSONObject, freeze_object
 
 R = TypeVar("R")
+_CHUNK = 1 << 20
 
 Validate = Callable[[JSONObject], bool]  # whether a parsed object is a valid artifact of its kind
 
@@ -80,9 +82,11 @@ class ArtifactMemo:
             except OSError:
                 return None
             entry = _Entry(identity, _parsed(data, valid))
+            digest = hashlib.sha256(data).hexdigest()
             with self._lock:
                 self._parses[key] += 1
                 self._entries[key] = entry
+                self._digests[key[1]] = (identity, digest)
             return entry
 
     def read(self, path: Path, kind: str, valid: Validate) -> FrozenObject | None:
@@ -115,9 +119,9 @@ class ArtifactMemo:
             with self._lock:
                 self._entries[key] = entry
 
-    def digest(self, path: Path, compute: Callable[[BinaryIO], str]) -> str:
-        """`compute` (a hash) of the file's bytes, computed once per file version; OSError when it cannot be
-        opened."""
+    def sha256(self, path: Path) -> str:
+        """The sha256 of the file's bytes, hashed once per file version (a file this memo parsed or a writer
+        wrote is not read again for it); OSError when it cannot be opened."""
         key = os.path.abspath(path)
         with self._path_lock(("digest", key)):
             try:
@@ -128,7 +132,10 @@ class ArtifactMemo:
                 pass
             with open(path, "rb") as handle:
                 identity = FileIdentity.of(key, os.fstat(handle.fileno()))
-                value = compute(handle)
+                digest = hashlib.sha256()
+                for chunk in iter(lambda: handle.read(_CHUNK), b""):
+                    digest.update(chunk)
+            value = digest.hexdigest()
             with self._lock:
                 self._digests[key] = (identity, value)
                 self._hashes[key] += 1

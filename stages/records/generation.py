@@ -116,6 +116,14 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class _StepReading:
+    model_calls: int
+    prompt: str | None
+    tool_calls: tuple[ToolRun, ...]
+    turns: tuple[Turn, ...] | None
+
+
+@dataclass(frozen=True)
 class GeneratedStep:
     """One entry of a generation file's `steps`, as written; `tool_outcomes` None: the step records none (an
     unasked step, or one written before they were recorded)."""
@@ -168,38 +176,40 @@ class GeneratedStep:
         return record | {"usage": thaw_object(self.usage_record), "latency_s": self.latency_s}
 
     @cached_property
-    def _plain_trajectory(self) -> JSONObject:
-        return thaw_object(self.trajectory)
+    def _read(self) -> _StepReading:
+        """What the reports read from the trajectory, from one plain copy of it (not kept)."""
+        trajectory = thaw_object(self.trajectory)
+        messages = _array(trajectory.get("messages"))
+        first = messages[0] if messages else None
+        prompt = str(first.get("content")) if isinstance(first, dict) and first.get("role") == "user" else None
+        tool_calls = _tool_calls(trajectory)
+        return _StepReading(len(_array(trajectory.get("calls"))), prompt, tool_calls, _turns(trajectory, tool_calls))
 
     @property
     def messages(self) -> tuple[JSONObject, ...]:
         """The trajectory's messages, each a plain copy of its own."""
         return tuple(thaw_object(message) for message in objects(self.trajectory.get("messages")))
 
-    @cached_property
+    @property
     def model_calls(self) -> int:
-        return len(_array(self._plain_trajectory.get("calls")))
+        return self._read.model_calls
 
     @cached_property
     def usage(self) -> Usage | None:
         return Usage.from_record(thaw_object(self.usage_record), self.model_calls)
 
-    @cached_property
+    @property
     def prompt(self) -> str | None:
-        messages = _array(self._plain_trajectory.get("messages"))
-        first = messages[0] if messages else None
-        if isinstance(first, dict) and first.get("role") == "user":
-            return str(first.get("content"))
-        return None
+        return self._read.prompt
 
-    @cached_property
+    @property
     def tool_calls(self) -> tuple[ToolRun, ...]:
-        return _tool_calls(self._plain_trajectory)
+        return self._read.tool_calls
 
-    @cached_property
+    @property
     def turns(self) -> tuple[Turn, ...] | None:
         """The conversation turn by turn; None when the generation predates recorded turns."""
-        return _turns(self._plain_trajectory, self.tool_calls)
+        return self._read.turns
 
     @property
     def tool_stats(self) -> ToolStats:

@@ -6,18 +6,25 @@ import hashlib
 import json
 import os
 import tempfile
-from functools import cache
+from collections.abc import Callable
+from functools import cache, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from stages import live_processes
 from stages.errors import PipelineError
 from stages.paths import SCHEMAS_DIR
+from stages.records.json_values import FrozenObject, thaw_object
+from stages.records.store import MEMO
 from stages.untrusted import valid_text
 
 SCHEMA_VERSION = 1
+
+R = TypeVar("R")
 
 
 class ArtifactError(PipelineError, ValueError):
@@ -34,21 +41,31 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(chunk_size), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+def sha256_file(path: Path) -> str:
+    """sha256 of the file's bytes, hashed once per file version in this process (`stages.records.store`)."""
+    return MEMO.sha256(Path(path))
+
+
+COMMON_SCHEMA = "common.schema.json"  # the parts every artifact schema shares, referenced by `$ref`
+
+
+@cache
+def _schema_registry() -> Registry[Any]:
+    """Every schema file under its file name, so `{"$ref": "common.schema.json#/$defs/..."}` resolves."""
+    resources = []
+    for schema_path in sorted(SCHEMAS_DIR.glob("*.schema.json")):
+        contents = json.loads(schema_path.read_text(encoding="utf-8"))
+        resources.append((schema_path.name, Resource.from_contents(contents, default_specification=DRAFT202012)))
+    return Registry().with_resources(resources)
 
 
 @cache
 def _validator(kind: str) -> jsonschema.protocols.Validator:
-    schema_path = SCHEMAS_DIR / f"{kind}.schema.json"
-    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    registry = _schema_registry()
+    schema = registry.contents(f"{kind}.schema.json")
     validator_cls = jsonschema.validators.validator_for(schema)
     validator_cls.check_schema(schema)
-    return validator_cls(schema)
+    return validator_cls(schema, registry=registry)
 
 
 def validate(kind: str, record: dict[str, Any]) -> None:
@@ -94,48 +111,58 @@ _FILE_MODE = 0o666 & ~_read_umask()  # read once at import: os.umask is process-
 
 
 def write_artifact(path: Path, kind: str, record: dict[str, Any]) -> dict[str, Any]:
-    """Validate `record` against `schemas/<kind>.schema.json` and write it atomically. Returns the record."""
+    """Validate `record` against `schemas/<kind>.schema.json` and write it atomically; the process's memo of
+    parsed artifacts then holds it as written (`stages.records.store`). Returns the record."""
     record = {"schema_version": SCHEMA_VERSION, **record}
     validate(kind, record)
-    text = valid_text(json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    dumped = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    text = valid_text(dumped)
     atomic_write_text(path, text)
-    _VALIDATED.add(_validated_key(kind, text))
+    MEMO.remember_digest(Path(path), hashlib.sha256(text.encode("utf-8")).hexdigest())
+    MEMO.remember(Path(path), kind, record if text is dumped else json.loads(text))
     return record
+
+
+def is_valid(kind: str, record: dict[str, Any]) -> bool:
+    """Whether a parsed object is a valid artifact of `kind` in the current format."""
+    if record.get("schema_version") != SCHEMA_VERSION:
+        return False
+    try:
+        validate(kind, record)
+    except ArtifactError:
+        return False
+    return True
+
+
+def _validity(kind: str) -> Callable[[dict[str, Any]], bool]:
+    return _VALIDITY.setdefault(kind, partial(is_valid, kind))
+
+
+_VALIDITY: dict[str, Callable[[dict[str, Any]], bool]] = {}
+
+
+def read_frozen(path: Path, kind: str) -> FrozenObject | None:
+    """The artifact at `path`, deeply immutable and shared (parsed once per file version in this process), if
+    it exists, parses and validates; None otherwise."""
+    return MEMO.read(Path(path), kind, _validity(kind))
+
+
+def read_typed(path: Path, kind: str, build: Callable[[FrozenObject], R]) -> R | None:
+    """`build` of the valid artifact at `path` (a typed record's `from_record`), made once per file version."""
+    return MEMO.cached_record(Path(path), kind, _validity(kind), build)
 
 
 def read_artifact(path: Path, kind: str) -> dict[str, Any] | None:
-    """The artifact at `path` if it exists, parses and validates; None otherwise."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-        record = json.loads(text)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or record.get("schema_version") != SCHEMA_VERSION:
-        return None
-    key = _validated_key(kind, text)
-    if key not in _VALIDATED:
-        try:
-            validate(kind, record)
-        except ArtifactError:
-            return None
-        _VALIDATED.add(key)
-    return record
-
-
-# (kind, sha256 of the text) of every artifact text this process has validated: the same bytes need no second
-# validation (a streaming run reads back, often several times, what it has just written).
-_VALIDATED: set[tuple[str, str]] = set()
-
-
-def _validated_key(kind: str, text: str) -> tuple[str, str]:
-    return kind, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """The artifact at `path` if it exists, parses and validates, as a plain dict of its own; None otherwise."""
+    frozen = read_frozen(path, kind)
+    return None if frozen is None else thaw_object(frozen)
 
 
 def current_record(
     path: Path, kind: str, expected_fingerprint: str, *, require_status: tuple[str, ...] = ()
-) -> dict[str, Any] | None:
+) -> FrozenObject | None:
     """The artifact when it exists, validates and carries the expected fingerprint (and status, if asked)."""
-    record = read_artifact(path, kind)
+    record = read_frozen(path, kind)
     if record is None or record.get("fingerprint") != expected_fingerprint:
         return None
     return record if not require_status or record.get("status") in require_status else None

@@ -45,6 +45,9 @@ from stages.fetch import (
 )
 from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.pins import pinned_sha256, pins, required_files
+from stages.records.manifest import KIND as MANIFEST_KIND
+from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
+from stages.records.stamp import Stamp
 
 ChecksumState = Literal["verified", "unpinned", "mismatch-allowed"]
 
@@ -388,13 +391,13 @@ def run_download(settings: Settings) -> dict[str, Any]:
     if missing:
         raise DownloadError(_hand_staging_message(settings, missing, report))
     official, targets = _targets(settings, entries, report)
-    record = {
-        **download_fingerprint_parts(settings).record(),
-        "status": "complete",
-        "verify_checksums": settings.verify_checksums,
-        "official_targets": official,
-        "targets": targets,
-        "files": _keep_provenance(entries, previous, _staged_label(paths.scicode_dir)),
-        "warnings": report.warnings,
-    }
-    return write_artifact(paths.manifest, "manifest", record)
+    files = _keep_provenance(entries, previous, _staged_label(paths.scicode_dir))
+    manifest = Manifest(
+        stamp=Stamp.of(download_fingerprint_parts(settings)),
+        verify_checksums=settings.verify_checksums,
+        official_targets=official,
+        targets=ManifestTargets.from_record(targets),
+        files=tuple((name, ManifestFile.from_record(entry)) for name, entry in files.items()),
+        warnings=tuple(report.warnings),
+    )
+    return write_artifact(paths.manifest, MANIFEST_KIND, manifest.to_record())

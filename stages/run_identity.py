@@ -26,6 +26,8 @@ from typing import Any, Literal
 from stages.artifacts import read_artifact, sha256_file, write_artifact
 from stages.config import ConfigError, Settings
 from stages.fingerprints import settings_slice
+from stages.records.generation import read_generation_file
+from stages.records.json_values import obj, thaw_object
 from stages.versions import package_versions
 
 Origin = Literal["first run", "adopted from generations"]
@@ -168,11 +170,11 @@ def _adopted(settings: Settings) -> dict[str, Any] | None:
     replay digest, the snippet interpreter) taken from the current settings."""
     generations = settings.run_paths.generations_dir
     for path in sorted(generations.glob("*.json")) if generations.is_dir() else ():
-        record = read_artifact(path, "generation")
-        parts = record.get("fingerprint_parts") if record else None
-        recorded = parts.get("settings") if isinstance(parts, Mapping) else None
-        if isinstance(recorded, Mapping) and recorded:
-            return {**dict(recorded), **_extra_parts(settings)}
+        generation = read_generation_file(path)
+        parts = generation.stamp.parts if generation else None
+        recorded = thaw_object(obj(parts.get("settings"))) if parts is not None else {}
+        if recorded:
+            return {**recorded, **_extra_parts(settings)}
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from stages.artifacts import fingerprint, read_artifact, write_artifact
+from stages.artifacts import fingerprint, write_artifact
 from stages.categories import allowed_names_text, table_digest, unknown_names
 from stages.config import ConfigError, Settings
 from stages.confinement import check_confinement
@@ -13,7 +13,11 @@ from stages.errors import PipelineError
 from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.pins import prefilled_steps
 from stages.problems import Problem, load_problems
-from stages.results import LayoutStep, Selection, SelectionEntry, cached_selection
+from stages.records.json_values import JSONValue
+from stages.records.manifest import read_manifest_file
+from stages.records.selection import KIND, LayoutStep, Selection, SelectionEntry, StepLayout
+from stages.records.stamp import Stamp
+from stages.results import cached_selection
 from stages.versions import package_versions
 
 VERSIONED_PACKAGES: tuple[str, ...] = ("doit", "openai", "numpy", "scipy", "sympy", "h5py")
@@ -94,10 +98,10 @@ def _layout_identity() -> dict[str, Any]:
 
 
 def _problem_files_identity(settings: Settings) -> Any:
-    manifest = read_artifact(settings.data_paths.manifest, "manifest")
+    manifest = read_manifest_file(settings.data_paths.manifest)
     if manifest is None:
         return None
-    return {name: entry["sha256"] for name, entry in sorted(manifest["files"].items()) if name.endswith(".jsonl")}
+    return {name: entry.sha256 for name, entry in sorted(manifest.by_name.items()) if name.endswith(".jsonl")}
 
 
 def config_fingerprint(settings: Settings) -> str:
@@ -133,39 +137,45 @@ def write_run_config(settings: Settings) -> dict[str, Any]:
     return write_artifact(settings.run_paths.config, "config", record)
 
 
-def step_layout(problem: Problem) -> list[dict[str, Any]]:
+def step_layout(problem: Problem) -> list[JSONValue]:
     """Every step of the problem in order, marked prefilled (official code, not scored) or not."""
-    return [LayoutStep(step.step_id, step.prefilled).to_record() for step in problem.steps]
+    return [step.to_record() for step in _layout(problem)]
 
 
-def selection_entry(problem: Problem) -> dict[str, Any]:
+def _layout(problem: Problem) -> StepLayout:
+    return tuple(LayoutStep(step.step_id, step.prefilled) for step in problem.steps)
+
+
+def selection_entry(problem: Problem) -> SelectionEntry:
     """One selected problem as selection.json records it: what later stages need without the problem files."""
-    return {
-        "problem_id": problem.problem_id,
-        "category": problem.category,
-        "field": problem.field,
-        "subfield": problem.subfield,
-        "fingerprint": problem.fingerprint,
-        "split": problem.split,
-        "steps": len(problem.steps),
-        "scored_steps": len(problem.scored_steps),
-        "layout": step_layout(problem),
-    }
+    return SelectionEntry(
+        problem_id=problem.problem_id,
+        split=problem.split,
+        category=problem.category,
+        taxonomy=problem.taxonomy,
+        fingerprint=problem.fingerprint,
+        steps=len(problem.steps),
+        scored_steps=len(problem.scored_steps),
+        layout=_layout(problem),
+        field=problem.field,
+        subfield=problem.subfield,
+    )
 
 
 def run_select(settings: Settings) -> dict[str, Any]:
     """Write `<run>/selection.json` and `<run>/config.json`; returns the selection record."""
     problems = select_problems(settings)
-    record = {
-        **selection_fingerprint_parts(settings).record(),
-        "status": "complete",
-        "split": settings.split,
-        "category": list(settings.category),
-        "sample_ids": list(settings.sample_ids),
-        "problems": [selection_entry(problem) for problem in problems],
-    }
+    parts = selection_fingerprint_parts(settings)
+    selection = Selection(
+        fingerprint=parts.value,
+        split=settings.split,
+        category=tuple(settings.category),
+        sample_ids=tuple(settings.sample_ids),
+        entries=tuple(selection_entry(problem) for problem in problems),
+        stamp=Stamp.of(parts),
+    )
     write_run_config(settings)
-    return write_artifact(settings.run_paths.selection, "selection", record)
+    return write_artifact(settings.run_paths.selection, KIND, selection.to_record())
 
 
 def current_selection(settings: Settings) -> Selection | None:

@@ -166,13 +166,13 @@ def summary_fingerprint(settings: Settings) -> str:
 def summary_is_current(settings: Settings) -> bool:
     """summary.json carries the expected fingerprint and summary.md, report.html and every plot it lists exist."""
     paths = settings.run_paths
-    record = read_summary(paths)
-    if record is None or record["fingerprint"] != summary_fingerprint(settings):
+    summary = read_summary(paths)
+    if summary is None or summary.fingerprint != summary_fingerprint(settings):
         return False
     return (
         paths.summary_md.is_file()
         and paths.report_html.is_file()
-        and all((paths.run_dir / plot).is_file() for plot in record["plots"])
+        and all((paths.run_dir / plot).is_file() for plot in summary.plots)
     )
 
 

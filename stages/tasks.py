@@ -28,6 +28,8 @@ from stages.fingerprints import FingerprintParts, changed_parts, run_relative
 
 if TYPE_CHECKING:
     from stages.config import Settings
+    from stages.records.details import Details
+    from stages.records.summary import FailedProblem
 
 ProblemKey = tuple[str, ...]  # () for a run-level task, (problem_id,) for a per-problem task
 
@@ -230,7 +232,7 @@ def nothing_to_generate(settings: Settings) -> bool:
 def problems_to_score(settings: Settings) -> list[str] | None:
     """The selected problems whose details are not current (none for a command that only generates); None when
     there is no current selection."""
-    from stages.artifacts import current_record
+    from stages.records.details import current_details
     from stages.score.parent.stage import score_fingerprint
     from stages.select import selected_problem_ids
 
@@ -242,7 +244,7 @@ def problems_to_score(settings: Settings) -> list[str] | None:
     return [
         pid
         for pid in selected
-        if current_record(settings.run_paths.details(pid), "details", score_fingerprint(settings, pid)) is None
+        if current_details(settings.run_paths.details(pid), score_fingerprint(settings, pid)) is None
     ]
 
 
@@ -327,16 +329,15 @@ def generate_artifacts(settings: Settings, problem_id: str) -> list[ArtifactChec
 
 
 def generate_reasons(settings: Settings, problem_id: str) -> list[str]:
-    from stages.artifacts import read_artifact
+    from stages.records.generation import read_generation_file
     from stages.untrusted import shown
 
     lines = []
     for check in generate_artifacts(settings, problem_id):
-        record = read_artifact(check.path, check.kind) or {}
-        if record.get("status") != "complete":
-            lines.append(
-                f"{run_relative(settings, check.path)} has status {record.get('status')}: {shown(record.get('error'))}"
-            )
+        generation = read_generation_file(check.path)
+        status, error = (generation.status, generation.error) if generation else (None, None)
+        if status != "complete":
+            lines.append(f"{run_relative(settings, check.path)} has status {status}: {shown(error)}")
     return lines or _no_other_reason(settings, problem_id)
 
 
@@ -381,28 +382,24 @@ def score_is_current(settings: Settings, problem_id: str) -> bool:
     return is_current(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
 
 
-def rescore_wanted(rescore: str, details: dict[str, Any]) -> bool:
+def rescore_wanted(rescore: str, details: Details) -> bool:
     """`rescore=true`: every problem is scored again; `rescore=timeouts`: the problems with a timeout verdict."""
     if rescore == "true":
         return True
-    return rescore == "timeouts" and any(
-        step.get("status") == "timeout"
-        for attempt in details.get("attempts") or ()
-        for step in attempt["meta"]["evaluation"]["steps"]
-    )
+    return rescore == "timeouts" and details.has_status("timeout")
 
 
 def details_current(settings: Settings, problem_id: str) -> bool:
     """Whether `details/<id>.json` is up to date; an up-to-date problem's step counts go to the live view."""
     from stages.activity import ACTIVITY
-    from stages.artifacts import current_record
+    from stages.records.details import current_details
     from stages.score.parent.stage import score_fingerprint
 
-    record = current_record(settings.run_paths.details(problem_id), "details", score_fingerprint(settings, problem_id))
-    if record is None or rescore_wanted(settings.rescore, record):
+    details = current_details(settings.run_paths.details(problem_id), score_fingerprint(settings, problem_id))
+    if details is None or rescore_wanted(settings.rescore, details):
         return False
-    evaluation = record["attempts"][0]["meta"]["evaluation"]
-    ACTIVITY.add_scored(problem_id, evaluation["total_correct"], evaluation["total_steps"])
+    evaluation = details.attempts[0].evaluation
+    ACTIVITY.add_scored(problem_id, evaluation.total_correct, evaluation.total_steps)
     return True
 
 
@@ -456,7 +453,7 @@ def summarize_artifacts(settings: Settings) -> list[ArtifactCheck]:
 
 
 def summarize_reasons(settings: Settings) -> list[str]:
-    from stages.artifacts import read_artifact
+    from stages.records.summary import read_summary_file
     from stages.results import ResultsError, read_selection
 
     paths = settings.run_paths
@@ -464,8 +461,9 @@ def summarize_reasons(settings: Settings) -> list[str]:
         read_selection(paths)
     except ResultsError:
         return [f"no readable {run_relative(settings, paths.selection)} (select runs first)"]
-    record = read_artifact(paths.summary_json, "summary") or {}
-    expected = [paths.summary_md, paths.report_html, *(paths.run_dir / plot for plot in record.get("plots", []))]
+    summary = read_summary_file(paths.summary_json)
+    plots = summary.plots if summary else ()
+    expected = [paths.summary_md, paths.report_html, *(paths.run_dir / plot for plot in plots)]
     missing = [run_relative(settings, path) for path in expected if not path.is_file()]
     failure = run_failure(settings)
     return ([f"missing: {', '.join(missing)}"] if missing else []) + (
@@ -473,44 +471,41 @@ def summarize_reasons(settings: Settings) -> list[str]:
     )
 
 
-def failed_problems(settings: Settings) -> list[dict[str, str]]:
-    from stages.artifacts import read_artifact
+def failed_problems(settings: Settings) -> tuple[FailedProblem, ...]:
+    from stages.records.summary import read_summary_file
 
-    record = read_artifact(settings.run_paths.summary_json, "summary")
-    return list(record["failed_problems"]) if record else []
+    summary = read_summary_file(settings.run_paths.summary_json)
+    return summary.failed_problems if summary else ()
 
 
 def run_failure(settings: Settings) -> TaskFailed | None:
     """One line saying which problems failed and what would fix them; None for a clean run."""
-    from stages.artifacts import read_artifact
+    from stages.records.summary import read_summary_file
     from stages.run_conditions import sandbox_failure_line
 
-    summary = read_artifact(settings.run_paths.summary_json, "summary") or {}
-    sandbox_line = sandbox_failure_line(summary.get("tool_calls") or {})
+    summary = read_summary_file(settings.run_paths.summary_json)
+    if summary is None:
+        return None
+    sandbox_line = sandbox_failure_line(summary.tool_calls)
     if sandbox_line:
         return TaskFailed(sandbox_line)
-    failed = failed_problems(settings)
+    failed = summary.failed_problems
     if not failed:
         return None
     from stages.not_scored import PREFIX
 
-    unscored = [entry for entry in failed if entry["reason"].startswith(PREFIX)]
-    untargeted = set(summary.get("steps_without_targets") or ())  # eval_error reasons only the trusted side writes
-    steps = {
-        problem.get("problem_id"): {step.get("step_id") for step in problem.get("steps") or ()}
-        for problem in summary.get("problems") or ()
-    }
+    unscored = [entry for entry in failed if entry.reason.startswith(PREFIX)]
+    untargeted = set(summary.steps_without_targets)  # eval_error reasons only the trusted side writes
+    steps = {problem.problem_id: problem.step_ids for problem in summary.problems}
     without_targets = [
-        entry["problem_id"]
+        entry.problem_id
         for entry in failed
-        if entry not in unscored and steps.get(entry["problem_id"], set()) & untargeted
+        if entry not in unscored and steps.get(entry.problem_id, frozenset()) & untargeted
     ]
-    others = [
-        entry["problem_id"] for entry in failed if entry not in unscored and entry["problem_id"] not in without_targets
-    ]
+    others = [entry.problem_id for entry in failed if entry not in unscored and entry.problem_id not in without_targets]
     parts = []
     if unscored:
-        named = ", ".join(f"{entry['problem_id']} ({entry['reason']})" for entry in unscored)
+        named = ", ".join(f"{entry.problem_id} ({entry.reason})" for entry in unscored)
         parts.append(
             f"{len(unscored)} problem(s) not scored: {named}; rerun to score them again "
             f"(the error of each is in {settings.run_paths.not_scored_dir}/)"

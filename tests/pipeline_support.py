@@ -91,6 +91,42 @@ def run_doit_listing_imports(
     return result, modules
 
 
+# Runs doit's command line in this interpreter and, at exit, writes how often it parsed each artifact file
+# (`stages.records.store.parse_counts`) as JSON lines [kind, path, count] to the file named by its first argument.
+_PARSES_PROBE = (
+    "import atexit, json, runpy, sys\n"
+    "target = sys.argv.pop(1)\n"
+    "def write_counts():\n"
+    "    from stages.records.store import parse_counts\n"
+    "    with open(target, 'w', encoding='utf-8') as handle:\n"
+    "        for (kind, path), count in sorted(parse_counts().items()):\n"
+    "            handle.write(json.dumps([kind, path, count]) + '\\n')\n"
+    "atexit.register(write_counts)\n"
+    "sys.argv = ['doit', *sys.argv[1:]]\n"
+    "runpy.run_module('doit', run_name='__main__')\n"
+)
+
+
+def run_doit_counting_parses(
+    workdir: Path, *args: str, timeout: float = 400
+) -> tuple[subprocess.CompletedProcess[str], dict[tuple[str, str], int]]:
+    """Run doit in a fresh interpreter in `workdir`; its result and how often it parsed each artifact file, by
+    (kind, path)."""
+    listing = workdir / "parse_counts.jsonl"
+    listing.unlink(missing_ok=True)
+    command = [sys.executable, "-c", _PARSES_PROBE, str(listing), *doit_command(workdir, *args)[3:]]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=workdir, env=doit_environment()
+    )
+    assert listing.is_file(), f"the probe wrote no parse counts\n{result.stderr}"
+    counts = {
+        (kind, path): count
+        for kind, path, count in map(json.loads, listing.read_text(encoding="utf-8").split("\n")[:-1])
+    }
+    listing.unlink()
+    return result, counts
+
+
 def results_snapshot(workdir: Path) -> dict[str, tuple[int, bytes]]:
     """Every file under `workdir`/results: its modification time (ns) and its bytes, by relative path."""
     root = workdir / "results"

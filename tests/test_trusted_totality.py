@@ -28,8 +28,9 @@ from stages.paths import DataPaths, RunPaths
 from stages.problems import Problem, problems_by_id
 from stages.progress.failures import describe_failure, step_failure_line
 from stages.protocol import CARRY_MODES
+from stages.records.generation import GeneratedStep, Generation, _tool_code
+from stages.records.json_values import freeze_object
 from stages.report import _script_of, compressed
-from stages.results import _tool_code
 from stages.score.parent.cache import VerdictCache, verdict_key
 from stages.score.parent.script import build_step_script
 from stages.score.parent.stage import _pre_verdict
@@ -77,7 +78,9 @@ def test_the_test_script_of_hostile_code_is_built_and_keyed(problem_19, first: s
     problem, data_paths = problem_19
     codes: dict[str, str | None] = {"19.1": first, "19.2": second}
     record = {"status": "ok", "code": second, "raw_answer": second}
-    verdict = _pre_verdict(problem.steps[1], {"steps": [record]}, record)
+    step = GeneratedStep.from_record(freeze_object(record))
+    generation = Generation.from_record(freeze_object({"steps": [record]}))
+    verdict = _pre_verdict(problem.steps[1], generation, step)
     assert verdict is None or (verdict.status == "parse_error" and encodes(verdict.reason))
     if verdict is None:
         script = build_step_script(problem, 1, codes, data_paths, carry)  # type: ignore[arg-type]
@@ -198,7 +201,7 @@ def test_a_compared_record_of_any_shape_becomes_a_bounded_view(compared: object,
     st.lists(st.fixed_dictionaries({}, optional={"error": JSONISH, "usage": JSONISH, "latency_s": JSONISH})),
 )
 def test_the_turns_of_any_recorded_trajectory_are_read(messages: list, calls: list) -> None:
-    from stages.results import _turns
+    from stages.records.generation import _turns
 
     turns = _turns({"messages": messages, "calls": calls, "turns_recorded": True}, ())
     assert turns is not None

@@ -43,6 +43,9 @@ from stages.generate.prompts import StepPrompt, build_step_prompt
 from stages.paths import DataPaths
 from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
 from stages.protocol import carried_forward
+from stages.records.generation import GeneratedStep, Generation, read_generation_file
+from stages.records.json_values import freeze_object, integer
+from stages.records.stamp import Stamp
 from stages.run_conditions import tool_outcome_counts
 from stages.slots import PrioritySlots, named_slots
 from stages.untrusted import shown
@@ -197,60 +200,60 @@ def _empty_trajectory() -> dict[str, Any]:
     return {"messages": [], "calls": [], "tool_results": []}
 
 
-def _unasked_step_record(step: Step, status: str, code: str | None, error: str | None) -> dict[str, Any]:
+def _unasked_step_record(step: Step, status: str, code: str | None, error: str | None) -> GeneratedStep:
     """The record of a step the model was not asked: no prompt, no answer, no call."""
-    return {
-        "step_id": step.step_id,
-        "prefilled": status == "prefilled",
-        "status": status,
-        "prompt_fingerprint": None,
-        "code": code,
-        "raw_answer": None,
-        "error": error,
-        "finish_reason": None,
-        "trajectory": _empty_trajectory(),
-        "usage": Tokens().to_record(calls=0),
-        "latency_s": 0.0,
-    }
+    return GeneratedStep(
+        step_id=step.step_id,
+        prefilled=status == "prefilled",
+        status=status,
+        prompt_fingerprint=None,
+        code=code,
+        raw_answer=None,
+        error=error,
+        finish_reason=None,
+        trajectory=freeze_object(_empty_trajectory()),
+        usage_record=freeze_object(Tokens().to_record(calls=0)),
+        latency_s=0.0,
+    )
 
 
-def prefilled_step_record(step: Step, data_paths: DataPaths) -> dict[str, Any]:
+def prefilled_step_record(step: Step, data_paths: DataPaths) -> GeneratedStep:
     return _unasked_step_record(step, "prefilled", prefilled_code(data_paths, step.step_id), None)
 
 
-def not_generated_step_record(step: Step, reason: str) -> dict[str, Any]:
+def not_generated_step_record(step: Step, reason: str) -> GeneratedStep:
     """A step never asked because an earlier step of its problem did not fit the server's context."""
     return _unasked_step_record(step, "not_generated", None, reason)
 
 
-def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> dict[str, Any]:
-    return {
-        "step_id": prompt.step_id,
-        "prefilled": False,
-        "status": outcome.status,
-        "prompt_fingerprint": prompt.fingerprint,
-        "code": outcome.code,
-        "raw_answer": outcome.raw_answer,
-        "error": outcome.error,
-        "finish_reason": outcome.finish_reason,
-        "trajectory": outcome.trajectory,
-        "tool_outcomes": tool_outcome_counts(outcome.trajectory.get("tool_results") or ()),
-        "usage": outcome.usage.to_record(calls=outcome.calls),
-        "latency_s": round(outcome.latency_s, 6),
-    }
-
-
-def reusable(previous: dict[str, Any] | None, prompt: StepPrompt) -> bool:
-    return (
-        previous is not None
-        and previous.get("prompt_fingerprint") == prompt.fingerprint
-        and previous.get("status") not in ("error", "prefilled")
+def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> GeneratedStep:
+    return GeneratedStep(
+        step_id=prompt.step_id,
+        prefilled=False,
+        status=outcome.status,
+        prompt_fingerprint=prompt.fingerprint,
+        code=outcome.code,
+        raw_answer=outcome.raw_answer,
+        error=outcome.error,
+        finish_reason=outcome.finish_reason,
+        trajectory=freeze_object(outcome.trajectory),
+        tool_outcomes=freeze_object(tool_outcome_counts(outcome.trajectory.get("tool_results") or ())),
+        usage_record=freeze_object(outcome.usage.to_record(calls=outcome.calls)),
+        latency_s=round(outcome.latency_s, 6),
     )
 
 
-def _previous_steps(path: Path) -> dict[str, dict[str, Any]]:
-    record = read_artifact(path, ARTIFACT_KIND)
-    return {step["step_id"]: step for step in record["steps"]} if record else {}
+def reusable(previous: GeneratedStep | None, prompt: StepPrompt) -> bool:
+    return (
+        previous is not None
+        and previous.prompt_fingerprint == prompt.fingerprint
+        and previous.status not in ("error", "prefilled")
+    )
+
+
+def _previous_steps(path: Path) -> dict[str, GeneratedStep]:
+    generation = read_generation_file(path)
+    return {step.step_id: step for step in generation.steps} if generation else {}
 
 
 # ---------------------------------------------------------------------------
@@ -268,13 +271,13 @@ class ProblemRun:
     path: Path
     fingerprint: FingerprintParts
     generate_fingerprint: str
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[GeneratedStep] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
     model: ModelClient | None = None
     called_model: bool = False
     failure: ModelCallError | None = None
 
-    def step_record(self, index: int, previous: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def step_record(self, index: int, previous: dict[str, GeneratedStep]) -> GeneratedStep:
         step = self.problem.steps[index]
         if step.prefilled:
             return prefilled_step_record(step, self.settings.data_paths)
@@ -287,8 +290,8 @@ class ProblemRun:
             generate_settings_fingerprint=self.generate_fingerprint,
         )
         earlier = previous.get(step.step_id)
-        if reusable(earlier, prompt):
-            return earlier  # type: ignore[return-value]
+        if earlier is not None and reusable(earlier, prompt):
+            return earlier
         outcome = self.ask(prompt)
         self.failure = outcome.failure
         if outcome.status == "context_exceeded" and outcome.failure is not None:
@@ -309,37 +312,35 @@ class ProblemRun:
                 return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), Tokens(), 0, 0.0, error)
         return run_step(self.model, self.settings, prompt)
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: GeneratedStep) -> None:
         self.steps.append(record)
         step = self.problem.steps[len(self.steps) - 1]
-        self.carried.append(carried_forward(step, record["code"], self.settings.data_paths, self.settings.carry))
+        self.carried.append(carried_forward(step, record.code, self.settings.data_paths, self.settings.carry))
 
     def write(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
         usage = Tokens()
         calls = 0
         for step in self.steps:
-            usage = usage + Tokens(step["usage"]["input_tokens"], step["usage"]["output_tokens"])
-            calls += step["usage"].get("calls", 0)
-        return write_artifact(
-            self.path,
-            ARTIFACT_KIND,
-            {
-                **self.fingerprint.record(),
-                "status": status,
-                "problem_id": self.problem.problem_id,
-                "attempt": self.attempt,
-                "model": self.settings.model,
-                "mode": self.settings.mode,
-                "api_protocol": self.settings.api_protocol,
-                "with_background": self.settings.with_background,
-                "carry": self.settings.carry,
-                "concurrency": self.settings.concurrency,
-                "error": error,
-                "usage": usage.to_record(calls=calls),
-                "latency_s": round(sum(step["latency_s"] for step in self.steps), 6),
-                "steps": self.steps,
-            },
+            counts = step.usage_record
+            usage = usage + Tokens(integer(counts.get("input_tokens")), integer(counts.get("output_tokens")))
+            calls += integer(counts.get("calls"))
+        generation = Generation(
+            stamp=Stamp.of(self.fingerprint),
+            status=status,
+            problem_id=self.problem.problem_id,
+            attempt=self.attempt,
+            model=self.settings.model,
+            mode=self.settings.mode,
+            api_protocol=self.settings.api_protocol,
+            with_background=self.settings.with_background,
+            carry=self.settings.carry,
+            concurrency=self.settings.concurrency,
+            error=error,
+            usage_record=freeze_object(usage.to_record(calls=calls)),
+            latency_s=round(sum(step.latency_s for step in self.steps), 6),
+            steps=tuple(self.steps),
         )
+        return write_artifact(self.path, ARTIFACT_KIND, generation.to_record())
 
     def close(self) -> None:
         """Release the client and count this problem in the breaker; RunAborted if it is tripped by a
@@ -352,16 +353,16 @@ class ProblemRun:
                 BREAKER.check(self.settings)
 
 
-def _walk_steps(run: ProblemRun, previous: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+def _walk_steps(run: ProblemRun, previous: dict[str, GeneratedStep]) -> tuple[dict[str, Any], str | None]:
     """Every step in order, the artifact written after each; the final record and the error that stopped it."""
     steps = run.problem.steps
     for index, step in enumerate(steps):
         record = run.step_record(index, previous)
         run.add(record)
-        if record["status"] == "error":
-            message = f"step {step.step_id}: {record['error']}"
+        if record.status == "error":
+            message = f"step {step.step_id}: {record.error}"
             return run.write("error", message), message
-        if record["status"] == "context_exceeded":
+        if record.status == "context_exceeded":
             _record_never_asked(run, index + 1, step.step_id)
             return run.write("complete", None), None
         if index + 1 < len(steps):

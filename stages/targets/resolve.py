@@ -9,6 +9,7 @@ from typing import Literal
 
 from stages.artifacts import read_artifact
 from stages.config import Settings
+from stages.records.manifest import read_manifest_file
 from stages.targets.derive import RECORD_KIND, derived_record_path, derived_targets_current
 
 TargetsKind = Literal["official", "explicit", "derived", "missing"]
@@ -49,17 +50,17 @@ def resolve_targets(settings: Settings) -> ResolvedTargets:
 
 
 def _manifest_targets(settings: Settings) -> tuple[ResolvedTargets | None, str]:
-    manifest = read_artifact(settings.data_paths.manifest, "manifest")
+    manifest = read_manifest_file(settings.data_paths.manifest)
     if manifest is None:
         return None, "no download manifest"
-    targets = manifest["targets"]
-    kind, path_text = targets["kind"], targets.get("path")
+    targets = manifest.targets
+    kind, path_text = targets.kind, targets.path
     explicit = settings.explicit_targets_file()
     if explicit is not None and (kind != "explicit" or path_text != str(explicit)):
         return None, f"the download manifest does not describe h5py_file={settings.h5py_file} (run the download stage)"
     if kind not in ("official", "explicit"):
-        return None, targets.get("note") or f"official targets {kind}"
-    path = Path(path_text)
-    if not path.is_file():
+        return None, targets.note or f"official targets {kind}"
+    path = Path(path_text or "")
+    if not path_text or not path.is_file():
         return None, f"the {kind} targets file {path} listed in the download manifest is gone"
-    return ResolvedTargets(kind, path, targets.get("sha256"), targets.get("note") or f"{kind} targets"), ""
+    return ResolvedTargets(kind, path, targets.sha256, targets.note or f"{kind} targets"), ""

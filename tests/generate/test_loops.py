@@ -252,7 +252,8 @@ def test_a_prompt_too_long_for_the_context_is_a_final_context_exceeded_step(tmp_
 
 @pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
 def test_a_tool_loop_records_every_turn_with_its_reasoning_in_order(tmp_path, protocol):
-    from stages.results import _generated_step
+    from stages.records.generation import GeneratedStep
+    from stages.records.json_values import freeze_object
 
     first = ModelReply(
         text="Let me check.",
@@ -272,8 +273,8 @@ def test_a_tool_loop_records_every_turn_with_its_reasoning_in_order(tmp_path, pr
         "I forgot the fence",
         None,
     ]
-    step = _generated_step(
-        {"step_id": "1.1", "status": outcome.status, "trajectory": outcome.trajectory, "latency_s": 0.0}
+    step = GeneratedStep.from_record(
+        freeze_object({"step_id": "1.1", "status": outcome.status, "trajectory": outcome.trajectory, "latency_s": 0.0})
     )
     assert step.turns is not None
     assert [(turn.role, turn.text) for turn in step.turns] == [
@@ -293,8 +294,11 @@ def test_a_tool_loop_records_every_turn_with_its_reasoning_in_order(tmp_path, pr
 
 
 def test_a_trajectory_without_the_marker_has_no_turns(tmp_path):
-    from stages.results import _generated_step
+    from stages.records.generation import GeneratedStep
+    from stages.records.json_values import freeze_object
 
     trajectory = {"messages": [{"role": "user", "content": "p"}, {"role": "assistant", "content": "a"}], "calls": []}
-    step = _generated_step({"step_id": "1.1", "status": "ok", "trajectory": trajectory, "latency_s": 0.0})
+    step = GeneratedStep.from_record(
+        freeze_object({"step_id": "1.1", "status": "ok", "trajectory": trajectory, "latency_s": 0.0})
+    )
     assert step.turns is None and step.prompt == "p"

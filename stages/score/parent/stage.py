@@ -30,11 +30,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from stages import not_scored
 from stages.activity import ACTIVITY, StepFailure
-from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
+from stages.artifacts import fingerprint, sha256_file, write_artifact
 from stages.config import Settings
 from stages.confinement import check_confinement
 from stages.errors import PipelineError
@@ -42,6 +43,11 @@ from stages.fingerprints import FingerprintParts, digest, run_relative, settings
 from stages.pins import pins
 from stages.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.protocol import is_code, no_code_reason
+from stages.records.details import GENERATION_FAILED_STATES, Details, DetailsStatus, Evaluation, ScoredAttempt
+from stages.records.details import KIND as DETAILS_KIND
+from stages.records.generation import GeneratedStep, Generation, read_generation_file
+from stages.records.json_values import freeze_object
+from stages.records.stamp import Stamp
 from stages.results import cached_selection
 from stages.run_conditions import generation_tool_outcomes
 from stages.scheduling import ExpectedWork
@@ -57,7 +63,6 @@ if TYPE_CHECKING:  # the engine, its executors and the launcher load only when a
     from stages.score.parent.engine import StepJob
     from stages.score.parent.executor import StepExecutor
 
-DetailsStatus = Literal["complete", "generation_error", "missing_generation"]
 TARGETS_PLACEHOLDER = "<targets>"
 LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
 
@@ -88,13 +93,13 @@ def targets_identity(targets: ResolvedTargets) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def _generation_content(record: dict[str, Any] | None) -> Any:
-    if record is None:
+def _generation_content(generation: Generation | None) -> Any:
+    if generation is None:
         return None
     return {
-        "status": record.get("status"),
-        "error": record.get("error"),
-        "steps": [[s.get("step_id"), s.get("status"), s.get("code"), s.get("error")] for s in record.get("steps", [])],
+        "status": generation.status,
+        "error": generation.error,
+        "steps": [[s.step_id, s.status, s.code, s.error] for s in generation.steps],
     }
 
 
@@ -113,7 +118,7 @@ def _score_inputs(
     return {
         "settings": settings.fingerprint("score"),
         "problem": problem.fingerprint,
-        "generation": [_generation_content(read_artifact(path, "generation")) for path in paths],
+        "generation": [_generation_content(read_generation_file(path)) for path in paths],
         "targets": targets_identity(targets),
         "scoring_code": scoring_code_hash(),
         "libraries": scoring_library_versions(settings.python_binary),
@@ -167,41 +172,41 @@ class PlannedStep:
     key: str | None = None
 
 
-def _generated_steps(generation: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    return {str(s["step_id"]): s for s in (generation or {}).get("steps", [])}
+def _generated_steps(generation: Generation | None) -> dict[str, GeneratedStep]:
+    return {s.step_id: s for s in generation.steps} if generation is not None else {}
 
 
-def _not_generated_reason(generation: dict[str, Any] | None, record: dict[str, Any] | None) -> str:
+def _not_generated_reason(generation: Generation | None, record: GeneratedStep | None) -> str:
     if generation is None:
         return "not generated: no generation file"
-    detail = (record or {}).get("error") or generation.get("error") or "generation stopped before this step"
+    detail = (record.error if record else None) or generation.error or "generation stopped before this step"
     return f"not generated: {detail}"
 
 
-def _pre_verdict(step: Step, generation: dict[str, Any] | None, record: dict[str, Any] | None) -> StepVerdict | None:
+def _pre_verdict(step: Step, generation: Generation | None, record: GeneratedStep | None) -> StepVerdict | None:
     total = len(step.test_cases)
     if step.prefilled:
         return StepVerdict(step.step_id, "skipped", prefilled_reason(), tests_total=total)
-    if record is None or record.get("status") == "error":
+    if record is None or record.status == "error":
         return StepVerdict(step.step_id, "fail", _not_generated_reason(generation, record), tests_total=total)
-    if record.get("status") in NEVER_ANSWERED_STATUSES:  # final: a prompt too long for the server's context
-        return StepVerdict(step.step_id, "fail", str(record.get("error") or record.get("status")), tests_total=total)
-    code = record.get("code")
+    if record.status in NEVER_ANSWERED_STATUSES:  # final: a prompt too long for the server's context
+        return StepVerdict(step.step_id, "fail", str(record.error or record.status), tests_total=total)
+    code = record.code
     if not isinstance(code, str) or not is_code(code):
-        why = record.get("status") if record.get("status") in ("no_code", "truncated") else "no_code"
-        reason = f"no code in the answer ({why}): {no_code_reason(record.get('raw_answer'))}"
+        why = record.status if record.status in ("no_code", "truncated") else "no_code"
+        reason = f"no code in the answer ({why}): {no_code_reason(record.raw_answer)}"
         return StepVerdict(step.step_id, "parse_error", reason, tests_total=total)
     return None
 
 
-def _step_codes(problem: Problem, steps: dict[str, dict[str, Any]]) -> dict[str, str | None]:
-    return {step.step_id: (steps.get(step.step_id) or {}).get("code") for step in problem.steps}
+def _step_codes(problem: Problem, steps: dict[str, GeneratedStep]) -> dict[str, str | None]:
+    return {step.step_id: found.code if (found := steps.get(step.step_id)) else None for step in problem.steps}
 
 
 def plan_steps(
     settings: Settings,
     problem: Problem,
-    generation: dict[str, Any] | None,
+    generation: Generation | None,
     targets: ResolvedTargets,
     versions: dict[str, str],
     attempt: int = 0,
@@ -360,15 +365,14 @@ def score_steps(
             on_verdicts(items)
 
 
-def _noted(verdict: StepVerdict, generation: dict[str, Any] | None) -> StepVerdict:
+def _noted(verdict: StepVerdict, generation: Generation | None) -> StepVerdict:
     """The verdict with the truncation of its step's answers said in its reason (stages.truncation)."""
-    note = truncation_note(_generated_steps(generation).get(verdict.step_id) or {})
+    step = _generated_steps(generation).get(verdict.step_id)
+    note = truncation_note(step.to_record() if step else {})
     return verdict if note is None else dataclasses.replace(verdict, reason=with_note(verdict.reason, note))
 
 
-def step_failures(
-    problem_id: str, items: list[PlannedStep], generations: list[dict[str, Any] | None]
-) -> list[StepFailure]:
+def step_failures(problem_id: str, items: list[PlannedStep], generations: list[Generation | None]) -> list[StepFailure]:
     """The failed steps among `items` (their verdicts known), one record per attempt, status and reason."""
     grouped: dict[tuple[int, StepStatus, str], list[str]] = {}
     for item in items:
@@ -382,7 +386,7 @@ def step_failures(
     ]
 
 
-def publish_failures(problem_id: str, generations: list[dict[str, Any] | None]) -> VerdictListener:
+def publish_failures(problem_id: str, generations: list[Generation | None]) -> VerdictListener:
     """What gives the live view the failed steps among the items it is called with."""
 
     def publish(items: list[PlannedStep]) -> None:
@@ -392,78 +396,70 @@ def publish_failures(problem_id: str, generations: list[dict[str, Any] | None]) 
     return publish
 
 
-def _details_status(generation: dict[str, Any] | None) -> DetailsStatus:
+def _details_status(generation: Generation | None) -> DetailsStatus:
     if generation is None:
         return "missing_generation"
-    return "complete" if generation.get("status") == "complete" else "generation_error"
+    return "complete" if generation.status == "complete" else "generation_error"
 
 
 def attempt_record(
-    problem: Problem, generation: dict[str, Any] | None, verdicts: list[StepVerdict], targets: ResolvedTargets
-) -> dict[str, Any]:
+    problem: Problem, generation: Generation | None, verdicts: list[StepVerdict], targets: ResolvedTargets
+) -> ScoredAttempt:
     """One entry of the details file's `attempts`: the attempt's codes, trajectory and evaluation."""
-    scored = [v for v in verdicts if v.status != "skipped"]
-    total_correct = sum(v.correct for v in scored)
-    problem_correct = bool(scored) and total_correct == len(scored)
     status = _details_status(generation)
     records = _generated_steps(generation)
-    codes = {sid: r.get("code") for sid, r in records.items() if r.get("code") is not None}
-    trajectory = [{"step_id": sid, **(r.get("trajectory") or {})} for sid, r in records.items()]
-    correct = problem_correct and status == "complete"
-    evaluation = {
-        "problem_id": problem.problem_id,
-        "problem_correct": problem_correct,
-        "total_correct": total_correct,
-        "total_steps": len(scored),
-        "subproblem_correctness": [v.correct for v in scored],
-        "steps": [v.as_record() for v in verdicts],
-        "error": None if status == "complete" else (generation or {}).get("error") or status.replace("_", " "),
-        "targets": {"kind": targets.kind, "sha256": targets_identity(targets)["sha256"], "note": targets.note},
-    }
-    meta: dict[str, Any] = {"evaluation": evaluation, "tool_outcomes": generation_tool_outcomes(generation)}
-    if generation is not None:
-        meta["usage"] = generation.get("usage", {})
-        if "latency_s" in generation:
-            meta["latency_s"] = generation["latency_s"]
-    return {
-        "final_answer": {"step_codes": codes},
-        "artifacts": {"step_codes": codes},
-        "trajectory": trajectory,
-        "correct": correct,
-        "score": 1.0 if correct else 0.0,
-        "meta": meta,
-    }
+    codes = freeze_object({sid: step.code for sid, step in records.items() if step.code is not None})
+    trajectory = tuple(MappingProxyType({"step_id": sid, **step.trajectory}) for sid, step in records.items())
+    error = None if status == "complete" else (generation.error if generation else None) or status.replace("_", " ")
+    targets_record = {"kind": targets.kind, "sha256": targets_identity(targets)["sha256"], "note": targets.note}
+    evaluation = Evaluation.of(problem.problem_id, verdicts, error, targets_record)
+    correct = evaluation.problem_correct and status == "complete"
+    return ScoredAttempt(
+        index=0,
+        final_codes=codes,
+        artifact_codes=codes,
+        trajectory=trajectory,
+        correct=correct,
+        score=1.0 if correct else 0.0,
+        evaluation=evaluation,
+        tool_outcomes=freeze_object(generation.tool_outcomes() if generation else generation_tool_outcomes(None)),
+        usage_record=generation.usage_record if generation else None,
+        latency_s=generation.latency_s if generation else None,
+    )
 
 
 def build_details(
     problem: Problem,
-    generations: list[dict[str, Any] | None],
+    generations: list[Generation | None],
     verdicts: list[list[StepVerdict]],
     targets: ResolvedTargets,
     fingerprint_parts: FingerprintParts,
-) -> dict[str, Any]:
+) -> Details:
     """The details record: one attempt per generation; the record-level status is attempt 0's."""
-    return {
-        **fingerprint_parts.record(),
-        "status": _details_status(generations[0]),
-        "task_id": problem.problem_id,
-        "category": problem.category,
-        "attempts": [
-            attempt_record(problem, generation, attempt_verdicts, targets)
-            for generation, attempt_verdicts in zip(generations, verdicts)
-        ],
-    }
+    attempts = tuple(
+        dataclasses.replace(attempt_record(problem, generation, attempt_verdicts, targets), index=index)
+        for index, (generation, attempt_verdicts) in enumerate(zip(generations, verdicts))
+    )
+    status = _details_status(generations[0])
+    single_failed = len(attempts) == 1 and status in GENERATION_FAILED_STATES
+    return Details(
+        task_id=problem.problem_id,
+        status=status,
+        category=problem.category,
+        attempts=tuple(dataclasses.replace(attempt, record_failed=single_failed) for attempt in attempts),
+        stamp=Stamp.of(fingerprint_parts),
+    )
 
 
-def _read_generation(settings: Settings, problem_id: str, attempt: int) -> dict[str, Any] | None:
+def _read_generation(settings: Settings, problem_id: str, attempt: int) -> Generation | None:
     path = settings.run_paths.generation(problem_id, attempt)
-    generation = read_artifact(path, "generation")
+    generation = read_generation_file(path)
     if generation is None and path.exists():
         raise ScoringError(f"generation file {path} does not validate against generation.schema.json")
-    if generation is not None and generation.get("problem_id") != problem_id:
-        raise ScoringError(f"generation file {path} holds problem {generation.get('problem_id')!r}")
-    if generation is not None and generation.get("attempt", 0) != attempt:
-        raise ScoringError(f"generation file {path} holds attempt {generation.get('attempt')}, expected {attempt}")
+    if generation is not None and generation.problem_id != problem_id:
+        raise ScoringError(f"generation file {path} holds problem {generation.problem_id!r}")
+    if generation is not None and generation.attempt != attempt:
+        raise ScoringError(f"generation file {path} holds attempt {generation.attempt}, expected {attempt}")
     return generation
 
 
@@ -523,14 +519,14 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
         problem, generations, verdicts, targets, score_fingerprint_parts(settings, problem_id, targets)
     )
     not_scored.clear(settings.run_paths, problem_id)  # first: never a stale record beside current details
-    write_artifact(settings.run_paths.details(problem_id), "details", details)
-    evaluations = [attempt["meta"]["evaluation"] for attempt in details["attempts"]]
+    write_artifact(settings.run_paths.details(problem_id), DETAILS_KIND, details.to_record())
+    evaluations = [attempt.evaluation for attempt in details.attempts]
     summary: dict[str, Any] = {
         "problem_id": problem_id,
-        "passed": evaluations[0]["total_correct"],
-        "scored": evaluations[0]["total_steps"],
-        "resolved": evaluations[0]["problem_correct"],
+        "passed": evaluations[0].total_correct,
+        "scored": evaluations[0].total_steps,
+        "resolved": evaluations[0].problem_correct,
     }
     if len(evaluations) > 1:
-        summary["attempts_resolved"] = [evaluation["problem_correct"] for evaluation in evaluations]
+        summary["attempts_resolved"] = [evaluation.problem_correct for evaluation in evaluations]
     return summary

@@ -1,0 +1,446 @@
+"""generations/<id>[@<attempt>].json: one attempt at a problem, step by step (prompts, answers, trajectories).
+
+`Generation` and `GeneratedStep` hold the file's fields as written (`from_record`/`to_record`) and what the
+reports read from them: a step's prompt, its model calls, its tool runs (the code the model sent and what it
+got back) and its conversation turn by turn. Tool-use statistics count the `tool_results` of each step's
+trajectory by outcome (ok/error/timeout/sandbox_error).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from stages.artifacts import read_typed
+from stages.records.json_values import (
+    EMPTY,
+    FrozenObject,
+    JSONObject,
+    JSONValue,
+    flag,
+    integer,
+    number,
+    obj,
+    objects,
+    optional_number,
+    optional_text,
+    text,
+    thaw_object,
+)
+from stages.records.stamp import Stamp
+from stages.run_conditions import add_counts, tool_outcome_counts
+from stages.statuses import TOOL_STATUSES
+from stages.untrusted import UntrustedJSONError, parse_json, valid_text
+from stages.usage import Usage
+
+KIND = "generation"
+TOOL_ARGUMENTS_READ_CHARS = 4_000_000  # longer tool-call arguments are shown as sent, not parsed
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """One tool run of a tool_use step: the code the model sent and what it got back."""
+
+    call_id: str
+    name: str
+    code: str
+    status: str
+    duration_s: float
+    truncated: bool
+    output: str
+
+
+@dataclass(frozen=True)
+class ToolStats:
+    """Tool calls and their outcomes; `other` counts statuses outside the known vocabulary."""
+
+    calls: int = 0
+    ok: int = 0
+    error: int = 0
+    timeout: int = 0
+    sandbox_error: int = 0
+    other: int = 0
+
+    def __add__(self, other: ToolStats) -> ToolStats:
+        return ToolStats(
+            self.calls + other.calls,
+            self.ok + other.ok,
+            self.error + other.error,
+            self.timeout + other.timeout,
+            self.sandbox_error + other.sandbox_error,
+            self.other + other.other,
+        )
+
+    @classmethod
+    def of(cls, calls: Iterable[ToolRun]) -> ToolStats:
+        counts = Counter(call.status for call in calls)
+        known = {status: counts.get(status, 0) for status in TOOL_STATUSES}
+        return cls(sum(counts.values()), other=sum(counts.values()) - sum(known.values()), **known)
+
+    def to_record(self) -> dict[str, int]:
+        return {
+            "calls": self.calls,
+            "ok": self.ok,
+            "error": self.error,
+            "timeout": self.timeout,
+            "sandbox_error": self.sandbox_error,
+            "other": self.other,
+        }
+
+
+@dataclass(frozen=True)
+class TurnCall:
+    """A tool call an assistant turn made: its id, the tool and the code it sent."""
+
+    call_id: str
+    name: str
+    code: str
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a step's conversation, in order. `role`: system, user, assistant, tool, or `failed call` (a
+    model call that failed for good, which ends the step); `call`: an assistant turn's model call (tokens,
+    latency, finish reason); `tool`: a tool turn's run (status, duration)."""
+
+    role: str
+    text: str | None
+    reasoning: str | None = None
+    tool_calls: tuple[TurnCall, ...] = ()
+    call: str | None = None
+    tool: ToolRun | None = None
+
+
+@dataclass(frozen=True)
+class _StepReading:
+    model_calls: int
+    prompt: str | None
+    tool_calls: tuple[ToolRun, ...]
+    turns: tuple[Turn, ...] | None
+
+
+@dataclass(frozen=True)
+class GeneratedStep:
+    """One entry of a generation file's `steps`, as written; `tool_outcomes` None: the step records none (an
+    unasked step, or one written before they were recorded)."""
+
+    step_id: str
+    prefilled: bool
+    status: str
+    prompt_fingerprint: str | None
+    code: str | None
+    raw_answer: str | None
+    error: str | None
+    finish_reason: str | None
+    trajectory: FrozenObject
+    usage_record: FrozenObject
+    latency_s: float
+    tool_outcomes: FrozenObject | None = None
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> GeneratedStep:
+        outcomes = record.get("tool_outcomes")
+        return cls(
+            step_id=text(record.get("step_id")),
+            prefilled=flag(record.get("prefilled")),
+            status=text(record.get("status")),
+            prompt_fingerprint=optional_text(record.get("prompt_fingerprint")),
+            code=optional_text(record.get("code")),
+            raw_answer=optional_text(record.get("raw_answer")),
+            error=optional_text(record.get("error")),
+            finish_reason=optional_text(record.get("finish_reason")),
+            trajectory=obj(record.get("trajectory")),
+            usage_record=obj(record.get("usage")),
+            latency_s=number(record.get("latency_s")),
+            tool_outcomes=outcomes if isinstance(outcomes, Mapping) else None,
+        )
+
+    def to_record(self) -> JSONObject:
+        record: JSONObject = {
+            "step_id": self.step_id,
+            "prefilled": self.prefilled,
+            "status": self.status,
+            "prompt_fingerprint": self.prompt_fingerprint,
+            "code": self.code,
+            "raw_answer": self.raw_answer,
+            "error": self.error,
+            "finish_reason": self.finish_reason,
+            "trajectory": thaw_object(self.trajectory),
+        }
+        if self.tool_outcomes is not None:
+            record["tool_outcomes"] = thaw_object(self.tool_outcomes)
+        return record | {"usage": thaw_object(self.usage_record), "latency_s": self.latency_s}
+
+    @cached_property
+    def _read(self) -> _StepReading:
+        """What the reports read from the trajectory, from one plain copy of it (not kept)."""
+        trajectory = thaw_object(self.trajectory)
+        messages = _array(trajectory.get("messages"))
+        first = messages[0] if messages else None
+        prompt = str(first.get("content")) if isinstance(first, dict) and first.get("role") == "user" else None
+        tool_calls = _tool_calls(trajectory)
+        return _StepReading(len(_array(trajectory.get("calls"))), prompt, tool_calls, _turns(trajectory, tool_calls))
+
+    @property
+    def messages(self) -> tuple[JSONObject, ...]:
+        """The trajectory's messages, each a plain copy of its own."""
+        return tuple(thaw_object(message) for message in objects(self.trajectory.get("messages")))
+
+    @property
+    def model_calls(self) -> int:
+        return self._read.model_calls
+
+    @cached_property
+    def usage(self) -> Usage | None:
+        return Usage.from_record(thaw_object(self.usage_record), self.model_calls)
+
+    @property
+    def prompt(self) -> str | None:
+        return self._read.prompt
+
+    @property
+    def tool_calls(self) -> tuple[ToolRun, ...]:
+        return self._read.tool_calls
+
+    @property
+    def turns(self) -> tuple[Turn, ...] | None:
+        """The conversation turn by turn; None when the generation predates recorded turns."""
+        return self._read.turns
+
+    @property
+    def tool_stats(self) -> ToolStats:
+        return ToolStats.of(self.tool_calls)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A generation file. The run settings it records (`api_protocol` ... `concurrency`) are None in files
+    written before they were recorded."""
+
+    stamp: Stamp
+    status: str
+    problem_id: str
+    attempt: int
+    model: str
+    mode: str
+    error: str | None
+    usage_record: FrozenObject
+    steps: tuple[GeneratedStep, ...]
+    latency_s: float | None = None
+    api_protocol: str | None = None
+    with_background: bool | None = None
+    carry: str | None = None
+    concurrency: int | None = None
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> Generation:
+        background = record.get("with_background")
+        concurrency = record.get("concurrency")
+        return cls(
+            stamp=Stamp.from_record(record),
+            status=text(record.get("status")),
+            problem_id=text(record.get("problem_id")),
+            attempt=integer(record.get("attempt")),
+            model=text(record.get("model")),
+            mode=text(record.get("mode")),
+            error=optional_text(record.get("error")),
+            usage_record=obj(record.get("usage")),
+            steps=tuple(GeneratedStep.from_record(step) for step in objects(record.get("steps"))),
+            latency_s=optional_number(record.get("latency_s")),
+            api_protocol=optional_text(record.get("api_protocol")),
+            with_background=background if isinstance(background, bool) else None,
+            carry=optional_text(record.get("carry")),
+            concurrency=integer(concurrency) if isinstance(concurrency, int) else None,
+        )
+
+    def to_record(self) -> JSONObject:
+        record: JSONObject = self.stamp.to_record() | {
+            "status": self.status,
+            "problem_id": self.problem_id,
+            "attempt": self.attempt,
+            "model": self.model,
+            "mode": self.mode,
+        }
+        settings: JSONObject = {
+            "api_protocol": self.api_protocol,
+            "with_background": self.with_background,
+            "carry": self.carry,
+            "concurrency": self.concurrency,
+        }
+        record |= {name: value for name, value in settings.items() if value is not None}
+        record |= {"error": self.error, "usage": thaw_object(self.usage_record)}
+        if self.latency_s is not None:
+            record["latency_s"] = self.latency_s
+        steps: list[JSONValue] = [step.to_record() for step in self.steps]
+        return record | {"steps": steps}
+
+    @property
+    def fingerprint(self) -> str:
+        return self.stamp.fingerprint
+
+    @cached_property
+    def usage(self) -> Usage | None:
+        return Usage.from_record(thaw_object(self.usage_record))
+
+    def step(self, step_id: str) -> GeneratedStep | None:
+        return next((step for step in self.steps if step.step_id == step_id), None)
+
+    @property
+    def cost(self) -> tuple[Usage | None, float | None]:
+        """Usage and latency: summed over the steps (a step's calls counted from its trajectory when its usage
+        omits them); the file's own totals when it has no steps."""
+        if not self.steps:
+            return self.usage, self.latency_s
+        usage = sum((step.usage or Usage() for step in self.steps), Usage())
+        return usage, sum(step.latency_s for step in self.steps)
+
+    @property
+    def tool_stats(self) -> ToolStats:
+        return sum((step.tool_stats for step in self.steps), ToolStats())
+
+    def tool_outcomes(self) -> JSONObject:
+        """{"total": counts, "steps": {step_id: counts}} of the code interpreter's calls by outcome, counted
+        from the trajectories' tool results (steps that called a tool only): a details attempt's meta."""
+        total: dict[str, int] = dict.fromkeys(TOOL_STATUSES, 0)
+        steps: JSONObject = {}
+        for step in self.steps:
+            counts = tool_outcome_counts(objects(step.trajectory.get("tool_results")))
+            if any(counts.values()):
+                steps[step.step_id] = dict(counts)
+                total = add_counts(total, counts)
+        return {"total": dict(total), "steps": steps}
+
+
+def read_generation_file(path: Path) -> Generation | None:
+    """The generation at `path` (parsed once per file version in this process); None when missing or invalid."""
+    return read_typed(path, KIND, Generation.from_record)
+
+
+def frozen_steps(record: FrozenObject | None) -> dict[str, FrozenObject]:
+    """A generation record's steps by step id (none for no record)."""
+    return {text(step.get("step_id")): step for step in objects((record or EMPTY).get("steps"))}
+
+
+# ---------------------------------------------------------------------------
+# What the reports read from a step's trajectory (plain JSON: model-written, any shape)
+# ---------------------------------------------------------------------------
+
+
+def _array(value: JSONValue) -> list[JSONValue]:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: JSONValue) -> JSONObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _dicts(value: JSONValue) -> list[JSONObject]:
+    return [item for item in _array(value) if isinstance(item, dict)]
+
+
+def _tool_code(arguments: JSONValue) -> str:
+    """The `code` argument of a tool call as sent; the raw arguments when they are not the expected JSON (or
+    are too long or too deeply nested to be read: `untrusted.parse_json`)."""
+    if not isinstance(arguments, str):
+        try:
+            return json.dumps(arguments)
+        except (TypeError, ValueError, RecursionError):
+            return valid_text(arguments)
+    try:
+        parsed = parse_json(arguments, TOOL_ARGUMENTS_READ_CHARS, strict=False)  # as the code interpreter reads them
+    except UntrustedJSONError:
+        return arguments
+    return valid_text(parsed["code"]) if isinstance(parsed, dict) and isinstance(parsed.get("code"), str) else arguments
+
+
+def _tool_calls(trajectory: JSONObject) -> tuple[ToolRun, ...]:
+    sent = {}
+    for message in _dicts(trajectory.get("messages")):
+        for call in _dicts(message.get("tool_calls")):
+            function = _dict(call.get("function"))
+            sent[str(call.get("id"))] = _tool_code(function.get("arguments", ""))
+    return tuple(
+        ToolRun(
+            str(result.get("call_id")),
+            str(result.get("name", "")),
+            sent.get(str(result.get("call_id")), ""),
+            str(result.get("status", "")),
+            _float(result.get("duration_s", 0.0)),
+            bool(result.get("truncated")),
+            str(result.get("output", "")),
+        )
+        for result in _dicts(trajectory.get("tool_results"))
+    )
+
+
+def _float(value: JSONValue) -> float:
+    """`float(value)` as the reports always read a duration (a malformed one is 0)."""
+    try:
+        return float(value) if isinstance(value, (int, float, str)) else 0.0
+    except ValueError:
+        return 0.0
+
+
+def _text_or_none(value: JSONValue) -> str | None:
+    if value is None:
+        return None
+    return valid_text(value) if isinstance(value, str) else valid_text(json.dumps(value, default=repr))
+
+
+def _call_text(call: JSONObject) -> str:
+    usage = _dict(call.get("usage"))
+    parts = [f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"]
+    latency = call.get("latency_s")
+    if isinstance(latency, (int, float)) and not isinstance(latency, bool):
+        parts.append(f"{latency:.2f} s")
+    if call.get("finish_reason"):
+        parts.append(f"finish_reason {valid_text(call['finish_reason'])}")
+    return ", ".join(parts)
+
+
+def _turn_calls(message: JSONObject) -> tuple[TurnCall, ...]:
+    return tuple(
+        TurnCall(
+            valid_text(call.get("id")),
+            valid_text(_dict(call.get("function")).get("name", "")),
+            _tool_code(_dict(call.get("function")).get("arguments", "")),
+        )
+        for call in _dicts(message.get("tool_calls"))
+    )
+
+
+def _turns(trajectory: JSONObject, tool_runs: Sequence[ToolRun]) -> tuple[Turn, ...] | None:
+    """The conversation of a step, turn by turn (see `Turn`); None when the trajectory predates recorded turns.
+    Assistant turns take the successful model calls in order; a failed call ends the conversation."""
+    if trajectory.get("turns_recorded") is not True:
+        return None
+    calls = _dicts(trajectory.get("calls"))
+    answered = iter([call for call in calls if not call.get("error")])
+    runs = {run.call_id: run for run in tool_runs}
+    turns = []
+    for message in _dicts(trajectory.get("messages")):
+        role = valid_text(message.get("role", ""))
+        content = _text_or_none(message.get("content"))
+        if role == "assistant":
+            call = next(answered, None)
+            turns.append(
+                Turn(
+                    role,
+                    content,
+                    _text_or_none(message.get("reasoning")),
+                    _turn_calls(message),
+                    _call_text(call) if call else None,
+                )
+            )
+        elif role == "tool":
+            turns.append(Turn(role, content, tool=runs.get(valid_text(message.get("tool_call_id")))))
+        else:
+            turns.append(Turn(role, content))
+    failed = [call for call in calls if call.get("error")]
+    if failed:
+        turns.append(Turn("failed call", _text_or_none(failed[-1].get("error"))))
+    return tuple(turns)

@@ -312,9 +312,9 @@ def _xdist_group(item: pytest.Item) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the markers into scheduling groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        group = _xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Groups set as each test is collected, before xdist's `pytest_collection_modifyitems` turns the markers into
+    scheduling groups (it renames the node ids, which pytest 9.2 no longer lets it do: pytest is pinned)."""
+    group = _xdist_group(item)
+    if group is not None:
+        item.add_marker(pytest.mark.xdist_group(group))

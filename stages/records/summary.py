@@ -9,6 +9,7 @@ groups, usage, cost, tool use, attempts) are kept as read-only mappings under th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +94,9 @@ class SummaryStep:
     step_id: str
     status: str
     reason: str | None = None
-    tools: FrozenObject = EMPTY  # the step's tool-call counts (`ToolStats.to_record`)
+    tools: FrozenObject = dataclasses.field(
+        default_factory=lambda: EMPTY
+    )  # the step's tool-call counts (`ToolStats.to_record`)
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> SummaryStep:
@@ -122,7 +125,7 @@ class SummaryProblem:
     steps_scored: int = 0
     steps_skipped: int = 0
     first_failure: StepOutcome | None = None
-    tools: FrozenObject = EMPTY
+    tools: FrozenObject = dataclasses.field(default_factory=lambda: EMPTY)
     usage: FrozenObject | None = None
     latency_s: Frozen = None
     cost: Frozen = None

@@ -1,4 +1,5 @@
-"""summary.json: the record of the problem rows and their metrics, under the names of the results contract."""
+"""summary.json: the typed `Summary` record (`stages.records.summary`) of the problem rows and their metrics;
+the summarize stage writes its `to_record()`."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from stages.artifacts import read_typed
 from stages.records.json_values import (
@@ -329,7 +330,9 @@ class Summary:
             plots=texts(record.get("plots")),
             attempts=attempts if isinstance(attempts, Mapping) else None,
             confinement=record.get("confinement"),
-            tool_calls={name: integer(count) for name, count in obj(record.get("tool_calls")).items()},
+            tool_calls=MappingProxyType(
+                {name: integer(count) for name, count in obj(record.get("tool_calls")).items()}
+            ),
             steps_without_targets=texts(record.get("steps_without_targets")),
         )
 

@@ -61,11 +61,6 @@ def unscored_steps(step_rows: Iterable[tuple[str, str]]) -> list[str]:
     return [step_id for step_id, reason in step_rows if reason.startswith(TARGETS_MISSING_MARKERS)]
 
 
-def conditions_record(tool_calls: Mapping[str, int], unscored: Sequence[str]) -> dict[str, Any]:
-    """The summary.json fields: tool-call outcomes of the run and the steps without targets."""
-    return {"tool_calls": {**tool_calls, "total": sum(tool_calls.values())}, "steps_without_targets": list(unscored)}
-
-
 def conditions_markdown(tool_calls: Mapping[str, int], unscored: Sequence[str], mode: str) -> list[str]:
     """The summary.md lines: a warning when most tool calls failed in the sandbox (the counts themselves are in
     the summary's Tool use section), and the unscored steps (when any)."""

@@ -20,6 +20,8 @@ from typing import Any, Literal
 from stages.artifacts import read_artifact
 from stages.paths import COMPARE_DIR_NAME, ResultsPaths, RunPaths
 from stages.pricing import money
+from stages.records.json_values import EMPTY, Frozen, obj, optional_number, optional_text
+from stages.records.summary import Summary, read_summary_file
 from stages.results import cached_selection
 from stages.summary.markdown import markdown_table, ratio
 from stages.uncertainty.text import rate_range
@@ -128,18 +130,26 @@ def summary_files(run_dir: Path) -> list[Path]:
     return ([full] if full.is_file() else []) + sorted(run_dir.glob("summary-*.json"))
 
 
-def chosen_summary(run_dir: Path) -> tuple[Path | None, Mapping[str, Any] | None, bool]:
+def chosen_summary(run_dir: Path) -> tuple[Path | None, Summary | None, bool]:
     """(file, record, some summary file exists): the full run's valid summary, else the latest valid tagged one."""
     files = summary_files(run_dir)
-    valid = [(path, record) for path in files if (record := read_artifact(path, "summary")) is not None]
+    valid = [(path, record) for path in files if (record := read_summary_file(path)) is not None]
     full = RunPaths(run_dir).summary_json
     for path, record in valid:
         if path == full:
             return path, record, True
     if valid:
-        path, record = max(valid, key=lambda item: str(item[1].get("summarized_at") or ""))
+        path, record = max(valid, key=lambda item: item[1].summarized_at)
         return path, record, True
     return None, None, bool(files)
+
+
+def _whole(value: Frozen) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _amount(value: Frozen) -> float | None:
+    return optional_number(value) if isinstance(value, (int, float)) else None
 
 
 def newest_input_time(run_dir: Path) -> float:
@@ -177,31 +187,32 @@ def index_row(run_dir: Path) -> IndexRow:
     path, summary, any_summary = chosen_summary(run_dir)
     config = read_artifact(RunPaths(run_dir).recorded_config(), "config") or {}
     settings: Mapping[str, Any] = config.get("settings") or {}
-    record: Mapping[str, Any] = summary or {}
     selection = cached_selection(RunPaths(run_dir))
     state, note = _state(run_dir, path, any_summary)
-    intervals = record.get("intervals") or {}
-    background = record.get("with_background", settings.get("with_background"))
+    identity = summary.identity if summary else None
+    headline = summary.headline if summary else EMPTY
+    intervals = obj(headline.get("intervals"))
+    background = identity.with_background if identity else settings.get("with_background")
     return IndexRow(
         run_dir=run_dir,
-        model=str(record.get("model") or settings.get("model") or run_dir.parent.name),
+        model=str((identity and identity.model) or settings.get("model") or run_dir.parent.name),
         run=run_dir.name,
-        split=record.get("split") or settings.get("split") or (selection.split if selection else None),
-        mode=record.get("mode") or settings.get("mode"),
+        split=(identity and identity.split) or settings.get("split") or (selection.split if selection else None),
+        mode=(identity and identity.mode) or settings.get("mode"),
         with_background=None if background is None else bool(background),
-        carry=record.get("carry") or settings.get("carry"),
-        attempts=record.get("attempts_per_problem") or settings.get("attempts"),
+        carry=(identity and optional_text(identity.carry)) or settings.get("carry"),
+        attempts=(identity and _whole(identity.attempts_per_problem)) or settings.get("attempts"),
         summary_tag=_tag_of(path),
-        resolved=record.get("main_problem_resolved"),
-        problems=record.get("main_problem_total"),
-        resolve_interval=_interval(intervals.get("main_problem_resolve_rate")),
-        steps_passed=record.get("subproblem_correct"),
-        steps_scored=record.get("subproblem_total"),
-        step_interval=_interval(intervals.get("subproblem")),
-        tokens=(record.get("usage") or {}).get("total_tokens") if summary else None,
-        cost=(record.get("cost") or {}).get("total") if summary else None,
-        run_started=record.get("run_started"),
-        summarized_at=record.get("summarized_at"),
+        resolved=_whole(headline.get("main_problem_resolved")),
+        problems=_whole(headline.get("main_problem_total")),
+        resolve_interval=_interval(obj(intervals.get("main_problem_resolve_rate"))),
+        steps_passed=_whole(headline.get("subproblem_correct")),
+        steps_scored=_whole(headline.get("subproblem_total")),
+        step_interval=_interval(obj(intervals.get("subproblem"))),
+        tokens=_whole(obj(summary.usage).get("total_tokens")) if summary else None,
+        cost=_amount(obj(summary.cost).get("total")) if summary else None,
+        run_started=summary.run_started if summary else None,
+        summarized_at=summary.summarized_at if summary else None,
         report=_report_of(run_dir, path),
         state=state,
         note=note,

@@ -31,11 +31,11 @@ from stages.errors import PipelineError
 from stages.fingerprints import FingerprintParts, run_relative
 from stages.paths import RunPaths
 from stages.results import ResultsError, Selection, read_config, read_run, read_selection, read_summary
-from stages.run_conditions import conditions_markdown, conditions_record, unscored_steps
+from stages.run_conditions import conditions_markdown, unscored_steps
 from stages.summary.markdown import ratio, render_markdown, resolve_range, step_range
 from stages.summary.metrics import Metrics, attempt_metrics_of, metrics_of, status_counts, subfield_metrics, tool_totals
 from stages.summary.provenance import TargetsInfo, resolve_targets_info, run_started
-from stages.summary.record import summary_record
+from stages.summary.record import RunConditions, summary_record
 from stages.summary.rows import ProblemRow, collect_rows
 from stages.weak_tests import weak_tests_digest
 
@@ -274,23 +274,21 @@ def run_summarize(
     tool_calls, unscored = run_conditions_of(rows)
     markdown += "\n".join(conditions_markdown(tool_calls, unscored, settings.mode)) + "\n"
     atomic_write_text(paths.summary_md, markdown)
-    record = summary_record(
+    summary = summary_record(
         settings,
         rows,
-        inputs_fingerprint=fingerprint_parts.value,
+        fingerprint_parts=fingerprint_parts,
         targets=targets,
         started=started,
         summarized_at=summarized_at,
         plot_names=plot_names,
+        conditions=RunConditions((config or {}).get("confinement"), tool_calls, unscored),
         attempts=attempts,
     )
-    record["confinement"] = (config or {}).get("confinement")
-    record["fingerprint_parts"] = fingerprint_parts.parts()
-    record.update(conditions_record(tool_calls, unscored))
-    write_artifact(paths.summary_json, "summary", record)
+    write_artifact(paths.summary_json, "summary", summary.to_record())
     from stages.report import write_report
 
-    write_report(settings, run, rows, record)
+    write_report(settings, run, rows, summary.to_record())
 
     metrics = metrics_of(rows)
     failed = tuple(row.problem_id for row in rows if row.failed)

@@ -1,21 +1,64 @@
 """summary.json: the run's metrics and problem rows under the names of the results contract.
 
-`Summary` names the fields the pipeline itself reads back (whether the summary is current, which plots it
-lists, which problems failed, the tool-call outcomes, the steps without targets, each problem's step
-statuses) and holds the whole record as written (`fields`), which `to_record` gives back.
+`Summary` is the whole record: the summarize stage builds it and writes `to_record()`, readers (whether the
+summary is current, which plots it lists, which problems failed, the tool-call outcomes, the steps without
+targets, each problem's step statuses) read its fields. The aggregate blocks (the headline counts, the
+groups, usage, cost, tool use, attempts) are kept as read-only mappings under their contract names; only
+`from_record` and `to_record` know the keys of the file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from stages.artifacts import read_typed
-from stages.records.json_values import FrozenObject, JSONObject, integer, obj, objects, text, texts, thaw_object
+from stages.records.json_values import (
+    EMPTY,
+    Frozen,
+    FrozenObject,
+    JSONObject,
+    JSONValue,
+    flag,
+    freeze,
+    integer,
+    obj,
+    objects,
+    optional_text,
+    text,
+    texts,
+    thaw,
+    thaw_object,
+)
 from stages.records.stamp import Stamp
 
 KIND = "summary"
+
+# The headline counts and rates, spread at the top level of the record (`Metrics.as_dict`), in written order.
+HEADLINE_KEYS = (
+    "main_problem_resolve_rate",
+    "subproblem",
+    "Total",
+    "Evaluated",
+    "Error",
+    "main_problem_resolved",
+    "main_problem_total",
+    "subproblem_correct",
+    "subproblem_total",
+    "skipped_steps",
+    "intervals",
+)
+
+
+def _texts_list(values: tuple[str, ...]) -> list[JSONValue]:
+    return list(values)
+
+
+def _frozen_objects(value: Frozen) -> tuple[FrozenObject, ...]:
+    return objects(value)
 
 
 @dataclass(frozen=True)
@@ -23,65 +66,317 @@ class FailedProblem:
     problem_id: str
     reason: str
 
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> FailedProblem:
+        return cls(text(record.get("problem_id")), text(record.get("reason")))
+
+    def to_record(self) -> JSONObject:
+        return {"problem_id": self.problem_id, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """A step's status and the one-line reason (a problem's steps and its first failure)."""
+
+    step_id: str
+    status: str
+    reason: str | None
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> StepOutcome:
+        return cls(text(record.get("step_id")), text(record.get("status")), optional_text(record.get("reason")))
+
+    def to_record(self) -> JSONObject:
+        return {"step_id": self.step_id, "status": self.status, "reason": self.reason}
+
 
 @dataclass(frozen=True)
 class SummaryStep:
     step_id: str
     status: str
+    reason: str | None = None
+    tools: FrozenObject = dataclasses.field(
+        default_factory=lambda: EMPTY
+    )  # the step's tool-call counts (`ToolStats.to_record`)
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> SummaryStep:
+        return cls(
+            text(record.get("step_id")),
+            text(record.get("status")),
+            optional_text(record.get("reason")),
+            obj(record.get("tools")),
+        )
+
+    def to_record(self) -> JSONObject:
+        return {"step_id": self.step_id, "status": self.status, "reason": self.reason, "tools": thaw(self.tools)}
 
 
 @dataclass(frozen=True)
 class SummaryProblem:
     problem_id: str
     steps: tuple[SummaryStep, ...]
+    split: str = ""
+    category: str = ""
+    field: str = ""
+    subfield: str = ""
+    state: str = ""
+    resolved: bool = False
+    steps_passed: int = 0
+    steps_scored: int = 0
+    steps_skipped: int = 0
+    first_failure: StepOutcome | None = None
+    tools: FrozenObject = dataclasses.field(default_factory=lambda: EMPTY)
+    usage: FrozenObject | None = None
+    latency_s: Frozen = None
+    cost: Frozen = None
+    attempt_costs: tuple[Frozen, ...] = ()
+    error: str | None = None
 
     @property
     def step_ids(self) -> frozenset[str]:
         return frozenset(step.step_id for step in self.steps)
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> SummaryProblem:
+        failure = record.get("first_failure")
+        usage = record.get("usage")
+        return cls(
+            problem_id=text(record.get("problem_id")),
+            steps=tuple(SummaryStep.from_record(step) for step in objects(record.get("steps"))),
+            split=text(record.get("split")),
+            category=text(record.get("category")),
+            field=text(record.get("field")),
+            subfield=text(record.get("subfield")),
+            state=text(record.get("state")),
+            resolved=flag(record.get("resolved")),
+            steps_passed=integer(record.get("steps_passed")),
+            steps_scored=integer(record.get("steps_scored")),
+            steps_skipped=integer(record.get("steps_skipped")),
+            first_failure=StepOutcome.from_record(failure) if isinstance(failure, Mapping) else None,
+            tools=obj(record.get("tools")),
+            usage=usage if isinstance(usage, Mapping) else None,
+            latency_s=record.get("latency_s"),
+            cost=record.get("cost"),
+            attempt_costs=_items(record.get("attempt_costs")),
+            error=optional_text(record.get("error")),
+        )
+
+    def to_record(self) -> JSONObject:
+        return {
+            "problem_id": self.problem_id,
+            "split": self.split,
+            "category": self.category,
+            "field": self.field,
+            "subfield": self.subfield,
+            "state": self.state,
+            "resolved": self.resolved,
+            "steps_passed": self.steps_passed,
+            "steps_scored": self.steps_scored,
+            "steps_skipped": self.steps_skipped,
+            "first_failure": None if self.first_failure is None else self.first_failure.to_record(),
+            "steps": [step.to_record() for step in self.steps],
+            "tools": thaw(self.tools),
+            "usage": None if self.usage is None else thaw(self.usage),
+            "latency_s": thaw(self.latency_s),
+            "cost": thaw(self.cost),
+            "attempt_costs": [thaw(cost) for cost in self.attempt_costs],
+            "error": self.error,
+        }
+
+
+def _items(value: Frozen) -> tuple[Frozen, ...]:
+    if isinstance(value, (tuple, list)):
+        return tuple(freeze(item) for item in value)
+    return ()
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What was run: model, run name, the selection's filters and the generation settings."""
+
+    model: str
+    run: str
+    split: str
+    category: tuple[str, ...]
+    sample_ids: tuple[str, ...]
+    mode: str
+    with_background: bool
+    carry: Frozen
+    attempts_per_problem: Frozen
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> RunIdentity:
+        return cls(
+            text(record.get("model")),
+            text(record.get("run")),
+            text(record.get("split")),
+            texts(record.get("category")),
+            texts(record.get("sample_ids")),
+            text(record.get("mode")),
+            flag(record.get("with_background")),
+            record.get("carry"),
+            record.get("attempts_per_problem"),
+        )
+
+    def to_record(self) -> JSONObject:
+        return {
+            "model": self.model,
+            "run": self.run,
+            "split": self.split,
+            "category": _texts_list(self.category),
+            "sample_ids": _texts_list(self.sample_ids),
+            "mode": self.mode,
+            "with_background": self.with_background,
+            "carry": thaw(self.carry),
+            "attempts_per_problem": thaw(self.attempts_per_problem),
+        }
+
+
+@dataclass(frozen=True)
+class SummaryTargets:
+    kind: str
+    note: str | None
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> SummaryTargets:
+        return cls(text(record.get("kind")), optional_text(record.get("note")))
+
+    def to_record(self) -> JSONObject:
+        return {"kind": self.kind, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Groups:
+    """The metrics by category, field, subfield (each with its field) and split."""
+
+    by_category: FrozenObject
+    by_field: FrozenObject
+    by_subfield: FrozenObject
+    by_split: FrozenObject
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> Groups:
+        return cls(
+            obj(record.get("by_category")),
+            obj(record.get("by_field")),
+            obj(record.get("by_subfield")),
+            obj(record.get("by_split")),
+        )
+
+    def to_record(self) -> JSONObject:
+        return {
+            "by_category": thaw_object(self.by_category),
+            "by_field": thaw_object(self.by_field),
+            "by_subfield": thaw_object(self.by_subfield),
+            "by_split": thaw_object(self.by_split),
+        }
 
 
 @dataclass(frozen=True)
 class Summary:
     stamp: Stamp
     status: str
-    plots: tuple[str, ...]
-    failed_problems: tuple[FailedProblem, ...]
+    identity: RunIdentity
+    run_started: str | None
+    summarized_at: str
+    targets: SummaryTargets
+    attempt_scored: Frozen
+    headline: FrozenObject  # HEADLINE_KEYS: the scored attempt's counts, rates and intervals
+    uncertainty: Frozen
+    inspect_ai_view: Frozen
+    groups: Groups
+    status_counts: FrozenObject
     problems: tuple[SummaryProblem, ...]
+    failed_problems: tuple[FailedProblem, ...]
+    usage: Frozen
+    latency_s: Frozen
+    cost: Frozen
+    project: Frozen
+    concurrency: Frozen
+    tool_use: Frozen
+    weak_official_tests: tuple[FrozenObject, ...]
+    plots: tuple[str, ...]
+    attempts: FrozenObject | None
+    confinement: Frozen
     tool_calls: Mapping[str, int]  # outcome -> calls, and `total` (empty in summaries written before)
     steps_without_targets: tuple[str, ...]
-    fields: FrozenObject  # the whole record, as written
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Summary:
+        attempts = record.get("attempts")
         return cls(
-            Stamp.from_record(record),
-            text(record.get("status")),
-            texts(record.get("plots")),
-            tuple(
-                FailedProblem(text(entry.get("problem_id")), text(entry.get("reason")))
-                for entry in objects(record.get("failed_problems"))
+            stamp=Stamp.from_record(record),
+            status=text(record.get("status")),
+            identity=RunIdentity.from_record(record),
+            run_started=optional_text(record.get("run_started")),
+            summarized_at=text(record.get("summarized_at")),
+            targets=SummaryTargets.from_record(obj(record.get("targets"))),
+            attempt_scored=record.get("attempt_scored"),
+            headline=freeze_headline(record),
+            uncertainty=record.get("uncertainty"),
+            inspect_ai_view=record.get("inspect_ai_view"),
+            groups=Groups.from_record(record),
+            status_counts=obj(record.get("status_counts")),
+            problems=tuple(SummaryProblem.from_record(problem) for problem in objects(record.get("problems"))),
+            failed_problems=tuple(FailedProblem.from_record(entry) for entry in objects(record.get("failed_problems"))),
+            usage=record.get("usage"),
+            latency_s=record.get("latency_s"),
+            cost=record.get("cost"),
+            project=record.get("project"),
+            concurrency=record.get("concurrency"),
+            tool_use=record.get("tool_use"),
+            weak_official_tests=_frozen_objects(record.get("weak_official_tests")),
+            plots=texts(record.get("plots")),
+            attempts=attempts if isinstance(attempts, Mapping) else None,
+            confinement=record.get("confinement"),
+            tool_calls=MappingProxyType(
+                {name: integer(count) for name, count in obj(record.get("tool_calls")).items()}
             ),
-            tuple(
-                SummaryProblem(
-                    text(problem.get("problem_id")),
-                    tuple(
-                        SummaryStep(text(step.get("step_id")), text(step.get("status")))
-                        for step in objects(problem.get("steps"))
-                    ),
-                )
-                for problem in objects(record.get("problems"))
-            ),
-            {name: integer(count) for name, count in obj(record.get("tool_calls")).items()},
-            texts(record.get("steps_without_targets")),
-            record,
+            steps_without_targets=texts(record.get("steps_without_targets")),
         )
 
     def to_record(self) -> JSONObject:
-        return thaw_object(self.fields)
+        record: JSONObject = {"fingerprint": self.stamp.fingerprint, "status": self.status}
+        record |= self.identity.to_record()
+        record |= {
+            "run_started": self.run_started,
+            "summarized_at": self.summarized_at,
+            "targets": self.targets.to_record(),
+            "attempt_scored": thaw(self.attempt_scored),
+        }
+        record |= {key: thaw(self.headline.get(key)) for key in HEADLINE_KEYS}
+        record |= {"uncertainty": thaw(self.uncertainty), "inspect_ai_view": thaw(self.inspect_ai_view)}
+        record |= self.groups.to_record()
+        record |= {
+            "status_counts": thaw_object(self.status_counts),
+            "problems": [problem.to_record() for problem in self.problems],
+            "failed_problems": [entry.to_record() for entry in self.failed_problems],
+            "usage": thaw(self.usage),
+            "latency_s": thaw(self.latency_s),
+            "cost": thaw(self.cost),
+            "project": thaw(self.project),
+            "concurrency": thaw(self.concurrency),
+            "tool_use": thaw(self.tool_use),
+            "weak_official_tests": [thaw_object(entry) for entry in self.weak_official_tests],
+            "plots": _texts_list(self.plots),
+            "attempts": None if self.attempts is None else thaw_object(self.attempts),
+            "confinement": thaw(self.confinement),
+        }
+        if self.stamp.parts is not None:
+            record["fingerprint_parts"] = thaw_object(self.stamp.parts)
+        tool_calls: JSONObject = dict(self.tool_calls)
+        record |= {"tool_calls": tool_calls, "steps_without_targets": _texts_list(self.steps_without_targets)}
+        return record
 
     @property
     def fingerprint(self) -> str:
         return self.stamp.fingerprint
+
+
+def freeze_headline(record: Mapping[str, object]) -> FrozenObject:
+    """The headline counts, rates and intervals of a record (keys outside HEADLINE_KEYS left out)."""
+    return obj(freeze({key: record.get(key) for key in HEADLINE_KEYS}))
 
 
 def read_summary_file(path: Path) -> Summary | None:

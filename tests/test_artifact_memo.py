@@ -12,7 +12,7 @@ import pytest
 
 from stages.artifacts import read_artifact, read_frozen, write_artifact
 from stages.records.store import parse_counts
-from tests.pipeline_support import DEAD_URL, assert_ok, run_dir, run_doit_counting_parses
+from tests.pipeline_support import assert_ok, data_args, run_dir, run_doit_counting_parses
 
 PROBLEMS = ("1", "3", "4")
 RUN = "validation-tool_use-bg"  # sample_ids runs share the folder of their split, mode and background
@@ -111,9 +111,7 @@ def test_a_run_parses_each_generation_details_and_manifest_file_at_most_once(
     workdir: Path, staged_data_dir: Path, dev_targets: Path
 ) -> None:
     args = (
-        f"data_dir={staged_data_dir}",
-        f"dataset_zip_url={DEAD_URL}",
-        f"h5py_file={dev_targets}",
+        *data_args(staged_data_dir, dev_targets),
         "split=validation",
         f"sample_ids={','.join(PROBLEMS)}",
     )

@@ -16,7 +16,7 @@ from stages.records.manifest import Manifest
 from stages.records.selection import Selection
 from stages.records.summary import Summary
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT
-from tests.pipeline_support import DEAD_URL, assert_ok, run_dir, run_doit
+from tests.pipeline_support import assert_ok, data_args, run_dir, run_doit
 
 RECORDS: dict[str, Callable[[FrozenObject], Details | Generation | Manifest | Selection | Summary]] = {
     "selection": Selection.from_record,
@@ -57,9 +57,7 @@ def test_each_file_a_run_writes_is_its_record_written_back_byte_for_byte(
     workdir: Path, staged_data_dir: Path, dev_targets: Path
 ) -> None:
     args = (
-        f"data_dir={staged_data_dir}",
-        f"dataset_zip_url={DEAD_URL}",
-        f"h5py_file={dev_targets}",
+        *data_args(staged_data_dir, dev_targets),
         "split=validation",
         "sample_ids=1,4",
     )

@@ -34,6 +34,7 @@ from stages.score.parent.executor import ExecutorError, StepRequest
 from stages.score.parent.launcher import environment_versions
 from stages.score.parent.stage import reference_seconds
 from stages.verdict import StepVerdict
+from tests.pipeline_support import ReferenceScoring
 from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 from tests.run_files import summary_file
 
@@ -180,24 +181,25 @@ def essentials(verdict: StepVerdict) -> tuple:
     return verdict.status, verdict.reason, verdict.tests_total, verdict.tests_passed, verdict.returncode
 
 
-def local_reference_verdicts(scoring: Any) -> dict[str, StepVerdict]:
-    """The verdicts `run_score` wrote for the reference steps with the local executor (carry=full, as `make_job`)."""
-    from stages.artifacts import read_artifact
+def local_reference_verdicts(scoring: ReferenceScoring) -> dict[str, StepVerdict]:
+    """The verdicts `run_score` wrote for the reference steps with the local executor (carry=full, as `make_job`),
+    read back by the details record (where each step ran included)."""
     from stages.problems import load_split
+    from stages.records.details import read_details_file
 
     verdicts = {}
     for prob in load_split(scoring.settings.data_paths, "validation"):
-        details = read_artifact(scoring.settings.run_paths.details(prob.problem_id), "details")
+        details = read_details_file(scoring.settings.run_paths.details(prob.problem_id))
         assert details is not None
-        for step in details["attempts"][0]["meta"]["evaluation"]["steps"]:
-            if step["status"] != "skipped":
-                verdicts[step["step_id"]] = StepVerdict.from_record(step)
+        verdicts |= {v.step_id: v for v in details.attempts[0].evaluation.steps if v.status != "skipped"}
     return verdicts
 
 
 @pytest.mark.slow
 def test_validation_reference_steps_same_verdicts_as_local(
-    shared_scicode: Path, cluster_executor: DaskExecutor, validation_reference_scoring: Callable[[str], Any]
+    shared_scicode: Path,
+    cluster_executor: DaskExecutor,
+    validation_reference_scoring: Callable[[str], ReferenceScoring],
 ) -> None:
     jobs = validation_reference_jobs(shared_scicode)
     assert len(jobs) == 50

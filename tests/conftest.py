@@ -298,6 +298,7 @@ SHARED_FIXTURE_GROUPS = {
     "validation_reference_scoring": "validation-reference",
     "llamacpp_server": "llamacpp",
     "sandboxfusion_url": "sandboxfusion",
+    "venv_python": "suite-venv",  # writes a package into the suite's own venv: one test at a time
 }
 
 

@@ -392,8 +392,17 @@ def command_line(pid: int) -> str:
 
 
 def running(pids: Iterable[int]) -> set[int]:
+    """The processes of `pids` still running code: not zombies, and not in the middle of exiting (the kernel
+    empties a process's command line when it releases its memory, before the process becomes a zombie)."""
     table = process_table()
-    return {pid for pid in pids if pid in table and table[pid][1] != "Z"}
+    return {pid for pid in pids if pid in table and table[pid][1] != "Z" and _has_command_line(pid)}
+
+
+def _has_command_line(pid: int) -> bool:
+    try:
+        return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import email.utils
 import ipaddress
-import json
 import random
 import threading
 import time
@@ -43,6 +42,7 @@ from stages.config import OUTPUT_CAP_PARAMS, TOOL_CHOICE_MODES, ApiProtocol, Set
 from stages.generate import builtin
 from stages.generate.api_errors import MalformedResponse, ModelCallError, RetryRecord, classify
 from stages.generate.api_format import (
+    PROCESSING_HEADER,
     ToolCall,
     openai_package,
     parse_chat_completion,
@@ -51,6 +51,8 @@ from stages.generate.api_format import (
     to_chat_messages,
     to_responses_input,
 )
+from stages.service_replies import ENDPOINT_REPLY_BYTES, UnreadableReply, bounded_client, reply_json, reply_text
+from stages.untrusted import valid_text
 from stages.usage import Tokens
 
 __all__ = ["MalformedResponse", "ModelCallError", "ModelClient", "ModelResponse", "RetryRecord", "ToolCall"]
@@ -63,6 +65,7 @@ BUILTIN_API_KEY = "builtin-model-needs-no-key"
 KEYLESS_ENDPOINT_API_KEY = "no-key"  # sent to an endpoint on this machine when no key is set (they ignore it)
 OPENAI_HOST = "api.openai.com"
 UNSUPPORTED_WORDS: tuple[str, ...] = ("unsupported", "not supported", "unrecognized", "unknown", "extra inputs")
+KEPT_HEADERS: tuple[str, ...] = (PROCESSING_HEADER,)  # the reply headers a call's record uses
 
 # Module attributes so tests can make backoff instant and deterministic.
 sleep: Callable[[float], None] = time.sleep
@@ -73,6 +76,33 @@ jitter: Callable[[float, float], float] = random.uniform
 # ---------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReceivedReply:
+    """A 2xx reply as it arrived, before anything reads it: its body as text, the headers the records use and the
+    request's latency. What the reply journal saves and reads back."""
+
+    body: str
+    headers: Mapping[str, str]
+    latency_s: float
+
+    @classmethod
+    def of(cls, response: Any, latency_s: float) -> ReceivedReply:
+        kept = {name: valid_text(response.headers[name]) for name in KEPT_HEADERS if name in response.headers}
+        return cls(reply_text(response.content), kept, latency_s)
+
+
+def served_ids(body: bytes) -> list[str] | None:
+    """The model ids of a `GET /models` reply (`{"data": [{"id": ...}]}`); None for a body that is no such list."""
+    try:
+        data = reply_json(body)
+    except UnreadableReply:
+        return None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    return [entry["id"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
 
 
 @dataclass(frozen=True)
@@ -304,6 +334,7 @@ class ModelClient:
             api_key=_api_key(settings, self.is_builtin),
             max_retries=0,
             timeout=settings.request_timeout_seconds,
+            http_client=bounded_client(ENDPOINT_REPLY_BYTES, follow_redirects=True),
         )
         self._slots = call_slots(settings.concurrency)
         self.cap_name = output_cap_name(self.protocol, settings.base_url)
@@ -316,13 +347,17 @@ class ModelClient:
         step_id: str,
         tool_choice: str | None = None,
         max_tokens: int | None = None,
+        on_reply: Callable[[ReceivedReply], None] | None = None,
     ) -> ModelResponse:
         """One answer to `messages` (offering `tools`, with `tool_choice`, when given), by the retry policy of
-        the module docstring. `max_tokens` overrides the setting (the preflight's tiny requests)."""
+        the module docstring. `max_tokens` overrides the setting (the preflight's tiny requests); `on_reply` is
+        given every 2xx reply as it arrives, before it is parsed (the reply journal)."""
         state = _RetryState([])
         while True:
             try:
-                response = self._attempt(messages, tools, step_id, tool_choice, max_tokens, tuple(state.retries))
+                response = self._attempt(
+                    messages, tools, step_id, tool_choice, max_tokens, tuple(state.retries), on_reply
+                )
             except Exception as error:  # classify_failure re-raises anything that is not an API failure
                 failure = self._classified(error)
                 cap_sent = max_tokens is not None or self.settings.max_tokens is not None
@@ -342,8 +377,7 @@ class ModelClient:
         """The model ids of `GET /models`; None when the server has no such list (any status but 401/403, or a
         body that is not a list). ModelCallError when the endpoint cannot be reached or refuses the key."""
         try:
-            page = self._client.models.list()
-            return [str(model.id) for model in page.data]
+            raw = self._client.models.with_raw_response.list()
         except Exception as error:  # classify_failure re-raises anything that is not an API failure
             try:
                 failure = self._classified(error)
@@ -352,6 +386,7 @@ class ModelClient:
             if failure.status is None or failure.auth:
                 raise failure from error
             return None
+        return served_ids(raw.http_response.content)
 
     # ---- policy ---------------------------------------------------------
     def _classified(self, error: Exception) -> ModelCallError:
@@ -398,22 +433,31 @@ class ModelClient:
         tool_choice: str | None,
         max_tokens: int | None,
         retries: tuple[RetryRecord, ...],
+        on_reply: Callable[[ReceivedReply], None] | None,
     ) -> ModelResponse:
         with self._slots, ACTIVITY.busy("model_calls"):
             started = time.monotonic()
             raw = self._send(messages, tools, step_id, tool_choice, max_tokens)
-            latency = time.monotonic() - started
-            try:
-                body = raw.parse()
-            except json.JSONDecodeError as error:
-                raise MalformedResponse(f"body is not JSON ({error})") from error
+            received = ReceivedReply.of(raw.http_response, time.monotonic() - started)
+        if on_reply is not None:
+            on_reply(received)  # the paid answer is saved before anything parses it
+        return self.answer_from(received, retries)
+
+    def answer_from(self, received: ReceivedReply, retries: tuple[RetryRecord, ...] = ()) -> ModelResponse:
+        """The answer a 2xx reply holds (one just received, or one read back from the reply journal);
+        MalformedResponse when it holds none. Total: any JSON is either an answer or that error."""
         parse = parse_chat_completion if self.protocol == "openai-chat" else parse_responses_response
         try:
+            body = reply_json(received.body)
             answer = parse(body)
-            timings = server_timings(answer.extra, raw.headers)
-        except (AttributeError, TypeError) as error:
-            raise MalformedResponse(f"{type(error).__name__}: {error}") from error
-        record = CallRecord(latency, answer.usage, answer.finish_reason, answer.response_id, retries, timings)
+            timings = server_timings(body, received.headers)
+        except UnreadableReply as error:
+            raise MalformedResponse(str(error)) from None
+        except MalformedResponse:
+            raise
+        except Exception as error:  # noqa: BLE001 - a reply no reader foresaw is that call's named error
+            raise MalformedResponse(f"the reply could not be read ({type(error).__name__}: {error})") from None
+        record = CallRecord(received.latency_s, answer.usage, answer.finish_reason, answer.response_id, retries, timings)
         return ModelResponse(
             answer.text, answer.tool_calls, answer.finish_reason, record, answer.output_items, answer.reasoning
         )
@@ -446,14 +490,9 @@ class ModelClient:
         options = self.request_options(tools, tool_choice, max_tokens)
         if self.is_builtin:
             options["extra_headers"] = {builtin.STEP_HEADER: step_id}
-        try:
-            if self.protocol == "openai-chat":
-                return self._client.chat.completions.with_raw_response.create(
-                    messages=to_chat_messages(messages), **options
-                )
-            return self._client.responses.with_raw_response.create(input=to_responses_input(messages), **options)
-        except json.JSONDecodeError as error:
-            raise MalformedResponse(f"body is not JSON ({error})") from error
+        if self.protocol == "openai-chat":
+            return self._client.chat.completions.with_raw_response.create(messages=to_chat_messages(messages), **options)
+        return self._client.responses.with_raw_response.create(input=to_responses_input(messages), **options)
 
     @staticmethod
     def _retry_after(error: Exception) -> float | None:

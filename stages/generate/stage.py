@@ -321,9 +321,8 @@ class ProblemRun:
         usage = Tokens()
         calls = 0
         for step in self.steps:
-            counts = step.usage_record
-            usage = usage + Tokens(integer(counts.get("input_tokens")), integer(counts.get("output_tokens")))
-            calls += integer(counts.get("calls"))
+            usage = usage + Tokens.of_record(step.usage_record)
+            calls += integer(step.usage_record.get("calls"))
         generation = Generation(
             stamp=Stamp.of(self.fingerprint),
             status=status,

@@ -197,7 +197,9 @@ class BoundedTransport(httpx2.BaseTransport):
         pool = getattr(self._inner, "_pool", None)
         backend = getattr(pool, "_network_backend", None)
         if backend is None:  # another httpx2 layout: refuse to run unbounded rather than quietly do so
-            raise RuntimeError("httpx2's connection pool has no network backend to bound: update stages.service_replies")
+            raise RuntimeError(
+                "httpx2's connection pool has no network backend to bound: update stages.service_replies"
+            )
         pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:

@@ -212,7 +212,9 @@ def _chat_tool_call(call: Any) -> ToolCall | None:
     function = _mapping(call).get("function")
     if not isinstance(function, Mapping):
         return None
-    return ToolCall(_text(call.get("id")) or "", _text(function.get("name")) or "", _arguments(function.get("arguments")))
+    return ToolCall(
+        _text(call.get("id")) or "", _text(function.get("name")) or "", _arguments(function.get("arguments"))
+    )
 
 
 def parse_chat_completion(body: Any) -> ParsedAnswer:
@@ -254,7 +256,9 @@ def without_nulls(value: Any) -> Any:
 
 def _message_texts(item: Mapping[str, Any]) -> list[str]:
     parts = [_mapping(part) for part in _items(item.get("content"))]
-    return [text for part in parts if part.get("type") == "output_text" and (text := _text(part.get("text"))) is not None]
+    return [
+        text for part in parts if part.get("type") == "output_text" and (text := _text(part.get("text"))) is not None
+    ]
 
 
 def parse_responses_response(body: Any) -> ParsedAnswer:

@@ -457,7 +457,9 @@ class ModelClient:
             raise
         except Exception as error:  # noqa: BLE001 - a reply no reader foresaw is that call's named error
             raise MalformedResponse(f"the reply could not be read ({type(error).__name__}: {error})") from None
-        record = CallRecord(received.latency_s, answer.usage, answer.finish_reason, answer.response_id, retries, timings)
+        record = CallRecord(
+            received.latency_s, answer.usage, answer.finish_reason, answer.response_id, retries, timings
+        )
         return ModelResponse(
             answer.text, answer.tool_calls, answer.finish_reason, record, answer.output_items, answer.reasoning
         )
@@ -491,7 +493,9 @@ class ModelClient:
         if self.is_builtin:
             options["extra_headers"] = {builtin.STEP_HEADER: step_id}
         if self.protocol == "openai-chat":
-            return self._client.chat.completions.with_raw_response.create(messages=to_chat_messages(messages), **options)
+            return self._client.chat.completions.with_raw_response.create(
+                messages=to_chat_messages(messages), **options
+            )
         return self._client.responses.with_raw_response.create(input=to_responses_input(messages), **options)
 
     @staticmethod

@@ -185,7 +185,7 @@ def run_preflight(settings: Settings) -> None:
     when a model will be called (stages.endpoint_preflight), the sandbox and the targets, then python_binary's
     environment when something will run in it (stages.preflight)."""
     from stages.command_line import rescore_only
-    from stages.endpoint_preflight import check_endpoint, check_scheduler
+    from stages.endpoint_preflight import check_endpoint, check_scheduler, preflight_line
     from stages.preflight import check_before_generation, check_before_running
 
     argv = sys.argv[1:]
@@ -199,7 +199,7 @@ def run_preflight(settings: Settings) -> None:
     if pending:
         lines += check_before_generation(settings, only_generation)
     for line in lines + check_before_running(settings, only_generation):
-        print(f"preflight: {line}")
+        print(preflight_line(f"preflight: {line}"))
 
 
 def remote_scores_pending(settings: Settings) -> bool:

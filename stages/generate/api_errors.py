@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from stages.service_replies import UnreadableReply, refusal_in, reply_json, reply_text
-from stages.untrusted import valid_text
+from stages.untrusted import flattened, valid_text
 
 FailureKind = Literal[
     "transient", "unavailable", "rejected", "reply_refused", "context_length", "auth", "not_found", "no_key"
@@ -110,14 +110,7 @@ class MalformedResponse(ValueError):
 
 def one_line(text: Any, limit: int = MESSAGE_LIMIT) -> str:
     """Untrusted text as one line of at most `limit` characters (whatever its size: only what is kept is split)."""
-    words: list[str] = []
-    size = -1
-    for match in re.finditer(r"\S+", valid_text(text)):
-        words.append(match.group())
-        size += len(words[-1]) + 1
-        if size > limit:
-            break
-    flat = " ".join(words)
+    flat = flattened(valid_text(text), limit)
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 

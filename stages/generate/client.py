@@ -51,6 +51,7 @@ from stages.generate.api_format import (
     to_chat_messages,
     to_responses_input,
 )
+from stages.generate.journal import ReceivedReply
 from stages.service_replies import ENDPOINT_REPLY_BYTES, UnreadableReply, bounded_client, reply_json, reply_text
 from stages.untrusted import valid_text
 from stages.usage import Tokens
@@ -78,19 +79,10 @@ jitter: Callable[[float, float], float] = random.uniform
 # ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ReceivedReply:
-    """A 2xx reply as it arrived, before anything reads it: its body as text, the headers the records use and the
-    request's latency. What the reply journal saves and reads back."""
-
-    body: str
-    headers: Mapping[str, str]
-    latency_s: float
-
-    @classmethod
-    def of(cls, response: Any, latency_s: float) -> ReceivedReply:
-        kept = {name: valid_text(response.headers[name]) for name in KEPT_HEADERS if name in response.headers}
-        return cls(reply_text(response.content), kept, latency_s)
+def received_reply(response: Any, latency_s: float) -> ReceivedReply:
+    """An httpx2 response (read whole, within the reply boundary) as the journal keeps it."""
+    kept = {name: valid_text(response.headers[name]) for name in KEPT_HEADERS if name in response.headers}
+    return ReceivedReply(reply_text(response.content), kept, latency_s)
 
 
 def served_ids(body: bytes) -> list[str] | None:
@@ -137,6 +129,7 @@ class ModelResponse:
     # Responses API: the raw output items, replayed verbatim in later requests (reasoning items included).
     output_items: tuple[dict[str, Any], ...] = ()
     reasoning: str | None = None  # the reasoning text the API returned with the answer (never sent back)
+    replayed: bool = False  # read back from the reply journal, not asked again
 
     def assistant_message(self) -> dict[str, Any]:
         """The answer as a chat-form assistant message, as kept in the trajectory (with `reasoning` when the API
@@ -438,7 +431,7 @@ class ModelClient:
         with self._slots, ACTIVITY.busy("model_calls"):
             started = time.monotonic()
             raw = self._send(messages, tools, step_id, tool_choice, max_tokens)
-            received = ReceivedReply.of(raw.http_response, time.monotonic() - started)
+            received = received_reply(raw.http_response, time.monotonic() - started)
         if on_reply is not None:
             on_reply(received)  # the paid answer is saved before anything parses it
         return self.answer_from(received, retries)

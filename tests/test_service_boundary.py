@@ -243,6 +243,13 @@ def test_a_usage_count_that_is_not_a_whole_number_is_unknown(tmp_path: Path, pro
     }
 
 
+def test_the_caps_are_the_stated_figures() -> None:
+    from tests import test_untrusted_services
+
+    assert ENDPOINT_REPLY_BYTES == test_untrusted_services.ENDPOINT_REPLY_BYTES == 8 * 1024 * 1024
+    assert SANDBOX_REPLY_BYTES == test_untrusted_services.SANDBOX_REPLY_BYTES == 2 * 1024 * 1024
+
+
 def test_whole_counts_and_reply_json_by_hand() -> None:
     assert [whole_count(value, 100) for value in (0, 12, 12.0, 99)] == [0, 12, 12, 99]
     assert [whole_count(value, 100) for value in (-1, 100, 1.5, "3", True, None, float("inf"), float("nan"))] == [

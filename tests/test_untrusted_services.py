@@ -111,7 +111,8 @@ def test_a_malformed_usage_loses_no_answer_and_no_run(workdir: Path, staged_data
     run = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg")
     summary = load_json(summary_file(run, "json"))
     assert [problem["problem_id"] for problem in summary["problems"]] == ["1", "3"]
-    assert summary["subproblem_total"] == 2 and summary_file(run, "md").is_file()
+    assert summary["subproblem_total"] == 2 and summary["usage"]["unknown_calls"] == 1
+    assert "model calls whose reply stated no whole-number token count" in summary_file(run, "md").read_text()
     page = report_file(run).read_text(encoding="utf-8")
     assert 'id="z-1.1"' in page and 'id="z-3.1"' in page
     [step] = load_json(run / "generations" / "1.json")["steps"]

@@ -422,6 +422,11 @@ def _usage_lines(
         ("output tokens", usage["output_tokens"]),
         ("total tokens", usage["total_tokens"]),
         ("model calls", usage["calls"]),
+        *(
+            [("model calls whose reply stated no whole-number token count (that count taken as 0)", unknown)]
+            if (unknown := usage.get("unknown_calls"))
+            else []
+        ),
         ("model latency (s, summed over calls; time queued in the server included)", f"{latency:.1f}"),
         ("concurrency (model calls in flight at most)", concurrency),
         ("problems reporting usage", f"{usage['problems_reporting']}/{total_problems}"),

@@ -312,3 +312,15 @@ def test_a_sandbox_reply_of_the_wrong_types_never_states_what_it_did_not(
         outcome = run_tool("code_interpreter", json.dumps({"code": "print(1)"}), sandbox_settings(tmp_path, server))
     assert outcome.status == status and expected in outcome.output, outcome.output
     outcome.output.encode("utf-8")
+
+
+def test_a_redirect_is_not_followed_and_says_where_it_points(tmp_path: Path) -> None:
+    """Each hop of a redirect would start the call's deadline again: a 3xx is a permanent failure naming its
+    target."""
+    headers = (("Content-Type", "application/json"), ("Location", "https://elsewhere.example/v1/chat/completions"))
+    with Server(lambda request: Raw(b"{}", status=307, headers=headers)) as server:
+        with pytest.raises(ModelCallError) as caught:
+            ask(settings_for(tmp_path, server))
+        assert len(server.requests) == 1
+    assert caught.value.kind == "rejected"
+    assert "redirects to https://elsewhere.example/v1/chat/completions" in caught.value.message

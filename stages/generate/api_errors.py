@@ -7,7 +7,7 @@
 |---|---|---|
 | `transient` | timeout (the call's deadline passed), connection reset, malformed body, 408, 409, 429, 5xx | retried `max_retries` times (429: Retry-After) |
 | `unavailable` | connection refused, 503 | waited for, up to `server_wait_seconds` (503: Retry-After) |
-| `rejected` | any other 4xx; a 500 whose body is a request-validation error | one attempt |
+| `rejected` | any other 4xx; a 3xx (redirects are not followed); a 500 whose body is a request-validation error | one attempt |
 | `reply_refused` | a reply `stages.service_replies` does not read: larger than its cap, or compressed | one attempt (asking again would be billed again) |
 | `context_length` | the prompt does not fit the server's context (400 naming it) | final outcome of the step |
 | `auth` | 401, 403 | stops the run |
@@ -34,6 +34,7 @@ FailureKind = Literal[
 ]
 MESSAGE_LIMIT = 4096
 RETRIED_4XX = frozenset({408, 409, 429})
+REDIRECTS = range(300, 400)  # not followed: every hop would start the deadline of the call again
 UNAVAILABLE_STATUSES = frozenset({503})
 AUTH_STATUSES = frozenset({401, 403})
 CONTEXT_STATUSES = frozenset({400, 413, 422, 500})
@@ -200,6 +201,9 @@ def classify(error: Exception, endpoint: str, timeout_s: float, openai: Any) -> 
         status = error.status_code
         body = _error_body(error)
         message = one_line(server_message(body, _response_text(error) or error.message))
+        if REDIRECTS.start <= status < REDIRECTS.stop:
+            target = one_line(error.response.headers.get("location") or "nowhere", 500)
+            message = f"it redirects to {target}: redirects are not followed, set base_url= to where it points"
         return ModelCallError(
             f"HTTP {status} from {endpoint}: {message or '(empty message)'}",
             kind=status_kind(status, message, body),

@@ -8,6 +8,11 @@ tool calls, the finish reason and a `CallRecord` (latency, token usage,
 response id, the server's own timings when it reports them, every retry with its reason and delay). The shapes
 of requests and answers are `stages.generate.api_format`; this module sends, times and retries.
 
+Every reply crosses `stages.service_replies`: the `openai` client sends through its bounded httpx2 client (a reply
+of at most ENDPOINT_REPLY_BYTES, `request_timeout_seconds` the deadline of the whole call, no redirect followed),
+and an answer is read from the reply's bytes (`answer_from`), never from the `openai` client's models. A 2xx reply
+is handed to `on_reply` (the reply journal, `stages.generate.journal`) before it is parsed.
+
 What a request carries besides the conversation: `model_params` as given; `tools` and `tool_choice` when the
 caller offers them (a tool's name is sent in the named-function form); `max_tokens=` under the name the protocol
 wants (`max_output_tokens` for responses; for chat `max_completion_tokens` on OpenAI's own endpoint, which
@@ -327,7 +332,7 @@ class ModelClient:
             api_key=_api_key(settings, self.is_builtin),
             max_retries=0,
             timeout=settings.request_timeout_seconds,
-            http_client=bounded_client(ENDPOINT_REPLY_BYTES, follow_redirects=True),
+            http_client=bounded_client(ENDPOINT_REPLY_BYTES),  # no redirect: each hop would restart the deadline
         )
         self._slots = call_slots(settings.concurrency)
         self.cap_name = output_cap_name(self.protocol, settings.base_url)

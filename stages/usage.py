@@ -52,12 +52,12 @@ class Usage:
             usage = cls(int(record["input_tokens"]), int(record["output_tokens"]), int(record["total_tokens"]), calls)
         except (KeyError, TypeError, ValueError):
             return None
-        cached = record.get("cached_input_tokens")
-        if not (isinstance(cached, int) and not isinstance(cached, bool) and 0 < cached <= usage.input_tokens):
-            cached = 0
-        unknown = record.get("unknown_calls")
-        unknown = unknown if isinstance(unknown, int) and not isinstance(unknown, bool) and unknown > 0 else 0
-        return dataclasses.replace(usage, cached_input_tokens=cached, unknown_calls=unknown)
+        cached = _count(record.get("cached_input_tokens"))
+        return dataclasses.replace(
+            usage,
+            cached_input_tokens=cached if cached <= usage.input_tokens else 0,
+            unknown_calls=_count(record.get("unknown_calls")),
+        )
 
     def to_record(self, include_calls: bool = True) -> dict[str, int]:
         record = {

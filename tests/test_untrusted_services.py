@@ -378,7 +378,12 @@ def test_hostile_services_end_as_recorded_outcomes_within_their_bounds(
             assert call.duration < ENDPOINT_DEADLINE + SLACK_SECONDS, (huge, call.path, call.duration)
         for call in sandbox_calls:
             assert call.duration < SANDBOX_DEADLINE + SLACK_SECONDS, (huge, call.path, call.duration)
-        print(f"huge replies {huge}: {wall:.1f} s, doit peak RSS {peaks[huge] / 1024:.1f} MB, exit {result.returncode}")
+        longest = max(call.duration for call in endpoint_calls), max(call.duration for call in sandbox_calls)
+        print(
+            f"huge replies {huge}: {wall:.1f} s, doit peak RSS {peaks[huge] / 1024:.1f} MB, exit {result.returncode}; "
+            f"longest call {longest[0]:.2f} s (endpoint, deadline {ENDPOINT_DEADLINE:g} s), "
+            f"{longest[1]:.2f} s (sandbox, deadline {SANDBOX_DEADLINE:g} s)"
+        )
     assert peaks[True] - peaks[False] < MEMORY_SLACK_KB, peaks
     run = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg")
     summary = load_json(summary_file(run, "json"))

@@ -38,6 +38,7 @@ from stages.exit_codes import (
     TOOLS_REFUSED,
     ExitCode,
 )
+from stages.untrusted import shown
 
 if TYPE_CHECKING:
     from stages.generate.client import ModelCallError, ModelClient
@@ -61,8 +62,17 @@ class EndpointCheckFailed(RunStopped):
     """The endpoint (or the Dask scheduler) cannot serve the run: one line, its own exit code, no model called."""
 
 
+PREFLIGHT_LINE_LIMIT = 2000  # characters of one preflight line (the endpoint's text in it included)
+
+
+def preflight_line(line: str) -> str:
+    """A preflight line as the terminal shows it: the endpoint's text in it (model ids, error messages) neutralised,
+    so no escape sequence it holds can rewrite the line or forge another."""
+    return shown(line, limit=PREFLIGHT_LINE_LIMIT)
+
+
 def _failed(line: str, exit_code: ExitCode) -> EndpointCheckFailed:
-    return EndpointCheckFailed(f"preflight: {line} (no model call was made)", exit_code.code)
+    return EndpointCheckFailed(preflight_line(f"preflight: {line} (no model call was made)"), exit_code.code)
 
 
 # ---------------------------------------------------------------------------
@@ -112,11 +122,11 @@ def _check_model(settings: Settings, served: list[str] | None, endpoint: str) ->
         return f"serves model={settings.model}"
     if not settings.check_model:
         return f"does not list model={settings.model} (check_model=false)"
-    shown = ", ".join(served[:MODELS_SHOWN]) + (
+    listed = ", ".join(served[:MODELS_SHOWN]) + (
         f" and {len(served) - MODELS_SHOWN} more" if len(served) > MODELS_SHOWN else ""
     )
     raise _failed(
-        f"model={settings.model} is not served by {endpoint}, which serves: {shown} (set model= to one of them, or "
+        f"model={settings.model} is not served by {endpoint}, which serves: {listed} (set model= to one of them, or "
         "check_model=false for a gateway whose list holds aliases)",
         MODEL_NOT_SERVED,
     )
@@ -160,6 +170,8 @@ def _failure_of(settings: Settings, error: ModelCallError, probe: Probe, endpoin
     """The one line and exit code of a probe's failure."""
     if error.kind == "auth":
         return _failed(f"{endpoint} refused the key in {settings.api_key_env}: {error.message}", KEY_REFUSED)
+    if error.kind == "reply_refused":
+        return _failed(f"{endpoint} sent a reply that is not read: {error.message}", PROTOCOL_NOT_SERVED)
     if error.status is None or error.kind == "unavailable":
         return _failed(f"{error.message} (is the server running at base_url={endpoint}?)", ENDPOINT_UNREACHABLE)
     if error.kind == "not_found" and _mentions_model(error.detail):

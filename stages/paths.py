@@ -169,9 +169,35 @@ class RunPaths:
         return self.generations_dir / f"{problem_id}{suffix}.json"
 
     def generation_files(self, problem_id: str) -> list[Path]:
-        """The generation files of every attempt of a problem that exist."""
+        """The generation files of every attempt of a problem that exist, with their reply journals and the record of
+        a failed generation (what `doit clean generate` removes)."""
         folder = self.generations_dir
-        return sorted(folder.glob(f"{problem_id}.json")) + sorted(folder.glob(f"{problem_id}{ATTEMPT_SEPARATOR}*.json"))
+        journals = self.replies_dir
+        return (
+            sorted(folder.glob(f"{problem_id}.json"))
+            + sorted(folder.glob(f"{problem_id}{ATTEMPT_SEPARATOR}*.json"))
+            + sorted(journals.glob(f"{problem_id}.jsonl"))
+            + sorted(journals.glob(f"{problem_id}{ATTEMPT_SEPARATOR}*.jsonl"))
+            + [path for path in (self.not_generated(problem_id),) if path.exists()]
+        )
+
+    @property
+    def replies_dir(self) -> Path:
+        return self.run_dir / "replies"
+
+    def replies(self, problem_id: str, attempt: int = 0) -> Path:
+        """The reply journal of a problem's attempt (stages/generate/journal.py): the replies of the step being
+        generated, saved before they are parsed; absent once that step is recorded."""
+        suffix = f"{ATTEMPT_SEPARATOR}{attempt}" if attempt else ""
+        return self.replies_dir / f"{problem_id}{suffix}.jsonl"
+
+    @property
+    def not_generated_dir(self) -> Path:
+        return self.run_dir / "not_generated"
+
+    def not_generated(self, problem_id: str) -> Path:
+        """Why the last generation task of a problem failed (stages/not_generated.py); absent once it succeeds."""
+        return self.not_generated_dir / f"{problem_id}.json"
 
     @property
     def details_dir(self) -> Path:

@@ -24,6 +24,7 @@ from stages.pins import split_files
 from stages.problems import Problem, ProblemDataError
 from stages.safe_ast import parse_module
 from stages.targets import ResolvedTargets, resolve_targets
+from stages.untrusted import shown
 
 SANDBOX_PROBE = "import numpy, scipy, sympy\nprint('probe', numpy.__version__, scipy.__version__, sympy.__version__)\n"
 DERIVABLE_KINDS = frozenset({"derived", "missing"})  # validation targets can be derived from reference code
@@ -41,10 +42,10 @@ def check_task_names(settings: Settings, task_names: list[str], selected: list[s
     for name in task_names:
         stage, _, problem_id = name.partition(":")
         if stage in PER_PROBLEM_TASKS and problem_id and problem_id not in selected:
-            shown = ", ".join(selected[:12]) + (", ..." if len(selected) > 12 else "")
+            listed = ", ".join(selected[:12]) + (", ..." if len(selected) > 12 else "")
             raise ConfigError(
                 f"unknown task {name}: problem {problem_id} is not in the selection "
-                f"(split={settings.split}, sample_ids={','.join(settings.sample_ids) or '(all)'}): {shown}"
+                f"(split={settings.split}, sample_ids={','.join(settings.sample_ids) or '(all)'}): {listed}"
             )
 
 
@@ -74,12 +75,11 @@ def check_sandbox(settings: Settings) -> str | None:
     outcome = run_tool(CODE_INTERPRETER, json.dumps({"code": SANDBOX_PROBE}), settings)
     answer = outcome.output.strip().splitlines()[-1:] or [""]  # the execution_preamble may print before it
     if outcome.status != "ok" or not answer[0].startswith("probe "):
-        detail = " ".join(outcome.output.split())[:300]
         raise ConfigError(
             f"sandbox_url={settings.sandbox_url} cannot run a snippet that imports numpy, scipy and sympy "
-            f"({outcome.status}): {detail}"
+            f"({outcome.status}): {shown(outcome.output)}"
         )
-    return f"sandbox ok: {answer[0]}"
+    return f"sandbox ok: {shown(answer[0])}"  # what the sandbox printed is its text, shown neutralised
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,8 @@ def check_targets(settings: Settings, problems: tuple[Problem, ...]) -> str:
     missing = missing_targets(settings, problems, resolve_targets(settings))
     if not missing.steps:
         return f"targets ok: all {missing.scorable} scored steps have targets"
-    shown = ", ".join(missing.steps[:8]) + (", ..." if len(missing.steps) > 8 else "")
-    line = f"{len(missing.steps)} of {missing.scorable} scored steps have no targets ({missing.why}): {shown}"
+    listed = ", ".join(missing.steps[:8]) + (", ..." if len(missing.steps) > 8 else "")
+    line = f"{len(missing.steps)} of {missing.scorable} scored steps have no targets ({missing.why}): {listed}"
     if settings.allow_missing_targets:
         return f"targets: {line}; they will count as unscored (allow_missing_targets=true)"
     raise ConfigError(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from stages import not_scored
+from stages import not_generated, not_scored
 from stages.artifacts import read_artifact
 from stages.paths import RunPaths
 from stages.records.details import GENERATION_FAILED_STATES, Details, ScoredAttempt, is_resolved, read_details_file
@@ -112,6 +112,7 @@ class ProblemResult:
     generations: tuple[Generation | None, ...]
     missing_reason: str | None = None  # why there are no usable details: the reason of each unscored step
     details_error: str | None = None  # the same, naming the file
+    generation_failure: str | None = None  # "not generated: <reason>" when its last generation task failed
 
     @property
     def problem_id(self) -> str:
@@ -233,7 +234,11 @@ def read_problem(paths: RunPaths, entry: SelectionEntry, attempts: int, with_gen
     generations = (
         tuple(read_generation(paths, entry.problem_id, index) for index in range(count)) if with_generations else ()
     )
-    return ProblemResult(entry, found.state, found.details, generations, found.missing_reason, found.error)
+    failure = not_generated.read(paths, entry.problem_id)
+    state: ProblemState = "generation_error" if failure is not None and found.state == "complete" else found.state
+    return ProblemResult(
+        entry, state, found.details, generations, found.missing_reason, found.error, failure.line if failure else None
+    )
 
 
 def read_run(

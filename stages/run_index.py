@@ -23,8 +23,9 @@ from stages.pricing import money
 from stages.records.json_values import EMPTY, Frozen, obj, optional_number, optional_text
 from stages.records.summary import Summary, read_summary_file
 from stages.results import cached_selection
-from stages.summary.markdown import markdown_table, ratio
+from stages.summary.markdown import markdown_table, name_span, ratio
 from stages.uncertainty.text import rate_range
+from stages.untrusted import shown
 
 RowState = Literal["summarized", "stale", "not summarized", "invalid summary"]
 
@@ -273,18 +274,18 @@ def markdown_row(row: IndexRow, link_from: Path) -> tuple[str, ...]:
 
     link = f"[report]({relative_link(link_from, row.report, 'headline')})" if row.report else "-"
     return (
-        row.model,
-        row.run + (f" ({row.summary_tag})" if row.summary_tag else ""),
-        row.split or "-",
-        row.mode or "-",
+        name_span(row.model),
+        name_span(row.run) + (f" ({shown(row.summary_tag)})" if row.summary_tag else ""),
+        shown(row.split or "-"),
+        shown(row.mode or "-"),
         background_text(row.with_background),
-        row.carry or "-",
+        shown(row.carry or "-"),
         str(row.attempts or "-"),
         _rate_cell(row.resolved, row.problems, row.resolve_interval),
         _rate_cell(row.steps_passed, row.steps_scored, row.step_interval),
         "-" if row.tokens is None else str(row.tokens),
         money(row.cost),
-        row.date,
+        shown(row.date),
         row.state + (f": {row.note}" if row.note else ""),
         _marks_text(row) or "-",
         link,
@@ -324,7 +325,7 @@ class SettingFront:
 
     @property
     def title(self) -> str:
-        return f"split {self.split}, {self.background}"
+        return f"split {shown(self.split)}, {self.background}"
 
     @property
     def marks(self) -> tuple[MarkedSetting, ...]:
@@ -362,8 +363,10 @@ def setting_fronts(rows: Sequence[IndexRow]) -> list[SettingFront]:
 def point_text(row: IndexRow, kind: str) -> str:
     """`strong / test-tool_use-nobg (50.0% resolved, $6.00)`."""
     x = x_value(row, kind) or 0.0
-    shown = money(x) if kind == "cost" else f"{int(x):,} tokens"
-    return f"{row.model} / {row.run} ({100.0 * (row.resolve_rate or 0.0):.1f}% resolved, {shown})"
+    amount = money(x) if kind == "cost" else f"{int(x):,} tokens"
+    return (
+        f"{name_span(row.model)} / {name_span(row.run)} ({100.0 * (row.resolve_rate or 0.0):.1f}% resolved, {amount})"
+    )
 
 
 def front_lines(rows: Sequence[IndexRow]) -> list[str]:
@@ -377,7 +380,7 @@ def front_lines(rows: Sequence[IndexRow]) -> list[str]:
 
 
 def index_markdown(rows: Sequence[IndexRow], page_dir: Path) -> str:
-    lines = ["# SciCode runs", "", f"{len(rows)} run(s) under `{page_dir}`; intervals are 95%.", ""]
+    lines = ["# SciCode runs", "", f"{len(rows)} run(s) under {name_span(page_dir)}; intervals are 95%.", ""]
     lines += [f"({index + 1}) {mark.label}." for index, mark in enumerate(MARKED_SETTINGS)]
     lines.append("")
     table = [markdown_row(row, page_dir) for row in rows]

@@ -19,7 +19,7 @@ strategy's pair under `attempts.strategies[attempts.strategy]`. Token usage and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -113,11 +113,22 @@ def _config_identity(paths: RunPaths, settings: Settings) -> str:
     return config["fingerprint"] if config is not None else fingerprint(settings.redacted())
 
 
-def _not_scored_digests(paths: RunPaths, problem_ids: Sequence[str]) -> dict[str, str]:
-    """Digests of the records of problems not scored (only those that exist: a run without any keeps the
-    fingerprint it had before such records existed)."""
-    found = {pid: _file_digest(paths.not_scored(pid)) for pid in problem_ids}
-    return {pid: sha for pid, sha in found.items() if sha is not None}
+FAILURE_RECORDS: dict[str, Callable[[RunPaths, str], Path]] = {
+    "not_scored": RunPaths.not_scored,
+    "not_generated": RunPaths.not_generated,
+}
+
+
+def _failure_digests(paths: RunPaths, problem_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Digests of the records of problems not scored or not generated, by kind (only those that exist: a run
+    without any keeps the fingerprint it had before such records existed)."""
+    digests = {}
+    for kind, path_of in FAILURE_RECORDS.items():
+        found = {pid: _file_digest(path_of(paths, pid)) for pid in problem_ids}
+        kept = {pid: sha for pid, sha in found.items() if sha is not None}
+        if kept:
+            digests[kind] = kept
+    return digests
 
 
 def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
@@ -131,10 +142,7 @@ def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
         "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
         "weak_tests": weak_tests_digest(),
     }
-    not_scored = _not_scored_digests(paths, problem_ids)
-    if not_scored:
-        covered["not_scored"] = not_scored
-    return fingerprint(covered)
+    return fingerprint(covered | _failure_digests(paths, problem_ids))
 
 
 def summary_fingerprint_parts(settings: Settings, selection: Selection) -> FingerprintParts:
@@ -149,8 +157,9 @@ def summary_fingerprint_parts(settings: Settings, selection: Selection) -> Finge
     for path in [*(paths.details(pid) for pid in problem_ids), *(paths.generation(pid) for pid in problem_ids)]:
         sha = _file_digest(path)
         inputs[run_relative(settings, path)] = sha and sha[:16]
-    for pid, sha in _not_scored_digests(paths, problem_ids).items():
-        inputs[run_relative(settings, paths.not_scored(pid))] = sha[:16]
+    for kind, digests in _failure_digests(paths, problem_ids).items():
+        for pid, sha in digests.items():
+            inputs[run_relative(settings, FAILURE_RECORDS[kind](paths, pid))] = sha[:16]
     return FingerprintParts(_inputs_fingerprint(settings, selection), inputs=inputs)
 
 

@@ -185,7 +185,7 @@ def run_preflight(settings: Settings) -> None:
     when a model will be called (stages.endpoint_preflight), the sandbox and the targets, then python_binary's
     environment when something will run in it (stages.preflight)."""
     from stages.command_line import rescore_only
-    from stages.endpoint_preflight import check_endpoint, check_scheduler
+    from stages.endpoint_preflight import check_endpoint, check_scheduler, preflight_line
     from stages.preflight import check_before_generation, check_before_running
 
     argv = sys.argv[1:]
@@ -199,7 +199,7 @@ def run_preflight(settings: Settings) -> None:
     if pending:
         lines += check_before_generation(settings, only_generation)
     for line in lines + check_before_running(settings, only_generation):
-        print(f"preflight: {line}")
+        print(preflight_line(f"preflight: {line}"))
 
 
 def remote_scores_pending(settings: Settings) -> bool:
@@ -274,13 +274,34 @@ def preflight_reasons(settings: Settings) -> list[str]:
 
 
 def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> object:
-    """`run_generate_attempts`; a problem whose generation ended in error is counted as failed in the live view."""
+    """`run_generate_attempts`; a problem whose generation ended in error is counted as failed in the live view.
+
+    Generation never blocks the summary: should the task fail for a reason that is not a stop of the run (an
+    unreadable or unwritable file, a bug of ours), the failure is recorded (`stages.not_generated`: the problem is
+    "not generated: <reason>" in every report, unresolved in every denominator, generated again on the next run)
+    and, when this command runs `summarize`, the task succeeds for doit so that the problem's score task and the
+    summary still run (the summary's task then fails naming it); otherwise the task fails with that reason. A run
+    that stops on purpose stays stopped: a key refused, an interruption, every problem failing the same permanent
+    model-level way (`RunAborted`, so that no summary claims 0/N)."""
+    from stages import live_processes, not_generated
     from stages.activity import ACTIVITY
-    from stages.generate.stage import run_generate_attempts
+    from stages.command_line import runs_summary
+    from stages.errors import RunStopped
+    from stages.generate.stage import RunAborted, run_generate_attempts
 
     if not generation_only(sys.argv[1:]):
         warm_up_later_stages(settings)
-    outcome = run_generate_attempts(settings, problem_id, priority)
+    not_generated.clear(settings.run_paths, problem_id)
+    try:
+        outcome = run_generate_attempts(settings, problem_id, priority)
+    except (live_processes.RunInterrupted, RunStopped, RunAborted):
+        raise  # stops of the run are the run's outcome, not this problem's
+    except Exception as error:  # noqa: BLE001 - any other failure of one problem's generation is that problem's
+        if live_processes.stopping():
+            raise
+        failure = not_generated.record(settings.run_paths, problem_id, error)
+        ACTIVITY.add_generation_failure(problem_id)
+        return None if runs_summary(sys.argv[1:]) else TaskFailed(failure.line)
     if "error" in outcome["attempts"]:
         ACTIVITY.add_generation_failure(problem_id)
     return outcome
@@ -492,18 +513,26 @@ def run_failure(settings: Settings) -> TaskFailed | None:
     failed = summary.failed_problems
     if not failed:
         return None
-    from stages.not_scored import PREFIX
+    from stages import not_generated, not_scored
 
-    unscored = [entry for entry in failed if entry.reason.startswith(PREFIX)]
+    ungenerated = [entry for entry in failed if entry.reason.startswith(not_generated.PREFIX)]
+    unscored = [entry for entry in failed if entry.reason.startswith(not_scored.PREFIX)]
+    recorded = unscored + ungenerated
     untargeted = set(summary.steps_without_targets)  # eval_error reasons only the trusted side writes
     steps = {problem.problem_id: problem.step_ids for problem in summary.problems}
     without_targets = [
         entry.problem_id
         for entry in failed
-        if entry not in unscored and steps.get(entry.problem_id, frozenset()) & untargeted
+        if entry not in recorded and steps.get(entry.problem_id, frozenset()) & untargeted
     ]
-    others = [entry.problem_id for entry in failed if entry not in unscored and entry.problem_id not in without_targets]
+    others = [entry.problem_id for entry in failed if entry not in recorded and entry.problem_id not in without_targets]
     parts = []
+    if ungenerated:
+        named = ", ".join(f"{entry.problem_id} ({entry.reason})" for entry in ungenerated)
+        parts.append(
+            f"{len(ungenerated)} problem(s) not generated: {named}; rerun to generate them again "
+            f"(the error of each is in {settings.run_paths.not_generated_dir}/)"
+        )
     if unscored:
         named = ", ".join(f"{entry.problem_id} ({entry.reason})" for entry in unscored)
         parts.append(

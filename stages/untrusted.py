@@ -158,6 +158,22 @@ def _code_span(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+_WORD = re.compile(r"\S+")
+
+
+def flattened(text: str, limit: int) -> str:
+    """`text` on one line (runs of whitespace as one space), only as far as `limit` characters can show: a text of
+    any size costs no more than what is kept."""
+    words: list[str] = []
+    size = -1
+    for match in _WORD.finditer(text):
+        words.append(match.group())
+        size += len(words[-1]) + 1
+        if size > limit:
+            break
+    return " ".join(words)
+
+
 def shown(value: object, *, limit: int | None = None, markdown: bool = False, lines: bool = False) -> str:
     """Model-derived `value` as a reader may see it, in a Markdown file or on a terminal: valid text (see
     `valid_text`) on one line (runs of whitespace, line breaks included, become one space; with `lines`, line
@@ -170,5 +186,6 @@ def shown(value: object, *, limit: int | None = None, markdown: bool = False, li
         text = text.replace("\r\n", "\n")
         bounded = _bounded_tail(text, SHOWN_LINES_LIMIT if limit is None else limit, _KEPT_IN_LINES)
     else:
-        bounded = _bounded(" ".join(text.split()), SHOWN_LIMIT if limit is None else limit, frozenset())
+        limit = SHOWN_LIMIT if limit is None else limit
+        bounded = _bounded(flattened(text, limit), limit, frozenset())
     return _code_span(bounded) if markdown else bounded

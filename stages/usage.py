@@ -2,7 +2,8 @@
 
 - `Tokens`: what the model client counts for one call (or a sum of calls): input and output tokens, the
   total always their sum; written into generation files as `{input_tokens, output_tokens, total_tokens}`
-  (with `calls` where a step or a problem sums several calls).
+  (with `calls` where a step or a problem sums several calls, and `unknown_calls` when some call's reply gave a
+  count that is not a whole number: that count is unknown, counted as 0).
 - `Usage`: the typed form of such a JSON usage record as reports read it back, calls included, and the cached
   input tokens when the record states them (`cached_input_tokens`, part of `input_tokens`; priced separately by
   `stages.pricing`).
@@ -16,6 +17,7 @@ the generation file).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +30,7 @@ class Usage:
     total_tokens: int = 0
     calls: int = 0
     cached_input_tokens: int = 0  # of input_tokens, when the API reported them (0 otherwise)
+    unknown_calls: int = 0  # calls whose reply stated no usable count (their unknown counts are 0 above)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -36,6 +39,7 @@ class Usage:
             self.total_tokens + other.total_tokens,
             self.calls + other.calls,
             self.cached_input_tokens + other.cached_input_tokens,
+            self.unknown_calls + other.unknown_calls,
         )
 
     @classmethod
@@ -48,10 +52,12 @@ class Usage:
             usage = cls(int(record["input_tokens"]), int(record["output_tokens"]), int(record["total_tokens"]), calls)
         except (KeyError, TypeError, ValueError):
             return None
-        cached = record.get("cached_input_tokens")
-        if isinstance(cached, int) and not isinstance(cached, bool) and 0 < cached <= usage.input_tokens:
-            return cls(usage.input_tokens, usage.output_tokens, usage.total_tokens, usage.calls, cached)
-        return usage
+        cached = _count(record.get("cached_input_tokens"))
+        return dataclasses.replace(
+            usage,
+            cached_input_tokens=cached if cached <= usage.input_tokens else 0,
+            unknown_calls=_count(record.get("unknown_calls")),
+        )
 
     def to_record(self, include_calls: bool = True) -> dict[str, int]:
         record = {
@@ -63,6 +69,8 @@ class Usage:
             record["calls"] = self.calls
         if self.cached_input_tokens:
             record["cached_input_tokens"] = self.cached_input_tokens
+        if self.unknown_calls:
+            record["unknown_calls"] = self.unknown_calls
         return record
 
 
@@ -72,19 +80,32 @@ class Tokens:
 
     input_tokens: int = 0
     output_tokens: int = 0
+    unknown_calls: int = 0  # calls whose reply gave a count that is not a whole number (that count is 0 here)
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+        return Tokens(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.unknown_calls + other.unknown_calls,
+        )
+
+    @classmethod
+    def of_record(cls, record: Mapping[str, Any]) -> Tokens:
+        """The counts of a usage record this pipeline wrote (anything else in it is read as 0)."""
+        return cls(*(_count(record.get(name)) for name in ("input_tokens", "output_tokens", "unknown_calls")))
 
     def to_record(self, calls: int | None = None) -> dict[str, int]:
         """The JSON usage record (`Usage`'s layout), with `calls` only when given."""
-        return Usage(self.input_tokens, self.output_tokens, self.total_tokens, calls or 0).to_record(
-            include_calls=calls is not None
-        )
+        usage = Usage(self.input_tokens, self.output_tokens, self.total_tokens, calls or 0)
+        return dataclasses.replace(usage, unknown_calls=self.unknown_calls).to_record(include_calls=calls is not None)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from stages.errors import PipelineError, RunStopped
 from stages.exit_codes import CONFIG_ERROR, RUN_LOCKED, UNWRITABLE
 from stages.interrupts import exit_now, on_exit_now
 from stages.scheduling import ExpectedWork, generation_order
+from stages.untrusted import shown
 
 
 def _cmdline_vars() -> dict[str, str]:
@@ -89,6 +90,7 @@ def _exit_with_line(text: str, code: int) -> None:
     raise SystemExit(code) from None
 
 
+STOP_LINE_LIMIT = 8000  # characters of the line a stopped run ends with (a server's message in it included)
 WRITE_ERRNOS: frozenset[int] = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT})
 
 
@@ -173,7 +175,7 @@ def end_run(line: str, code: int) -> None:
     may be running in other threads: every test process and snippet is stopped, nothing cut short is saved
     (finished work is), one line, the lock released, exit `code` at once."""
     live_processes.abort_all()
-    print(f"scicode: {line}", file=sys.stderr)
+    print(f"scicode: {shown(line, limit=STOP_LINE_LIMIT)}", file=sys.stderr)  # may quote the endpoint: neutralised
     exit_now(code)
 
 

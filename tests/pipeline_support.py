@@ -349,8 +349,8 @@ def artifact_kind(run: Path, path: Path) -> str:
         return "generation"
     if relative.parts[0] == "details":
         return "details"
-    if relative.parts[0] == "not_scored":
-        return "not_scored"
+    if relative.parts[0] in ("not_scored", "not_generated"):
+        return relative.parts[0]
     return ARTIFACT_KINDS[relative.name.split("-", 1)[0].removesuffix(".json")]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from stages.artifacts import write_artifact
 from stages.config import Settings
 from stages.export.inspect_log import chat_message, plain
 from stages.export.stage import ExportError, write_export
-from stages.export.steps import COLUMNS, FORMULA_STARTS, StepRow, csv_text, spreadsheet_safe
+from stages.export.steps import COLUMNS, StepRow, csv_text, spreadsheet_safe
 from tests.test_summarize import ZERO_SHA, make_settings, selection_entry, write_details, write_selection
 
 FORMULA_REASON = '=HYPERLINK("http://evil.example", "click") raised'
@@ -153,12 +154,32 @@ def test_csv_cells_never_run_as_formulas(exported) -> None:
     assert spreadsheet_safe(-1.5) == -1.5 and spreadsheet_safe("fine") == "fine"
 
 
-@given(st.text(max_size=40) | st.sampled_from(["\r", "a\rb", "\r\n", "=cmd|' /C calc'!A0"]))
+SPLIT_ON = re.compile(r"[,;\t\r\n]")
+
+
+def reason_row(reason: str) -> StepRow:
+    return StepRow("r", "m", "1", "1.1", 1, "fail", reason, 1, 1, 2, 1, 0.5, 0.25, 0, 0.0, "F", "S", "test")
+
+
+def test_a_cell_split_on_semicolons_runs_no_formula() -> None:
+    """Issue 30, finding 7: model text with a `;` but no comma or quote was written unquoted, and a spreadsheet
+    that splits on `;` showed a cell beginning `=HYPERLINK(...)`: every text cell is quoted now, and every segment
+    a spreadsheet may split off is guarded, not only the cell's first character."""
+    reason = 'AssertionError;=HYPERLINK(CHAR(104)&"ttp://x","see")'
+    line = csv_text([reason_row(reason)]).splitlines()[1]
+    guarded = '"AssertionError;\'=HYPERLINK(CHAR(104)&""ttp://x"",""see"")"'
+    assert line == f'"r","m","1","1.1",1,"fail",{guarded},1,1,2,1,0.5,0.25,0,0.0,"F","S","test"'
+    for separator in (",", ";", "\t", "\n"):
+        assert spreadsheet_safe(f"ok{separator} @SUM(A1)") == f"ok{separator} '@SUM(A1)"
+
+
+@given(st.text(max_size=40) | st.sampled_from(["\r", "a\rb", "\r\n", "=cmd|' /C calc'!A0", "a;-1", "x,\t=1"]))
 def test_any_reason_survives_the_csv_guarded(reason: str) -> None:
-    row = StepRow("r", "m", "1", "1.1", 1, "fail", reason, 1, 1, 2, 1, 0.5, 0.25, 0, 0.0, "F", "S", "test")
-    (parsed,) = list(csv.DictReader(io.StringIO(csv_text([row]), newline="")))
-    expected = "'" + reason if reason.startswith(FORMULA_STARTS) else reason
-    assert parsed["reason"] == expected
+    (parsed,) = list(csv.DictReader(io.StringIO(csv_text([reason_row(reason)]), newline="")))
+    cell = parsed["reason"]
+    assert cell == spreadsheet_safe(reason)
+    assert not cell.startswith(("\t", "\r"))
+    assert all(not segment.lstrip(" ").startswith(("=", "+", "-", "@")) for segment in SPLIT_ON.split(cell))
 
 
 def test_inspect_ai_reads_the_log(exported) -> None:

@@ -106,10 +106,10 @@ def test_markdown_index_lists_every_run(results: ResultsPaths, tmp_path: Path) -
     path = write_run_index(settings)
     text = path.read_text(encoding="utf-8")
     for model in ("strong", "cheap", "wasteful", "tokens-only", "pending"):
-        assert f"| {model} " in text
-    strong_line = next(line for line in text.splitlines() if line.startswith("| strong "))
+        assert f"| `{model}` " in text  # names as code spans
+    strong_line = next(line for line in text.splitlines() if line.startswith("| `strong` "))
     assert "3/6 (50.0%), 95% CI 18.8% to 81.2%" in strong_line and "$6.00" in strong_line
     assert "[report](strong/test-tool_use-nobg/report.html#headline)" in strong_line
     assert "(1) the SciCode paper's most realistic setting (test split, no background)." in text
-    assert "- split test, no background: cheap / test-tool_use-nobg (16.7% resolved, $0.6000)," in text
+    assert "- split test, no background: `cheap` / `test-tool_use-nobg` (16.7% resolved, $0.6000)," in text
     assert results.runs_page.is_file()

@@ -2,9 +2,12 @@
 
 Columns: run, model, problem, step, attempt (1-based), status, reason, input/output/total tokens and model calls
 of the step's generation, its model latency, the test duration, the tool calls and their summed duration,
-field, subfield and split. Every text is `valid_text`. In the CSV, a text cell that a spreadsheet would read as
-a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return) is prefixed with `'`; the JSONL keeps
-every text exactly as recorded (programs read it, not spreadsheets).
+field, subfield and split. Every text is `valid_text`. In the CSV every text cell is quoted (whatever separator
+a spreadsheet splits on, a cell stays one cell when it is read as CSV), and no part of a text cell can be read as
+a formula: a cell starting with a tab or a carriage return, and every segment a spreadsheet may split off (at the
+cell's start and after each `,`, `;`, tab or line break) whose first character past any spaces is `=`, `+`, `-`
+or `@`, gets a `'` before that character. The JSONL keeps every text exactly as recorded (programs read it, not
+spreadsheets).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -20,8 +24,11 @@ from stages.results import GeneratedStep, ProblemResult, RunResults
 from stages.untrusted import valid_text
 from stages.verdict import StepVerdict
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 FORMULA_GUARD = "'"
+CONTROL_STARTS = ("\t", "\r")  # a cell starting with these is read as a formula by some spreadsheets
+# A segment a spreadsheet may split off (the cell's start, or after a separator it may split on) that starts, past
+# any spaces, with a character that makes it a formula.
+FORMULA_SEGMENT = re.compile(r"(^|[,;\t\r\n])([ ]*)([=+\-@])")
 
 
 @dataclass(frozen=True)
@@ -50,10 +57,12 @@ COLUMNS: tuple[str, ...] = tuple(StepRow.__dataclass_fields__)
 
 
 def spreadsheet_safe(value: Any) -> Any:
-    """A text cell no spreadsheet runs as a formula; other values unchanged."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return FORMULA_GUARD + value
-    return value
+    """A text cell no part of which a spreadsheet runs as a formula (see the module docstring); other values
+    unchanged."""
+    if not isinstance(value, str):
+        return value
+    guarded = FORMULA_SEGMENT.sub(lambda match: match.group(1) + match.group(2) + FORMULA_GUARD + match.group(3), value)
+    return FORMULA_GUARD + guarded if guarded.startswith(CONTROL_STARTS) else guarded
 
 
 def _status_and_reason(verdict: StepVerdict | None, prefilled: bool, missing_reason: str) -> tuple[str, str]:
@@ -105,7 +114,7 @@ def step_rows(run: RunResults, model: str) -> Iterator[StepRow]:
 
 def csv_text(rows: Iterable[StepRow]) -> str:
     buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)  # RFC 4180 line ends: a cell holding a carriage return or a line feed is quoted
+    writer = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC)  # every text cell quoted; RFC 4180 line ends
     writer.writerow(COLUMNS)
     for row in rows:
         writer.writerow(["" if value is None else spreadsheet_safe(value) for value in asdict(row).values()])

@@ -5,16 +5,18 @@
 
 | kind | what | policy |
 |---|---|---|
-| `transient` | timeout, connection reset, malformed body, 408, 409, 429, 5xx | retried `max_retries` times (429: Retry-After) |
+| `transient` | timeout (the call's deadline passed), connection reset, malformed body, 408, 409, 429, 5xx | retried `max_retries` times (429: Retry-After) |
 | `unavailable` | connection refused, 503 | waited for, up to `server_wait_seconds` (503: Retry-After) |
-| `rejected` | any other 4xx; a 500 whose body is a request-validation error | one attempt |
+| `rejected` | any other 4xx; a 3xx (redirects are not followed); a 500 whose body is a request-validation error | one attempt |
+| `reply_refused` | a reply `stages.service_replies` does not read: larger than its cap, or compressed | one attempt (asking again would be billed again) |
 | `context_length` | the prompt does not fit the server's context (400 naming it) | final outcome of the step |
 | `auth` | 401, 403 | stops the run |
 | `not_found` | 404 (a wrong model, or a route the server does not have) | one attempt |
 | `no_key` | no API key for an endpoint that needs one | no request is sent |
 
 The server's message is kept, whitespace collapsed, up to `MESSAGE_LIMIT` characters (a validation error that
-names the offending field is often past the first few hundred). It is untrusted text: `valid_text` first.
+names the offending field is often past the first few hundred). It is untrusted text: `valid_text` first, and
+the error body is read by `stages.service_replies.reply_json` (bounded nesting), never trusted to be JSON.
 """
 
 from __future__ import annotations
@@ -24,11 +26,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stages.untrusted import valid_text
+from stages.service_replies import UnreadableReply, refusal_in, reply_json, reply_text
+from stages.untrusted import flattened, valid_text
 
-FailureKind = Literal["transient", "unavailable", "rejected", "context_length", "auth", "not_found", "no_key"]
+FailureKind = Literal[
+    "transient", "unavailable", "rejected", "reply_refused", "context_length", "auth", "not_found", "no_key"
+]
 MESSAGE_LIMIT = 4096
 RETRIED_4XX = frozenset({408, 409, 429})
+REDIRECTS = range(300, 400)  # not followed: every hop would start the deadline of the call again
 UNAVAILABLE_STATUSES = frozenset({503})
 AUTH_STATUSES = frozenset({401, 403})
 CONTEXT_STATUSES = frozenset({400, 413, 422, 500})
@@ -104,8 +110,8 @@ class MalformedResponse(ValueError):
 
 
 def one_line(text: Any, limit: int = MESSAGE_LIMIT) -> str:
-    """Untrusted text as one line of at most `limit` characters."""
-    flat = " ".join(valid_text(text).split())
+    """Untrusted text as one line of at most `limit` characters (whatever its size: only what is kept is split)."""
+    flat = flattened(valid_text(text), limit)
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
@@ -181,7 +187,11 @@ def _refused(error: BaseException) -> bool:
 def classify(error: Exception, endpoint: str, timeout_s: float, openai: Any) -> ModelCallError:
     """The failure as a ModelCallError of its kind; an exception that is not an API failure is re-raised."""
     if isinstance(error, openai.APITimeoutError):
-        return ModelCallError(f"request to {endpoint} timed out after {timeout_s:g} s", kind="transient")
+        message = f"request to {endpoint} timed out after {timeout_s:g} s (the deadline of the whole reply)"
+        return ModelCallError(message, kind="transient")
+    refusal = refusal_in(error)
+    if refusal is not None:
+        return ModelCallError(f"reply from {endpoint} not read: {refusal}", kind="reply_refused")
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error
         detail = one_line(str(cause) or type(cause).__name__, 500)
@@ -189,8 +199,11 @@ def classify(error: Exception, endpoint: str, timeout_s: float, openai: Any) -> 
         return ModelCallError(f"cannot reach {endpoint}: {detail}", kind=kind, detail=detail)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
-        body = error.body
+        body = _error_body(error)
         message = one_line(server_message(body, _response_text(error) or error.message))
+        if REDIRECTS.start <= status < REDIRECTS.stop:
+            target = one_line(error.response.headers.get("location") or "nowhere", 500)
+            message = f"it redirects to {target}: redirects are not followed, set base_url= to where it points"
         return ModelCallError(
             f"HTTP {status} from {endpoint}: {message or '(empty message)'}",
             kind=status_kind(status, message, body),
@@ -200,6 +213,18 @@ def classify(error: Exception, endpoint: str, timeout_s: float, openai: Any) -> 
     if isinstance(error, MalformedResponse):
         return ModelCallError(f"malformed response from {endpoint}: {one_line(str(error), 500)}", kind="transient")
     raise error
+
+
+def _error_body(error: Any) -> Any:
+    """The error reply's JSON data, or its text when it is not JSON (within the reply cap: it was read whole)."""
+    try:
+        content = error.response.content
+    except Exception:  # noqa: BLE001 - a body that cannot be read is no message
+        return None
+    try:
+        return reply_json(content)
+    except UnreadableReply:
+        return reply_text(content)
 
 
 def _response_text(error: Any) -> str:

@@ -2,12 +2,15 @@
 Responses API input items, and an answer of either API as a `ParsedAnswer` (text, tool calls, finish reason,
 usage, reasoning text, and the server's own timings when it reports them).
 
-`stages.generate.client` sends the requests and retries them; nothing here does I/O. Answers are untrusted: a
-body of the wrong type or without choices raises `MalformedResponse` (a transient failure the client retries).
+`stages.generate.client` sends the requests and retries them; nothing here does I/O. Answers are untrusted: they
+are parsed from the reply's JSON data (`stages.service_replies.reply_json`), never from the client's models, and
+every field is read by its type (a field of the wrong type is absent; a token count that is not a whole number is
+unknown); a body that is not an answer at all raises `MalformedResponse` (a transient failure the client retries).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from stages.generate.api_errors import MalformedResponse, one_line
+from stages.service_replies import whole_count
 from stages.usage import Tokens
 
 PROCESSING_HEADER = "openai-processing-ms"  # OpenAI, llama-cpp-python: the server's time for the request
@@ -41,8 +45,6 @@ def openai_package() -> ModuleType:
     """The openai package, imported on first use: it takes about a second, which no-op reruns and task
     listings (that never call a model) should not pay."""
     import openai
-    import openai.types.chat
-    import openai.types.responses
 
     return openai
 
@@ -104,14 +106,30 @@ def to_responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
 
 
 # ---------------------------------------------------------------------------
-# Response parsing
+# Response parsing: total over any JSON (stages.service_replies.reply_json gives the data)
 # ---------------------------------------------------------------------------
 
+USAGE_LIMIT = 10_000_000  # tokens of one call: ten times the largest context window any model offers
 
-def _usage_from(raw_usage: Any, input_name: str, output_name: str) -> Tokens:
-    if raw_usage is None:
-        return Tokens()
-    return Tokens(int(getattr(raw_usage, input_name, 0) or 0), int(getattr(raw_usage, output_name, 0) or 0))
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def usage_from(raw_usage: Any, input_name: str, output_name: str) -> Tokens:
+    """The token counts of a reply's `usage`; a count that is missing or not a whole number in [0, USAGE_LIMIT)
+    (text, a negative number, 1e999) is unknown: counted as 0, the call counted in `unknown_calls`."""
+    usage = _mapping(raw_usage)
+    counts = [whole_count(usage.get(name), USAGE_LIMIT) for name in (input_name, output_name)]
+    return Tokens(counts[0] or 0, counts[1] or 0, unknown_calls=int(None in counts))
 
 
 def _finite(value: Any) -> float | None:
@@ -120,21 +138,20 @@ def _finite(value: Any) -> float | None:
         return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return number if math.isfinite(number) and number >= 0 else None
 
 
-def server_timings(extra: Any, headers: Mapping[str, str] | None) -> dict[str, float] | None:
+def server_timings(body: Any, headers: Mapping[str, str] | None) -> dict[str, float] | None:
     """The server's own account of a request: llama.cpp's `timings` (prompt and generation, no queueing) and the
     `openai-processing-ms` header (OpenAI; llama-cpp-python, where it includes the wait for its one slot)."""
     found: dict[str, float] = {}
-    timings = extra.get("timings") if isinstance(extra, Mapping) else None
-    if isinstance(timings, Mapping):
-        for source, name in TIMING_FIELDS:
-            value = _finite(timings.get(source))
-            if value is not None:
-                found[name] = round(value, 3)
+    timings = _mapping(_mapping(body).get("timings"))
+    for source, name in TIMING_FIELDS:
+        value = _finite(timings.get(source))
+        if value is not None:
+            found[name] = round(value, 3)
     processing = _finite((headers or {}).get(PROCESSING_HEADER))
     if processing is not None:
         found["processing_ms"] = processing
@@ -149,94 +166,125 @@ class ParsedAnswer:
     response_id: str | None
     usage: Tokens
     output_items: tuple[dict[str, Any], ...] = ()
-    extra: Mapping[str, Any] | None = None  # fields of the body outside the protocol (e.g. llama.cpp's timings)
     reasoning: str | None = None
 
 
-def chat_reasoning(message: Any) -> str | None:
-    """The reasoning text of a chat answer: the first of `CHAT_REASONING_FIELDS` that holds text (fields outside
-    the protocol, which the openai client keeps as extras); None when there is none."""
-    extra = getattr(message, "model_extra", None)
-    if not isinstance(extra, Mapping):
-        return None
+def chat_reasoning(message: Mapping[str, Any]) -> str | None:
+    """The reasoning text of a chat answer: the first of `CHAT_REASONING_FIELDS` that holds text; None when there
+    is none."""
     for name in CHAT_REASONING_FIELDS:
-        value = extra.get(name)
+        value = message.get(name)
         if isinstance(value, str) and value:
             return value
     return None
 
 
-def _reasoning_item_texts(item: Any) -> list[str]:
+def _reasoning_item_texts(item: Mapping[str, Any]) -> list[str]:
     """The summary texts of one Responses API reasoning item, then its reasoning text parts (where a server
     returns them)."""
-    texts = [getattr(part, "text", None) for part in (getattr(item, "summary", None) or ())]
-    texts += [getattr(part, "text", None) for part in (getattr(item, "content", None) or ())]
-    return [text for text in texts if isinstance(text, str) and text]
+    parts = _items(item.get("summary")) + _items(item.get("content"))
+    return [text for part in parts if (text := _text(_mapping(part).get("text")))]
 
 
-def responses_reasoning(output: Sequence[Any]) -> str | None:
+def responses_reasoning(output: Sequence[Mapping[str, Any]]) -> str | None:
     """The reasoning text of a Responses API answer: every reasoning item's texts in order, one paragraph each;
     None when there is none (encrypted reasoning carries no text)."""
-    texts = [text for item in output if item.type == "reasoning" for text in _reasoning_item_texts(item)]
+    texts = [text for item in output if item.get("type") == "reasoning" for text in _reasoning_item_texts(item)]
     return "\n\n".join(texts) if texts else None
 
 
-def parse_chat_completion(completion: Any) -> ParsedAnswer:
-    if not isinstance(completion, openai_package().types.chat.ChatCompletion):
-        raise MalformedResponse(f"expected a chat completion, got {one_line(repr(completion), 200)}")
-    if not completion.choices or completion.choices[0].message is None:
-        raise MalformedResponse(f"chat completion {completion.id!r} has no choices")
-    choice = completion.choices[0]
-    calls = tuple(
-        ToolCall(call.id, call.function.name, call.function.arguments or "")
-        for call in (choice.message.tool_calls or ())
-        if getattr(call, "function", None) is not None
+def _arguments(value: Any) -> str:
+    """A tool call's arguments as JSON text (some servers send an object instead of its text)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value) if isinstance(value, (dict, list)) else ""
+
+
+def _content_text(content: Any) -> str | None:
+    """A chat message's content: its text, or the text of its parts (servers that send a list of parts)."""
+    if isinstance(content, list):
+        texts = [text for part in content if (text := _text(_mapping(part).get("text"))) is not None]
+        return "".join(texts) if texts else None
+    return _text(content)
+
+
+def _chat_tool_call(call: Any) -> ToolCall | None:
+    function = _mapping(call).get("function")
+    if not isinstance(function, Mapping):
+        return None
+    return ToolCall(
+        _text(call.get("id")) or "", _text(function.get("name")) or "", _arguments(function.get("arguments"))
     )
-    usage = _usage_from(completion.usage, "prompt_tokens", "completion_tokens")
+
+
+def parse_chat_completion(body: Any) -> ParsedAnswer:
+    """A Chat Completions reply; MalformedResponse when it is not an object with a first choice holding a
+    message (any other field of the wrong type is read as absent)."""
+    if not isinstance(body, Mapping):
+        raise MalformedResponse(f"expected a chat completion object, got {one_line(repr(body), 200)}")
+    choices = _items(body.get("choices"))
+    choice = _mapping(choices[0]) if choices else {}
+    message = choice.get("message")
+    if not isinstance(message, Mapping):
+        raise MalformedResponse(f"chat completion {one_line(repr(body.get('id')), 100)} has no choice with a message")
+    calls = tuple(parsed for call in _items(message.get("tool_calls")) if (parsed := _chat_tool_call(call)))
     return ParsedAnswer(
-        choice.message.content,
+        _content_text(message.get("content")),
         calls,
-        choice.finish_reason,
-        completion.id,
-        usage,
-        extra=completion.model_extra,
-        reasoning=chat_reasoning(choice.message),
+        _text(choice.get("finish_reason")),
+        _text(body.get("id")),
+        usage_from(body.get("usage"), "prompt_tokens", "completion_tokens"),
+        reasoning=chat_reasoning(message),
     )
 
 
-def _responses_finish_reason(response: Any, has_calls: bool) -> str:
-    if response.status == "incomplete":
-        reason = getattr(response.incomplete_details, "reason", None)
-        return "length" if reason == "max_output_tokens" else str(reason or "incomplete")
+def _responses_finish_reason(body: Mapping[str, Any], has_calls: bool) -> str:
+    if body.get("status") == "incomplete":
+        reason = _text(_mapping(body.get("incomplete_details")).get("reason"))
+        return "length" if reason == "max_output_tokens" else (reason or "incomplete")
     return "tool_calls" if has_calls else "stop"
 
 
-def parse_responses_response(response: Any) -> ParsedAnswer:
-    if not isinstance(response, openai_package().types.responses.Response):
-        raise MalformedResponse(f"expected a response object, got {one_line(repr(response), 200)}")
-    if response.status == "failed":
-        detail = getattr(response.error, "message", None) or "no detail"
-        raise MalformedResponse(f"response {response.id!r} failed: {detail}")
-    if not isinstance(response.output, list):
-        raise MalformedResponse(f"response {response.id!r} has no output")
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for item in response.output:
-        if item.type == "message":
-            texts.extend(part.text for part in item.content if getattr(part, "type", None) == "output_text")
-        elif item.type == "function_call":
-            calls.append(ToolCall(item.call_id, item.name, item.arguments or ""))
-    text = "".join(texts) if texts else None
-    items = tuple(item.model_dump(mode="json", exclude_none=True) for item in response.output)
-    usage = _usage_from(response.usage, "input_tokens", "output_tokens")
-    finish = _responses_finish_reason(response, bool(calls))
+def without_nulls(value: Any) -> Any:
+    """`value` with every null field of its objects left out (nesting is bounded by the reply's reader)."""
+    if isinstance(value, Mapping):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
+
+
+def _message_texts(item: Mapping[str, Any]) -> list[str]:
+    parts = [_mapping(part) for part in _items(item.get("content"))]
+    return [
+        text for part in parts if part.get("type") == "output_text" and (text := _text(part.get("text"))) is not None
+    ]
+
+
+def parse_responses_response(body: Any) -> ParsedAnswer:
+    """A Responses API reply; MalformedResponse when it is not an object with a list of output items, or when the
+    response failed."""
+    if not isinstance(body, Mapping):
+        raise MalformedResponse(f"expected a response object, got {one_line(repr(body), 200)}")
+    response_id = _text(body.get("id"))
+    if body.get("status") == "failed":
+        detail = _text(_mapping(body.get("error")).get("message")) or "no detail"
+        raise MalformedResponse(f"response {response_id!r} failed: {one_line(detail, 500)}")
+    if not isinstance(body.get("output"), list):
+        raise MalformedResponse(f"response {response_id!r} has no output")
+    output = [item for item in body["output"] if isinstance(item, Mapping)]
+    texts = [text for item in output if item.get("type") == "message" for text in _message_texts(item)]
+    calls = tuple(
+        ToolCall(_text(item.get("call_id")) or "", _text(item.get("name")) or "", _arguments(item.get("arguments")))
+        for item in output
+        if item.get("type") == "function_call"
+    )
     return ParsedAnswer(
-        text,
-        tuple(calls),
-        finish,
-        response.id,
-        usage,
-        items,
-        response.model_extra,
-        responses_reasoning(response.output),
+        "".join(texts) if texts else None,
+        calls,
+        _responses_finish_reason(body, bool(calls)),
+        response_id,
+        usage_from(body.get("usage"), "input_tokens", "output_tokens"),
+        tuple(without_nulls(item) for item in output),
+        responses_reasoning(output),
     )

@@ -8,6 +8,11 @@ tool calls, the finish reason and a `CallRecord` (latency, token usage,
 response id, the server's own timings when it reports them, every retry with its reason and delay). The shapes
 of requests and answers are `stages.generate.api_format`; this module sends, times and retries.
 
+Every reply crosses `stages.service_replies`: the `openai` client sends through its bounded httpx2 client (a reply
+of at most ENDPOINT_REPLY_BYTES, `request_timeout_seconds` the deadline of the whole call, no redirect followed),
+and an answer is read from the reply's bytes (`answer_from`), never from the `openai` client's models. A 2xx reply
+is handed to `on_reply` (the reply journal, `stages.generate.journal`) before it is parsed.
+
 What a request carries besides the conversation: `model_params` as given; `tools` and `tool_choice` when the
 caller offers them (a tool's name is sent in the named-function form); `max_tokens=` under the name the protocol
 wants (`max_output_tokens` for responses; for chat `max_completion_tokens` on OpenAI's own endpoint, which
@@ -28,7 +33,6 @@ from __future__ import annotations
 
 import email.utils
 import ipaddress
-import json
 import random
 import threading
 import time
@@ -43,6 +47,7 @@ from stages.config import OUTPUT_CAP_PARAMS, TOOL_CHOICE_MODES, ApiProtocol, Set
 from stages.generate import builtin
 from stages.generate.api_errors import MalformedResponse, ModelCallError, RetryRecord, classify
 from stages.generate.api_format import (
+    PROCESSING_HEADER,
     ToolCall,
     openai_package,
     parse_chat_completion,
@@ -51,6 +56,9 @@ from stages.generate.api_format import (
     to_chat_messages,
     to_responses_input,
 )
+from stages.generate.journal import ReceivedReply
+from stages.service_replies import ENDPOINT_REPLY_BYTES, UnreadableReply, bounded_client, reply_json, reply_text
+from stages.untrusted import valid_text
 from stages.usage import Tokens
 
 __all__ = ["MalformedResponse", "ModelCallError", "ModelClient", "ModelResponse", "RetryRecord", "ToolCall"]
@@ -63,6 +71,7 @@ BUILTIN_API_KEY = "builtin-model-needs-no-key"
 KEYLESS_ENDPOINT_API_KEY = "no-key"  # sent to an endpoint on this machine when no key is set (they ignore it)
 OPENAI_HOST = "api.openai.com"
 UNSUPPORTED_WORDS: tuple[str, ...] = ("unsupported", "not supported", "unrecognized", "unknown", "extra inputs")
+KEPT_HEADERS: tuple[str, ...] = (PROCESSING_HEADER,)  # the reply headers a call's record uses
 
 # Module attributes so tests can make backoff instant and deterministic.
 sleep: Callable[[float], None] = time.sleep
@@ -73,6 +82,24 @@ jitter: Callable[[float, float], float] = random.uniform
 # ---------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------
+
+
+def received_reply(response: Any, latency_s: float) -> ReceivedReply:
+    """An httpx2 response (read whole, within the reply boundary) as the journal keeps it."""
+    kept = {name: valid_text(response.headers[name]) for name in KEPT_HEADERS if name in response.headers}
+    return ReceivedReply(reply_text(response.content), kept, latency_s)
+
+
+def served_ids(body: bytes) -> list[str] | None:
+    """The model ids of a `GET /models` reply (`{"data": [{"id": ...}]}`); None for a body that is no such list."""
+    try:
+        data = reply_json(body)
+    except UnreadableReply:
+        return None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    return [entry["id"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
 
 
 @dataclass(frozen=True)
@@ -107,6 +134,7 @@ class ModelResponse:
     # Responses API: the raw output items, replayed verbatim in later requests (reasoning items included).
     output_items: tuple[dict[str, Any], ...] = ()
     reasoning: str | None = None  # the reasoning text the API returned with the answer (never sent back)
+    replayed: bool = False  # read back from the reply journal, not asked again
 
     def assistant_message(self) -> dict[str, Any]:
         """The answer as a chat-form assistant message, as kept in the trajectory (with `reasoning` when the API
@@ -304,6 +332,7 @@ class ModelClient:
             api_key=_api_key(settings, self.is_builtin),
             max_retries=0,
             timeout=settings.request_timeout_seconds,
+            http_client=bounded_client(ENDPOINT_REPLY_BYTES),  # no redirect: each hop would restart the deadline
         )
         self._slots = call_slots(settings.concurrency)
         self.cap_name = output_cap_name(self.protocol, settings.base_url)
@@ -316,13 +345,17 @@ class ModelClient:
         step_id: str,
         tool_choice: str | None = None,
         max_tokens: int | None = None,
+        on_reply: Callable[[ReceivedReply], None] | None = None,
     ) -> ModelResponse:
         """One answer to `messages` (offering `tools`, with `tool_choice`, when given), by the retry policy of
-        the module docstring. `max_tokens` overrides the setting (the preflight's tiny requests)."""
+        the module docstring. `max_tokens` overrides the setting (the preflight's tiny requests); `on_reply` is
+        given every 2xx reply as it arrives, before it is parsed (the reply journal)."""
         state = _RetryState([])
         while True:
             try:
-                response = self._attempt(messages, tools, step_id, tool_choice, max_tokens, tuple(state.retries))
+                response = self._attempt(
+                    messages, tools, step_id, tool_choice, max_tokens, tuple(state.retries), on_reply
+                )
             except Exception as error:  # classify_failure re-raises anything that is not an API failure
                 failure = self._classified(error)
                 cap_sent = max_tokens is not None or self.settings.max_tokens is not None
@@ -342,8 +375,7 @@ class ModelClient:
         """The model ids of `GET /models`; None when the server has no such list (any status but 401/403, or a
         body that is not a list). ModelCallError when the endpoint cannot be reached or refuses the key."""
         try:
-            page = self._client.models.list()
-            return [str(model.id) for model in page.data]
+            raw = self._client.models.with_raw_response.list()
         except Exception as error:  # classify_failure re-raises anything that is not an API failure
             try:
                 failure = self._classified(error)
@@ -352,6 +384,7 @@ class ModelClient:
             if failure.status is None or failure.auth:
                 raise failure from error
             return None
+        return served_ids(raw.http_response.content)
 
     # ---- policy ---------------------------------------------------------
     def _classified(self, error: Exception) -> ModelCallError:
@@ -398,22 +431,33 @@ class ModelClient:
         tool_choice: str | None,
         max_tokens: int | None,
         retries: tuple[RetryRecord, ...],
+        on_reply: Callable[[ReceivedReply], None] | None,
     ) -> ModelResponse:
         with self._slots, ACTIVITY.busy("model_calls"):
             started = time.monotonic()
             raw = self._send(messages, tools, step_id, tool_choice, max_tokens)
-            latency = time.monotonic() - started
-            try:
-                body = raw.parse()
-            except json.JSONDecodeError as error:
-                raise MalformedResponse(f"body is not JSON ({error})") from error
+            received = received_reply(raw.http_response, time.monotonic() - started)
+        if on_reply is not None:
+            on_reply(received)  # the paid answer is saved before anything parses it
+        return self.answer_from(received, retries)
+
+    def answer_from(self, received: ReceivedReply, retries: tuple[RetryRecord, ...] = ()) -> ModelResponse:
+        """The answer a 2xx reply holds (one just received, or one read back from the reply journal);
+        MalformedResponse when it holds none. Total: any JSON is either an answer or that error."""
         parse = parse_chat_completion if self.protocol == "openai-chat" else parse_responses_response
         try:
+            body = reply_json(received.body)
             answer = parse(body)
-            timings = server_timings(answer.extra, raw.headers)
-        except (AttributeError, TypeError) as error:
-            raise MalformedResponse(f"{type(error).__name__}: {error}") from error
-        record = CallRecord(latency, answer.usage, answer.finish_reason, answer.response_id, retries, timings)
+            timings = server_timings(body, received.headers)
+        except UnreadableReply as error:
+            raise MalformedResponse(str(error)) from None
+        except MalformedResponse:
+            raise
+        except Exception as error:  # noqa: BLE001 - a reply no reader foresaw is that call's named error
+            raise MalformedResponse(f"the reply could not be read ({type(error).__name__}: {error})") from None
+        record = CallRecord(
+            received.latency_s, answer.usage, answer.finish_reason, answer.response_id, retries, timings
+        )
         return ModelResponse(
             answer.text, answer.tool_calls, answer.finish_reason, record, answer.output_items, answer.reasoning
         )
@@ -446,14 +490,11 @@ class ModelClient:
         options = self.request_options(tools, tool_choice, max_tokens)
         if self.is_builtin:
             options["extra_headers"] = {builtin.STEP_HEADER: step_id}
-        try:
-            if self.protocol == "openai-chat":
-                return self._client.chat.completions.with_raw_response.create(
-                    messages=to_chat_messages(messages), **options
-                )
-            return self._client.responses.with_raw_response.create(input=to_responses_input(messages), **options)
-        except json.JSONDecodeError as error:
-            raise MalformedResponse(f"body is not JSON ({error})") from error
+        if self.protocol == "openai-chat":
+            return self._client.chat.completions.with_raw_response.create(
+                messages=to_chat_messages(messages), **options
+            )
+        return self._client.responses.with_raw_response.create(input=to_responses_input(messages), **options)
 
     @staticmethod
     def _retry_after(error: Exception) -> float | None:

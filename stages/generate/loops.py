@@ -26,6 +26,8 @@ would send the same prompt (the stage records the problem's later steps as not g
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,11 +35,12 @@ from typing import Any
 from stages import live_processes
 from stages.config import Settings
 from stages.generate import tools
-from stages.generate.client import ModelCallError, ModelClient, ModelResponse
+from stages.generate.client import MalformedResponse, ModelCallError, ModelClient, ModelResponse
+from stages.generate.journal import StepReplies
 from stages.generate.prompts import StepPrompt
 from stages.protocol import answer_to_code
 from stages.statuses import GenerationStepStatus
-from stages.untrusted import valid_data
+from stages.untrusted import valid_data, valid_text
 from stages.usage import Tokens
 
 REMINDER = (
@@ -94,18 +97,20 @@ class Conversation:
     step_id: str
     defines: str | None
     messages: list[dict[str, Any]]
+    replies: StepReplies | None = None  # the reply journal of this step (stages.generate.journal)
     calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
     usage: Tokens = Tokens()
     started: float = field(default_factory=time.monotonic)
 
     @classmethod
-    def start(cls, model: ModelClient, prompt: StepPrompt) -> Conversation:
+    def start(cls, model: ModelClient, prompt: StepPrompt, replies: StepReplies | None = None) -> Conversation:
         return cls(
             model=model,
             step_id=prompt.step_id,
             defines=prompt.defines,
             messages=[{"role": "user", "content": prompt.text}],
+            replies=replies,
         )
 
     @property
@@ -113,18 +118,35 @@ class Conversation:
         return len(self.calls)
 
     def ask(self, tool_schemas: list[dict[str, Any]] | None, tool_choice: str | None = None) -> ModelResponse:
+        """The next answer: read back from the reply journal when it holds this call's reply, else asked (and
+        journaled before it is parsed)."""
         live_processes.raise_if_stopping()  # no model call once the run is being stopped
-        try:
-            response = valid_data(
-                self.model.complete(self.messages, tools=tool_schemas, step_id=self.step_id, tool_choice=tool_choice)
-            )
-        except ModelCallError as error:
-            self.calls.append(_failed_call_record(error))
-            raise
-        self.calls.append(response.call.to_record())
+        call = self.call_count
+        response = self._replayed(call)
+        if response is None:
+            record = functools.partial(self.replies.record, call) if self.replies else None
+            try:
+                response = self.model.complete(
+                    self.messages, tools=tool_schemas, step_id=self.step_id, tool_choice=tool_choice, on_reply=record
+                )
+            except ModelCallError as error:
+                self.calls.append(_failed_call_record(error))
+                raise
+        response = valid_data(response)
+        self.calls.append(response.call.to_record() | ({"replayed": True} if response.replayed else {}))
         self.usage = self.usage + response.call.usage
         self.messages.append(response.assistant_message())
         return response
+
+    def _replayed(self, call: int) -> ModelResponse | None:
+        """The answer the journal holds for call number `call`; None when it holds none that parses."""
+        received = self.replies.recorded(call) if self.replies else None
+        if received is None:
+            return None
+        try:
+            return dataclasses.replace(self.model.answer_from(received), replayed=True)
+        except MalformedResponse:
+            return None
 
     def say(self, text: str) -> None:
         self.messages.append({"role": "user", "content": text})
@@ -163,6 +185,13 @@ class Conversation:
         status: GenerationStepStatus = "context_exceeded" if error.context_length else "error"
         return self._outcome(status, None, None, None, str(error), error)
 
+    def fail_unexpectedly(self, error: Exception) -> StepOutcome:
+        """A failure of the pipeline's own while handling an answer: the step is an error (asked again on the next
+        run, which reads the journaled replies back instead of paying for them again)."""
+        text = valid_text(f"{type(error).__name__}: {error}")
+        kept = " (the replies so far are kept in the reply journal and read back when it is asked again)"
+        return self._outcome("error", None, None, None, f"the pipeline failed on this step: {text}{kept}", None)
+
     def _outcome(
         self,
         status: GenerationStepStatus,
@@ -198,39 +227,44 @@ def _failed_call_record(error: ModelCallError) -> dict[str, Any]:
     }
 
 
-def run_naive(model: ModelClient, prompt: StepPrompt) -> StepOutcome:
+def run_naive(conversation: Conversation, settings: Settings) -> StepOutcome:
     """One call, no tools."""
-    conversation = Conversation.start(model, prompt)
-    try:
-        return conversation.finish(conversation.ask(None))
-    except ModelCallError as error:
-        return conversation.fail(error)
+    return conversation.finish(conversation.ask(None))
 
 
-def run_tool_use(model: ModelClient, settings: Settings, prompt: StepPrompt) -> StepOutcome:
+def run_tool_use(conversation: Conversation, settings: Settings) -> StepOutcome:
     """The tool loop; see the module docstring."""
-    conversation = Conversation.start(model, prompt)
     schemas = tools.tool_schemas(settings.tool_names, settings.api_protocol)
     reminded = False
+    while conversation.call_count < settings.tool_use_max_loops:
+        response = conversation.ask(schemas, tool_choice_for_call(settings.tool_choice, conversation.call_count))
+        if response.tool_calls:
+            conversation.answer_tool_calls(response, settings)
+            continue
+        if answer_to_code(response.text or "", conversation.defines) is not None or reminded:
+            return conversation.finish(response)
+        reminded = True
+        if conversation.call_count >= settings.tool_use_max_loops:
+            break  # the last call below asks for the code anyway
+        conversation.say(REMINDER)
+    conversation.say(FINAL_ANSWER_REQUEST)
+    return conversation.finish(conversation.ask(None))
+
+
+def run_step(
+    model: ModelClient, settings: Settings, prompt: StepPrompt, replies: StepReplies | None = None
+) -> StepOutcome:
+    """The step in `settings.mode`; any failure ends as the step's outcome, never as an exception (but a stop of
+    the run): a model call that failed for good, or a failure of the pipeline's own while handling an answer."""
+    conversation = Conversation.start(model, prompt, replies)
+    loop = run_naive if settings.mode == "naive" else run_tool_use
     try:
-        while conversation.call_count < settings.tool_use_max_loops:
-            response = conversation.ask(schemas, tool_choice_for_call(settings.tool_choice, conversation.call_count))
-            if response.tool_calls:
-                conversation.answer_tool_calls(response, settings)
-                continue
-            if answer_to_code(response.text or "", conversation.defines) is not None or reminded:
-                return conversation.finish(response)
-            reminded = True
-            if conversation.call_count >= settings.tool_use_max_loops:
-                break  # the last call below asks for the code anyway
-            conversation.say(REMINDER)
-        conversation.say(FINAL_ANSWER_REQUEST)
-        return conversation.finish(conversation.ask(None))
+        return loop(conversation, settings)
     except ModelCallError as error:
         return conversation.fail(error)
-
-
-def run_step(model: ModelClient, settings: Settings, prompt: StepPrompt) -> StepOutcome:
-    if settings.mode == "naive":
-        return run_naive(model, prompt)
-    return run_tool_use(model, settings, prompt)
+    except live_processes.RunInterrupted:
+        raise
+    except Exception as error:  # noqa: BLE001 - whatever fails on an answer is that step's recorded error
+        if live_processes.stopping():
+            raise
+        return conversation.fail_unexpectedly(error)

@@ -4,7 +4,9 @@ problem: `run_generate_attempts(settings, problem_id)` (up to date: `generations
 Walks the problem's steps in order and writes `<run>/generations/<id>.json` after every step, so a
 crash or an API failure at step k resumes at step k: a step already generated with the same prompt
 fingerprint and a status other than "error" is never asked again (later prompts embed earlier
-codes, so they stay identical when nothing changed). Earlier steps are carried into later prompts as
+codes, so they stay identical when nothing changed). Within a step, every reply is saved in the reply journal
+before it is parsed (`stages.generate.journal`): a failure while handling it is that step's error, and the
+step's next try reads the reply back instead of paying for it again. Earlier steps are carried into later prompts as
 `settings.carry` says (`stages.protocol.carried_forward`); prefilled steps carry the official code.
 
 A model call that fails for good stops the problem: the step is recorded with status "error", the
@@ -53,6 +55,7 @@ from stages.usage import Tokens
 
 if TYPE_CHECKING:  # the model client and its loops load only when a model is really asked
     from stages.generate.client import ModelCallError, ModelClient
+    from stages.generate.journal import ReplyJournal
     from stages.generate.loops import StepOutcome
 
 GenerationStatus = Literal["complete", "error"]
@@ -276,6 +279,7 @@ class ProblemRun:
     model: ModelClient | None = None
     called_model: bool = False
     failure: ModelCallError | None = None
+    journal: ReplyJournal | None = None
 
     def step_record(self, index: int, previous: dict[str, GeneratedStep]) -> GeneratedStep:
         step = self.problem.steps[index]
@@ -301,6 +305,7 @@ class ProblemRun:
 
     def ask(self, prompt: StepPrompt) -> StepOutcome:
         from stages.generate.client import ModelCallError, ModelClient
+        from stages.generate.journal import ReplyJournal, StepReplies
         from stages.generate.loops import StepOutcome, run_step
 
         if self.model is None:
@@ -310,20 +315,31 @@ class ProblemRun:
                 self.model = ModelClient(self.settings)
             except ModelCallError as error:
                 return StepOutcome("error", None, None, None, str(error), _empty_trajectory(), Tokens(), 0, 0.0, error)
-        return run_step(self.model, self.settings, prompt)
+        if self.journal is None:
+            self.journal = ReplyJournal(self.settings.run_paths.replies(self.problem.problem_id, self.attempt))
+        return run_step(
+            self.model, self.settings, prompt, StepReplies(self.journal, prompt.step_id, prompt.fingerprint)
+        )
 
     def add(self, record: GeneratedStep) -> None:
         self.steps.append(record)
         step = self.problem.steps[len(self.steps) - 1]
         self.carried.append(carried_forward(step, record.code, self.settings.data_paths, self.settings.carry))
 
+    def recorded(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
+        """Write the generation file; then the replies of its last step are in it, unless that step is an error
+        (its journal is kept, to be read back when it is asked again)."""
+        record = self.write(status, error)
+        if self.journal is not None and self.steps and self.steps[-1].status != "error":
+            self.journal.clear()
+        return record
+
     def write(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
         usage = Tokens()
         calls = 0
         for step in self.steps:
-            counts = step.usage_record
-            usage = usage + Tokens(integer(counts.get("input_tokens")), integer(counts.get("output_tokens")))
-            calls += integer(counts.get("calls"))
+            usage = usage + Tokens.of_record(step.usage_record)
+            calls += integer(step.usage_record.get("calls"))
         generation = Generation(
             stamp=Stamp.of(self.fingerprint),
             status=status,
@@ -361,13 +377,13 @@ def _walk_steps(run: ProblemRun, previous: dict[str, GeneratedStep]) -> tuple[di
         run.add(record)
         if record.status == "error":
             message = f"step {step.step_id}: {record.error}"
-            return run.write("error", message), message
+            return run.recorded("error", message), message
         if record.status == "context_exceeded":
             _record_never_asked(run, index + 1, step.step_id)
-            return run.write("complete", None), None
+            return run.recorded("complete", None), None
         if index + 1 < len(steps):
-            run.write("error", f"incomplete: stopped before step {steps[index + 1].step_id}")
-    return run.write("complete", None), None
+            run.recorded("error", f"incomplete: stopped before step {steps[index + 1].step_id}")
+    return run.recorded("complete", None), None
 
 
 def _record_never_asked(run: ProblemRun, start: int, exceeded_step: str) -> None:

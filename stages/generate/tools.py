@@ -13,20 +13,20 @@ to OUTPUT_LIMIT characters with a marker saying so. Two back ends:
   a scrubbed environment (no API keys). Its session is killed as a whole at `code_timeout_seconds` (output so
   far kept). A refused action fails inside the snippet with the operating system's error (PermissionError,
   "Network is unreachable", "No space left on device"), which the model sees in the output.
-- SandboxFusion-compatible service (`sandbox_url` set): POST `<sandbox_url>/run_code`, with retries
-  on 5xx, connection errors and sandbox-side failures; a service that keeps failing gives
-  status `sandbox_error` (the model sees the message and the step goes on).
+- SandboxFusion-compatible service (`sandbox_url` set): POST `<sandbox_url>/run_code` through the reply boundary
+  (`stages.service_replies`: a reply of at most SANDBOX_REPLY_BYTES, within `code_timeout_seconds +
+  sandbox_api_timeout_seconds` for the whole call), with retries on 5xx, connection errors, a reply not whole in
+  time and sandbox-side failures; a service that keeps failing gives status `sandbox_error` (the model sees the
+  message and the step goes on).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 import os
 import re
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,16 +225,22 @@ def run_local(code: str, settings: Settings) -> ToolOutcome:
 
 
 class SandboxUnavailable(Exception):
-    """The sandbox service failed in a way worth retrying (5xx, connection error, sandbox-side error)."""
+    """The sandbox service failed in a way worth retrying (5xx, connection error, no whole reply in time,
+    sandbox-side error)."""
 
 
 class SandboxRefused(Exception):
-    """The sandbox service rejected the request (4xx, unreadable reply): retrying will not help."""
+    """The sandbox service rejected the request (4xx, a reply that is unreadable or not read): retrying will not
+    help."""
 
 
-def sandbox_opener(settings: Settings) -> urllib.request.OpenerDirector:
-    handlers = [urllib.request.ProxyHandler({})] if settings.sandbox_no_proxy else []
-    return urllib.request.build_opener(*handlers)
+@functools.lru_cache(maxsize=2)
+def sandbox_client(no_proxy: bool) -> Any:
+    """The bounded HTTP client of /run_code calls (`stages.service_replies`; replies of at most
+    SANDBOX_REPLY_BYTES); `no_proxy` ignores the proxy variables of the environment (`sandbox_no_proxy`)."""
+    from stages.service_replies import SANDBOX_REPLY_BYTES, bounded_client
+
+    return bounded_client(SANDBOX_REPLY_BYTES, trust_env=not no_proxy)
 
 
 # What the sandbox runs: single-threaded BLAS set before anything can import numpy (SandboxFusion turns
@@ -314,34 +320,51 @@ def sandbox_payload(code: str, settings: Settings) -> dict[str, Any]:
     return payload
 
 
+def sandbox_deadline_seconds(settings: Settings) -> float:
+    """The deadline of one /run_code call, connecting and the whole reply included: the run itself, plus the API
+    allowance."""
+    return settings.code_timeout_seconds + settings.sandbox_api_timeout_seconds
+
+
+def _text_field(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def post_run_code(code: str, settings: Settings) -> dict[str, Any]:
-    """One POST to `<sandbox_url>/run_code`; the reply JSON, or SandboxUnavailable / SandboxRefused."""
+    """One POST to `<sandbox_url>/run_code` through the reply boundary; the reply JSON (an object with a
+    `run_result` object), or SandboxUnavailable / SandboxRefused."""
+    import httpx2
+
+    from stages.service_replies import ReplyRefused, UnreadableReply, reply_json, reply_text
+
     url = settings.sandbox_url.rstrip("/") + "/run_code"
-    body = json.dumps(sandbox_payload(code, settings)).encode("utf-8")
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}, method="POST")
-    # The HTTP call waits for the run itself, plus the API allowance.
-    timeout = settings.code_timeout_seconds + settings.sandbox_api_timeout_seconds
+    deadline = sandbox_deadline_seconds(settings)
     try:
-        with sandbox_opener(settings).open(request, timeout=timeout) as response:
-            raw = response.read()
-    except urllib.error.HTTPError as error:
-        detail = error.read()[:300].decode("utf-8", errors="replace")
-        if error.code >= 500:
-            raise SandboxUnavailable(f"HTTP {error.code} from {url}: {detail}") from None
-        raise SandboxRefused(f"HTTP {error.code} from {url}: {detail}") from None
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
-        raise SandboxUnavailable(f"cannot reach {url}: {reason}") from None
+        response = sandbox_client(settings.sandbox_no_proxy).post(
+            url, json=sandbox_payload(code, settings), timeout=deadline
+        )
+    except ReplyRefused as error:
+        raise SandboxRefused(f"reply from {url} not read: {error}") from None
+    except httpx2.TimeoutException:
+        raise SandboxUnavailable(
+            f"no whole reply from {url} within {deadline:g} s (code_timeout_seconds + sandbox_api_timeout_seconds)"
+        ) from None
+    except (httpx2.HTTPError, httpx2.InvalidURL, OSError) as error:
+        raise SandboxUnavailable(f"cannot reach {url}: {error or type(error).__name__}") from None
+    status = response.status_code
+    if status >= 300:
+        detail = " ".join(reply_text(response.content[:300]).split())
+        problem = f"HTTP {status} from {url}: {detail}"
+        raise SandboxUnavailable(problem) if status >= 500 else SandboxRefused(problem)
     try:
-        reply = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise SandboxRefused(f"unreadable reply from {url}: {raw[:200].decode('utf-8', errors='replace')}") from None
+        reply = reply_json(response.content)
+    except UnreadableReply as error:
+        raise SandboxRefused(f"unreadable reply from {url}: {error}") from None
     if not isinstance(reply, dict):
         raise SandboxRefused(f"unreadable reply from {url}: not a JSON object")
     if reply.get("status") == "SandboxError" or not isinstance(reply.get("run_result"), dict):
-        raise SandboxUnavailable(
-            f"sandbox error from {url}: {reply.get('message') or reply.get('status') or 'no run result'}"
-        )
+        detail = _text_field(reply.get("message")) or _text_field(reply.get("status")) or "no run result"
+        raise SandboxUnavailable(f"sandbox error from {url}: {detail[:300]}")
     return reply
 
 
@@ -354,25 +377,33 @@ def split_output_totals(stderr: str) -> tuple[str, int | None]:
         stdout_total, stderr_total = (int(part) for part in tail.strip().rstrip("]").split())
     except ValueError:
         return stderr, None
+    if stdout_total < 0 or stderr_total < 0:
+        return stderr, None
     return head, stdout_total + stderr_total
 
 
+def _return_code(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def outcome_from_sandbox(reply: dict[str, Any], duration_s: float, timeout_seconds: float) -> ToolOutcome:
+    """The outcome a /run_code reply states; any field of the wrong type reads as absent (no output, no return
+    code), so a reply that lies about its types is an `error`, never an `ok` it did not state."""
     run = reply["run_result"]
-    stdout, stderr = str(run.get("stdout") or ""), str(run.get("stderr") or "")
+    stdout, stderr = _text_field(run.get("stdout")), _text_field(run.get("stderr"))
     stderr, total_bytes = split_output_totals(stderr)
     output, truncated = truncate_output(join_streams(stdout, stderr), total_bytes)
-    run_status = run.get("status")
+    run_status = _text_field(run.get("status"))
+    return_code = _return_code(run.get("return_code"))
     if run_status == "TimeLimitExceeded":
         note = f"execution timed out after {timeout_seconds:g} s and was stopped; the output so far is shown"
         return ToolOutcome(with_note(output, note), "timeout", duration_s, truncated)
-    if run_status == "Finished" and run.get("return_code") == 0:
+    if run_status == "Finished" and return_code == 0:
         return ToolOutcome(output or with_note("", "finished with no output"), "ok", duration_s, truncated)
     if run_status == "Finished":
-        return ToolOutcome(
-            with_note(output, f"exited with status {run.get('return_code')}"), "error", duration_s, truncated
-        )
-    detail = reply.get("message") or run_status
+        code = "unknown" if return_code is None else str(return_code)
+        return ToolOutcome(with_note(output, f"exited with status {code}"), "error", duration_s, truncated)
+    detail = (_text_field(reply.get("message")) or run_status or "an unknown status")[:300]
     return ToolOutcome(with_note(output, f"run ended with {detail}"), "error", duration_s, truncated)
 
 

@@ -32,6 +32,14 @@ from stages.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals
 from stages.uncertainty.text import interval_of, rate_range
 from stages.untrusted import shown
 
+NAME_LIMIT = 200  # characters of a name shown in Markdown
+
+
+def name_span(name: object) -> str:
+    """A name a reader sees (`model=`, `run=`, a replay file's path, a folder) as a Markdown code span: whatever the
+    operator or a shared results folder put in it, no Markdown or HTML of it is rendered."""
+    return shown(name, limit=NAME_LIMIT, markdown=True)
+
 
 def ratio(part: int, whole: int) -> str:
     """`50/50 (100.0%)`: every rate printed with its denominator."""
@@ -112,11 +120,12 @@ def _header_lines(
     recorded = (config or {}).get("settings", {})
     categories = ", ".join(settings.category)
     samples = ", ".join(settings.sample_ids) or "(all)"
-    lines = [f"# SciCode results: {settings.model} / {settings.run_name}", ""]
+    model, run = name_span(settings.model), name_span(settings.run_name)
+    lines = [f"# SciCode results: {model} / {run}", ""]
     lines += _targets_lines(targets)
     lines += [
-        f"- model: `{settings.model}`" + (f" at {recorded['base_url']}" if recorded.get("base_url") else ""),
-        f"- run: `{settings.run_name}` ({settings.run_paths.run_dir})",
+        f"- model: {model}" + (f" at {name_span(recorded['base_url'])}" if recorded.get("base_url") else ""),
+        f"- run: {run} ({name_span(settings.run_paths.run_dir)})",
         f"- split: {settings.split}; category: {categories}; sample_ids: {samples}",
         f"- mode: {settings.mode}"
         + (
@@ -413,6 +422,11 @@ def _usage_lines(
         ("output tokens", usage["output_tokens"]),
         ("total tokens", usage["total_tokens"]),
         ("model calls", usage["calls"]),
+        *(
+            [("model calls whose reply stated no whole-number token count (that count taken as 0)", unknown)]
+            if (unknown := usage.get("unknown_calls"))
+            else []
+        ),
         ("model latency (s, summed over calls; time queued in the server included)", f"{latency:.1f}"),
         ("concurrency (model calls in flight at most)", concurrency),
         ("problems reporting usage", f"{usage['problems_reporting']}/{total_problems}"),

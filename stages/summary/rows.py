@@ -161,11 +161,11 @@ def problem_row(result: ProblemResult) -> ProblemRow:
     attempt = result.scored_attempt(SCORED_ATTEMPT)
     if attempt is None:
         steps = _with_tools(_rows_without_details(result.entry.layout, result.missing_reason or ""), result)
-        return _row(result, steps, result.details_error, resolved=False)
+        return _row(result, steps, result.generation_failure or result.details_error, resolved=False)
     steps = _with_tools(_merge_steps(result.entry.layout, attempt.verdicts), result)
     error: str | None
     if result.state in GENERATION_FAILED_STATES:
-        error = attempt.evaluation_error or result.state.replace("_", " ")
+        error = result.generation_failure or attempt.evaluation_error or result.state.replace("_", " ")
     else:
         error = _scoring_error(steps, result.entry.scored_steps, attempt.evaluation_error)
     return _row(result, steps, error, resolved=result.resolved(SCORED_ATTEMPT))

@@ -147,7 +147,8 @@ def test_resume_after_a_failure_asks_only_the_missing_steps(make_settings):
 
 
 def test_resume_after_a_crash_between_steps(make_settings, monkeypatch):
-    """A crash (not an API error) after step 2 leaves an artifact that resumes at step 3."""
+    """A crash (not an API error) after step 3's answer arrived, before it was recorded, leaves an artifact that
+    resumes at step 3, whose answer is read back from the reply journal: it is not bought again."""
     from stages.generate import stage as stage_module
 
     responder = StepResponder()
@@ -171,7 +172,10 @@ def test_resume_after_a_crash_between_steps(make_settings, monkeypatch):
         monkeypatch.setattr(stage_module, "write_artifact", real_write)
         record = run_generate(settings, "29")
     assert record["status"] == "complete"
-    assert responder.asked == ["normalize", "inner_product", "orthogonalize", "orthogonalize"]
+    assert responder.asked == ["normalize", "inner_product", "orthogonalize"]
+    [call] = record["steps"][2]["trajectory"]["calls"]
+    assert call["replayed"] is True
+    assert not settings.run_paths.replies("29").exists()  # the journal goes once the step is recorded
 
 
 def test_changed_earlier_code_changes_later_prompts(make_settings):

@@ -1,0 +1,118 @@
+"""The reply journal: a finished model call's reply is saved as it arrives, before anything parses it.
+
+`<run>/replies/<id>.jsonl` (`<id>@<attempt>.jsonl` for later attempts, `RunPaths.replies`) holds the replies of
+the step a problem is generating (a problem's steps are generated one at a time): one JSON line per 2xx reply
+(the step, its prompt fingerprint, the call's number in the step, the body as text, the headers its record uses,
+the latency), appended and flushed to the disk before the reply is parsed. Once the step's record is in the
+generation file, the journal is removed. A step whose handling failed after a reply arrived (status `error`)
+keeps it: when that step is asked again, every call whose reply the journal holds (same step, same prompt
+fingerprint, same call number) reads it back instead of asking the endpoint, so a paid answer is not bought
+twice. A reply read back that does not parse is asked for again, as the client retries a malformed reply; the
+tool calls between two replies are run again. The call's record says `replayed`.
+
+The journal is the pipeline's own file; a line that does not read back (a write cut short by a crash) is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stages.untrusted import valid_text
+
+ENTRY_FIELDS = ("step_id", "prompt_fingerprint", "call", "body", "headers", "latency_s")
+
+
+@dataclass(frozen=True)
+class ReceivedReply:
+    """A 2xx reply as it arrived, before anything reads it: its body as text, the headers the call's record uses
+    and the request's latency."""
+
+    body: str
+    headers: Mapping[str, str]
+    latency_s: float
+
+
+def _entry(line: str) -> dict[str, Any] | None:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or any(name not in entry for name in ENTRY_FIELDS):
+        return None
+    headers = entry["headers"]
+    valid = (
+        isinstance(entry["step_id"], str)
+        and isinstance(entry["prompt_fingerprint"], str)
+        and isinstance(entry["call"], int)
+        and isinstance(entry["body"], str)
+        and isinstance(headers, dict)
+        and all(isinstance(value, str) for value in headers.values())
+        and isinstance(entry["latency_s"], (int, float))
+    )
+    return entry if valid else None
+
+
+@dataclass
+class ReplyJournal:
+    """The journal of one problem's attempt (see the module docstring)."""
+
+    path: Path
+    _entries: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    def _read(self) -> list[dict[str, Any]]:
+        if self._entries is None:
+            try:
+                lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except FileNotFoundError:
+                lines = []
+            self._entries = [entry for line in lines if (entry := _entry(line)) is not None]
+        return self._entries
+
+    def recorded(self, step_id: str, prompt_fingerprint: str, call: int) -> ReceivedReply | None:
+        """The last reply saved for call number `call` of the step, if any."""
+        for entry in reversed(self._read()):
+            if (entry["step_id"], entry["prompt_fingerprint"], entry["call"]) == (step_id, prompt_fingerprint, call):
+                return ReceivedReply(entry["body"], dict(entry["headers"]), float(entry["latency_s"]))
+        return None
+
+    def record(self, step_id: str, prompt_fingerprint: str, call: int, reply: ReceivedReply) -> None:
+        """Append the reply and flush it to the disk (OSError when the run folder cannot be written)."""
+        entry = {
+            "step_id": step_id,
+            "prompt_fingerprint": prompt_fingerprint,
+            "call": call,
+            "body": valid_text(reply.body),
+            "headers": {name: valid_text(value) for name, value in reply.headers.items()},
+            "latency_s": reply.latency_s,
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._read().append(entry)
+
+    def clear(self) -> None:
+        """Forget every reply (the step they answered is recorded in the generation file)."""
+        self.path.unlink(missing_ok=True)
+        self._entries = []
+
+
+@dataclass(frozen=True)
+class StepReplies:
+    """The journal as one step sees it: its calls by number."""
+
+    journal: ReplyJournal
+    step_id: str
+    prompt_fingerprint: str
+
+    def recorded(self, call: int) -> ReceivedReply | None:
+        return self.journal.recorded(self.step_id, self.prompt_fingerprint, call)
+
+    def record(self, call: int, reply: ReceivedReply) -> None:
+        self.journal.record(self.step_id, self.prompt_fingerprint, call, reply)

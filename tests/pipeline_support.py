@@ -254,6 +254,9 @@ def text_reply(text: str) -> ModelReply:
     return ModelReply(text=text, prompt_tokens=100, completion_tokens=len(text) // 4)
 
 
+GATE_SECONDS = 120.0
+
+
 class ScriptedModel:
     """A responder that answers each step from a table of step id -> reply (default: the reference code).
 
@@ -269,8 +272,10 @@ class ScriptedModel:
         default: Callable[[Step], Reply | str] = reference_answer,
         api_key: str | None = TEST_API_KEY,
         stall_seconds: float = 0.0,
+        gate: threading.Event | None = None,
     ) -> None:
         self.steps = dict(steps)
+        self.gate = gate  # when given, every step's answer waits until the test sets it (at most GATE_SECONDS)
         self.replies = dict(replies or {})
         self.default = default
         self.api_key = api_key
@@ -292,6 +297,8 @@ class ScriptedModel:
         step_id = step_asked(request, self.steps)
         with self._lock:
             self.asked.append(step_id)
+        if self.gate is not None:
+            self.gate.wait(GATE_SECONDS)
         reply = self.replies.get(step_id) or self.default(self.steps[step_id])
         if isinstance(reply, str):
             reply = text_reply(reply)

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -122,7 +123,8 @@ def test_a_second_run_on_the_same_folder_stops_at_once_and_nothing_is_billed_twi
     tmp_path: Path, staged_data_dir: Path, dev_targets: Path, start_server, reaper
 ) -> None:
     steps = steps_of(staged_data_dir, SMALL, "validation")
-    model = ScriptedModel(steps, stall_seconds=0.3)
+    answers_held = threading.Event()  # the first run's answers wait until every competing command was refused
+    model = ScriptedModel(steps, stall_seconds=0.3, gate=answers_held)
     args = (
         *data_args(staged_data_dir, dev_targets),
         *model_args(start_server(model)),
@@ -146,6 +148,7 @@ def test_a_second_run_on_the_same_folder_stops_at_once_and_nothing_is_billed_twi
         assert len(lines) == 1 and f"pid {first.pid} on " in lines[0] and "is in use by another run" in lines[0], lines
     assert time.monotonic() - started < 30
     assert first.poll() is None, "the first run must go on"
+    answers_held.set()
     _, stderr = first.communicate(timeout=300)
     assert first.returncode == 0, stderr
     assert set(model.counts().values()) == {1} and len(model.counts()) == len(steps)  # every step asked once

@@ -5,6 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from stages.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, SHORT_NAMES
+
+RESOLVE_SHORT = SHORT_NAMES[RESOLVE_METHOD]  # "Wilson"
+CLUSTERED_SHORT = SHORT_NAMES[CLUSTERED_METHOD]  # "clustered Wilson"
+
+# The sentence summary.md, report.html and the run index show beside their intervals.
+INTERVALS_SENTENCE = (
+    "Intervals are 95%: main_problem_resolve_rate has the Wilson score interval over problems; subproblem (and "
+    "pass@k) the clustered Wilson interval, a Wilson score interval on the effective sample size the steps are "
+    "worth once clustered by problem (from the effective number of problems up to the number of steps; the "
+    "effective number of problems at 0%, at 100% and for a single problem), so no interval is a single point; "
+    "see README, Error bars and paired tests."
+)
+
 
 def percent(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{100.0 * value:.{digits}f}%"
@@ -22,6 +36,19 @@ def interval_of(record: Mapping[str, Any] | None) -> str:
     if not record:
         return "n/a"
     return rate_range(record.get("low"), record.get("high"))
+
+
+def effective_text(effective_n: float | None, steps: int | None) -> str:
+    """`effective n 8.7 of 13 steps` (empty when unknown, as in summaries written before it was recorded)."""
+    if effective_n is None or steps is None:
+        return ""
+    return f"effective n {effective_n:.1f} of {steps} steps"
+
+
+def step_interval_label(effective_n: float | None, steps: int | None) -> str:
+    """`clustered Wilson, effective n 8.7 of 13 steps`: what follows a step rate's interval."""
+    effective = effective_text(effective_n, steps)
+    return CLUSTERED_SHORT + (f", {effective}" if effective else "")
 
 
 def points(value: float | None, digits: int = 1) -> str:

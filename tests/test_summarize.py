@@ -451,6 +451,17 @@ def test_fingerprint_tracks_details_files(mixed_run: Settings) -> None:
     assert not summary_is_current(mixed_run)
 
 
+def test_fingerprint_covers_the_interval_methods(mixed_run: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary written with other interval methods is not current: it is made again, its intervals with it."""
+    import stages.summarize
+
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    assert summary_is_current(mixed_run)
+    current = stages.summarize.methods_record()
+    monkeypatch.setattr(stages.summarize, "methods_record", lambda: {**current, "subproblem": "another method"})
+    assert not summary_is_current(mixed_run)
+
+
 def test_invalid_details_file_is_an_error_never_dropped(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     write_selection(settings, [selection_entry("A", "x", 2, 2), selection_entry("B", "x", 1, 1)])

@@ -132,7 +132,7 @@ def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
         "details": {pid: _file_digest(paths.details(pid)) for pid in problem_ids},
         "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
         "weak_tests": weak_tests_digest(),
-        "interval_methods": methods_record(),  # a summary of earlier methods is made again
+        "interval_methods": methods_record(),
     }
     not_scored = _not_scored_digests(paths, problem_ids)
     if not_scored:

@@ -17,10 +17,10 @@
 
   clipped to [-1, 1]. `phi` is the correlation of the two rates clustered by problem: with
   `a_i = passed^A_i - p_A steps_i` and `b_i` likewise, `r = sum a_i b_i / sqrt(sum a_i^2 sum b_i^2)`, and 0
-  where that is undefined (a run's problems all at its rate, as at 0% or 100%). Newcombe's correction (in his
-  terms `ad - bc` less `N/2`) subtracts `c = 1 / (2 m sqrt(p_A (1 - p_A) p_B (1 - p_B)))` from a positive r
-  (`phi = r - c`, 0 where r lies in [0, c], r where r < 0), with m the number of pairs; here m is the geometric
-  mean of the two rates' effective sample sizes. With one step per problem (n_eff = N) this is Newcombe's
+  where that is undefined (a run's problems all at its rate, as at 0% or 100%). Newcombe's correction (his
+  `ad - bc` of the 2x2 table lowered by `m/2`, m pairs) comes to subtracting `c = 1 / (2 m sqrt(p_A (1 - p_A)
+  p_B (1 - p_B)))` from a positive r (`phi = r - c`, 0 where r lies in [0, c]; a negative r is kept); here m is
+  the geometric mean of the two rates' effective sample sizes. With one step per problem (n_eff = N) this is Newcombe's
   interval exactly; with phi = 0 it is his interval for two independent rates. The correction keeps phi below
   1, so runs whose steps all agree still get an interval of about +-z / m around D = 0, never a point.
   The standard error clustered by problem (E. Miller, "Adding Error Bars to Evals", 2024),
@@ -51,7 +51,6 @@ STEP_DIFFERENCE_DESCRIPTION = (
     "c = 1 / (2 m sqrt(p_A (1 - p_A) p_B (1 - p_B))) when positive (0 where r is in [0, c]), m the geometric "
     "mean of the two effective sample sizes; p from the normal test on the SE clustered by problem"
 )
-MCNEMAR_DESCRIPTION = "exact McNemar test on the problems resolved by one run only (two-sided binomial, p = 1/2)"
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ INTERVALS_SENTENCE = (
     "Intervals are 95%: main_problem_resolve_rate has the Wilson score interval over problems; subproblem (and "
     "pass@k) the clustered Wilson interval, a Wilson score interval on the effective sample size the steps are "
     "worth once clustered by problem (from the effective number of problems up to the number of steps; the "
-    "effective number of problems at 0%, at 100% and for a single problem), so no interval is a single point; "
-    "see README, Error bars and paired tests."
+    "number of problems at 0% and at 100%), so no interval is a single point; see README, Error bars and paired "
+    "tests."
 )
 
 
@@ -38,17 +38,12 @@ def interval_of(record: Mapping[str, Any] | None) -> str:
     return rate_range(record.get("low"), record.get("high"))
 
 
-def effective_text(effective_n: float | None, steps: int | None) -> str:
-    """`effective n 8.7 of 13 steps` (empty when unknown, as in summaries written before it was recorded)."""
-    if effective_n is None or steps is None:
-        return ""
-    return f"effective n {effective_n:.1f} of {steps} steps"
-
-
 def step_interval_label(effective_n: float | None, steps: int | None) -> str:
-    """`clustered Wilson, effective n 8.7 of 13 steps`: what follows a step rate's interval."""
-    effective = effective_text(effective_n, steps)
-    return CLUSTERED_SHORT + (f", {effective}" if effective else "")
+    """`clustered Wilson, effective n 8.7 of 13 steps`: what follows a step rate's interval (the method alone
+    without an effective n)."""
+    if effective_n is None or steps is None:
+        return CLUSTERED_SHORT
+    return f"{CLUSTERED_SHORT}, effective n {effective_n:.1f} of {steps} steps"
 
 
 def points(value: float | None, digits: int = 1) -> str:

@@ -210,7 +210,7 @@ def effective_size(clusters: Sequence[tuple[float, int]]) -> EffectiveSize | Non
         return None
     rate = math.fsum(value for value, _ in clusters) / trials
     if len(sizes) < 2 or rate <= 0.0 or rate >= 1.0:
-        return EffectiveSize(trials, len(sizes), estimated=False)
+        return EffectiveSize(trials, float(len(sizes)), estimated=False)
     fewest = trials * trials / sum(size * size for size in sizes)
     clustered = clustered_se(clusters, rate, trials) ** 2
     binomial = rate * (1.0 - rate) / trials

@@ -17,6 +17,11 @@ from stages.artifacts import read_artifact
 from stages.comparison import AttemptMetrics, ComparedRun, Comparison, StepFlip
 from stages.paired_comparison import PairedSection
 from stages.results import CELL_STATUSES, CellStatus
+from stages.uncertainty.paired import STEP_DIFFERENCE_DESCRIPTION, STEP_DIFFERENCE_METHOD
+
+# What `paired.steps` low and high were in comparisons written before the method was recorded.
+EARLIER_STEP_METHOD = "wald_clustered"
+EARLIER_STEP_DESCRIPTION = "D +- 1.96 SE, the SE clustered by problem (written before the method was recorded)"
 
 COMPARE_KIND = "compare"  # schemas/compare.schema.json
 
@@ -252,6 +257,9 @@ class PairedRecord:
     step_low: float | None
     step_high: float | None
     step_p: float | None
+    step_method: str = STEP_DIFFERENCE_METHOD
+    step_description: str = STEP_DIFFERENCE_DESCRIPTION
+    step_correlation: float | None = None
 
     @classmethod
     def of(cls, section: PairedSection) -> PairedRecord:
@@ -272,6 +280,7 @@ class PairedRecord:
             step_low=s.interval.low if s.interval else None,
             step_high=s.interval.high if s.interval else None,
             step_p=s.p_value,
+            step_correlation=s.correlation,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -294,6 +303,9 @@ class PairedRecord:
                 "low": self.step_low,
                 "high": self.step_high,
                 "p_value": self.step_p,
+                "method": self.step_method,
+                "description": self.step_description,
+                "correlation": self.step_correlation,
             },
         }
 
@@ -316,6 +328,9 @@ class PairedRecord:
             step_low=_optional_float(steps["low"]),
             step_high=_optional_float(steps["high"]),
             step_p=_optional_float(steps["p_value"]),
+            step_method=str(steps.get("method", EARLIER_STEP_METHOD)),
+            step_description=str(steps.get("description", EARLIER_STEP_DESCRIPTION)),
+            step_correlation=_optional_float(steps.get("correlation")),
         )
 
 

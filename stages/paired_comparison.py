@@ -3,8 +3,9 @@
 A problem is *scored* in a run when its details are readable and its generation did not fail (state
 `complete`): its verdicts are the model's outcome. Problems scored by only one run are listed, never compared.
 On the problems both scored, `stages.uncertainty.paired` gives the exact McNemar test on resolved problems and
-the paired difference of step pass rates (clustered by problem); step pass rates are compared on the scored
-steps both runs' selections list. The comparison's first line states both p-values and calls a difference
+the paired difference of step pass rates (Newcombe's hybrid score interval from both runs' clustered Wilson
+intervals, the test on the SE clustered by problem); step pass rates are compared on the scored steps both runs'
+selections list. The comparison's first line states both p-values and calls a difference
 distinguishable from noise only where p < 0.05.
 """
 
@@ -17,8 +18,9 @@ from typing import Any
 from stages.results import ERROR_STATES, SelectionEntry
 from stages.summary.metrics import Metrics
 from stages.summary.rows import ProblemRow
-from stages.uncertainty.intervals import headline_intervals
+from stages.uncertainty.intervals import Interval, headline_intervals
 from stages.uncertainty.paired import (
+    STEP_DIFFERENCE_SHORT,
     McNemar,
     PairedProblem,
     StepDifference,
@@ -26,7 +28,7 @@ from stages.uncertainty.paired import (
     noise_verdict,
     step_difference,
 )
-from stages.uncertainty.text import p_text, points, points_range
+from stages.uncertainty.text import CLUSTERED_SHORT, RESOLVE_SHORT, p_text, points, points_range
 
 
 def is_scored(problem: ProblemRow) -> bool:
@@ -54,8 +56,8 @@ class PairedSection:
         return (
             f"Paired tests on the {len(self.problems)} problems both runs scored (attempt 1): resolved problems, "
             f"A only {r.only_a} vs B only {r.only_b}, exact McNemar {p_text(r.p_value)}: {noise_verdict(r.p_value)}; "
-            f"step pass rate B - A {points(s.difference)} (95% CI {points_range(*_bounds(s))}, clustered by "
-            f"problem), {p_text(s.p_value)}: {noise_verdict(s.p_value)}."
+            f"step pass rate B - A {points(s.difference)} (95% CI {points_range(*_bounds(s))}, "
+            f"{STEP_DIFFERENCE_SHORT}), {p_text(s.p_value)}: {noise_verdict(s.p_value)}."
         )
 
     def rows(self) -> list[tuple[str, str]]:
@@ -68,8 +70,11 @@ class PairedSection:
             ("exact McNemar test on resolved problems", f"{p_text(r.p_value)}: {noise_verdict(r.p_value)}"),
             ("steps compared", str(s.steps)),
             ("step pass rate, B - A", points(s.difference)),
-            ("95% interval (clustered by problem)", points_range(*_bounds(s))),
-            ("standard error", "n/a" if s.se is None else f"{100.0 * s.se:.1f} pp"),
+            (f"95% interval ({STEP_DIFFERENCE_SHORT})", points_range(*_bounds(s))),
+            (
+                "standard error (clustered by problem), for the test",
+                "n/a" if s.se is None else f"{100.0 * s.se:.1f} pp",
+            ),
             ("test of the step difference", f"{p_text(s.p_value)}: {noise_verdict(s.p_value)}"),
         ]
 
@@ -139,18 +144,18 @@ def interval_rows(metrics_a: Metrics, metrics_b: Metrics) -> list[tuple[str, str
     """Each run's 95% intervals of both rates over the compared problems (the metrics table's rows)."""
     found = [headline_intervals(metrics.tallies) for metrics in (metrics_a, metrics_b)]
 
-    def shown(interval: Any) -> str:
+    def shown(interval: Interval | None) -> str:
         return "n/a" if interval is None else f"{interval.low * 100:.1f}% to {interval.high * 100:.1f}%"
 
     return [
         (
-            "main_problem_resolve_rate, 95% interval (Wilson)",
+            f"main_problem_resolve_rate, 95% interval ({RESOLVE_SHORT})",
             shown(found[0].resolve.interval),
             shown(found[1].resolve.interval),
             "see Paired tests",
         ),
         (
-            "subproblem, 95% interval (clustered by problem)",
+            f"subproblem, 95% interval ({CLUSTERED_SHORT})",
             shown(found[0].steps.interval),
             shown(found[1].steps.interval),
             "see Paired tests",
@@ -160,10 +165,13 @@ def interval_rows(metrics_a: Metrics, metrics_b: Metrics) -> list[tuple[str, str
 
 PAIRED_NOTE = (
     "Exact McNemar test: of the problems resolved by one run only, how likely a split at least this uneven is "
-    "when both runs are equally good (p = 1 without a discordant problem). Step pass rates: the mean of the "
-    "per-step differences B - A, its standard error clustered by problem (steps of one problem are not "
-    "independent), a normal test. A difference is called distinguishable from noise only where p < 0.05; "
-    "see README, Error bars and paired tests."
+    "when both runs are equally good (p = 1 without a discordant problem). Step pass rates: the difference "
+    "B - A on the steps both runs scored; its 95% interval is Newcombe's hybrid score interval for a paired "
+    "difference, built from both runs' clustered Wilson intervals and the correlation of the two rates "
+    "clustered by problem (0 where undefined), so it is never a single point; the test is a normal test on "
+    "the standard error clustered by problem (steps of one problem are not independent). The rates' own "
+    "intervals: Wilson over problems (resolve rate) and clustered Wilson (steps). A difference is called "
+    "distinguishable from noise only where p < 0.05; see README, Error bars and paired tests."
 )
 
 

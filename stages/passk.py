@@ -19,13 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.results import Details, ProblemResult, ScoredAttempt
-from stages.uncertainty.intervals import (
-    BOOTSTRAP_RESAMPLES,
-    BOOTSTRAP_SEED,
-    Interval,
-    bootstrap_mean_intervals,
-    bootstrap_record,
-)
+from stages.uncertainty.intervals import Interval, clustered_wilson, pass_at_k_method_record
 
 
 class PassKError(ValueError):
@@ -65,16 +59,18 @@ def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
     return math.fsum(values) / len(values)
 
 
-def pass_at_k_intervals(
-    counts: Sequence[tuple[int, int]],
-    ks: Sequence[int],
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-) -> dict[int, Interval]:
-    """k -> the 95% bootstrap interval of mean pass@k over problems, each problem given as (n, c): the problems
-    are resampled (stages.uncertainty.intervals.bootstrap_mean_intervals), each keeping its own pass@k."""
-    columns = [[pass_at_k(n, c, k) for n, c in counts] for k in ks]
-    return dict(zip(ks, bootstrap_mean_intervals(columns, resamples, seed)))
+def pass_at_k_interval(counts: Sequence[tuple[int, int]], k: int) -> Interval:
+    """The 95% clustered Wilson interval of mean pass@k over problems, each problem given as (n, c): a problem is
+    n // k draws of k attempts, pass@k of them resolving it (stages.uncertainty.intervals)."""
+    found = clustered_wilson([(pass_at_k(n, c, k) * (n // k), n // k) for n, c in counts])
+    if found is None:
+        raise PassKError("pass@k: no problems to give an interval over")
+    return found[0]
+
+
+def pass_at_k_intervals(counts: Sequence[tuple[int, int]], ks: Sequence[int]) -> dict[int, Interval]:
+    """k -> `pass_at_k_interval(counts, k)`."""
+    return {k: pass_at_k_interval(counts, k) for k in ks}
 
 
 # ---------------------------------------------------------------------------
@@ -221,7 +217,7 @@ def metrics_from_outcomes(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]
     - `per_attempt[j]`: resolve rate and micro-averaged subproblem rate of attempt j;
     - `mean_main_problem_resolve_rate`, `mean_subproblem_rate`: those averaged over attempts (strategy avg);
     - `pass_at_k["k"]` for k = 1..n, from whole-problem outcomes, and `pass_at_k_intervals["k"]` their 95%
-      bootstrap intervals over problems (seed and resamples under `bootstrap`, stages.uncertainty.intervals);
+      clustered Wilson intervals over problems (the method under `interval_method`, stages.uncertainty.intervals);
     - `any_attempt`: resolved when any attempt resolved it, step passed when any attempt passed it (strategy pass);
     - `strategies`: the headline pair under each attempt strategy name.
     """
@@ -242,7 +238,7 @@ def metrics_from_outcomes(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]
         "mean_subproblem_rate": mean_subproblem,
         "pass_at_k": {str(k): mean_pass_at_k(counts, k) for k in ks},
         "pass_at_k_intervals": {str(k): intervals[k].to_record() for k in ks},
-        "bootstrap": bootstrap_record(),
+        "interval_method": pass_at_k_method_record(),
         "any_attempt": any_attempt,
         "strategies": {
             "avg": {"main_problem_resolve_rate": mean_resolve, "subproblem": mean_subproblem},

@@ -54,7 +54,14 @@ from stages.results import (
 )
 from stages.run_identity import where_snippets_ran
 from stages.statuses import TOOL_STATUSES
-from stages.uncertainty.text import interval_of, percent
+from stages.uncertainty.text import (
+    CLUSTERED_SHORT,
+    INTERVALS_SENTENCE,
+    RESOLVE_SHORT,
+    interval_of,
+    percent,
+    step_interval_label,
+)
 from stages.untrusted import valid_text
 from stages.verdict import StepVerdict
 from stages.weak_tests import weak_test
@@ -78,6 +85,12 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(interval=interval_of, money=money, percent=percent)
+    env.globals.update(
+        intervals_sentence=INTERVALS_SENTENCE,
+        resolve_short=RESOLVE_SHORT,
+        clustered_short=CLUSTERED_SHORT,
+        step_interval_label=step_interval_label,
+    )
     return env
 
 

@@ -20,11 +20,12 @@ from typing import Any, Literal
 from stages.artifacts import read_artifact
 from stages.paths import COMPARE_DIR_NAME, ResultsPaths, RunPaths
 from stages.pricing import money
-from stages.records.json_values import EMPTY, Frozen, obj, optional_number, optional_text
+from stages.records.json_values import EMPTY, Frozen, obj, optional_number, optional_text, thaw
 from stages.records.summary import Summary, read_summary_file
 from stages.results import cached_selection
 from stages.summary.markdown import markdown_table, name_span, ratio
-from stages.uncertainty.text import rate_range
+from stages.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, methods_record
+from stages.uncertainty.text import INTERVALS_SENTENCE, rate_range
 from stages.untrusted import shown
 
 RowState = Literal["summarized", "stale", "not summarized", "invalid summary"]
@@ -162,8 +163,9 @@ def newest_input_time(run_dir: Path) -> float:
     return max(times, default=0.0)
 
 
-def _interval(record: Mapping[str, Any] | None) -> tuple[float, float] | None:
-    if not record or record.get("low") is None or record.get("high") is None:
+def _interval(record: Mapping[str, Any] | None, method: str) -> tuple[float, float] | None:
+    """(low, high) of an interval record computed by `method`; None otherwise (an earlier method is not shown)."""
+    if not record or record.get("method") != method or record.get("low") is None or record.get("high") is None:
         return None
     return float(record["low"]), float(record["high"])
 
@@ -189,7 +191,7 @@ def index_row(run_dir: Path) -> IndexRow:
     config = read_artifact(RunPaths(run_dir).recorded_config(), "config") or {}
     settings: Mapping[str, Any] = config.get("settings") or {}
     selection = cached_selection(RunPaths(run_dir))
-    state, note = _state(run_dir, path, any_summary)
+    state, note = _state(run_dir, path, any_summary, summary)
     identity = summary.identity if summary else None
     headline = summary.headline if summary else EMPTY
     intervals = obj(headline.get("intervals"))
@@ -206,10 +208,10 @@ def index_row(run_dir: Path) -> IndexRow:
         summary_tag=_tag_of(path),
         resolved=_whole(headline.get("main_problem_resolved")),
         problems=_whole(headline.get("main_problem_total")),
-        resolve_interval=_interval(obj(intervals.get("main_problem_resolve_rate"))),
+        resolve_interval=_interval(obj(intervals.get("main_problem_resolve_rate")), RESOLVE_METHOD),
         steps_passed=_whole(headline.get("subproblem_correct")),
         steps_scored=_whole(headline.get("subproblem_total")),
-        step_interval=_interval(obj(intervals.get("subproblem"))),
+        step_interval=_interval(obj(intervals.get("subproblem")), CLUSTERED_METHOD),
         tokens=_whole(obj(summary.usage).get("total_tokens")) if summary else None,
         cost=_amount(obj(summary.cost).get("total")) if summary else None,
         run_started=summary.run_started if summary else None,
@@ -220,13 +222,20 @@ def index_row(run_dir: Path) -> IndexRow:
     )
 
 
-def _state(run_dir: Path, summary_path: Path | None, any_summary: bool) -> tuple[RowState, str]:
+def _state(
+    run_dir: Path, summary_path: Path | None, any_summary: bool, summary: Summary | None
+) -> tuple[RowState, str]:
     if summary_path is None and any_summary:
         return "invalid summary", "its summary does not validate (written by an older version?): run `doit summarize`"
     if summary_path is None:
         return "not summarized", "no summary yet: run `doit summarize` with the run's settings"
     if newest_input_time(run_dir) > summary_path.stat().st_mtime:
         return "stale", "details or generations changed since it was summarized: run `doit summarize`"
+    if summary is not None and thaw(summary.uncertainty) != methods_record():
+        return (
+            "stale",
+            "summarized with earlier interval methods (its step interval is not shown): run `doit summarize`",
+        )
     return "summarized", ""
 
 
@@ -380,7 +389,7 @@ def front_lines(rows: Sequence[IndexRow]) -> list[str]:
 
 
 def index_markdown(rows: Sequence[IndexRow], page_dir: Path) -> str:
-    lines = ["# SciCode runs", "", f"{len(rows)} run(s) under {name_span(page_dir)}; intervals are 95%.", ""]
+    lines = ["# SciCode runs", "", f"{len(rows)} run(s) under {name_span(page_dir)}.", "", INTERVALS_SENTENCE, ""]
     lines += [f"({index + 1}) {mark.label}." for index, mark in enumerate(MARKED_SETTINGS)]
     lines.append("")
     table = [markdown_row(row, page_dir) for row in rows]

@@ -28,7 +28,7 @@ from typing import Any
 from stages.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
 from stages.config import Settings
 from stages.errors import PipelineError
-from stages.fingerprints import FingerprintParts, run_relative
+from stages.fingerprints import FingerprintParts, digest, run_relative
 from stages.paths import RunPaths
 from stages.results import ResultsError, Selection, read_config, read_run, read_selection, read_summary
 from stages.run_conditions import conditions_markdown, unscored_steps
@@ -37,6 +37,8 @@ from stages.summary.metrics import Metrics, attempt_metrics_of, metrics_of, stat
 from stages.summary.provenance import TargetsInfo, resolve_targets_info, run_started
 from stages.summary.record import RunConditions, summary_record
 from stages.summary.rows import ProblemRow, collect_rows
+from stages.uncertainty.intervals import methods_record
+from stages.uncertainty.text import CLUSTERED_SHORT, RESOLVE_SHORT
 from stages.weak_tests import weak_tests_digest
 
 __all__ = [
@@ -141,8 +143,12 @@ def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
         "details": {pid: _file_digest(paths.details(pid)) for pid in problem_ids},
         "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
         "weak_tests": weak_tests_digest(),
+        "interval_methods": methods_record(),
     }
     return fingerprint(covered | _failure_digests(paths, problem_ids))
+
+
+INTERVAL_METHODS_PART = "stages/uncertainty interval methods"
 
 
 def summary_fingerprint_parts(settings: Settings, selection: Selection) -> FingerprintParts:
@@ -160,11 +166,13 @@ def summary_fingerprint_parts(settings: Settings, selection: Selection) -> Finge
     for kind, digests in _failure_digests(paths, problem_ids).items():
         for pid, sha in digests.items():
             inputs[run_relative(settings, FAILURE_RECORDS[kind](paths, pid))] = sha[:16]
-    return FingerprintParts(_inputs_fingerprint(settings, selection), inputs=inputs)
+    code = {INTERVAL_METHODS_PART: digest(methods_record())}
+    return FingerprintParts(_inputs_fingerprint(settings, selection), inputs=inputs, code=code)
 
 
 def summary_fingerprint(settings: Settings) -> str:
-    """The fingerprint a current summary.json carries (for doit's up-to-date check): hashes of the inputs only."""
+    """The fingerprint a current summary.json carries (for doit's up-to-date check): hashes of the inputs
+    and the interval methods (a summary written with earlier methods is made again)."""
     try:
         selection = read_selection(settings.run_paths)
     except ResultsError:
@@ -244,8 +252,9 @@ def one_line_summary(settings: Settings, metrics: Metrics, targets: TargetsInfo,
     intervals = metrics.intervals(min_problems=0)
     return (
         f"{settings.model} / {settings.run_name}: resolved {ratio(metrics.resolved, metrics.evaluated)} "
-        f"[95% {resolve_range(intervals)}], steps {ratio(metrics.steps_passed, metrics.steps_scored)} "
-        f"[95% {step_range(intervals)}], {metrics.errors} error(s), {failed} failed problem(s){note}"
+        f"[95% {RESOLVE_SHORT} {resolve_range(intervals)}], steps {ratio(metrics.steps_passed, metrics.steps_scored)} "
+        f"[95% {CLUSTERED_SHORT} {step_range(intervals)}], {metrics.errors} error(s), {failed} failed problem(s)"
+        f"{note}"
     )
 
 

@@ -209,17 +209,19 @@ def test_three_attempts_generated_scored_and_summarized(
     assert summary["usage"]["calls"] == 12 and summary["usage"]["total_tokens"] == 12 * 70
     markdown = summary_file(run, "md").read_text(encoding="utf-8")
     assert "pass@1 = 55.6% (" in markdown and "pass@2 = 88.9% (" in markdown
-    assert "pass@3 = 100.0% (100.0% to 100.0%)" in markdown  # every problem resolved by one of its 3 attempts
-    assert attempts["pass_at_k_intervals"]["3"] == {"low": 1.0, "high": 1.0}
-    low, high = attempts["pass_at_k_intervals"]["1"]["low"], attempts["pass_at_k_intervals"]["1"]["high"]
-    assert low < attempts["pass_at_k"]["1"] < high
-    assert attempts["bootstrap"] == {
-        "method": "bootstrap percentile over problems",
-        "resamples": 10000,
-        "seed": 20240517,
-        "level": 0.95,
-    }
-    assert "bootstrap resamples of the problems, seed 20240517" in markdown
+    # Intervals (clustered Wilson over draws of k attempts; resolved in 2, 1, 2 of the 3 attempts):
+    # pass@1: 3 draws per problem, 2, 1, 2 resolving: N = 9, p = 5/9; sums 1/3, -2/3, 1/3: V_cl = (2/3) / 81 =
+    #   0.008230 below V_bin = (20/81) / 9 = 0.027435, deff 1, n_eff 9: Wilson of 5 of 9 = [0.266651, 0.811221]
+    # pass@3: 1 draw per problem, all resolving: Wilson of 3 of 3 = [3 / (3 + z^2), 1] = [0.438503, 1], where the
+    #   bootstrap over problems said 100.0% to 100.0%
+    assert "pass@1 = 55.6% (26.7% to 81.1%)" in markdown
+    assert "pass@3 = 100.0% (43.9% to 100.0%)" in markdown  # every problem resolved by one of its 3 attempts
+    intervals = attempts["pass_at_k_intervals"]
+    assert intervals["3"] == {"low": pytest.approx(0.438503, abs=1e-6), "high": 1.0}
+    assert intervals["1"] == {"low": pytest.approx(0.266651, abs=1e-6), "high": pytest.approx(0.811221, abs=1e-6)}
+    assert intervals["2"]["low"] < attempts["pass_at_k"]["2"] < intervals["2"]["high"]
+    assert attempts["interval_method"]["method"] == "clustered_wilson" and attempts["interval_method"]["level"] == 0.95
+    assert "95% clustered Wilson intervals over problems" in markdown
     assert "| attempt 2" in markdown and "1/3 (33.3%)" in markdown
 
     # Up to date: all attempts current, no model call on a rerun.

@@ -287,12 +287,18 @@ def test_first_line_states_the_paired_tests(two_runs: tuple[Path, Path]) -> None
     # Scored by both (complete details): 1, 2, 3 (A has no details for 4; B's generation of 5 failed).
     # Resolved: 1 by A only, 2 by B only, 3 by both: McNemar n = 2, min = 1: 2 * (1 + 2) / 4 = 1.5 -> p = 1.
     # Steps: 1: A 2/2, B 1/2 (-1); 2: A 2/3, B 3/3 (+1); 3: 2/2 both (0): D = 0 / 7 = 0;
-    # SE = sqrt(1 + 1 + 0) / 7 = 0.202031; z = 0, p = 1; interval 0 +- 0.395980 = -39.6 pp to +39.6 pp.
+    # SE = sqrt(1 + 1 + 0) / 7 = 0.202031; z = 0, p = 1.
+    # Interval: p_A = p_B = 6/7 = 0.857143. A's sums 2 - 1.714286, 2 - 2.571429, 2 - 1.714286 = 0.285714,
+    # -0.571429, 0.285714: V_cl = 0.489796 / 49 = 0.009996 below V_bin = 0.122449 / 7 = 0.017493, so deff = 1 and
+    # n_eff = 7; B's sums -0.714286, 0.428571, 0.285714: V_cl = 0.775510 / 49, deff 1 too. Both: Wilson of 6 of 7,
+    # [0.486872, 0.974320]. phi = sum a b / sqrt(0.489796 * 0.775510) = -0.367347 / 0.616316 = -0.596040
+    # (negative: no correction). Half widths sqrt(0.370271^2 + 2 * 0.596040 * 0.370271 * 0.117177 + 0.117177^2)
+    # = sqrt(0.202552) = 0.450058 either side: -45.0 pp to +45.0 pp.
     first = compare_runs(*two_runs).splitlines()[0]
     assert first == (
         "Paired tests on the 3 problems both runs scored (attempt 1): resolved problems, A only 1 vs B only 1, "
-        "exact McNemar p = 1: not distinguishable from noise; step pass rate B - A +0.0 pp (95% CI -39.6 pp to "
-        "+39.6 pp, clustered by problem), p = 1: not distinguishable from noise."
+        "exact McNemar p = 1: not distinguishable from noise; step pass rate B - A +0.0 pp (95% CI -45.0 pp to "
+        "+45.0 pp, Newcombe hybrid score, clustered by problem), p = 1: not distinguishable from noise."
     )
 
 
@@ -301,7 +307,8 @@ def test_paired_section_lists_problems_scored_by_one_run_only(two_runs: tuple[Pa
     paired = section(report, "## Paired tests (problems both runs scored, attempt 1)")
     assert row(paired, "problems both runs scored") == ["problems both runs scored", "3"]
     assert row(paired, "resolved by A only / by B only (discordant)")[1] == "1 / 1"
-    assert row(paired, "standard error")[1] == "20.2 pp"
+    assert row(paired, "standard error (clustered by problem), for the test")[1] == "20.2 pp"
+    assert row(paired, "95% interval (Newcombe hybrid score, clustered by problem)")[1] == "-45.0 pp to +45.0 pp"
     assert "- scored by A only (1): 5" in paired and "- scored by B only (1): 4" in paired
     assert "flip" not in report.lower()
 
@@ -321,6 +328,50 @@ def test_a_clear_difference_is_called_distinguishable(tmp_path: Path) -> None:
     assert "A only 0 vs B only 6, exact McNemar p = 0.031: distinguishable from noise" in first
     # steps 1.1 1.2, 2.1-2.3, 3.1 3.3 (3.2 prefilled), 4.1 4.2, 5.1, 9.1: all 11 fail in A and pass in B
     assert "step pass rate B - A +100.0 pp" in first and "p n/a: no test possible" in first
+    # A at 0% and B at 100% over 6 problems (n_eff 6 each, phi 0): u_A = 1 - l_B = z^2 / (6 + z^2) = 0.390334;
+    # low = 1 - sqrt(2) * 0.390334 = 0.447985, high = 1
+    assert "(95% CI +44.8 pp to +100.0 pp, Newcombe hybrid score, clustered by problem)" in first
+
+
+@pytest.mark.parametrize(
+    ("pids", "status", "shown"),
+    [
+        # both runs pass every step of problems 1 and 2 (5 steps): each rate [2 / (2 + z^2), 1] = [0.342380, 1]
+        # with n_eff = 2 problems, phi 0 (undefined at 100%): -(1 - 0.342380) to +(1 - 0.342380)
+        (["1", "2"], "pass", "-65.8 pp to +65.8 pp"),
+        # both fail every step: [0, 0.657620] each, the same interval
+        (["1", "2"], "fail", "-65.8 pp to +65.8 pp"),
+        # one problem, every step passed by both: n_eff 1, [0.206549, 1]: +-79.3 pp
+        (["1"], "pass", "-79.3 pp to +79.3 pp"),
+    ],
+)
+def test_runs_whose_steps_all_agree_get_an_interval_of_width(
+    tmp_path: Path, pids: list[str], status: str, shown: str
+) -> None:
+    """The comparison of the self-test with itself said `+0.0 pp to +0.0 pp`: agreeing steps are no proof that
+    the two runs' rates are the same."""
+    results = tmp_path / "results"
+    a = make_run(results, "alpha", "all", pids)
+    b = make_run(results, "beta", "all", pids)
+    for paths in (a, b):
+        for pid in pids:
+            step_ids, prefilled = PROBLEMS[pid]
+            write_details(
+                paths, pid, attempt_record(pid, ["skipped" if sid in prefilled else status for sid in step_ids])
+            )
+    path = write_comparison(Settings(runs=(str(a.run_dir), str(b.run_dir)), results_dir=str(results)))
+    report = path.read_text(encoding="utf-8")
+    assert f"step pass rate B - A +0.0 pp (95% CI {shown}, Newcombe hybrid score, clustered by problem)" in report
+    assert (
+        row(
+            section(report, "## Paired tests (problems both runs scored, attempt 1)"),
+            "95% interval (Newcombe hybrid score, clustered by problem)",
+        )[1]
+        == shown
+    )
+    steps = read_artifact(path.with_suffix(".json"), "compare")["paired"]["steps"]
+    assert steps["method"] == "newcombe_clustered" and steps["correlation"] == 0.0
+    assert steps["high"] - steps["low"] > 0 and steps["description"].startswith("Newcombe's hybrid score interval")
 
 
 def test_metrics_and_deltas_from_details(two_runs: tuple[Path, Path]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 import socket
 import subprocess
@@ -208,6 +209,15 @@ def test_inspect_ai_reads_the_log(exported) -> None:
     assert resolve.metrics["accuracy"].value == pytest.approx(1 / 3)
     assert resolve.metrics["ci_low"].value == pytest.approx(0.061492, abs=2e-6)
     assert resolve.metrics["ci_high"].value == pytest.approx(0.792340, abs=2e-6)
+    assert resolve.metadata["interval"].startswith("95% Wilson score interval over problems")
+    steps = next(score for score in log.results.scores if score.name == "subproblem")
+    # steps (passed, scored) (2, 2), (1, 2), (0, 1): N = 5, p = 0.6; sums 0.8, -0.2, -0.6: V_cl = 1.04 / 25 = 0.0416
+    # below V_bin = 0.24 / 5 = 0.048: deff 1, n_eff 5: Wilson of 3 of 5 = [0.230723, 0.882379]
+    assert steps.metrics["mean"].value == pytest.approx(0.6)
+    assert steps.metrics["stderr"].value == pytest.approx(math.sqrt(0.0416), abs=1e-9)
+    assert steps.metrics["ci_low"].value == pytest.approx(0.230723, abs=2e-6)
+    assert steps.metrics["ci_high"].value == pytest.approx(0.882379, abs=2e-6)
+    assert steps.metadata["interval"].startswith("95% clustered Wilson") and steps.metadata["effective_n"] == 5.0
     listed = list_eval_logs(str(log_path.parent))
     assert [Path(info.name.removeprefix("file://")).name for info in listed] == [log_path.name]
     assert listed[0].task == "scicode"

@@ -96,18 +96,19 @@ def test_summary_lines_hold_both_rates_with_their_intervals(published) -> None:
     # A: 2 of 5 resolved, Wilson [0.117621, 0.769277].
     # Steps (passed/scored) 19: 1/2, 29: 3/3, 38: 3/3, 47: 1/4, 78: 1/3; N = 15, p = 9/15 = 0.6;
     # passed - p * steps: -0.2, 1.2, 1.2, -1.4, -0.8; squares 0.04 + 1.44 + 1.44 + 1.96 + 0.64 = 5.52;
-    # SE = sqrt(5.52) / 15 = 2.349468 / 15 = 0.156631; 1.96 SE = 0.306997 -> [0.293003, 0.906997]
+    # SE = sqrt(5.52) / 15 = 0.156631; V_cl = 5.52 / 225 = 0.024533, V_bin = 0.24 / 15 = 0.016: deff = 1.533333
+    # (below 47 / 15), n_eff = 9.782609; Wilson of 0.6 on it: [0.310144, 0.833463]
     assert a == [
         "main_problem_resolve_rate | 2/5 (40.0%) | 11.8% to 76.9% (Wilson)",
-        "subproblem | 9/15 (60.0%) | 29.3% to 90.7% (SE 15.7 pp, clustered by problem)",
+        "subproblem | 9/15 (60.0%) | 31.0% to 83.3% (clustered Wilson, effective n 9.8 of 15 steps)",
     ]
     b = headline_lines(summary_file(published["b"], "md").read_text(encoding="utf-8"))
     # B: 3 of 5: centre = (3 + 1.920729) / 8.841459 = 0.556551, half = 0.221679 * sqrt(1.2 + 0.960365) = 0.325828
     # -> [0.230723, 0.882379]. Steps 10/15, p = 2/3: 0.666667, 1, 1, -1.666667, -1; squares sum 6.222222;
-    # SE = 2.494438 / 15 = 0.166296; 1.96 SE = 0.325940 -> [0.340727, 0.992607]
+    # V_cl = 0.027654, V_bin = (2/9) / 15 = 0.014815: deff = 1.866667, n_eff = 8.035714 -> [0.339303, 0.886220]
     assert b == [
         "main_problem_resolve_rate | 3/5 (60.0%) | 23.1% to 88.2% (Wilson)",
-        "subproblem | 10/15 (66.7%) | 34.1% to 99.3% (SE 16.6 pp, clustered by problem)",
+        "subproblem | 10/15 (66.7%) | 33.9% to 88.6% (clustered Wilson, effective n 8.0 of 15 steps)",
     ]
     record = load_json(summary_file(published["a"], "json"))
     assert record["intervals"]["subproblem"]["se"] == pytest.approx(0.156631, abs=1e-6)
@@ -123,11 +124,16 @@ def test_compare_states_mcnemar_counts_and_p(published) -> None:
     # Resolved: A only none, B only 19: n = 1, p = min(1, 2 * C(1, 0) / 2) = 1.
     # Steps: differences 19: +1, others 0; D = 1/15 = 0.066667; residuals 1 - 2 D = 0.866667, -3 D = -0.2 (29),
     # -0.2 (38), -4 D = -0.266667 (47), -0.2 (78); squares sum 0.942222; SE = 0.970681 / 15 = 0.064712;
-    # z = 1.030203, p = 2 (1 - Phi(z)) = 0.302911; interval 0.066667 +- 0.126835 = [-0.060168, 0.193502]
+    # z = 1.030203, p = 2 (1 - Phi(z)) = 0.302911.
+    # Interval: A [0.310144, 0.833463] at 0.6, B [0.339303, 0.886220] at 2/3 (above). sum a b = 5.4, so
+    # r = 5.4 / sqrt(5.52 * 6.222222) = 0.921407, less Newcombe's 1 / (2 m sqrt(0.24 * 2/9)) with
+    # m = sqrt(9.782609 * 8.035714) = 8.866242: 0.244192, phi = 0.677215.
+    # low = D - sqrt(0.327364^2 - 2 phi 0.327364 * 0.233463 + 0.233463^2) = 0.066667 - 0.241157 = -0.174490
+    # high = D + sqrt(0.219553^2 - 2 phi 0.219553 * 0.289856 + 0.289856^2) = 0.066667 + 0.214536 = 0.281203
     assert text.splitlines()[0] == (
         "Paired tests on the 5 problems both runs scored (attempt 1): resolved problems, A only 0 vs B only 1, "
-        "exact McNemar p = 1: not distinguishable from noise; step pass rate B - A +6.7 pp (95% CI -6.0 pp to "
-        "+19.4 pp, clustered by problem), p = 0.303: not distinguishable from noise."
+        "exact McNemar p = 1: not distinguishable from noise; step pass rate B - A +6.7 pp (95% CI -17.4 pp to "
+        "+28.1 pp, Newcombe hybrid score, clustered by problem), p = 0.303: not distinguishable from noise."
     )
     assert "| resolved by A only / by B only (discordant) | 0 / 1 |" in text
 
@@ -158,7 +164,7 @@ def test_report_and_compare_pages_show_the_intervals_and_tests(browser, publishe
 
     open_page(browser, report_file(published["a"]))
     assert browser.find_element(By.ID, "resolve-interval").text == "11.8% to 76.9% (Wilson)"
-    assert browser.find_element(By.ID, "subproblem-interval").text.startswith("29.3% to 90.7% (SE 15.7 pp")
+    assert browser.find_element(By.ID, "subproblem-interval").text.startswith("31.0% to 83.3% (clustered Wilson")
     assert browser.find_element(By.ID, "run-cost").text.startswith("$")
     assert browser.find_element(By.ID, "confinement").text
     browser.find_element(By.CSS_SELECTOR, "#run-settings summary").click()

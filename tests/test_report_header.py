@@ -76,8 +76,11 @@ def test_report_headline_has_intervals_and_cost(priced_run) -> None:
     # 2 of 5 resolved: Wilson [0.117621, 0.769277]
     assert cell(page, "resolve-interval") == "11.8% to 76.9% (Wilson)"
     # steps (2,2) (2,2) (1,2) (1,2) (1,2): N = 10, p = 0.7; sums 0.6, 0.6, -0.4, -0.4, -0.4;
-    # SE = sqrt(0.36 + 0.36 + 3 * 0.16) / 10 = sqrt(1.2) / 10 = 0.109545; 1.96 SE = 0.214709 -> [48.5%, 91.5%]
-    assert cell(page, "subproblem-interval") == "48.5% to 91.5% (SE 11.0 pp, clustered by problem)"
+    # V_cl = (0.36 + 0.36 + 3 * 0.16) / 100 = 0.012, below V_bin = 0.21 / 10 = 0.021: deff 1, n_eff 10;
+    # Wilson of 7 of 10: centre = (7 + 1.920729) / 13.841459 = 0.644494, half = 0.141601 * sqrt(2.1 + 0.960365)
+    # = 0.247715 -> [39.7%, 89.2%]
+    assert cell(page, "subproblem-interval") == "39.7% to 89.2% (clustered Wilson, effective n 10.0 of 10 steps)"
+    assert "subproblem (and pass@k) the clustered Wilson interval" in cell(page, "intervals-note")
     # 5 problems x (0.4 M in x $2.50 + 0.1 M out x $10.00) = 5 x $2.00 = $10.00
     assert cell(page, "run-cost") == "$10.00"
     assert page.count('<td class="num">$2.00</td>') == 5  # one per problem row of the grid

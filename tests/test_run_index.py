@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from stages.artifacts import read_artifact, write_artifact
 from stages.config import Settings
 from stages.index_page import nice_ticks, plot_groups, write_run_index
 from stages.paths import ResultsPaths
@@ -88,6 +89,52 @@ def test_a_run_changed_since_its_summary_is_stale(results: ResultsPaths) -> None
     os.utime(details, (later, later))
     strong = next(row for row in index_rows(results) if row.model == "strong")
     assert strong.state == "stale" and "doit summarize" in strong.note
+
+
+@pytest.mark.parametrize(
+    ("passes", "shown"),
+    [
+        # 0/n: Wilson of 0 of 5, [0, z^2 / (5 + z^2)] = [0, 43.4%], for the steps too (one step per problem)
+        ([False] * 5, "0/5 (0.0%), 95% CI 0.0% to 43.4%"),
+        # n/n: [5 / (5 + z^2), 1] = [56.6%, 100%]
+        ([True] * 5, "5/5 (100.0%), 95% CI 56.6% to 100.0%"),
+        # one problem: [1 / (1 + z^2), 1] = [20.7%, 100%]
+        ([True], "1/1 (100.0%), 95% CI 20.7% to 100.0%"),
+    ],
+)
+def test_index_rows_never_show_a_zero_width_interval(tmp_path: Path, passes: list[bool], shown: str) -> None:
+    settings = make_summarized_run(tmp_path, "edge", passes)
+    (row,) = index_rows(ResultsPaths(tmp_path / "results"))
+    assert row.resolve_interval is not None and row.step_interval is not None
+    assert row.step_interval[1] > row.step_interval[0] and row.step_interval == row.resolve_interval
+    text = write_run_index(settings).read_text(encoding="utf-8")
+    line = next(line for line in text.splitlines() if line.startswith("| `edge` "))
+    assert line.count(shown) == 2  # the resolve rate's cell and the steps' cell
+    assert "subproblem (and pass@k) the clustered Wilson interval" in text
+    assert "subproblem (and pass@k) the clustered Wilson interval" in results_page(tmp_path)
+
+
+def results_page(tmp_path: Path) -> str:
+    return ResultsPaths(tmp_path / "results").runs_page.read_text(encoding="utf-8")
+
+
+def test_a_summary_of_earlier_interval_methods_is_stale_and_its_step_interval_not_shown(tmp_path: Path) -> None:
+    """A summary written before the clustered Wilson interval (its step interval `p +- 1.96 SE`, 100% to 100%
+    at 5 of 5) still reads; the index says to summarize again instead of showing that interval."""
+    settings = make_summarized_run(tmp_path, "older", [True] * 5)
+    path = settings.run_paths.summary_json
+    record = read_artifact(path, "summary")
+    earlier = read_artifact(Path(__file__).parent / "golden" / "before_intervals" / "summary.json", "summary")
+    record["uncertainty"] = earlier["uncertainty"]
+    record["intervals"]["subproblem"] = earlier["intervals"]["subproblem"] | {"steps": 5, "problems": 5}
+    write_artifact(path, "summary", {key: value for key, value in record.items() if key != "schema_version"})
+    (row,) = index_rows(ResultsPaths(tmp_path / "results"))
+    assert row.state == "stale" and "earlier interval methods" in row.note and "doit summarize" in row.note
+    assert row.step_interval is None and row.resolve_interval is not None  # the Wilson interval is unchanged
+    line = next(
+        line for line in write_run_index(settings).read_text(encoding="utf-8").splitlines() if "| `older` " in line
+    )
+    assert "5/5 (100.0%), 95% CI 56.6% to 100.0%" in line and "100.0% to 100.0%" not in line
 
 
 def test_plots_one_per_setting_with_the_front(results: ResultsPaths) -> None:

@@ -267,14 +267,77 @@ def test_mixed_run_headline_intervals_by_hand(mixed_run: Settings) -> None:
     # steps (passed, scored): P1 3/3, P2 1/3, P3 0/2, P4 2/3, P5 0/2; N = 13, p = 6/13 = 0.461538
     # passed - p * steps: 1.615385, -0.384615, -0.923077, 0.615385, -0.923077
     # squares: 2.609467 + 0.147929 + 0.852071 + 0.378698 + 0.852071 = 4.840237
-    # SE = sqrt(4.840237) / 13 = 2.200054 / 13 = 0.169235; 1.96 SE = 0.331701 -> [0.129837, 0.793239]
+    # SE = sqrt(4.840237) / 13 = 2.200054 / 13 = 0.169235: V_cl = 0.028640, V_bin = p (1 - p) / 13 = 0.019117,
+    # deff = 1.498168 (within [1, (9 + 9 + 4 + 9 + 4) / 13 = 2.692308]), n_eff = 13 / 1.498168 = 8.677262
+    # Wilson of p on n_eff: z^2 / n_eff = 0.442704, centre = (p + 0.221352) / 1.442704 = 0.473341,
+    # half = z / 1.442704 * sqrt(p (1 - p) / n_eff + 0.442704 / (4 n_eff)) = 0.276405 -> [0.196936, 0.749746]
     assert steps["se"] == pytest.approx(0.169235, abs=1e-6)
-    assert (steps["low"], steps["high"]) == (pytest.approx(0.129837, abs=2e-6), pytest.approx(0.793239, abs=2e-6))
+    assert steps["method"] == "clustered_wilson" and steps["effective_n"] == pytest.approx(8.677262, abs=1e-6)
+    assert steps["design_effect"] == pytest.approx(1.498168, abs=1e-6) and steps["design_effect_estimated"]
+    assert (steps["low"], steps["high"]) == (pytest.approx(0.196936, abs=2e-6), pytest.approx(0.749746, abs=2e-6))
     assert record["uncertainty"]["min_group_problems"] == 5
+    assert record["uncertainty"]["subproblem"].startswith("clustered Wilson")
     text = mixed_run.run_paths.summary_md.read_text(encoding="utf-8")
     assert "| main_problem_resolve_rate |  1/5 (20.0%) | 3.6% to 62.4% (Wilson)" in text
-    assert "| subproblem                | 6/13 (46.2%) | 13.0% to 79.3% (SE 16.9 pp, clustered by problem)" in text
+    assert (
+        "| subproblem                | 6/13 (46.2%) | 19.7% to 75.0% (clustered Wilson, effective n 8.7 of 13 steps)"
+        in text
+    )
+    assert "subproblem (and pass@k) the clustered Wilson interval" in text
     assert "Rows of fewer than 5 problems show their counts only (no interval)." in text
+
+
+def boundary_run(tmp_path: Path, outcomes: Sequence[Sequence[str]]) -> Settings:
+    """A run of one problem per entry of `outcomes`, each the statuses of its scored steps."""
+    settings = make_settings(tmp_path)
+    ids = [f"B{n}" for n in range(1, len(outcomes) + 1)]
+    write_selection(
+        settings, [selection_entry(pid, "optics", len(steps), len(steps)) for pid, steps in zip(ids, outcomes)]
+    )
+    for pid, steps in zip(ids, outcomes):
+        write_details(settings, pid, "optics", [(f"{pid}.{i + 1}", status) for i, status in enumerate(steps)])
+    return settings
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "resolve", "steps"),
+    [
+        # 0/n (the issue's `steps 0/2 (0.0%) [95% 0.0% to 0.0%]`): two problems, so n_eff = 2 for the steps:
+        # [0, z^2 / (2 + z^2)] = [0, 65.8%]; Wilson of 0 of 2 problems the same
+        (
+            (("fail",), ("fail",)),
+            "resolved 0/2 (0.0%) [95% Wilson 0.0% to 65.8%]",
+            "steps 0/2 (0.0%) [95% clustered Wilson 0.0% to 65.8%]",
+        ),
+        # n/n: 5 of 5 steps over 2 problems: [2 / (2 + z^2), 1] = [34.2%, 100%] for both
+        (
+            (("pass", "pass"), ("pass", "pass", "pass")),
+            "resolved 2/2 (100.0%) [95% Wilson 34.2% to 100.0%]",
+            "steps 5/5 (100.0%) [95% clustered Wilson 34.2% to 100.0%]",
+        ),
+        # one problem, 2 of 3 steps: n_eff = 1: [9.4%, 97.5%]; its resolve rate 0 of 1: [0, 1 / (1 + z^2)]
+        (
+            (("pass", "pass", "fail"),),
+            "resolved 0/1 (0.0%) [95% Wilson 0.0% to 79.3%]",
+            "steps 2/3 (66.7%) [95% clustered Wilson 9.4% to 97.5%]",
+        ),
+    ],
+)
+def test_terminal_line_and_summary_never_show_a_zero_width_interval(
+    tmp_path: Path, outcomes: Sequence[Sequence[str]], resolve: str, steps: str
+) -> None:
+    settings = boundary_run(tmp_path, outcomes)
+    outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    assert f": {resolve}, {steps}, " in outcome.one_line
+    record = read_artifact(settings.run_paths.summary_json, "summary")
+    for rate in record["intervals"].values():
+        assert rate["high"] > rate["low"]
+    text = settings.run_paths.summary_md.read_text(encoding="utf-8")
+    assert not re.search(r"(\d+\.\d)% to \1%", text), "an interval of zero width in summary.md"
+    shown = steps.split("[95% clustered Wilson ")[1].rstrip("]")
+    steps_row = next(line for line in text.splitlines() if line.startswith("| subproblem "))
+    effective = record["intervals"]["subproblem"]["effective_n"]
+    assert f"{shown} (clustered Wilson, effective n {effective:.1f} of " in steps_row
 
 
 def test_groups_of_five_problems_get_intervals(tmp_path: Path) -> None:
@@ -293,9 +356,16 @@ def test_groups_of_five_problems_get_intervals(tmp_path: Path) -> None:
     assert acoustics["intervals"] is None
     section = settings.run_paths.summary_md.read_text(encoding="utf-8").split("## By subfield", 1)[1]
     optics_row = next(line for line in section.splitlines() if "| optics " in line)
-    assert "2/5 (40.0%) | 11.8% to 76.9% |" in optics_row
+    # steps: 2 of 5 one-step problems, so the clustered Wilson interval is the plain one, as for the resolve rate
+    assert [cell.strip() for cell in optics_row.split("|")[3:7]] == [
+        "2/5 (40.0%)",
+        "11.8% to 76.9%",
+        "2/5 (40.0%)",
+        "11.8% to 76.9%",
+    ]
     acoustics_row = next(line for line in section.splitlines() if "| acoustics " in line)
-    assert "0/1 (0.0%) |              - |" in acoustics_row
+    assert [cell.strip() for cell in acoustics_row.split("|")[3:7]] == ["0/1 (0.0%)", "-", "0/1 (0.0%)", "-"]
+    assert "95% interval (Wilson)" in section and "95% interval (clustered Wilson)" in section
 
 
 def test_mixed_run_problem_rows(mixed_run: Settings) -> None:
@@ -378,6 +448,17 @@ def test_fingerprint_tracks_details_files(mixed_run: Settings) -> None:
     assert summary_is_current(mixed_run)
     assert (outcome.errors, outcome.resolved, outcome.subproblem_correct) == (1, 2, 8)
     (mixed_run.run_paths.plots_dir / "status_counts.png").unlink()
+    assert not summary_is_current(mixed_run)
+
+
+def test_fingerprint_covers_the_interval_methods(mixed_run: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary written with other interval methods is not current: it is made again, its intervals with it."""
+    import stages.summarize
+
+    run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
+    assert summary_is_current(mixed_run)
+    current = stages.summarize.methods_record()
+    monkeypatch.setattr(stages.summarize, "methods_record", lambda: {**current, "subproblem": "another method"})
     assert not summary_is_current(mixed_run)
 
 

@@ -24,7 +24,12 @@ from typing import Any
 from stages.artifacts import fingerprint
 from stages.results import GeneratedStep, ProblemResult, RunResults
 from stages.summary.rows import ProblemRow
-from stages.uncertainty.intervals import ProblemTally, headline_intervals
+from stages.uncertainty.intervals import (
+    RESOLVE_DESCRIPTION,
+    STEP_DESCRIPTION,
+    ProblemTally,
+    headline_intervals,
+)
 from stages.untrusted import valid_text
 from stages.usage import Usage
 
@@ -283,7 +288,7 @@ def results_record(rows: Sequence[ProblemRow], samples: int) -> dict[str, Any]:
                 "unscored_samples": 0,
                 "params": {},
                 "metrics": resolve_metrics,
-                "metadata": {"attempt": 1, "interval": "95% Wilson over problems"},
+                "metadata": {"attempt": 1, "interval": f"95% {RESOLVE_DESCRIPTION}"},
             },
             {
                 "name": "subproblem",
@@ -292,7 +297,13 @@ def results_record(rows: Sequence[ProblemRow], samples: int) -> dict[str, Any]:
                 "unscored_samples": 0,
                 "params": {},
                 "metrics": step_metrics,
-                "metadata": {"attempt": 1, "rate": "passed / scored steps (micro)", "stderr": "clustered by problem"},
+                "metadata": {
+                    "attempt": 1,
+                    "rate": "passed / scored steps (micro)",
+                    "stderr": "clustered by problem",
+                    "interval": f"95% {STEP_DESCRIPTION}",
+                    "effective_n": steps.size.effective if steps.size else None,
+                },
             },
             {
                 "name": "steps",

@@ -29,7 +29,14 @@ from stages.summary.metrics import (
 from stages.summary.provenance import TargetsInfo
 from stages.summary.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
 from stages.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals
-from stages.uncertainty.text import interval_of, rate_range
+from stages.uncertainty.text import (
+    CLUSTERED_SHORT,
+    INTERVALS_SENTENCE,
+    RESOLVE_SHORT,
+    interval_of,
+    rate_range,
+    step_interval_label,
+)
 from stages.untrusted import shown
 
 NAME_LIMIT = 200  # characters of a name shown in Markdown
@@ -166,21 +173,17 @@ def step_range(intervals: HeadlineIntervals | None) -> str:
 def resolve_interval_text(intervals: HeadlineIntervals | None) -> str:
     """`3.6% to 62.4% (Wilson)`."""
     shown = resolve_range(intervals)
-    return shown if shown == "-" else f"{shown} (Wilson)"
+    return shown if shown == "-" else f"{shown} ({RESOLVE_SHORT})"
 
 
 def step_interval_text(intervals: HeadlineIntervals | None) -> str:
-    """`13.0% to 79.3% (SE 16.9 pp, clustered by problem)`."""
+    """`13.0% to 79.3% (clustered Wilson, effective n 8.7 of 13 steps)`."""
     shown = step_range(intervals)
-    se = intervals.steps.se if intervals else None
-    return shown if shown == "-" or se is None else f"{shown} (SE {100.0 * se:.1f} pp, clustered by problem)"
+    if shown == "-" or intervals is None or intervals.steps.size is None:
+        return shown
+    return f"{shown} ({step_interval_label(intervals.steps.size.effective, intervals.steps.steps)})"
 
 
-INTERVALS_NOTE = (
-    "Intervals: 95%; main_problem_resolve_rate: Wilson score interval over problems; subproblem: p +- 1.96 SE "
-    "with the standard error clustered by problem (steps of one problem are not independent); see README, "
-    "Error bars and paired tests."
-)
 SMALL_GROUPS_NOTE = f"Rows of fewer than {MIN_GROUP_PROBLEMS} problems show their counts only (no interval)."
 
 
@@ -201,7 +204,7 @@ def _headline_lines(metrics: Metrics) -> list[str]:
     return (
         ["## Scores [^defs]", ""]
         + markdown_table(("metric", "value", "95% interval"), rows, (False, True, False))
-        + ["", INTERVALS_NOTE, "", "Raw counts:", ""]
+        + ["", INTERVALS_SENTENCE, "", "Raw counts:", ""]
         + markdown_table(("count", "value"), raw, (False, True))
         + [""]
     )
@@ -218,7 +221,12 @@ def _group_rates(m: Metrics) -> tuple[str, str, str, str]:
     )
 
 
-GROUP_RATE_HEADER = ("main_problem_resolve_rate", "95% interval", "subproblem", "95% interval")
+GROUP_RATE_HEADER = (
+    "main_problem_resolve_rate",
+    f"95% interval ({RESOLVE_SHORT})",
+    "subproblem",
+    f"95% interval ({CLUSTERED_SHORT})",
+)
 GROUP_RATE_RIGHT = (True, True, True, True)
 
 
@@ -478,17 +486,12 @@ def _attempt_lines(metrics: Mapping[str, Any] | None) -> list[str]:
         f"pass@{k} = {_rate_text(value)}" + (f" ({interval_of(intervals[k])})" if k in intervals else "")
         for k, value in metrics["pass_at_k"].items()
     )
-    bootstrap = metrics.get("bootstrap")
     chosen = metrics["strategies"][metrics["strategy"]]
     lines += [
         "",
-        f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics['problems']} problems"
-        + (
-            f"; 95% percentile intervals from {bootstrap['resamples']} bootstrap resamples of the problems, "
-            f"seed {bootstrap['seed']})."
-            if bootstrap
-            else ")."
-        ),
+        f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics['problems']} problems; 95% "
+        f"{CLUSTERED_SHORT} intervals over problems, each problem counted as its attempts // k draws of k "
+        "attempts).",
         f"Configured attempt_strategy={metrics['strategy']}: main_problem_resolve_rate "
         f"{_rate_text(chosen['main_problem_resolve_rate'])}, subproblem {_rate_text(chosen['subproblem'])}. "
         f"The tables above score attempt {SCORED_ATTEMPT + 1}.",

@@ -1,21 +1,33 @@
-"""95% intervals of a run's headline numbers, from per-problem tallies.
+"""95% intervals of a run's headline numbers, from per-problem tallies; each is valid at 0% and 100% and never
+of zero width from a finite sample.
 
-- Main-problem resolve rate, `r` resolved of `n` problems: the Wilson score interval (no continuity correction),
-  `centre +- half` with `centre = (r + z^2/2) / (n + z^2)` and `half = z / (n + z^2) * sqrt(r (n - r) / n + z^2/4)`,
-  z the 97.5% normal quantile: the value of `scipy.stats.binomtest(r, n).proportion_ci(method="wilson")`
-  (the tests check they agree), computed here without importing scipy.stats (seconds of import per summary).
-- Subproblem pass rate `p = (sum of passed steps) / N` over N scored steps: steps of one problem are not
-  independent (they share the problem and carry each other's code), so the standard error is clustered by
-  problem (E. Miller, "Adding Error Bars to Evals", 2024):
+- Main-problem resolve rate, `r` resolved of `n` problems: the Wilson score interval (E. B. Wilson, 1927; no
+  continuity correction), `centre +- half` with `centre = (r + z^2/2) / (n + z^2)` and
+  `half = z / (n + z^2) * sqrt(r (n - r) / n + z^2/4)`, z the 97.5% normal quantile: the value of
+  `scipy.stats.binomtest(r, n).proportion_ci(method="wilson")` (the tests check they agree), computed here
+  without importing scipy.stats (seconds of import per summary). At r = 0 its upper end is z^2 / (n + z^2) > 0.
+- Subproblem pass rate `p = (sum of passed steps) / N` over N scored steps: the steps of one problem are not
+  independent (they share the problem and carry each other's code), so the interval is the *clustered Wilson*
+  interval: the Wilson score interval of p on the effective sample size `n_eff = N / deff` that the clustering
+  leaves (L. Kish, Survey Sampling, 1965; E. L. Korn and B. I. Graubard, Survey Methodology 24, 1998, put a
+  binomial interval on such an effective size). The design effect `deff = V_cl / V_bin` compares the variance
+  of p clustered by problem (E. Miller, "Adding Error Bars to Evals", 2024)
 
-      SE = sqrt( sum over problems i of ( sum over the steps j of i of (x_ij - p) )^2 ) / N
+      V_cl = sum over problems i of (passed_i - p * steps_i)^2 / N^2
 
-  where x_ij is 1 for a passed step and 0 otherwise, i.e. the inner sum is `passed_i - p * steps_i`. The
-  interval is `p +- 1.96 SE`, clipped to [0, 1].
-- pass@k: the mean over problems of each problem's unbiased pass@k; its interval is the 2.5th and 97.5th
-  percentiles of that mean over `BOOTSTRAP_RESAMPLES` resamples of the problems with replacement, drawn with
-  numpy's `default_rng(BOOTSTRAP_SEED)` (fixed and recorded, so the same run gives the same interval):
-  `bootstrap_mean_intervals` here, applied to pass@k by `stages.passk.pass_at_k_intervals`.
+  with the binomial one, `V_bin = p (1 - p) / N`. It is bounded to `[1, sum_i steps_i^2 / N]`: never more
+  information than N independent steps, never less than whole problems whose steps all pass or fail together
+  (the variance of p is then largest, and `n_eff` is the Kish effective number of problems
+  `N^2 / sum_i steps_i^2`, the number of problems when they have equal step counts). Where the design effect
+  cannot be estimated it is taken as if whole problems moved together: at p = 0 or 1 (V_cl and V_bin are both 0)
+  `n_eff` is the number of problems, since every problem failing (or passing) is then as likely as a single
+  outcome per problem failing (or passing), whatever their step counts; with one problem (V_cl is 0 whatever
+  the outcomes) `n_eff` is 1. With one step per problem `n_eff = N` and this is the plain Wilson interval.
+- pass@k: the mean over problems of each problem's unbiased pass@k (`stages.passk`). With `a` attempts a problem
+  holds `floor(a / k)` disjoint draws of k attempts, of which its pass@k times that many resolve it; the mean is
+  then a proportion of draws clustered by problem and gets the same clustered Wilson interval
+  (`stages.passk.pass_at_k_intervals`): `n_eff` lies between the number of problems (as for pass@a, each problem
+  one 0/1 outcome) and problems * floor(a / k) (as for pass@1, every attempt independent).
 - Groups (a field, a subfield, a split) get intervals only with at least `MIN_GROUP_PROBLEMS` problems; a
   smaller group shows its counts only.
 """
@@ -25,16 +37,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 LEVEL = 0.95
-Z_95 = 1.96
+Z_95 = 1.959963984540054  # the 97.5% normal quantile, statistics.NormalDist().inv_cdf(0.975) (the tests check it)
 MIN_GROUP_PROBLEMS = 5
-BOOTSTRAP_RESAMPLES = 10_000
-BOOTSTRAP_SEED = 20240517
 RESOLVE_METHOD = "wilson"
-STEP_METHOD = "clustered by problem"
-PASS_AT_K_METHOD = "bootstrap percentile over problems"
+CLUSTERED_METHOD = "clustered_wilson"  # the step rate's and pass@k's
+SHORT_NAMES = {RESOLVE_METHOD: "Wilson", CLUSTERED_METHOD: "clustered Wilson"}  # as tables and the terminal say
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,28 @@ class ProblemTally:
 
 
 @dataclass(frozen=True)
+class EffectiveSize:
+    """How many independent trials a proportion clustered by problem is worth: `effective = trials / deff`."""
+
+    trials: float  # N: steps (or draws of k attempts)
+    effective: float  # n_eff
+    estimated: bool  # False where the design effect could not be estimated (n_eff is then the number of problems)
+
+    KEYS: ClassVar[tuple[str, ...]] = ("effective_n", "design_effect", "design_effect_estimated")
+
+    @property
+    def design_effect(self) -> float:
+        return self.trials / self.effective
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "effective_n": self.effective,
+            "design_effect": self.design_effect,
+            "design_effect_estimated": self.estimated,
+        }
+
+
+@dataclass(frozen=True)
 class ResolveRate:
     """Resolved problems over problems, with the Wilson interval (None when there is no problem)."""
 
@@ -85,27 +117,31 @@ class ResolveRate:
 
 @dataclass(frozen=True)
 class StepRate:
-    """Passed steps over scored steps, with the problem-clustered standard error and interval."""
+    """Passed steps over scored steps, with the problem-clustered standard error, the effective sample size and
+    the clustered Wilson interval (None without a scored step)."""
 
     passed: int
     steps: int
     problems: int
     se: float | None
     interval: Interval | None
+    size: EffectiveSize | None = None
 
     @property
     def rate(self) -> float | None:
         return self.passed / self.steps if self.steps else None
 
     def to_record(self) -> dict[str, Any]:
+        size = self.size.to_record() if self.size else dict.fromkeys(EffectiveSize.KEYS)
         return {
             "estimate": self.rate,
             "se": self.se,
             "low": self.interval.low if self.interval else None,
             "high": self.interval.high if self.interval else None,
-            "method": STEP_METHOD,
+            "method": CLUSTERED_METHOD,
             "problems": self.problems,
             "steps": self.steps,
+            **size,
         }
 
 
@@ -125,21 +161,36 @@ class HeadlineIntervals:
 # ---------------------------------------------------------------------------
 
 
+def wilson_score(proportion: float, trials: float, z: float = Z_95) -> Interval:
+    """The Wilson score interval of `proportion` observed on `trials` (> 0, possibly fractional) trials. Its ends
+    are exactly 0 at proportion 0 and exactly 1 at proportion 1 (no rounding past the boundary)."""
+    if not trials > 0:
+        raise ValueError(f"wilson interval: trials must be > 0, got {trials}")
+    if not 0.0 <= proportion <= 1.0:
+        raise ValueError(f"wilson interval: the proportion must be between 0 and 1, got {proportion}")
+    squared = z * z / trials
+    centre = (proportion + squared / 2.0) / (1.0 + squared)
+    half = z / (1.0 + squared) * math.sqrt(proportion * (1.0 - proportion) / trials + squared / (4.0 * trials))
+    low = 0.0 if proportion == 0.0 else centre - half
+    high = 1.0 if proportion == 1.0 else centre + half
+    return Interval.clipped(low, high)
+
+
+def _z(level: float) -> float:
+    if level == LEVEL:
+        return Z_95
+    from statistics import NormalDist  # imported here: the up-to-date checks import this module
+
+    return NormalDist().inv_cdf(0.5 + level / 2.0)
+
+
 def wilson_interval(successes: int, trials: int, level: float = LEVEL) -> Interval | None:
     """The Wilson score interval of `successes` out of `trials` (None for no trial)."""
     if trials <= 0:
         return None
     if not 0 <= successes <= trials:
         raise ValueError(f"wilson interval: successes must be between 0 and trials={trials}, got {successes}")
-    from statistics import NormalDist  # imported here: the up-to-date checks import this module
-
-    z = NormalDist().inv_cdf(0.5 + level / 2.0)
-    squared = z * z
-    centre = (successes + squared / 2.0) / (trials + squared)
-    half = z / (trials + squared) * math.sqrt(successes * (trials - successes) / trials + squared / 4.0)
-    low = 0.0 if successes == 0 else centre - half
-    high = 1.0 if successes == trials else centre + half
-    return Interval.clipped(low, high)
+    return wilson_score(successes / trials, trials, _z(level))
 
 
 def clustered_se(clusters: Iterable[tuple[float, int]], estimate: float, total: int) -> float:
@@ -149,15 +200,43 @@ def clustered_se(clusters: Iterable[tuple[float, int]], estimate: float, total: 
     return math.sqrt(squares) / total
 
 
+def effective_size(clusters: Sequence[tuple[float, int]]) -> EffectiveSize | None:
+    """The effective sample size of a proportion clustered by problem, each problem given as (its successes, which
+    may be fractional, its trials): `N / deff`, deff bounded to [1, sum size^2 / N]; the number of problems
+    where deff cannot be estimated (see the module docstring). None without any trial."""
+    sizes = [size for _, size in clusters if size > 0]
+    trials = sum(sizes)
+    if trials <= 0:
+        return None
+    rate = math.fsum(value for value, _ in clusters) / trials
+    if len(sizes) < 2 or rate <= 0.0 or rate >= 1.0:
+        return EffectiveSize(trials, float(len(sizes)), estimated=False)
+    fewest = trials * trials / sum(size * size for size in sizes)
+    clustered = clustered_se(clusters, rate, trials) ** 2
+    binomial = rate * (1.0 - rate) / trials
+    design_effect = min(max(clustered / binomial, 1.0), trials / fewest)
+    return EffectiveSize(trials, trials / design_effect, estimated=True)
+
+
+def clustered_wilson(clusters: Sequence[tuple[float, int]]) -> tuple[Interval, EffectiveSize] | None:
+    """The clustered Wilson interval of the proportion sum(successes) / sum(trials) and its effective size."""
+    size = effective_size(clusters)
+    if size is None:
+        return None
+    rate = min(1.0, max(0.0, math.fsum(value for value, _ in clusters) / size.trials))
+    return wilson_score(rate, size.effective), size
+
+
 def clustered_step_rate(tallies: Sequence[ProblemTally]) -> StepRate:
-    """The subproblem pass rate with the standard error clustered by problem (see the module docstring)."""
+    """The subproblem pass rate with its clustered SE and clustered Wilson interval (see the module docstring)."""
     steps = sum(tally.steps_scored for tally in tallies)
     passed = sum(tally.steps_passed for tally in tallies)
-    if steps <= 0:
+    clusters = [(tally.steps_passed, tally.steps_scored) for tally in tallies]
+    found = clustered_wilson(clusters)
+    if found is None:
         return StepRate(passed, steps, len(tallies), None, None)
-    rate = passed / steps
-    se = clustered_se(((tally.steps_passed, tally.steps_scored) for tally in tallies), rate, steps)
-    return StepRate(passed, steps, len(tallies), se, Interval.clipped(rate - Z_95 * se, rate + Z_95 * se))
+    se = clustered_se(clusters, passed / steps, steps)
+    return StepRate(passed, steps, len(tallies), se, found[0], found[1])
 
 
 def resolve_rate(tallies: Sequence[ProblemTally]) -> ResolveRate:
@@ -175,51 +254,39 @@ def group_intervals(tallies: Sequence[ProblemTally], minimum: int = MIN_GROUP_PR
 
 
 # ---------------------------------------------------------------------------
-# Bootstrap over problems
+# What the intervals are, as summary.json records it
 # ---------------------------------------------------------------------------
 
-
-def bootstrap_mean_intervals(
-    columns: Sequence[Sequence[float]],
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-    level: float = LEVEL,
-) -> list[Interval]:
-    """For each column of per-problem values (all of the same problems, in the same order), the percentile
-    interval of its mean over `resamples` resamples of the problems with replacement. Every column uses the
-    same resamples (drawn once from `default_rng(seed)`)."""
-    import numpy as np
-
-    if not columns:
-        return []
-    count = len(columns[0])
-    if count == 0 or any(len(column) != count for column in columns):
-        raise ValueError("bootstrap: every column needs the same, non-zero number of problems")
-    if resamples < 1:
-        raise ValueError(f"bootstrap: resamples must be >= 1, got {resamples}")
-    picks = np.random.default_rng(seed).integers(0, count, size=(resamples, count))
-    tail = 100.0 * (1.0 - level) / 2.0
-    intervals = []
-    for column in columns:
-        means = np.asarray(column, dtype=float)[picks].mean(axis=1)
-        low, high = np.percentile(means, [tail, 100.0 - tail])
-        intervals.append(Interval.clipped(float(low), float(high)))
-    return intervals
+RESOLVE_DESCRIPTION = (
+    "Wilson score interval over problems, no continuity correction (E. B. Wilson, 1927; the value of scipy "
+    "binomtest proportion_ci(method='wilson'))"
+)
+STEP_DESCRIPTION = (
+    "clustered Wilson: the Wilson score interval of p = passed / N steps on the effective sample size "
+    "n_eff = N / deff (Kish 1965; Korn and Graubard 1998), deff = V_cl / V_bin, V_cl = sum over problems of "
+    "(passed - p * steps)^2 / N^2 (clustered by problem; E. Miller, Adding Error Bars to Evals, 2024), "
+    "V_bin = p (1 - p) / N; deff bounded to [1, sum steps^2 / N] (n_eff between the Kish effective number of "
+    "problems N^2 / sum steps^2 and N); where it cannot be estimated (p = 0 or 1, or one problem) n_eff is the "
+    "number of problems; se is sqrt(V_cl)"
+)
+PASS_AT_K_DESCRIPTION = (
+    "clustered Wilson over draws: a problem with a attempts is floor(a / k) draws of k attempts, its unbiased "
+    "pass@k times that many of them resolving it; the mean pass@k is the proportion of resolving draws, with "
+    "the step rate's clustered Wilson interval, problems as clusters (n_eff between the number of problems and "
+    "problems * floor(a / k))"
+)
 
 
-def bootstrap_record(resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
-    return {"method": PASS_AT_K_METHOD, "resamples": resamples, "seed": seed, "level": LEVEL}
+def pass_at_k_method_record() -> dict[str, Any]:
+    return {"method": CLUSTERED_METHOD, "level": LEVEL, "description": PASS_AT_K_DESCRIPTION}
 
 
 def methods_record() -> dict[str, Any]:
     """What summary.json's intervals mean (`uncertainty`)."""
     return {
         "level": LEVEL,
-        "main_problem_resolve_rate": "Wilson score interval over problems (scipy binomtest proportion_ci)",
-        "subproblem": (
-            "p +- 1.96 SE clipped to [0, 1], SE = sqrt(sum over problems of (passed - p * steps)^2) / steps "
-            "(clustered by problem; E. Miller, Adding Error Bars to Evals, 2024)"
-        ),
-        "pass_at_k": bootstrap_record(),
+        "main_problem_resolve_rate": RESOLVE_DESCRIPTION,
+        "subproblem": STEP_DESCRIPTION,
+        "pass_at_k": pass_at_k_method_record(),
         "min_group_problems": MIN_GROUP_PROBLEMS,
     }

@@ -5,6 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from stages.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, SHORT_NAMES
+
+RESOLVE_SHORT = SHORT_NAMES[RESOLVE_METHOD]  # "Wilson"
+CLUSTERED_SHORT = SHORT_NAMES[CLUSTERED_METHOD]  # "clustered Wilson"
+
+# The sentence summary.md, report.html and the run index show beside their intervals.
+INTERVALS_SENTENCE = (
+    "Intervals are 95%: main_problem_resolve_rate has the Wilson score interval over problems; subproblem (and "
+    "pass@k) the clustered Wilson interval, a Wilson score interval on the effective sample size the steps are "
+    "worth once clustered by problem (from the effective number of problems up to the number of steps; the "
+    "number of problems at 0% and at 100%), so no interval is a single point; see README, Error bars and paired "
+    "tests."
+)
+
 
 def percent(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{100.0 * value:.{digits}f}%"
@@ -22,6 +36,14 @@ def interval_of(record: Mapping[str, Any] | None) -> str:
     if not record:
         return "n/a"
     return rate_range(record.get("low"), record.get("high"))
+
+
+def step_interval_label(effective_n: float | None, steps: int | None) -> str:
+    """`clustered Wilson, effective n 8.7 of 13 steps`: what follows a step rate's interval (the method alone
+    without an effective n)."""
+    if effective_n is None or steps is None:
+        return CLUSTERED_SHORT
+    return f"{CLUSTERED_SHORT}, effective n {effective_n:.1f} of {steps} steps"
 
 
 def points(value: float | None, digits: int = 1) -> str:

@@ -22,12 +22,17 @@ from stages.generate.stage import generation_current, generation_fingerprint, ge
 from stages.not_scored import read as read_not_scored
 from stages.paths import RunPaths
 from stages.problems import problem_by_id
+from stages.records.summary import read_summary_file
 from stages.results import read_details, read_run, read_selection
+from stages.summarize import INTERVAL_METHODS_PART, summary_fingerprint_parts
 from stages.summary.metrics import metrics_of
 from stages.summary.rows import collect_rows
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT, MODEL, PROBLEM_ID, RUN, staged_data
 
 FORMATS = {"current": CURRENT, "before_parts": BEFORE_PARTS}
+# summary.json and compare.json of the same run as written before the interval methods changed (a step interval
+# p +- 1.96 SE of 100% to 100%, a pass@k bootstrap, a paired D +- 1.96 SE without a recorded method)
+BEFORE_INTERVALS = CURRENT.parent / "before_intervals"
 KINDS = ("config", "selection", "generation", "details", "summary", "manifest", "not_scored", "compare")
 
 
@@ -145,3 +150,25 @@ def test_the_golden_comparison_reads_as_its_record(name: str) -> None:
         assert dict(side.statuses)["pass"] == 2 and side.attempts is None
     assert record.paired.problems == (PROBLEM_ID,) and record.paired.resolved_both == 1
     assert record.problems_lost == record.problems_gained == () and record.steps_lost == record.steps_gained == ()
+
+
+def test_a_summary_and_a_comparison_of_the_earlier_interval_methods_still_read() -> None:
+    for kind in ("summary", "compare"):
+        validate(kind, golden(BEFORE_INTERVALS, kind))
+        assert read_artifact(BEFORE_INTERVALS / f"{kind}.json", kind) == golden(BEFORE_INTERVALS, kind)
+    summary = read_summary_file(BEFORE_INTERVALS / "summary.json")
+    assert summary is not None and summary.headline["intervals"]["subproblem"]["method"] == "clustered by problem"
+    record = read_comparison_record(BEFORE_INTERVALS / "compare.json")
+    assert record is not None and record.paired.step_method == "wald_clustered"
+    assert "written before the method was recorded" in record.paired.step_description
+    assert ComparisonRecord.from_record(record.to_record()) == record
+
+
+def test_a_summary_of_the_earlier_interval_methods_is_made_again(settings: Settings) -> None:
+    """The interval methods its fingerprint covers differ, and explain says so (the stored golden inputs differ too:
+    they are kept reformatted, with the temporary folder's name replaced)."""
+    paths = run_folder(settings, CURRENT)
+    parts = summary_fingerprint_parts(settings, read_selection(paths))
+    earlier = golden(BEFORE_INTERVALS, "summary")
+    assert parts.value != earlier["fingerprint"]
+    assert f"code changed: {INTERVAL_METHODS_PART}" in changed_parts(earlier, parts)

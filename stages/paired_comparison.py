@@ -6,7 +6,7 @@ On the problems both scored, `stages.uncertainty.paired` gives the exact McNemar
 the paired difference of step pass rates (Newcombe's hybrid score interval from both runs' clustered Wilson
 intervals, the test on the SE clustered by problem); step pass rates are compared on the scored steps both runs'
 selections list. The comparison's first line states both p-values and calls a difference
-distinguishable from noise only where p < 0.05.
+distinguishable from noise only where p < 0.05 (and, for the step difference, its interval excludes 0).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class PairedSection:
             f"Paired tests on the {len(self.problems)} problems both runs scored (attempt 1): resolved problems, "
             f"A only {r.only_a} vs B only {r.only_b}, exact McNemar {p_text(r.p_value)}: {noise_verdict(r.p_value)}; "
             f"step pass rate B - A {points(s.difference)} (95% CI {points_range(*_bounds(s))}, "
-            f"{STEP_DIFFERENCE_SHORT}), {p_text(s.p_value)}: {noise_verdict(s.p_value)}."
+            f"{STEP_DIFFERENCE_SHORT}), {p_text(s.p_value)}: {noise_verdict(s.p_value, s.interval)}."
         )
 
     def rows(self) -> list[tuple[str, str]]:
@@ -75,7 +75,7 @@ class PairedSection:
                 "standard error (clustered by problem), for the test",
                 "n/a" if s.se is None else f"{100.0 * s.se:.1f} pp",
             ),
-            ("test of the step difference", f"{p_text(s.p_value)}: {noise_verdict(s.p_value)}"),
+            ("test of the step difference", f"{p_text(s.p_value)}: {noise_verdict(s.p_value, s.interval)}"),
         ]
 
     def not_compared(self) -> list[tuple[str, tuple[str, ...]]]:
@@ -171,7 +171,7 @@ PAIRED_NOTE = (
     "clustered by problem (0 where undefined), so it is never a single point; the test is a normal test on "
     "the standard error clustered by problem (steps of one problem are not independent). The rates' own "
     "intervals: Wilson over problems (resolve rate) and clustered Wilson (steps). A difference is called "
-    "distinguishable from noise only where p < 0.05; see README, Error bars and paired tests."
+    "distinguishable from noise only where p < 0.05 (and, for steps, the interval excludes 0); see README, Error bars and paired tests."
 )
 
 

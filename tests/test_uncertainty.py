@@ -490,3 +490,13 @@ def test_paired_interval_covers_the_true_difference() -> None:
         assert found.interval is not None
         covered += found.interval.low <= 0.04 <= found.interval.high
     assert 0.93 <= covered / runs <= 0.99
+
+
+def test_a_step_difference_is_distinguishable_only_when_its_interval_excludes_zero() -> None:
+    """The normal test on the clustered SE and the Newcombe interval can disagree near the boundaries; a difference
+    whose interval holds 0 is never called distinguishable, whatever its p."""
+    assert noise_verdict(0.01, Interval(0.02, 0.30)) == "distinguishable from noise"
+    assert noise_verdict(0.01, Interval(-0.30, -0.02)) == "distinguishable from noise"
+    assert noise_verdict(0.01, Interval(-0.01, 0.30)) == "not distinguishable from noise"
+    assert noise_verdict(0.20, Interval(0.02, 0.30)) == "not distinguishable from noise"
+    assert noise_verdict(0.01) == "distinguishable from noise"  # a test without an interval (McNemar)

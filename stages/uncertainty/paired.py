@@ -27,7 +27,8 @@
   `SE = sqrt(sum over problems of (sum_j d_ij - D * steps_i)^2) / N`, gives the test `p = 2 * (1 - Phi(|D| /
   SE))`. With SE = 0 the test is undefined (p None) unless D = 0 (then p = 1).
 
-A difference is called distinguishable from noise only where p < `NOISE_LEVEL`.
+A difference is called distinguishable from noise only where p < `NOISE_LEVEL` and, for the step difference,
+its interval excludes 0.
 """
 
 from __future__ import annotations
@@ -189,11 +190,14 @@ def step_difference(problems: Sequence[PairedProblem]) -> StepDifference:
     return StepDifference(difference, se, interval, p_value, steps, len(problems), correlation)
 
 
-def distinguishable(p_value: float | None) -> bool:
-    return p_value is not None and p_value < NOISE_LEVEL
+def distinguishable(p_value: float | None, interval: Interval | None = None) -> bool:
+    """p < NOISE_LEVEL and, for a difference shown with an interval, that interval excludes 0 (the normal test and
+    the Newcombe interval can disagree near the boundaries: the difference is then not called distinguishable)."""
+    excludes_zero = interval is None or interval.low > 0 or interval.high < 0
+    return p_value is not None and p_value < NOISE_LEVEL and excludes_zero
 
 
-def noise_verdict(p_value: float | None) -> str:
+def noise_verdict(p_value: float | None, interval: Interval | None = None) -> str:
     if p_value is None:
         return "no test possible (no variation between problems)"
-    return "distinguishable from noise" if distinguishable(p_value) else "not distinguishable from noise"
+    return "distinguishable from noise" if distinguishable(p_value, interval) else "not distinguishable from noise"

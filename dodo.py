@@ -1,6 +1,6 @@
 """doit wiring of the SciCode pipeline: download -> targets -> select -> generate:<id> -> score:<id> -> summarize.
 
-Wiring only: every task kind is one `TaskKind` of `stages/tasks.py`, whose `run(settings, *key)` is the action
+Wiring only: every task kind is one `TaskKind` of `stages/pipeline/tasks.py`, whose `run(settings, *key)` is the action
 and `is_up_to_date(settings, *key)` the check. A task is up to date when its artifact exists, validates and
 carries the expected fingerprint (so deleting the doit database or a SIGTERM never re-bills a model call);
 each artifact also stores the named parts of that fingerprint, and `doit explain <task>` says which changed.
@@ -10,7 +10,7 @@ delayed creators only when the dependency's creator has already run, so with one
 `score` had to be created after all of `generate` executed, and no problem was scored before the last
 one was generated. Created together (after `select`), `score:<id>` depends on `generate:<id>` by name
 and runs as soon as that problem's generation ends, while other problems are still being generated.
-The problems are yielded in generation order (`stages.scheduling`: the slowest to score first, then in
+The problems are yielded in generation order (`stages.execution.scheduling`: the slowest to score first, then in
 turns the most test seconds per model answer and the most answers), which is also the order in which doit
 starts them; `run_generate_attempts` admits `concurrency` problems at once in that order, and doit gets
 one thread per problem the run can select (`wiring.worker_threads`), so a finished generation never waits
@@ -32,12 +32,12 @@ from pathlib import Path
 
 from doit import create_after
 
-from stages import tasks, wiring
-from stages.command_line import executes_tasks, rescore_only
-from stages.config import Settings
-from stages.interrupts import install_interrupt_handling
-from stages.paths import STATE_DIR_NAME
+from stages.config.settings import Settings
+from stages.pipeline import tasks, wiring
+from stages.pipeline.command_line import executes_tasks, rescore_only
+from stages.pipeline.interrupts import install_interrupt_handling
 from stages.progress.run import RunProgress
+from stages.storage.paths import STATE_DIR_NAME
 
 Path(STATE_DIR_NAME).mkdir(exist_ok=True)
 install_interrupt_handling()
@@ -106,7 +106,7 @@ def task_preflight():
 @create_after(executed="select", creates=["generate", "score"] if executes_tasks(sys.argv[1:]) else None)
 def task_problems():
     """generate:<id> and score:<id> of every selected problem, in generation order (see the module docstring)."""
-    from stages.select import selected_problem_ids
+    from stages.select.stage import selected_problem_ids
 
     config = settings()
     wiring.check_requested_problems(config, selected_problem_ids(config))
@@ -166,7 +166,7 @@ def task_explain():
 def task_runs():
     """`doit runs`: an index of every run under results_dir, runs.md and runs.html (never a default task)."""
     return {
-        "actions": [wiring.guarded(wiring.deferred("stages.index_page", "write_run_index"), settings())],
+        "actions": [wiring.guarded(wiring.deferred("stages.runs.page", "write_run_index"), settings())],
         "uptodate": [False],
     }
 
@@ -182,6 +182,6 @@ def task_export():
 def task_compare():
     """`doit compare runs=DIR1,DIR2`: a Markdown report of two runs side by side (never a default task)."""
     return {
-        "actions": [wiring.guarded(wiring.deferred("stages.compare", "write_comparison"), settings())],
+        "actions": [wiring.guarded(wiring.deferred("stages.compare.stage", "write_comparison"), settings())],
         "uptodate": [False],
     }

@@ -41,9 +41,9 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
+from stages.benchmark.pins import required_files  # noqa: E402
 from stages.generate.builtin import LATENCY_VARIABLE  # noqa: E402
-from stages.paths import RunPaths  # noqa: E402
-from stages.pins import required_files  # noqa: E402
+from stages.storage.paths import RunPaths  # noqa: E402
 
 DODO = PROJECT / "dodo.py"
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens there: download uses the staged files

@@ -36,11 +36,11 @@ from typing import Any
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
-from stages.confinement import check_confinement  # noqa: E402
-from stages.isolation import scrubbed_environment  # noqa: E402
-from stages.paths import DataPaths  # noqa: E402
-from stages.problems import load_split  # noqa: E402
-from stages.protocol import DEFAULT_CARRY  # noqa: E402
+from stages.benchmark.problems import load_split  # noqa: E402
+from stages.benchmark.protocol import DEFAULT_CARRY  # noqa: E402
+from stages.execution.confinement import check_confinement  # noqa: E402
+from stages.execution.isolation import scrubbed_environment  # noqa: E402
+from stages.execution.slots import PrioritySlots  # noqa: E402
 from stages.score.checker.rewrite import imported_modules, rewrite_tests  # noqa: E402
 from stages.score.parent.engine import StepJob, execute_step  # noqa: E402
 from stages.score.parent.executor import StepRequest  # noqa: E402
@@ -48,7 +48,7 @@ from stages.score.parent.launcher import environment_versions, zygote_for  # noq
 from stages.score.parent.script import StepScript, build_step_script  # noqa: E402
 from stages.score.parent.stage import reference_seconds  # noqa: E402
 from stages.score.parent.targets_io import load_step_targets  # noqa: E402
-from stages.slots import PrioritySlots  # noqa: E402
+from stages.storage.paths import DataPaths  # noqa: E402
 
 RUNTIME = PROJECT / "stages" / "score" / "shared" / "runtime"
 TIMEOUT = 1800.0

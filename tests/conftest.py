@@ -263,8 +263,8 @@ def validation_reference_scoring(
     run_score test of each mode and the Dask comparison (its local verdicts) read it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from stages.config import load_settings
-    from stages.problems import load_split
+    from stages.benchmark.problems import load_split
+    from stages.config.settings import load_settings
     from stages.score.parent import stage
     from stages.targets import ResolvedTargets
     from tests.score.score_helpers import reference_codes, write_generation

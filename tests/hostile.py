@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from stages.safe_ast import MAX_PARSED_CHARS
+from stages.execution.safe_ast import MAX_PARSED_CHARS
 
 DEEP_UNARY = "-" * 5000 + "1"  # ast.parse: RecursionError
 DEEPER_UNARY = "-" * 100_000 + "1"  # ast.parse: MemoryError

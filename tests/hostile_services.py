@@ -32,7 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from stages.problems import Step
+from stages.benchmark.problems import Step
 from tests.pipeline_support import doit_command, doit_environment, is_preflight_probe, step_asked
 
 

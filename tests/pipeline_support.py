@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stages.artifacts import validate
-from stages.config import Settings
+from stages.benchmark.problems import Step, load_problems
+from stages.config.settings import Settings
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, StallReply
-from stages.paths import DataPaths
-from stages.problems import Step, load_problems
+from stages.storage.artifacts import validate
+from stages.storage.paths import DataPaths
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,12 +92,12 @@ def run_doit_listing_imports(
 
 
 # Runs doit's command line in this interpreter and, at exit, writes how often it parsed each artifact file
-# (`stages.records.store.parse_counts`) as JSON lines [kind, path, count] to the file named by its first argument.
+# (`stages.storage.store.parse_counts`) as JSON lines [kind, path, count] to the file named by its first argument.
 _PARSES_PROBE = (
     "import atexit, json, runpy, sys\n"
     "target = sys.argv.pop(1)\n"
     "def write_counts():\n"
-    "    from stages.records.store import parse_counts\n"
+    "    from stages.storage.store import parse_counts\n"
     "    with open(target, 'w', encoding='utf-8') as handle:\n"
     "        for (kind, path), count in sorted(parse_counts().items()):\n"
     "            handle.write(json.dumps([kind, path, count]) + '\\n')\n"
@@ -187,7 +187,7 @@ def steps_of(data_dir: Path, problem_ids: Iterable[str], split: str = "all") -> 
 
 
 def is_preflight_probe(request: ModelRequest) -> bool:
-    """A request of the endpoint preflight (stages.endpoint_preflight): one short user message, no step prompt."""
+    """A request of the endpoint preflight (stages.preflight.endpoint): one short user message, no step prompt."""
     return not any(NEXT_STEP_MARKER in (message.get("content") or "") for message in request.messages)
 
 

@@ -1,4 +1,4 @@
-"""One parse per artifact file per process: the memo of `stages.records.store`, keyed by what the file is on
+"""One parse per artifact file per process: the memo of `stages.storage.store`, keyed by what the file is on
 disk, fed by the writer, re-reading a rewritten file."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.artifacts import read_artifact, read_frozen, write_artifact
-from stages.records.store import parse_counts
+from stages.storage.artifacts import read_artifact, read_frozen, write_artifact
+from stages.storage.store import parse_counts
 from tests.pipeline_support import assert_ok, data_args, run_dir, run_doit_counting_parses
 
 PROBLEMS = ("1", "3", "4")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given
 
-from stages import artifacts
-from stages.artifacts import atomic_write_text, fingerprint, read_artifact, write_artifact
-from stages.untrusted import valid_text
+from stages.execution.untrusted import valid_text
+from stages.storage import artifacts
+from stages.storage.artifacts import atomic_write_text, fingerprint, read_artifact, write_artifact
 from tests.hostile import hostile_text
 
 

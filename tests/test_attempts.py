@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import load_settings
+from stages.benchmark.problems import Step, load_problems
+from stages.config.settings import load_settings
 from stages.generate.server import ModelReply, ModelRequest, ModelServer
 from stages.generate.stage import generation_path, generations_current
-from stages.paths import DataPaths
-from stages.problems import Step, load_problems
+from stages.storage.paths import DataPaths
 from tests.pipeline_support import PROBE_REPLY, is_preflight_probe
 from tests.run_files import summary_file
 
@@ -185,7 +185,7 @@ def test_three_attempts_generated_scored_and_summarized(
     assert statuses == expected
 
     summary = load_json(summary_file(run, "json"))
-    # The headline tables are attempt 1's (see stages/summarize.py); the attempts section covers all three.
+    # The headline tables are attempt 1's (see stages/summarize/stage.py); the attempts section covers all three.
     assert summary["attempt_scored"] == 0
     assert (summary["main_problem_resolved"], summary["main_problem_total"]) == (3, 3)
     assert (summary["subproblem_correct"], summary["subproblem_total"]) == (4, 4)

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from stages.artifacts import fingerprint, read_artifact, write_artifact
-from stages.compare import CompareError, compare_runs, write_comparison
-from stages.comparison_record import ComparisonRecord, read_comparison_record
-from stages.config import Settings
-from stages.paths import RunPaths
+from stages.compare.record import ComparisonRecord, read_comparison_record
+from stages.compare.stage import CompareError, compare_runs, write_comparison
+from stages.config.settings import Settings
+from stages.storage.artifacts import fingerprint, read_artifact, write_artifact
+from stages.storage.paths import RunPaths
 
 # ---------------------------------------------------------------------------
 # Building runs

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import ConfigError, Settings, load_settings
+from stages.config.settings import ConfigError, Settings, load_settings
 
 
 def test_defaults_with_gold_pick_validation(tmp_path: Path) -> None:
@@ -163,8 +163,8 @@ def test_stage_fingerprints_cover_exactly_their_settings(tmp_path: Path) -> None
 def test_scratch_limit_is_a_score_setting_and_a_tool_use_generation_setting_only_when_not_default(
     tmp_path: Path,
 ) -> None:
-    from stages.artifacts import fingerprint
-    from stages.config import STAGE_INPUTS
+    from stages.config.settings import STAGE_INPUTS
+    from stages.storage.artifacts import fingerprint
 
     base = load_settings({"model": "m"}, cwd=tmp_path)
     assert base.scratch_limit_mb == 512
@@ -244,7 +244,7 @@ def test_new_generation_settings_enter_the_fingerprint_only_when_set(tmp_path: P
     naive = load_settings({"model": "m", "mode": "naive"}, cwd=tmp_path)
     naive_chosen = load_settings({"model": "m", "mode": "naive", "tool_choice": "auto"}, cwd=tmp_path)
     assert naive.fingerprint("generate") == naive_chosen.fingerprint("generate")  # no tools, no effect
-    from stages.fingerprints import settings_slice
+    from stages.config.fingerprints import settings_slice
 
     assert (
         "max_tokens" not in settings_slice(base, "generate") and settings_slice(capped, "generate")["max_tokens"] == 128

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.artifacts import read_artifact
-from stages.config import ConfigError, load_settings
-from stages.confinement import CONFINE_SCRIPT, ConfinementUnavailable, check_confinement, confinement_of
-from stages.select import run_select
+from stages.config.settings import ConfigError, load_settings
+from stages.execution.confinement import CONFINE_SCRIPT, ConfinementUnavailable, check_confinement, confinement_of
+from stages.select.stage import run_select
+from stages.storage.artifacts import read_artifact
 
 DODO = Path(__file__).resolve().parents[1] / "dodo.py"
 
@@ -115,7 +115,7 @@ def test_launcher_confines_a_program_and_passes_its_exit_status(tmp_path: Path) 
     ],
 )
 def test_a_missing_filter_or_tmpfs_is_named_and_required_refuses(tmp_path: Path, missing: dict, named: str) -> None:
-    from stages.confinement.confine import Confinement
+    from stages.execution.confinement.confine import Confinement
 
     record = Confinement(
         landlock_abi=7, namespaces="pid+net+ipc+mount", capabilities_dropped=True, seccomp=True, scratch_tmpfs=True

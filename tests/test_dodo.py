@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.command_line import requested_tasks, rescore_only
+from stages.pipeline.command_line import requested_tasks, rescore_only
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download falls through
@@ -121,7 +121,7 @@ def test_the_collector_is_frozen_after_the_exit_handlers_registered_later(monkey
     import atexit
     import gc
 
-    from stages import wiring
+    from stages.pipeline import wiring
 
     registered: list[object] = []
     monkeypatch.setattr(atexit, "register", registered.append)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.artifacts import read_artifact
-from stages.config import Settings, load_settings
-from stages.download import ChecksumError, DownloadError, download_fingerprint, run_download
-from stages.pins import pinned_sha256, pins, required_files
+from stages.benchmark.pins import pinned_sha256, pins, required_files
+from stages.config.settings import Settings, load_settings
+from stages.download.stage import ChecksumError, DownloadError, download_fingerprint, run_download
+from stages.storage.artifacts import read_artifact
 
 REQUIRED = tuple(required_files())
 WHEEL_REQUIREMENT = pins()["wheel"]["requirement"]

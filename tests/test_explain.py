@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.artifacts import fingerprint, validate
-from stages.fingerprints import FingerprintParts, changed_parts
+from stages.config.fingerprints import FingerprintParts, changed_parts
+from stages.storage.artifacts import fingerprint, validate
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download uses staged files

@@ -20,11 +20,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.artifacts import write_artifact
-from stages.config import Settings
+from stages.config.settings import Settings
 from stages.export.inspect_log import chat_message, plain
 from stages.export.stage import ExportError, write_export
 from stages.export.steps import COLUMNS, StepRow, csv_text, spreadsheet_safe
+from stages.storage.artifacts import write_artifact
 from tests.test_summarize import ZERO_SHA, make_settings, selection_entry, write_details, write_selection
 
 FORMULA_REASON = '=HYPERLINK("http://evil.example", "click") raised'

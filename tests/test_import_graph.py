@@ -17,10 +17,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "stages"
 
 # The entry module of each stage (its action and up-to-date check). Only the wiring (the stage records of
-# stages.tasks, the glue of stages.wiring, the preflight) calls them; a stage that needs another stage's
-# file name asks `stages.paths` (RunPaths), never that stage.
-STAGE_ENTRIES = ("stages.select", "stages.generate.stage", "stages.score.parent.stage", "stages.summarize")
-WIRING = frozenset({"stages.tasks", "stages.wiring", "stages.preflight"})
+# stages.pipeline.tasks, the glue of stages.pipeline.wiring, the preflight) calls them; a stage that needs another stage's
+# file name asks `stages.storage.paths` (RunPaths), never that stage.
+STAGE_ENTRIES = ("stages.select.stage", "stages.generate.stage", "stages.score.parent.stage", "stages.summarize.stage")
+WIRING = frozenset({"stages.pipeline.tasks", "stages.pipeline.wiring", "stages.preflight.checks"})
 
 
 def module_name(path: Path) -> str:
@@ -106,8 +106,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_is_read_from_the_source() -> None:
     graph = import_graph()
-    assert "stages.paths" in graph["stages.config"]
-    assert "stages.score.parent.stage" in graph["stages.wiring"]  # an import inside a function is an edge
+    assert "stages.storage.paths" in graph["stages.config.settings"]
+    assert "stages.score.parent.stage" in graph["stages.pipeline.wiring"]  # an import inside a function is an edge
 
 
 def test_find_cycle_names_the_cycle() -> None:
@@ -171,3 +171,50 @@ def test_nothing_imports_the_test_process() -> None:
         if any(target.startswith("stages.score.test_process") for target in targets)
     )
     assert importers == [], ", ".join(importers)
+
+
+# The layers of `stages`, from the top down: a module imports only from its own package, a layer below its own,
+# or (among the stage packages, which form one layer) another stage package without a cycle between packages.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("pipeline",),  # the doit side: task registry, wiring, command line
+    ("download", "select", "targets", "preflight", "generate", "score", "summarize", "compare", "runs", "export"),
+    ("progress",),  # what a run shows while it runs
+    ("records",),
+    ("config",),
+    ("benchmark",),
+    ("storage",),
+    ("execution",),
+    ("errors", "exit_codes", "statuses"),  # the loose modules
+)
+LAYER_OF = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
+STAGE_LAYER = 1
+
+
+def top_package(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def test_every_top_level_name_of_stages_has_a_layer() -> None:
+    names = {top_package(module) for module in source_modules() if module != PACKAGE}
+    assert names == set(LAYER_OF), f"not in a layer: {sorted(names - set(LAYER_OF))}"
+
+
+def test_no_import_runs_back_up_a_layer() -> None:
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if top_package(module) and LAYER_OF[top_package(target)] < LAYER_OF[top_package(module)]
+    ]
+    assert not upward, "imports that run back up a layer:\n" + "\n".join(sorted(upward))
+
+
+def test_the_stage_packages_import_each_other_without_a_cycle() -> None:
+    between: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        for target in targets:
+            source, destination = top_package(module), top_package(target)
+            if source != destination and LAYER_OF.get(source) == LAYER_OF.get(destination) == STAGE_LAYER:
+                between.setdefault(source, set()).add(destination)
+    graph = {package: between.get(package, set()) for package in LAYERS[STAGE_LAYER]}
+    assert find_cycle(graph) is None, find_cycle(graph)

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.confinement import CONFINE_SCRIPT, binding_arguments, confinement_of, seccomp_binding
-from stages.confinement.confine import TASK_LIMIT, Confinement
-from stages.confinement.kernel import DENIED_SYSCALLS, UNIFIED_SYSCALL_NUMBERS
+from stages.execution.confinement import CONFINE_SCRIPT, binding_arguments, confinement_of, seccomp_binding
+from stages.execution.confinement.confine import TASK_LIMIT, Confinement
+from stages.execution.confinement.kernel import DENIED_SYSCALLS, UNIFIED_SYSCALL_NUMBERS
 from tests.score.score_helpers import run_code
 
 pytestmark = pytest.mark.skipif(
@@ -486,7 +486,7 @@ def children_of(pid: int) -> list[int]:
 def test_the_test_process_and_the_checker_both_run_filtered(use_zygote: bool, tmp_path: Path) -> None:
     """The checker confines itself in the process it was launched as; the test process is the child of its
     supervising parent. Both wait for their job on the channel while this test reads their status."""
-    from stages.isolation import scrubbed_environment
+    from stages.execution.isolation import scrubbed_environment
     from stages.score.parent.launcher import kill_group, launch
 
     confined_pids = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import load_settings
+from stages.config.settings import load_settings
 from stages.exit_codes import MODEL_NOT_SERVED, PROTOCOL_NOT_SERVED, TOOLS_REFUSED
 from stages.generate.client import ModelCallError, ModelClient
 from stages.generate.loops import run_step

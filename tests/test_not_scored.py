@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from doit.exceptions import TaskFailed
 
-from stages import tasks
-from stages.activity import ACTIVITY
-from stages.artifacts import read_artifact
-from stages.config import load_settings
-from stages.results import read_details
+from stages.config.settings import load_settings
+from stages.execution.activity import ACTIVITY
+from stages.pipeline import tasks
+from stages.records.results import read_details
 from stages.score.parent import stage as score_stage
+from stages.storage.artifacts import read_artifact
 from tests.pipeline_support import (
     TEST_API_KEY,
     ScriptedModel,
@@ -59,7 +59,7 @@ def test_a_failed_scoring_is_recorded_and_fails_the_task_only_when_no_summary_fo
 
 
 def test_an_interrupted_run_records_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from stages.live_processes import RunInterrupted
+    from stages.execution.live_processes import RunInterrupted
 
     def interrupted(settings, problem_id, targets=None):
         raise RunInterrupted("stopping")

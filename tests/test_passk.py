@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from stages.artifacts import fingerprint, validate
-from stages.passk import (
+from stages.storage.artifacts import fingerprint, validate
+from stages.summarize.passk import (
     PassKError,
     attempt_metrics,
     mean_pass_at_k,

@@ -25,11 +25,11 @@ from pathlib import Path
 import h5py
 import pytest
 
+from stages.benchmark.problems import Step, load_problems
 from stages.exit_codes import MODEL_NOT_SERVED
 from stages.generate.builtin import LATENCY_VARIABLE
 from stages.generate.server import ErrorReply, ModelRequest, Reply
-from stages.paths import DataPaths
-from stages.problems import Step, load_problems
+from stages.storage.paths import DataPaths
 from tests.pipeline_support import (
     NOTHING_TO_DO,
     PROSE_ANSWER,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from stages.plots import (
+from stages.summarize.plots import (
     CATEGORY_RATES_FILE,
     DPI,
     STATE_COLORS,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from stages.config import ConfigError, load_settings
-from stages.pricing import Prices, cost_of, money, prices_of, total_cost
-from stages.usage import Usage
+from stages.config.settings import ConfigError, load_settings
+from stages.records.usage import Usage
+from stages.summarize.pricing import Prices, cost_of, money, prices_of, total_cost
 
 
 def test_cost_by_hand_with_cached_input() -> None:
@@ -74,8 +74,8 @@ def test_negative_price_is_refused() -> None:
 
 
 def test_prices_leave_generation_and_details_fingerprints_of_a_real_problem_alone(staged_data_dir, tmp_path) -> None:
+    from stages.benchmark.problems import problem_by_id
     from stages.generate.stage import generation_fingerprint_parts
-    from stages.problems import problem_by_id
     from stages.score.parent.stage import score_fingerprint
 
     common = {

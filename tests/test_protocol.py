@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.protocol import (
+from stages.benchmark.protocol import (
     CARRY_MODES,
     MAX_CODE_CHARS,
     answer_to_code,

@@ -11,10 +11,10 @@ import pytest
 
 from stages.records.details import Details
 from stages.records.generation import Generation
-from stages.records.json_values import FrozenObject, JSONObject, freeze_object
 from stages.records.manifest import Manifest
 from stages.records.selection import Selection
 from stages.records.summary import Summary
+from stages.storage.json_values import FrozenObject, JSONObject, freeze_object
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT
 from tests.pipeline_support import assert_ok, data_args, run_dir, run_doit
 
@@ -28,7 +28,7 @@ RECORDS: dict[str, Callable[[FrozenObject], Details | Generation | Manifest | Se
 
 
 def written(record: JSONObject) -> str:
-    """The text `stages.artifacts.write_artifact` writes for `record`."""
+    """The text `stages.storage.artifacts.write_artifact` writes for `record`."""
     return json.dumps({"schema_version": 1, **record}, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 

@@ -412,8 +412,8 @@ def _verdict(step, status: str) -> dict:
 
 
 def write_large_run(settings, problems) -> None:
-    from stages.artifacts import write_artifact
-    from stages.select import run_select
+    from stages.select.stage import run_select
+    from stages.storage.artifacts import write_artifact
 
     run_select(settings)
     paths = settings.run_paths
@@ -481,10 +481,10 @@ def write_large_run(settings, problems) -> None:
 def large_report(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> tuple[Path, float]:
     from conftest import STAGED_FILES
 
-    from stages.config import load_settings
-    from stages.paths import DataPaths
-    from stages.problems import load_problems
-    from stages.summarize import TargetsInfo, run_summarize
+    from stages.benchmark.problems import load_problems
+    from stages.config.settings import load_settings
+    from stages.storage.paths import DataPaths
+    from stages.summarize.stage import TargetsInfo, run_summarize
 
     workdir = tmp_path_factory.mktemp("large-run")
     (workdir / "data" / "scicode").mkdir(parents=True)

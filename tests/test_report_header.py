@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.select import write_run_config
-from stages.summarize import run_summarize
-from stages.summary.provenance import project_record
+from stages.select.stage import write_run_config
+from stages.summarize.provenance import project_record
+from stages.summarize.stage import run_summarize
 from tests.test_summarize import FIXED_NOW, OFFICIAL, make_settings, selection_entry, write_details, write_selection
 
 SECRET = "sk-report-header-secret-4b1c"

@@ -8,16 +8,10 @@ from typing import Any
 
 import pytest
 
-from stages.artifacts import fingerprint, write_artifact
-from stages.paths import RunPaths
-from stages.results import (
-    ResultsError,
-    SelectionEntry,
-    ToolStats,
-    is_resolved,
-    read_run,
-)
-from stages.usage import Usage
+from stages.records.results import ResultsError, SelectionEntry, ToolStats, is_resolved, read_run
+from stages.records.usage import Usage
+from stages.storage.artifacts import fingerprint, write_artifact
+from stages.storage.paths import RunPaths
 
 ZERO_SHA = "0" * 64
 

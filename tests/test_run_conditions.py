@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from stages import live_processes, redaction
-from stages.artifacts import atomic_write_text
-from stages.config import ConfigError, load_settings
-from stages.isolation import Limits, is_secret_name, run_isolated, scrubbed_environment
-from stages.run_conditions import (
+from stages.config.settings import ConfigError, load_settings
+from stages.execution import live_processes, redaction
+from stages.execution.isolation import Limits, is_secret_name, run_isolated, scrubbed_environment
+from stages.pipeline.runlock import RunLock, RunLocked
+from stages.pipeline.wiring import guarded
+from stages.records.run_conditions import (
     conditions_markdown,
     generation_tool_outcomes,
     sandbox_failure_line,
     tool_outcome_counts,
 )
-from stages.runlock import RunLock, RunLocked
-from stages.wiring import guarded
+from stages.storage.artifacts import atomic_write_text
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +130,7 @@ HOLD_LOCK = """
 import sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from stages.runlock import RunLock
+from stages.pipeline.runlock import RunLock
 lock = RunLock(Path({path!r})).acquire()
 print("held", flush=True)
 time.sleep(60)

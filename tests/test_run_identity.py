@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import load_settings
-from stages.run_identity import check_identity, recorded_identity
+from stages.config.settings import load_settings
+from stages.generate.identity import check_identity, recorded_identity
 
 
 def settings_in(folder: Path, **values: str):

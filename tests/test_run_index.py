@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from stages.artifacts import read_artifact, write_artifact
-from stages.config import Settings
-from stages.index_page import nice_ticks, plot_groups, write_run_index
-from stages.paths import ResultsPaths
-from stages.run_index import index_rows, pareto_front
-from stages.summarize import run_summarize
+from stages.config.settings import Settings
+from stages.runs.index import index_rows, pareto_front
+from stages.runs.page import nice_ticks, plot_groups, write_run_index
+from stages.storage.artifacts import read_artifact, write_artifact
+from stages.storage.paths import ResultsPaths
+from stages.summarize.stage import run_summarize
 from tests.test_summarize import FIXED_NOW, OFFICIAL, make_settings, selection_entry, write_details, write_selection
 
 USAGE = {"input_tokens": 200_000, "output_tokens": 50_000, "total_tokens": 250_000, "calls": 2}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.index_page import write_run_index
+from stages.runs.page import write_run_index
 from tests.test_report_browser import browser, open_page  # noqa: F401 - the browser fixture
 from tests.test_run_index import results  # noqa: F401 - the runs fixture
 from tests.test_summarize import make_settings

@@ -17,7 +17,7 @@ from doit.exceptions import TaskError, TaskFailed, UnmetDependency
 from doit.task import Task
 from tqdm import tqdm
 
-from stages.config import ConfigError
+from stages.config.settings import ConfigError
 from stages.progress.failures import describe_failure, stage_of, step_failure_line
 from stages.progress.live_view import format_elapsed
 from stages.progress.run import RunProgress
@@ -298,7 +298,7 @@ def test_a_broken_stream_never_breaks_the_run() -> None:
 
 DODO = textwrap.dedent(
     """
-    from stages.config import ConfigError
+    from stages.config.settings import ConfigError
     from stages.progress.run import RunProgress
 
     DOIT_CONFIG = {"reporter": RunProgress, "par_type": "thread", "num_process": 2, "continue": True,
@@ -418,7 +418,7 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
 # The live view of a run
 # ---------------------------------------------------------------------------
 
-from stages.activity import MAX_PENDING_FAILURES, Activity, StepFailure  # noqa: E402
+from stages.execution.activity import MAX_PENDING_FAILURES, Activity, StepFailure  # noqa: E402
 from stages.progress.live_view import StageCount, estimate_eta  # noqa: E402
 
 PROGRESS_LINE = re.compile(

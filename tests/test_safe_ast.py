@@ -1,4 +1,4 @@
-"""stages.safe_ast: parses from many threads at once never fail, even with finalizers switching threads."""
+"""stages.execution.safe_ast: parses from many threads at once never fail, even with finalizers switching threads."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from stages.safe_ast import parse, parse_module
+from stages.execution.safe_ast import parse, parse_module
 
 THREADS = 8
 ROUNDS = 30

@@ -1,4 +1,4 @@
-"""The order rules of a streaming run (`stages.scheduling`) and the priority pool that applies them."""
+"""The order rules of a streaming run (`stages.execution.scheduling`) and the priority pool that applies them."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import itertools
 import threading
 import time
 
-from stages.scheduling import ExpectedWork, generation_order, integer_priority, step_priority
-from stages.slots import PrioritySlots
+from stages.execution.scheduling import ExpectedWork, generation_order, integer_priority, step_priority
+from stages.execution.slots import PrioritySlots
 
 
 def _ids(order: list[ExpectedWork]) -> list[str]:

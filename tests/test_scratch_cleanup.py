@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from stages import live_processes
-from stages.config import load_settings
+from stages.config.settings import load_settings
+from stages.execution import live_processes
+from stages.execution.isolation import ScratchDir
+from stages.execution.tree_removal import remove_tree
 from stages.generate.tools import CODE_INTERPRETER, run_tool
-from stages.isolation import ScratchDir
-from stages.tree_removal import remove_tree
 from tests.score.score_helpers import run_code
 
 TENSOR_BODY = "    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.artifacts import read_artifact
-from stages.config import ConfigError, load_settings
-from stages.select import run_select, select_problems, selected_problem_ids
+from stages.config.settings import ConfigError, load_settings
+from stages.select.stage import run_select, select_problems, selected_problem_ids
+from stages.storage.artifacts import read_artifact
 
 DEV_ORDER = ["10", "1", "3", "4", "6", "7", "19", "78", "29", "38", "44", "47", "49", "51", "70"]
 
@@ -62,7 +62,7 @@ def test_categories_select_by_field_or_subfield(tmp_path: Path, staged_data_dir:
 
 
 def test_shipped_table_is_the_shared_one(shared_scicode: Path) -> None:
-    from stages.categories import CATEGORIES_FILE
+    from stages.benchmark.categories import CATEGORIES_FILE
 
     shipped = json.loads(CATEGORIES_FILE.read_text(encoding="utf-8"))
     shared = json.loads((shared_scicode / "categories.json").read_text(encoding="utf-8"))
@@ -93,7 +93,7 @@ def test_category_without_problems_in_the_split_is_an_empty_selection(tmp_path: 
 
 
 def test_category_stated_in_a_problem_record_wins() -> None:
-    from stages.problems import problem_from_record
+    from stages.benchmark.problems import problem_from_record
 
     record = {"problem_id": "2", "sub_steps": [{"step_number": "2.1"}]}
     assert problem_from_record(record, "test").category == "Physics / Optics"

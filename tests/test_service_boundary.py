@@ -1,4 +1,4 @@
-"""The reply boundary (stages/service_replies.py) against hostile stand-in services on 127.0.0.1, through the real
+"""The reply boundary (stages/execution/service_replies.py) against hostile stand-in services on 127.0.0.1, through the real
 code paths: the model client (the real `openai` client, both protocols) and the sandbox client.
 
 Whatever a service sends (huge, trickled, cut short, not JSON, of the wrong types, with escape sequences or lone
@@ -14,11 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import Settings, load_settings
-from stages.generate import client as client_module
-from stages.generate.client import ModelCallError, ModelClient
-from stages.generate.tools import run_in_sandbox, run_tool
-from stages.service_replies import (
+from stages.config.settings import Settings, load_settings
+from stages.execution.service_replies import (
     ENDPOINT_REPLY_BYTES,
     REPLY_DEPTH_LIMIT,
     SANDBOX_REPLY_BYTES,
@@ -28,6 +25,9 @@ from stages.service_replies import (
     reply_json,
     whole_count,
 )
+from stages.generate import client as client_module
+from stages.generate.client import ModelCallError, ModelClient
+from stages.generate.tools import run_in_sandbox, run_tool
 from tests.hostile_services import (
     Cut,
     Huge,

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from stages.activity import Activity
-from stages.command_line import executes_tasks
-from stages.config import load_settings
+from stages.config.settings import load_settings
+from stages.execution.activity import Activity
 from stages.generate.stage import problem_slots
+from stages.pipeline.command_line import executes_tasks
+from stages.pipeline.wiring import generation_admissions, problem_bound, problems_in_generation_order
 from stages.score.parent.stage import expected_work, reference_seconds
-from stages.select import run_select, selected_problem_ids
-from stages.wiring import generation_admissions, problem_bound, problems_in_generation_order
+from stages.select.stage import run_select, selected_problem_ids
 
 
 @pytest.fixture(autouse=True)

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from stages.artifacts import fingerprint, read_artifact, write_artifact
-from stages.config import Settings, load_settings
-from stages.paths import DataPaths
-from stages.problems import Problem, load_problems
-from stages.select import step_layout
-from stages.summarize import (
+from stages.benchmark.problems import Problem, load_problems
+from stages.config.settings import Settings, load_settings
+from stages.select.stage import step_layout
+from stages.storage.artifacts import fingerprint, read_artifact, write_artifact
+from stages.storage.paths import DataPaths
+from stages.summarize.stage import (
     SummarizeError,
     TargetsInfo,
     ratio,
@@ -453,12 +453,12 @@ def test_fingerprint_tracks_details_files(mixed_run: Settings) -> None:
 
 def test_fingerprint_covers_the_interval_methods(mixed_run: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     """A summary written with other interval methods is not current: it is made again, its intervals with it."""
-    import stages.summarize
+    import stages.summarize.stage
 
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
     assert summary_is_current(mixed_run)
-    current = stages.summarize.methods_record()
-    monkeypatch.setattr(stages.summarize, "methods_record", lambda: {**current, "subproblem": "another method"})
+    current = stages.summarize.stage.methods_record()
+    monkeypatch.setattr(stages.summarize.stage, "methods_record", lambda: {**current, "subproblem": "another method"})
     assert not summary_is_current(mixed_run)
 
 
@@ -624,7 +624,7 @@ def test_summaries_of_the_same_inputs_are_identical(mixed_run: Settings, tmp_pat
 
 
 def test_recorded_settings_come_from_config_json(mixed_run: Settings) -> None:
-    from stages.select import write_run_config
+    from stages.select.stage import write_run_config
 
     write_run_config(mixed_run)
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)

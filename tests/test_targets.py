@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from stages.artifacts import read_artifact
-from stages.config import load_settings
-from stages.download import run_download
-from stages.isolation import Limits
-from stages.problems import load_split
+from stages.benchmark.problems import load_split
+from stages.config.settings import load_settings
+from stages.download.stage import run_download
+from stages.execution.isolation import Limits
+from stages.storage.artifacts import read_artifact
 from stages.targets import (
     CAPTURE_NAME,
     GZIP_MIN_BYTES,

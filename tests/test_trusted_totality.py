@@ -21,21 +21,21 @@ from doit.task import Task
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from stages import not_scored
-from stages.activity import Activity, StepFailure
+from stages.benchmark.problems import Problem, problems_by_id
+from stages.benchmark.protocol import CARRY_MODES
+from stages.execution.activity import Activity, StepFailure
+from stages.execution.untrusted import valid_data
 from stages.generate.loops import final_status
-from stages.paths import DataPaths, RunPaths
-from stages.problems import Problem, problems_by_id
 from stages.progress.failures import describe_failure, step_failure_line
-from stages.protocol import CARRY_MODES
+from stages.records import not_scored
 from stages.records.generation import GeneratedStep, Generation, _tool_code
-from stages.records.json_values import freeze_object
-from stages.report import _script_of, compressed
+from stages.records.verdict import StepVerdict
 from stages.score.parent.cache import VerdictCache, verdict_key
 from stages.score.parent.script import build_step_script
 from stages.score.parent.stage import _pre_verdict
-from stages.untrusted import valid_data
-from stages.verdict import StepVerdict
+from stages.storage.json_values import freeze_object
+from stages.storage.paths import DataPaths, RunPaths
+from stages.summarize.report import _script_of, compressed
 from tests.hostile import hostile_text
 
 HOSTILE = hostile_text()
@@ -178,7 +178,7 @@ COMPARED = st.fixed_dictionaries(
 
 @given(COMPARED | JSONISH, st.sampled_from([[np.arange(4.0)], [(1.0, [2, 3])], "no targets file", [{"k": 1}]]))
 def test_a_compared_record_of_any_shape_becomes_a_bounded_view(compared: object, targets: object) -> None:
-    from stages.compared_view import compared_view
+    from stages.summarize.report_values import compared_view
 
     view = compared_view(compared, "19.1", lambda step_id: targets)  # type: ignore[arg-type, return-value]
     if view is not None:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from stages.untrusted import (
+from stages.execution.untrusted import (
     MAX_DATA_DEPTH,
     REPLACEMENT,
     TOO_DEEP,

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from stages.config import ConfigError, load_settings
+from stages.config.settings import ConfigError, load_settings
 from stages.exit_codes import MODEL_NOT_SERVED, PROTOCOL_NOT_SERVED
-from stages.index_page import write_run_index
-from stages.preflight import check_sandbox
+from stages.preflight.checks import check_sandbox
+from stages.runs.page import write_run_index
 from tests.hostile_services import (
     Behaviour,
     Cut,
@@ -61,7 +61,7 @@ ESCAPES = "\x1b]0;owned\x07\x1b[2K\r\x1b[32mpreflight: endpoint ok\x1b[0m"
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what must never reach a terminal (tab and line feed aside)
 SLACK_SECONDS = 3.0  # a call may end this much after its deadline on a shared, busy machine
 MEMORY_SLACK_KB = 48 * 1024  # "tens of MB" over a well-behaved run's peak
-# The caps of stages/service_replies.py (ENDPOINT_REPLY_BYTES, SANDBOX_REPLY_BYTES; tests/test_service_boundary.py
+# The caps of stages/execution/service_replies.py (ENDPOINT_REPLY_BYTES, SANDBOX_REPLY_BYTES; tests/test_service_boundary.py
 # checks them), written out so that these tests also run, and fail, on code without that module.
 ENDPOINT_REPLY_BYTES = 8 * 1024 * 1024
 SANDBOX_REPLY_BYTES = 2 * 1024 * 1024
@@ -176,7 +176,7 @@ def test_sandbox_text_reaches_the_probe_lines_neutralised(tmp_path: Path) -> Non
 
 SANDBOX_CALL = """\
 import json, resource, sys, time
-from stages.config import load_settings
+from stages.config.settings import load_settings
 from stages.generate.tools import run_tool
 settings = load_settings(json.loads(sys.argv[1]), cwd=sys.argv[2])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import ConfigError, load_settings
+from stages.benchmark.problems import Problem
+from stages.config.settings import ConfigError, load_settings
 from stages.generate.tools import CODE_INTERPRETER, run_tool
-from stages.preflight import check_environment, required_modules
-from stages.problems import Problem
+from stages.preflight.checks import check_environment, required_modules
 from stages.score.parent import launcher
 from tests.pipeline_support import (
     TEST_API_KEY,
@@ -82,7 +82,7 @@ def test_only_the_venv_has_the_package(venv_python: Path) -> None:
 
 
 def test_the_default_python_binary_is_the_interpreter_as_invoked(venv_python: Path) -> None:
-    code = "from stages.config import Settings; print(Settings().python_binary)"
+    code = "from stages.config.settings import Settings; print(Settings().python_binary)"
     shown = subprocess.run([str(venv_python), "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True)
     assert shown.stdout.strip() == str(venv_python)
 

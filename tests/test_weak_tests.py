@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.paths import DataPaths
-from stages.problems import Problem, load_split
-from stages.weak_tests import survey, weak_test, weak_tests
-from stages.weak_tests_survey import score_answer, surveyed_steps, trivial_answers
+from scripts.weak_tests_survey import score_answer, surveyed_steps, trivial_answers
+from stages.benchmark.problems import Problem, load_split
+from stages.benchmark.weak_tests import survey, weak_test, weak_tests
+from stages.storage.paths import DataPaths
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_the_data_file_says_how_it_was_made_and_covers_every_validation_step(
     validation: dict[str, tuple[Problem, int]], shared_scicode: Path
 ) -> None:
     record = survey()
-    assert record["produced_by"].startswith("python -m stages.weak_tests_survey")
+    assert record["produced_by"].startswith("python -m scripts.weak_tests_survey")
     assert record["targets"]["sha256"] == hashlib.sha256((shared_scicode / "test_data_dev.h5").read_bytes()).hexdigest()
     assert record["surveyed"] == list(validation) and len(validation) == 50
     assert set(weak_tests()) <= set(validation)

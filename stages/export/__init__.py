@@ -7,5 +7,5 @@ subset or several attempts, like the summary):
   log format (written here, without importing inspect_ai), one sample per problem and attempt (epoch), that
   `inspect_ai.log.read_eval_log` reads and `inspect view` lists.
 
-Both are read from the run's artifacts through `stages.results`; nothing is re-scored and no model is called.
+Both are read from the run's artifacts through `stages.records.results`; nothing is re-scored and no model is called.
 """

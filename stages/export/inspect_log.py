@@ -4,11 +4,11 @@ One sample per problem and attempt (inspect's epochs are our attempts): its `inp
 problem's first step, its `messages` every step's conversation in order, its scores
 
 - `steps`: a mapping of step id to status (pass, fail, timeout, parse_error, eval_error, skipped, no_verdict);
-- `main_problem_resolved`: 1 when the attempt resolved the problem, else 0 (the rule of `stages.results`);
+- `main_problem_resolved`: 1 when the attempt resolved the problem, else 0 (the rule of `stages.records.results`);
 - `subproblem`: the fraction of the problem's scored steps that passed;
 
 and its metadata the problem's field, subfield, split, state, error and each step's reason and test duration.
-The log's results hold attempt 1's headline numbers with their 95% intervals (stages.uncertainty), the same as
+The log's results hold attempt 1's headline numbers with their 95% intervals (stages.summarize.uncertainty), the same as
 summary.json. The log is marked untrusted (`viewer.trust_content: false`): inspect's viewer shows the model's
 text as plain text. The file is named `<created>_scicode_<id>.json`, as inspect names its own logs, so that
 `inspect view` lists it; `created` is when the run started.
@@ -21,17 +21,17 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from stages.artifacts import fingerprint
-from stages.results import GeneratedStep, ProblemResult, RunResults
-from stages.summary.rows import ProblemRow
-from stages.uncertainty.intervals import (
+from stages.execution.untrusted import valid_text
+from stages.records.results import GeneratedStep, ProblemResult, RunResults
+from stages.records.usage import Usage
+from stages.storage.artifacts import fingerprint
+from stages.summarize.rows import ProblemRow
+from stages.summarize.uncertainty.intervals import (
     RESOLVE_DESCRIPTION,
     STEP_DESCRIPTION,
     ProblemTally,
     headline_intervals,
 )
-from stages.untrusted import valid_text
-from stages.usage import Usage
 
 LOG_VERSION = 2
 TASK = "scicode"

@@ -7,15 +7,15 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from stages.artifacts import atomic_write_text
-from stages.config import Settings
+from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.export.inspect_log import eval_log, iso, log_file_name
 from stages.export.steps import csv_text, jsonl_text, step_rows
-from stages.paths import RunPaths
-from stages.results import ResultsError, read_run
-from stages.summary.provenance import project_record, run_started
-from stages.summary.rows import collect_rows
+from stages.records.results import ResultsError, read_run
+from stages.storage.artifacts import atomic_write_text
+from stages.storage.paths import RunPaths
+from stages.summarize.provenance import project_record, run_started
+from stages.summarize.rows import collect_rows
 
 
 class ExportError(PipelineError, ValueError):
@@ -47,7 +47,7 @@ def export_run(run_dir: Path, summary_tag: str = "", attempts: int = 1) -> list[
 
 def write_export(settings: Settings) -> list[Path]:
     """`doit export`: the run of the settings, or every run named by `runs=`; prints each file written."""
-    from stages.compare import resolve_run_dir
+    from stages.compare.stage import resolve_run_dir
 
     if settings.runs:
         targets = [(resolve_run_dir(entry, Path(settings.results_dir)), "", 1) for entry in settings.runs]

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from stages.results import GeneratedStep, ProblemResult, RunResults
-from stages.untrusted import valid_text
-from stages.verdict import StepVerdict
+from stages.execution.untrusted import valid_text
+from stages.records.results import GeneratedStep, ProblemResult, RunResults
+from stages.records.verdict import StepVerdict
 
 FORMULA_GUARD = "'"
 CONTROL_STARTS = ("\t", "\r")  # a cell starting with these is read as a formula by some spreadsheets

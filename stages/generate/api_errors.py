@@ -8,7 +8,7 @@
 | `transient` | timeout (the call's deadline passed), connection reset, malformed body, 408, 409, 429, 5xx | retried `max_retries` times (429: Retry-After) |
 | `unavailable` | connection refused, 503 | waited for, up to `server_wait_seconds` (503: Retry-After) |
 | `rejected` | any other 4xx; a 3xx (redirects are not followed); a 500 whose body is a request-validation error | one attempt |
-| `reply_refused` | a reply `stages.service_replies` does not read: larger than its cap, or compressed | one attempt (asking again would be billed again) |
+| `reply_refused` | a reply `stages.execution.service_replies` does not read: larger than its cap, or compressed | one attempt (asking again would be billed again) |
 | `context_length` | the prompt does not fit the server's context (400 naming it) | final outcome of the step |
 | `auth` | 401, 403 | stops the run |
 | `not_found` | 404 (a wrong model, or a route the server does not have) | one attempt |
@@ -16,7 +16,7 @@
 
 The server's message is kept, whitespace collapsed, up to `MESSAGE_LIMIT` characters (a validation error that
 names the offending field is often past the first few hundred). It is untrusted text: `valid_text` first, and
-the error body is read by `stages.service_replies.reply_json` (bounded nesting), never trusted to be JSON.
+the error body is read by `stages.execution.service_replies.reply_json` (bounded nesting), never trusted to be JSON.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stages.service_replies import UnreadableReply, refusal_in, reply_json, reply_text
-from stages.untrusted import flattened, valid_text
+from stages.execution.service_replies import UnreadableReply, refusal_in, reply_json, reply_text
+from stages.execution.untrusted import flattened, valid_text
 
 FailureKind = Literal[
     "transient", "unavailable", "rejected", "reply_refused", "context_length", "auth", "not_found", "no_key"

@@ -3,7 +3,7 @@ Responses API input items, and an answer of either API as a `ParsedAnswer` (text
 usage, reasoning text, and the server's own timings when it reports them).
 
 `stages.generate.client` sends the requests and retries them; nothing here does I/O. Answers are untrusted: they
-are parsed from the reply's JSON data (`stages.service_replies.reply_json`), never from the client's models, and
+are parsed from the reply's JSON data (`stages.execution.service_replies.reply_json`), never from the client's models, and
 every field is read by its type (a field of the wrong type is absent; a token count that is not a whole number is
 unknown); a body that is not an answer at all raises `MalformedResponse` (a transient failure the client retries).
 """
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from stages.execution.service_replies import whole_count
 from stages.generate.api_errors import MalformedResponse, one_line
-from stages.service_replies import whole_count
-from stages.usage import Tokens
+from stages.records.usage import Tokens
 
 PROCESSING_HEADER = "openai-processing-ms"  # OpenAI, llama-cpp-python: the server's time for the request
 # llama.cpp's server answers with `timings`: its own prompt and generation times, without any queueing.
@@ -106,7 +106,7 @@ def to_responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
 
 
 # ---------------------------------------------------------------------------
-# Response parsing: total over any JSON (stages.service_replies.reply_json gives the data)
+# Response parsing: total over any JSON (stages.execution.service_replies.reply_json gives the data)
 # ---------------------------------------------------------------------------
 
 USAGE_LIMIT = 10_000_000  # tokens of one call: ten times the largest context window any model offers

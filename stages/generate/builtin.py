@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from stages.config import ConfigError, Settings
+from stages.benchmark.problems import Problem, ProblemDataError, Step, load_problems, prefilled_code
+from stages.config.settings import ConfigError, Settings
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Responder, ToolCallSpec
-from stages.paths import DataPaths
-from stages.problems import Problem, ProblemDataError, Step, load_problems, prefilled_code
+from stages.storage.paths import DataPaths
 
 STEP_HEADER = "X-SciCode-Step"
 LATENCY_VARIABLE = "SCICODE_BUILTIN_LATENCY_SECONDS"

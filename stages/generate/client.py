@@ -8,7 +8,7 @@ tool calls, the finish reason and a `CallRecord` (latency, token usage,
 response id, the server's own timings when it reports them, every retry with its reason and delay). The shapes
 of requests and answers are `stages.generate.api_format`; this module sends, times and retries.
 
-Every reply crosses `stages.service_replies`: the `openai` client sends through its bounded httpx2 client (a reply
+Every reply crosses `stages.execution.service_replies`: the `openai` client sends through its bounded httpx2 client (a reply
 of at most ENDPOINT_REPLY_BYTES, `request_timeout_seconds` the deadline of the whole call, no redirect followed),
 and an answer is read from the reply's bytes (`answer_from`), never from the `openai` client's models. A 2xx reply
 is handed to `on_reply` (the reply journal, `stages.generate.journal`) before it is parsed.
@@ -42,8 +42,16 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
-from stages.activity import ACTIVITY
-from stages.config import OUTPUT_CAP_PARAMS, TOOL_CHOICE_MODES, ApiProtocol, Settings
+from stages.config.settings import OUTPUT_CAP_PARAMS, TOOL_CHOICE_MODES, ApiProtocol, Settings
+from stages.execution.activity import ACTIVITY
+from stages.execution.service_replies import (
+    ENDPOINT_REPLY_BYTES,
+    UnreadableReply,
+    bounded_client,
+    reply_json,
+    reply_text,
+)
+from stages.execution.untrusted import valid_text
 from stages.generate import builtin
 from stages.generate.api_errors import MalformedResponse, ModelCallError, RetryRecord, classify
 from stages.generate.api_format import (
@@ -57,9 +65,7 @@ from stages.generate.api_format import (
     to_responses_input,
 )
 from stages.generate.journal import ReceivedReply
-from stages.service_replies import ENDPOINT_REPLY_BYTES, UnreadableReply, bounded_client, reply_json, reply_text
-from stages.untrusted import valid_text
-from stages.usage import Tokens
+from stages.records.usage import Tokens
 
 __all__ = ["MalformedResponse", "ModelCallError", "ModelClient", "ModelResponse", "RetryRecord", "ToolCall"]
 

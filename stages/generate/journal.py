@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.untrusted import valid_text
+from stages.execution.untrusted import valid_text
 
 ENTRY_FIELDS = ("step_id", "prompt_fingerprint", "call", "body", "headers", "latency_s")
 

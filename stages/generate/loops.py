@@ -32,16 +32,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages import live_processes
-from stages.config import Settings
+from stages.benchmark.protocol import answer_to_code
+from stages.config.settings import Settings
+from stages.execution import live_processes
+from stages.execution.untrusted import valid_data, valid_text
 from stages.generate import tools
 from stages.generate.client import MalformedResponse, ModelCallError, ModelClient, ModelResponse
 from stages.generate.journal import StepReplies
 from stages.generate.prompts import StepPrompt
-from stages.protocol import answer_to_code
+from stages.records.usage import Tokens
 from stages.statuses import GenerationStepStatus
-from stages.untrusted import valid_data, valid_text
-from stages.usage import Tokens
 
 REMINDER = (
     "Your answer has no code block. Reply with the complete implementation of the next step "

@@ -6,7 +6,7 @@ separator; the parts are joined with blank lines and the last separator is dropp
 contributes its description (and background) and its function header followed by its return line.
 The problem-level description, background and io are not sent.
 
-Code carried forward (`stages.protocol.carried_forward`): under `carry=full` a generated step's whole
+Code carried forward (`stages.benchmark.protocol.carried_forward`): under `carry=full` a generated step's whole
 code, under `carry=definition` the definition its header names; an official prefilled step's file
 verbatim in both.
 """
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stages.artifacts import fingerprint
-from stages.paths import DataPaths
-from stages.problems import Problem, Step, template_text
-from stages.protocol import defined_name
+from stages.benchmark.problems import Problem, Step, template_text
+from stages.benchmark.protocol import defined_name
+from stages.storage.artifacts import fingerprint
+from stages.storage.paths import DataPaths
 
 STEP_SEPARATOR = "------"
 

@@ -7,7 +7,7 @@ fingerprint and a status other than "error" is never asked again (later prompts 
 codes, so they stay identical when nothing changed). Within a step, every reply is saved in the reply journal
 before it is parsed (`stages.generate.journal`): a failure while handling it is that step's error, and the
 step's next try reads the reply back instead of paying for it again. Earlier steps are carried into later prompts as
-`settings.carry` says (`stages.protocol.carried_forward`); prefilled steps carry the official code.
+`settings.carry` says (`stages.benchmark.protocol.carried_forward`); prefilled steps carry the official code.
 
 A model call that fails for good stops the problem: the step is recorded with status "error", the
 artifact gets status "error", one line goes to stderr, and the function returns normally so that
@@ -35,23 +35,23 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tqdm import tqdm
 
-from stages.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
-from stages.config import Settings
+from stages.benchmark.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
+from stages.benchmark.protocol import carried_forward
+from stages.config.fingerprints import FingerprintParts, digest, settings_slice
+from stages.config.settings import Settings
 from stages.errors import PipelineError, RunStopped
+from stages.execution.slots import PrioritySlots, named_slots
+from stages.execution.untrusted import shown
 from stages.exit_codes import KEY_REFUSED
-from stages.fingerprints import FingerprintParts, digest, settings_slice
 from stages.generate import builtin
 from stages.generate.prompts import StepPrompt, build_step_prompt
-from stages.paths import DataPaths
-from stages.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
-from stages.protocol import carried_forward
 from stages.records.generation import GeneratedStep, Generation, read_generation_file
-from stages.records.json_values import freeze_object, integer
+from stages.records.run_conditions import tool_outcome_counts
 from stages.records.stamp import Stamp
-from stages.run_conditions import tool_outcome_counts
-from stages.slots import PrioritySlots, named_slots
-from stages.untrusted import shown
-from stages.usage import Tokens
+from stages.records.usage import Tokens
+from stages.storage.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
+from stages.storage.json_values import freeze_object, integer
+from stages.storage.paths import DataPaths
 
 if TYPE_CHECKING:  # the model client and its loops load only when a model is really asked
     from stages.generate.client import ModelCallError, ModelClient

@@ -14,7 +14,7 @@ to OUTPUT_LIMIT characters with a marker saying so. Two back ends:
   far kept). A refused action fails inside the snippet with the operating system's error (PermissionError,
   "Network is unreachable", "No space left on device"), which the model sees in the output.
 - SandboxFusion-compatible service (`sandbox_url` set): POST `<sandbox_url>/run_code` through the reply boundary
-  (`stages.service_replies`: a reply of at most SANDBOX_REPLY_BYTES, within `code_timeout_seconds +
+  (`stages.execution.service_replies`: a reply of at most SANDBOX_REPLY_BYTES, within `code_timeout_seconds +
   sandbox_api_timeout_seconds` for the whole call), with retries on 5xx, connection errors, a reply not whole in
   time and sandbox-side failures; a service that keeps failing gives status `sandbox_error` (the model sees the
   message and the step goes on).
@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stages import live_processes
-from stages.config import Settings
-from stages.confinement import binding_arguments
-from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
-from stages.safe_ast import MAX_PARSED_CHARS
+from stages.config.settings import Settings
+from stages.execution import live_processes
+from stages.execution.confinement import binding_arguments
+from stages.execution.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
+from stages.execution.safe_ast import MAX_PARSED_CHARS
+from stages.execution.untrusted import UntrustedJSONError, parse_json, valid_text
 from stages.statuses import ToolStatus
-from stages.untrusted import UntrustedJSONError, parse_json, valid_text
 
 CODE_INTERPRETER = "code_interpreter"
 OUTPUT_LIMIT = 20_000  # characters of output returned to the model
@@ -47,7 +47,7 @@ MAX_ARGUMENT_CHARS = 2 * MAX_PARSED_CHARS  # a call's JSON arguments (its code, 
 SNIPPET_FILE = "snippet.py"
 RUNNER_FILE = "_runner.py"
 PREAMBLE_FILE = "_preamble.py"
-CONFINE_SCRIPT = Path(__file__).resolve().parents[1] / "confinement" / "confine.py"
+CONFINE_SCRIPT = Path(__file__).resolve().parents[1] / "execution" / "confinement" / "confine.py"
 SINGLE_THREAD_DEFAULTS: dict[str, str] = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 TOOL_DESCRIPTION = (
@@ -236,9 +236,9 @@ class SandboxRefused(Exception):
 
 @functools.lru_cache(maxsize=2)
 def sandbox_client(no_proxy: bool) -> Any:
-    """The bounded HTTP client of /run_code calls (`stages.service_replies`; replies of at most
+    """The bounded HTTP client of /run_code calls (`stages.execution.service_replies`; replies of at most
     SANDBOX_REPLY_BYTES); `no_proxy` ignores the proxy variables of the environment (`sandbox_no_proxy`)."""
-    from stages.service_replies import SANDBOX_REPLY_BYTES, bounded_client
+    from stages.execution.service_replies import SANDBOX_REPLY_BYTES, bounded_client
 
     return bounded_client(SANDBOX_REPLY_BYTES, trust_env=not no_proxy)
 
@@ -335,7 +335,7 @@ def post_run_code(code: str, settings: Settings) -> dict[str, Any]:
     `run_result` object), or SandboxUnavailable / SandboxRefused."""
     import httpx2
 
-    from stages.service_replies import ReplyRefused, UnreadableReply, reply_json, reply_text
+    from stages.execution.service_replies import ReplyRefused, UnreadableReply, reply_json, reply_text
 
     url = settings.sandbox_url.rstrip("/") + "/run_code"
     deadline = sandbox_deadline_seconds(settings)

@@ -3,7 +3,7 @@ as `step 10.2 timeout: <reason>` lines (`stages.progress.run` prints them; see i
 
 Failures of the pipeline's own error classes (modules under `stages.`, `stages.errors.PipelineError`) are
 `ErrorClass: message`; an unexpected exception also keeps its traceback as the note's detail. Reasons can hold
-model-derived text: each is cut to one line and neutralised (`stages.untrusted.shown`).
+model-derived text: each is cut to one line and neutralised (`stages.execution.untrusted.shown`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from doit.exceptions import BaseFail, UnmetDependency
 
-from stages.activity import StepFailure
-from stages.untrusted import shown, valid_text
+from stages.execution.activity import StepFailure
+from stages.execution.untrusted import shown, valid_text
 
 OWN_ERROR_MODULE_PREFIX = "stages."
 DETAIL_TAIL_LINES = 30

@@ -29,7 +29,7 @@ A ticker thread refreshes it every `tick_s` (a tqdm bar fitted to the terminal's
 seconds elsewhere); their final per-stage lines still close the run.
 
 Each failed step is printed once, when its verdict is known (the score stage publishes it through
-`stages.activity`; the reporter prints what was published at every refresh, at most `tick_s` later):
+`stages.execution.activity`; the reporter prints what was published at every refresh, at most `tick_s` later):
 
     step 10.2 timeout: the test process ran past 30 s
     steps 12.1, 12.2, 12.3 fail: not generated: HTTP 500 from the model
@@ -54,9 +54,10 @@ from doit.exceptions import BaseFail, UnmetDependency
 from doit.reporter import ConsoleReporter
 from tqdm import tqdm
 
-from stages import live_processes
-from stages.activity import ACTIVITY, Activity
 from stages.errors import pipeline_error_names
+from stages.execution import live_processes
+from stages.execution.activity import ACTIVITY, Activity
+from stages.execution.untrusted import shown
 from stages.progress.failures import (
     FailureNote,
     describe_failure,
@@ -67,7 +68,6 @@ from stages.progress.failures import (
     step_labels,
 )
 from stages.progress.live_view import LiveStatus, LiveView, StageCount, estimate_eta, format_elapsed
-from stages.untrusted import shown
 
 TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
 GROUP_NAMES_SHOWN = 8

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from stages.artifacts import read_typed
-from stages.records.json_values import (
+from stages.records.stamp import Stamp
+from stages.records.usage import Usage
+from stages.records.verdict import StepVerdict
+from stages.storage.artifacts import read_typed
+from stages.storage.json_values import (
     FrozenObject,
     JSONObject,
     JSONValue,
@@ -31,9 +34,6 @@ from stages.records.json_values import (
     thaw,
     thaw_object,
 )
-from stages.records.stamp import Stamp
-from stages.usage import Usage
-from stages.verdict import StepVerdict
 
 KIND = "details"
 DetailsStatus = Literal["complete", "generation_error", "missing_generation"]

@@ -15,8 +15,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from stages.artifacts import read_typed
-from stages.records.json_values import (
+from stages.execution.untrusted import UntrustedJSONError, parse_json, valid_text
+from stages.records.run_conditions import add_counts, tool_outcome_counts
+from stages.records.stamp import Stamp
+from stages.records.usage import Usage
+from stages.statuses import TOOL_STATUSES
+from stages.storage.artifacts import read_typed
+from stages.storage.json_values import (
     EMPTY,
     FrozenObject,
     JSONObject,
@@ -31,11 +36,6 @@ from stages.records.json_values import (
     text,
     thaw_object,
 )
-from stages.records.stamp import Stamp
-from stages.run_conditions import add_counts, tool_outcome_counts
-from stages.statuses import TOOL_STATUSES
-from stages.untrusted import UntrustedJSONError, parse_json, valid_text
-from stages.usage import Usage
 
 KIND = "generation"
 TOOL_ARGUMENTS_READ_CHARS = 4_000_000  # longer tool-call arguments are shown as sent, not parsed

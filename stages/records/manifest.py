@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from stages.artifacts import read_typed
-from stages.records.json_values import (
+from stages.records.stamp import Stamp
+from stages.storage.artifacts import read_typed
+from stages.storage.json_values import (
     Frozen,
     FrozenObject,
     JSONObject,
@@ -20,7 +21,6 @@ from stages.records.json_values import (
     text,
     texts,
 )
-from stages.records.stamp import Stamp
 
 KIND = "manifest"
 TargetsKind = Literal["official", "explicit", "derived", "missing"]

@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.artifacts import read_typed
-from stages.categories import UNCLASSIFIED, Category, category_of
-from stages.records.json_values import (
+from stages.benchmark.categories import UNCLASSIFIED, Category, category_of
+from stages.records.stamp import Stamp
+from stages.storage.artifacts import read_typed
+from stages.storage.json_values import (
     FrozenObject,
     JSONObject,
     JSONValue,
@@ -20,7 +21,6 @@ from stages.records.json_values import (
     text,
     texts,
 )
-from stages.records.stamp import Stamp
 
 KIND = "selection"
 

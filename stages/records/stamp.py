@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stages.records.json_values import FrozenObject, JSONObject, freeze_object, text, thaw_object
+from stages.storage.json_values import FrozenObject, JSONObject, freeze_object, text, thaw_object
 
 if TYPE_CHECKING:
-    from stages.fingerprints import FingerprintParts
+    from stages.config.fingerprints import FingerprintParts
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from stages.artifacts import read_typed
-from stages.records.json_values import (
+from stages.records.stamp import Stamp
+from stages.storage.artifacts import read_typed
+from stages.storage.json_values import (
     EMPTY,
     Frozen,
     FrozenObject,
@@ -33,7 +34,6 @@ from stages.records.json_values import (
     thaw,
     thaw_object,
 )
-from stages.records.stamp import Stamp
 
 KIND = "summary"
 

@@ -16,5 +16,5 @@
 
 What runs under `python_binary` (test_process/, shared/, and checker.py, value_description.py) is run by path
 with the standard library and the numeric packages only, and never imports the `stages` package. The verdict-cache key
-covers the sources of test_process/, checker/, shared/ and `stages/confinement/` (`parent/cache.py`).
+covers the sources of test_process/, checker/, shared/ and `stages/execution/confinement/` (`parent/cache.py`).
 """

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from stages.safe_ast import parse_module
+from stages.execution.safe_ast import parse_module
 from stages.targets.errors import DerivationError
 
 ComparisonKind = Literal["compared", "no_target", "unsupported"]

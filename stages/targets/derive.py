@@ -28,18 +28,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from stages.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
-from stages.config import Settings
-from stages.fingerprints import FingerprintParts
-from stages.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
-from stages.paths import PROJECT_ROOT, DataPaths
-from stages.pins import pins, prefilled_steps, split_files
-from stages.problems import Problem, Step, load_split, prefilled_code
+from stages.benchmark.pins import pins, prefilled_steps, split_files
+from stages.benchmark.problems import Problem, Step, load_split, prefilled_code
+from stages.config.fingerprints import FingerprintParts
+from stages.config.settings import Settings
+from stages.execution.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
+from stages.execution.versions import package_versions
 from stages.progress.phase import DEFAULT_UNIT_SECONDS, PhaseProgress
+from stages.storage.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
+from stages.storage.paths import PROJECT_ROOT, DataPaths
 from stages.targets.comparison import CAPTURE_NAME, capture_program, find_target_comparison
 from stages.targets.errors import DerivationError, TargetsError
 from stages.targets.layout import GZIP_LEVEL, GZIP_MIN_BYTES, H5Group, layout_of_test, write_targets_file
-from stages.versions import package_versions
 
 DerivationStepStatus = Literal["ok", "error", "timeout", "crashed"]
 DerivationStatus = Literal["complete", "partial", "failed"]
@@ -428,7 +428,7 @@ def _derivation_record(
 
 def main(argv: Sequence[str]) -> int:
     """`python -m stages.targets [data_dir]`: derive the targets and print the record's counts."""
-    from stages.config import load_settings
+    from stages.config.settings import load_settings
 
     settings = load_settings({"data_dir": argv[0]} if argv else {})
     record = derive_targets(settings)

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from stages.artifacts import sha256_file
+from stages.storage.artifacts import sha256_file
 from stages.targets.errors import DerivationError
 
 GZIP_MIN_BYTES = 4096  # arrays at least this large are stored gzip-compressed (level 9, shuffled)

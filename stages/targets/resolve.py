@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from stages.artifacts import read_artifact
-from stages.config import Settings
+from stages.config.settings import Settings
 from stages.records.manifest import read_manifest_file
+from stages.storage.artifacts import read_artifact
 from stages.targets.derive import RECORD_KIND, derived_record_path, derived_targets_current
 
 TargetsKind = Literal["official", "explicit", "derived", "missing"]

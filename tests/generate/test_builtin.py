@@ -12,7 +12,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from stages.config import ConfigError, load_settings
+from stages.benchmark.problems import load_problems
+from stages.benchmark.protocol import extract_fenced_code
+from stages.config.settings import ConfigError, load_settings
 from stages.generate.builtin import (
     LATENCY_VARIABLE,
     STEP_HEADER,
@@ -22,8 +24,6 @@ from stages.generate.builtin import (
     is_builtin_model,
     no_recorded_answer,
 )
-from stages.problems import load_problems
-from stages.protocol import extract_fenced_code
 
 TOOLS_CHAT = [
     {

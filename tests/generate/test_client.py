@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from scripted import FakeTime, InFlightCounter, Script
 
-from stages.config import load_settings
+from stages.config.settings import load_settings
 from stages.generate import client as client_module
 from stages.generate.client import (
     BACKOFF_CAP_SECONDS,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from scripted import FakeTime, Script
 
-from stages.config import load_settings
+from stages.config.settings import load_settings
 from stages.generate.client import ModelClient
 from stages.generate.loops import FINAL_ANSWER_REQUEST, REMINDER, final_status, run_step
 from stages.generate.prompts import StepPrompt
@@ -253,7 +253,7 @@ def test_a_prompt_too_long_for_the_context_is_a_final_context_exceeded_step(tmp_
 @pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
 def test_a_tool_loop_records_every_turn_with_its_reasoning_in_order(tmp_path, protocol):
     from stages.records.generation import GeneratedStep
-    from stages.records.json_values import freeze_object
+    from stages.storage.json_values import freeze_object
 
     first = ModelReply(
         text="Let me check.",
@@ -295,7 +295,7 @@ def test_a_tool_loop_records_every_turn_with_its_reasoning_in_order(tmp_path, pr
 
 def test_a_trajectory_without_the_marker_has_no_turns(tmp_path):
     from stages.records.generation import GeneratedStep
-    from stages.records.json_values import freeze_object
+    from stages.storage.json_values import freeze_object
 
     trajectory = {"messages": [{"role": "user", "content": "p"}, {"role": "assistant", "content": "a"}], "calls": []}
     step = GeneratedStep.from_record(

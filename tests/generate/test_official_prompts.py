@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import load_settings
+from stages.benchmark.problems import Problem, load_problems
+from stages.benchmark.protocol import carried_forward
+from stages.config.settings import load_settings
 from stages.generate.builtin import STEP_HEADER, BuiltinModelService, responder_identity
 from stages.generate.stage import BREAKER, run_generate
-from stages.problems import Problem, load_problems
-from stages.protocol import carried_forward
 
 OFFICIAL_PROMPTS = "official_prompts.json.gz"
 OFFICIAL_RUN = {"full": "fresh", "definition": "resumed"}

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from stages.benchmark.problems import problems_by_id
+from stages.benchmark.protocol import carried_forward
 from stages.generate.prompts import build_step_prompt, fill_template, prompt_fingerprint
-from stages.paths import DataPaths
-from stages.problems import problems_by_id
-from stages.protocol import carried_forward
+from stages.storage.paths import DataPaths
 
 
 @pytest.fixture()

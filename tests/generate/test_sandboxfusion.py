@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import load_settings
+from stages.config.settings import load_settings
 from stages.generate.tools import CODE_INTERPRETER, OUTPUT_LIMIT, ToolOutcome, run_tool
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from scripted import FakeTime, InFlightCounter
 
-from stages.artifacts import read_artifact
-from stages.config import load_settings
+from stages.benchmark.problems import load_problems, problems_by_id
+from stages.benchmark.protocol import remove_top_level_imports
+from stages.config.settings import load_settings
 from stages.generate.builtin import BuiltinModelService, responder_identity
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, StallReply
 from stages.generate.stage import (
@@ -24,8 +25,7 @@ from stages.generate.stage import (
     generation_path,
     run_generate,
 )
-from stages.problems import load_problems, problems_by_id
-from stages.protocol import remove_top_level_imports
+from stages.storage.artifacts import read_artifact
 
 NEXT_FUNCTION = re.compile(r"NEXT STEP.*?^(?:def|class) (\w+)", re.DOTALL | re.MULTILINE)
 

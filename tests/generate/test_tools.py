@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
-from stages.config import load_settings
+from stages.config.settings import load_settings
 from stages.generate import tools
 from stages.generate.tools import CODE_INTERPRETER, OUTPUT_LIMIT, run_tool, tool_schemas
 from tests.fake_sandbox import FakeSandbox, run_result

@@ -125,8 +125,8 @@ def golden_files(workdir: Path, data_dir: Path) -> dict[str, Path]:
 
 
 def not_scored_record(workdir: Path) -> None:
-    from stages.not_scored import record
-    from stages.paths import RunPaths
+    from stages.records.not_scored import record
+    from stages.storage.paths import RunPaths
 
     record(RunPaths(workdir / "not_scored_run"), PROBLEM_ID, ValueError("made-up failure for the golden file"))
 

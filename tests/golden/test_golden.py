@@ -14,19 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from stages.artifacts import read_artifact, validate
-from stages.comparison_record import ComparisonRecord, read_comparison_record
-from stages.config import Settings, load_settings
-from stages.fingerprints import changed_parts
+from stages.benchmark.problems import problem_by_id
+from stages.compare.record import ComparisonRecord, read_comparison_record
+from stages.config.fingerprints import changed_parts
+from stages.config.settings import Settings, load_settings
 from stages.generate.stage import generation_current, generation_fingerprint, generation_fingerprint_parts
-from stages.not_scored import read as read_not_scored
-from stages.paths import RunPaths
-from stages.problems import problem_by_id
+from stages.records.not_scored import read as read_not_scored
+from stages.records.results import read_details, read_run, read_selection
 from stages.records.summary import read_summary_file
-from stages.results import read_details, read_run, read_selection
-from stages.summarize import INTERVAL_METHODS_PART, summary_fingerprint_parts
-from stages.summary.metrics import metrics_of
-from stages.summary.rows import collect_rows
+from stages.storage.artifacts import read_artifact, validate
+from stages.storage.paths import RunPaths
+from stages.summarize.metrics import metrics_of
+from stages.summarize.rows import collect_rows
+from stages.summarize.stage import INTERVAL_METHODS_PART, summary_fingerprint_parts
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT, MODEL, PROBLEM_ID, RUN, staged_data
 
 FORMATS = {"current": CURRENT, "before_parts": BEFORE_PARTS}

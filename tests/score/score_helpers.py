@@ -6,16 +6,16 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from stages.artifacts import write_artifact
-from stages.config import Settings
-from stages.paths import DataPaths
-from stages.problems import Problem, load_split
-from stages.protocol import DEFAULT_CARRY, Carry
+from stages.benchmark.problems import Problem, load_split
+from stages.benchmark.protocol import DEFAULT_CARRY, Carry
+from stages.config.settings import Settings
+from stages.records.verdict import StepVerdict
 from stages.score.checker.rewrite import imported_modules, rewrite_tests
 from stages.score.parent.engine import StepJob, execute_step
 from stages.score.parent.script import build_step_script
 from stages.score.parent.targets_io import load_step_targets
-from stages.verdict import StepVerdict
+from stages.storage.artifacts import write_artifact
+from stages.storage.paths import DataPaths
 
 DEV_TARGETS = "test_data_dev.h5"
 ZERO_USAGE = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}

@@ -28,14 +28,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from score_helpers import make_job, problem
 
-from stages.paths import DataPaths
-from stages.problems import load_split
+from stages.benchmark.problems import load_split
+from stages.records.verdict import StepVerdict
 from stages.score.checker.verdict_rules import SessionLog, decide, on_checker_frame, on_test_frame
 from stages.score.parent.cache import VerdictCache
 from stages.score.parent.engine import _Peer, execute_step
 from stages.score.shared.child_runtime import CHILD_FOLDERS
 from stages.statuses import STEP_STATUSES
-from stages.verdict import StepVerdict
+from stages.storage.paths import DataPaths
 from tests.pipeline_support import data_args, load_json, output_of, run_doit, step_statuses
 
 sys.path[:0] = [folder for folder in CHILD_FOLDERS if folder not in sys.path]

@@ -17,7 +17,7 @@ VERDICT_PACKAGES = ("test_process", "checker", "shared")
 
 @pytest.fixture
 def scoring_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of stages/score/, stages/confinement/ and the verdict record that the hashes read instead."""
+    """A copy of stages/score/, stages/execution/confinement/ and the verdict record that the hashes read instead."""
     project = tmp_path / "project"
     stages_copy = project / "stages"
     ignore = shutil.ignore_patterns("__pycache__")

@@ -28,12 +28,12 @@ import distributed
 import pytest
 from score_helpers import make_job, problem
 
+from stages.records.verdict import StepVerdict
 from stages.score.parent.dask_executor import DaskExecutor, require_distributed
 from stages.score.parent.engine import StepJob
 from stages.score.parent.executor import ExecutorError, StepRequest
 from stages.score.parent.launcher import environment_versions
 from stages.score.parent.stage import reference_seconds
-from stages.verdict import StepVerdict
 from tests.pipeline_support import ReferenceScoring
 from tests.process_scan import assert_no_process_with, unique_sleep_seconds
 from tests.run_files import summary_file
@@ -91,8 +91,8 @@ from pathlib import Path
 sys.path.insert(0, {str(TESTS_SCORE)!r})
 import stages.score.parent.stage as stage
 from score_helpers import reference_codes, write_generation
-from stages.config import load_settings
-from stages.problems import problems_by_id
+from stages.config.settings import load_settings
+from stages.benchmark.problems import problems_by_id
 settings = load_settings({{"data_dir": {str(staged_data_dir)!r}, "results_dir": "results", "score_workers": "2"}},
                          cwd=Path.cwd())
 prob = problems_by_id(settings.data_paths)["19"]
@@ -152,7 +152,7 @@ def test_doit_with_executor_dask_without_distributed_stops_before_any_work(
 def validation_reference_jobs(shared_scicode: Path) -> list[StepJob]:
     from score_helpers import shared_data_paths
 
-    from stages.problems import load_split
+    from stages.benchmark.problems import load_split
 
     return [
         make_job(shared_scicode, prob, step.step_id, timeout=900)
@@ -184,7 +184,7 @@ def essentials(verdict: StepVerdict) -> tuple:
 def local_reference_verdicts(scoring: ReferenceScoring) -> dict[str, StepVerdict]:
     """The verdicts `run_score` wrote for the reference steps with the local executor (carry=full, as `make_job`),
     read back by the details record (where each step ran included)."""
-    from stages.problems import load_split
+    from stages.benchmark.problems import load_split
     from stages.records.details import read_details_file
 
     verdicts = {}
@@ -340,7 +340,7 @@ def test_worker_side_checks_are_eval_errors(
     assert older.status == "eval_error"
     assert "numpy" in older.reason and "0.0.1 on the submitting side (verdicts would not be comparable)" in older.reason
 
-    from stages.artifacts import sha256_file
+    from stages.storage.artifacts import sha256_file
 
     right = cluster_executor.run(
         dataclasses.replace(request_for(job), targets_sha256=sha256_file(shared_scicode / "test_data_dev.h5"))

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from score_helpers import reference_codes, write_generation
 
-from stages.artifacts import read_artifact, write_artifact
-from stages.config import load_settings
-from stages.problems import problems_by_id
+from stages.benchmark.problems import problems_by_id
+from stages.config.settings import load_settings
 from stages.score.parent.stage import run_score
+from stages.score.parent.truncation import truncation_note
+from stages.storage.artifacts import read_artifact, write_artifact
 from stages.targets import ResolvedTargets
-from stages.truncation import truncation_note
 
 
 @pytest.fixture

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from score_helpers import reference_codes, write_generation
 
-from stages.activity import Activity, StepFailure
-from stages.artifacts import is_current, read_artifact
-from stages.config import load_settings
-from stages.problems import load_split, problems_by_id
+from stages.benchmark.problems import load_split, problems_by_id
+from stages.config.settings import load_settings
+from stages.execution.activity import Activity, StepFailure
+from stages.records.verdict import StepVerdict
 from stages.score.parent import executor as executor_module
 from stages.score.parent import stage
 from stages.score.parent.request import StepRequest
 from stages.score.parent.stage import run_score, score_fingerprint
+from stages.storage.artifacts import is_current, read_artifact
 from stages.targets import ResolvedTargets
-from stages.verdict import StepVerdict
 
 
 @pytest.fixture

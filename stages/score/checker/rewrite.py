@@ -56,7 +56,7 @@ import copy
 from dataclasses import dataclass
 from functools import lru_cache
 
-from stages import safe_ast
+from stages.execution import safe_ast
 from stages.score.checker.cell_flow import BUILTIN_NAMES, TARGET_NAME, Binding, CellFlow, CheckerScope, Evaluated
 from stages.score.checker.cell_syntax import (
     DEFINITIONS,

@@ -7,7 +7,7 @@ and exit code 0; a value that never arrives fails.
 
 Total on whatever the test process sends: every frame is bounded before it is parsed, every parse of it catches
 everything (deep nesting, invalid UTF-8), every text it takes from it is made valid UTF-8
-(`stages.untrusted.valid_text`) and bounded. The test process never chooses the kind of outcome: a failure it
+(`stages.execution.untrusted.valid_text`) and bounded. The test process never chooses the kind of outcome: a failure it
 reports is a failed test with its text as the reason, whatever kind it names; only what the trusted side
 established itself is an `eval_error` (the checker could not start, the process could not be launched; targets
 are checked before the launch).
@@ -20,8 +20,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from stages.execution.untrusted import valid_data, valid_text
 from stages.statuses import StepStatus
-from stages.untrusted import valid_data, valid_text
 
 MAX_VALUES_HEADER_BYTES = 1 << 20  # the JSON header of a values frame (a name and a size per value)
 MAX_RECORD_BYTES = 64 * 1024  # a record of the test process (its reasons are bounded to 2000 characters)

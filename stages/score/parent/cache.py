@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from stages.artifacts import atomic_write_text, fingerprint
-from stages.verdict import StepVerdict
+from stages.records.verdict import StepVerdict
+from stages.storage.artifacts import atomic_write_text, fingerprint
 
 CACHE_FORMAT = 1
 CACHEABLE = ("pass", "fail", "timeout")
@@ -28,9 +28,9 @@ DEFAULT_EXPECTED_SECONDS = 1.0
 SCORE_DIR = Path(__file__).resolve().parents[1]  # stages/score/
 PROJECT_DIR = SCORE_DIR.parents[1]
 PARENT_PACKAGE = "parent"  # this package: schedules steps and writes details, decides no verdict
-CONFINEMENT_DIR = SCORE_DIR.parent / "confinement"
+CONFINEMENT_DIR = SCORE_DIR.parent / "execution" / "confinement"
 # Outside stages/score/, the verdict record and its status vocabulary decide what a cached verdict holds.
-VERDICT_RECORD_SOURCES = (SCORE_DIR.parent / "verdict.py", SCORE_DIR.parent / "statuses.py")
+VERDICT_RECORD_SOURCES = (SCORE_DIR.parent / "records" / "verdict.py", SCORE_DIR.parent / "statuses.py")
 
 
 def _python_files(folder: Path) -> list[Path]:

@@ -45,10 +45,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from stages.artifacts import sha256_file
-from stages.scheduling import integer_priority
+from stages.execution.scheduling import integer_priority
+from stages.records.verdict import StepVerdict
 from stages.score.parent.request import ExecutorError, ExecutorName, StepRequest, run_request
-from stages.verdict import StepVerdict
+from stages.storage.artifacts import sha256_file
 
 START_TOPIC = "scicode-step-start"
 WORKER_LOSS_RESUBMITS = 1

@@ -26,15 +26,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from stages import live_processes
-from stages.confinement import DEFAULT_SCRATCH_LIMIT_MB
-from stages.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
+from stages.execution import live_processes
+from stages.execution.confinement import DEFAULT_SCRATCH_LIMIT_MB
+from stages.execution.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
+from stages.execution.untrusted import valid_text
+from stages.records.verdict import StepVerdict
 from stages.score.checker.rewrite import RewrittenTest, checker_scope
 from stages.score.checker.verdict_rules import SessionLog, decide, on_checker_frame, on_test_frame
 from stages.score.parent.launcher import Launched, LaunchError, Role, kill_group, launch
 from stages.score.shared import child_runtime
-from stages.untrusted import valid_text
-from stages.verdict import StepVerdict
 
 OUTPUT_LIMIT_BYTES = DEFAULT_OUTPUT_LIMIT
 CHECKER_ERROR_LIMIT = 8 * 1024

@@ -19,8 +19,10 @@ The verdict cache stays with the caller (the score stage).
 
 from __future__ import annotations
 
-from stages.activity import ACTIVITY
-from stages.config import Settings
+from stages.config.settings import Settings
+from stages.execution.activity import ACTIVITY
+from stages.execution.slots import PrioritySlots, shared_slots
+from stages.records.verdict import StepVerdict
 from stages.score.parent.engine import execute_step
 from stages.score.parent.request import (
     ExecutorError,
@@ -30,8 +32,6 @@ from stages.score.parent.request import (
     run_request,
     with_targets,
 )
-from stages.slots import PrioritySlots, shared_slots
-from stages.verdict import StepVerdict
 
 __all__ = [
     "ExecutorError",

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from stages import live_processes
-from stages.confinement import binding_arguments
-from stages.isolation import scrubbed_environment
+from stages.execution import live_processes
+from stages.execution.confinement import binding_arguments
+from stages.execution.isolation import scrubbed_environment
 from stages.score.shared import child_runtime
 
 PROGRAMS = {

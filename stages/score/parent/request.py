@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from stages.confinement import DEFAULT_SCRATCH_LIMIT_MB
-from stages.scheduling import StepPriority, step_priority
+from stages.execution.confinement import DEFAULT_SCRATCH_LIMIT_MB
+from stages.execution.scheduling import StepPriority, step_priority
+from stages.records.verdict import StepVerdict
 from stages.score.checker.rewrite import RewriteError, imported_modules, rewrite_tests
 from stages.score.parent.engine import StepJob, execute_step
 from stages.score.parent.script import StepScript
 from stages.score.parent.targets_io import TargetsUnavailable, load_step_targets
-from stages.verdict import StepVerdict
 
 ExecutorName = Literal["local", "dask"]
 

@@ -2,7 +2,7 @@
 
 A step's script is `required_dependencies` + the code of every earlier step + this step's code + the
 target loading + the official test cases in order, each preceded by its `target`. Earlier steps
-contribute what they carry into later prompts (`stages.protocol.carried_forward` under the run's
+contribute what they carry into later prompts (`stages.benchmark.protocol.carried_forward` under the run's
 `carry`: the whole code, or only the definition the header names); prefilled steps (13.6, 62.1,
 76.3) contribute their official file verbatim; the current step contributes its full code.
 `official_text` renders it exactly as an official script file (used by the benchmark's plain runner
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from stages.paths import DataPaths
-from stages.problems import Problem
-from stages.protocol import Carry, carried_forward
+from stages.benchmark.problems import Problem
+from stages.benchmark.protocol import Carry, carried_forward
+from stages.storage.paths import DataPaths
 
 HELPER_IMPORT = "from scicode.parse.parse import process_hdf5_to_tuple"
 

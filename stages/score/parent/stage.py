@@ -9,7 +9,7 @@ steps are `skipped` (excluded from totals), steps that generation never produced
 verdict cache already holds the verdict of that exact script. Steps of all attempts of a problem are
 submitted together, longest expected first; a script that occurs in several attempts runs once (the
 other attempts get its verdict marked `cached`). Every failed step is published to the live view
-(`stages.activity`) as soon as its verdict is known, while the problem's other steps may still run: the steps
+(`stages.execution.activity`) as soon as its verdict is known, while the problem's other steps may still run: the steps
 decided without a test process (not generated, no code) at once, one line for the steps that share a status
 and reason, each tested step when its test process ends. The details file holds `attempts[k]` for every
 attempt, each scored like attempt 0; its record-level `status` is attempt 0's.
@@ -33,31 +33,31 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from stages import not_scored
-from stages.activity import ACTIVITY, StepFailure
-from stages.artifacts import fingerprint, sha256_file, write_artifact
-from stages.config import Settings
-from stages.confinement import check_confinement
+from stages.benchmark.pins import pins
+from stages.benchmark.problems import Problem, Step, prefilled_reason, problem_by_id
+from stages.benchmark.protocol import is_code, no_code_reason
+from stages.config.fingerprints import FingerprintParts, digest, run_relative, settings_slice
+from stages.config.settings import Settings
 from stages.errors import PipelineError
-from stages.fingerprints import FingerprintParts, digest, run_relative, settings_slice
-from stages.pins import pins
-from stages.problems import Problem, Step, prefilled_reason, problem_by_id
-from stages.protocol import is_code, no_code_reason
+from stages.execution.activity import ACTIVITY, StepFailure
+from stages.execution.confinement import check_confinement
+from stages.execution.scheduling import ExpectedWork
+from stages.execution.versions import package_versions
+from stages.records import not_scored
 from stages.records.details import GENERATION_FAILED_STATES, Details, DetailsStatus, Evaluation, ScoredAttempt
 from stages.records.details import KIND as DETAILS_KIND
 from stages.records.generation import GeneratedStep, Generation, read_generation_file
-from stages.records.json_values import freeze_object
+from stages.records.results import cached_selection
+from stages.records.run_conditions import generation_tool_outcomes
 from stages.records.stamp import Stamp
-from stages.results import cached_selection
-from stages.run_conditions import generation_tool_outcomes
-from stages.scheduling import ExpectedWork
+from stages.records.verdict import StepVerdict
 from stages.score.parent.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
 from stages.score.parent.script import StepScript, build_step_script
+from stages.score.parent.truncation import truncation_note, with_note
 from stages.statuses import NEVER_ANSWERED_STATUSES, StepStatus
+from stages.storage.artifacts import fingerprint, sha256_file, write_artifact
+from stages.storage.json_values import freeze_object
 from stages.targets import ResolvedTargets, resolve_targets
-from stages.truncation import truncation_note, with_note
-from stages.verdict import StepVerdict
-from stages.versions import package_versions
 
 if TYPE_CHECKING:  # the engine, its executors and the launcher load only when a step is really scored
     from stages.score.parent.engine import StepJob
@@ -366,7 +366,7 @@ def score_steps(
 
 
 def _noted(verdict: StepVerdict, generation: Generation | None) -> StepVerdict:
-    """The verdict with the truncation of its step's answers said in its reason (stages.truncation)."""
+    """The verdict with the truncation of its step's answers said in its reason (stages.score.parent.truncation)."""
     step = _generated_steps(generation).get(verdict.step_id)
     note = truncation_note(step.to_record() if step else {})
     return verdict if note is None else dataclasses.replace(verdict, reason=with_note(verdict.reason, note))

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
-from stages.isolation import scrubbed_environment
+from stages.execution.isolation import scrubbed_environment
 from stages.score.shared import child_runtime
 
 PICKLE_PROTOCOL = 4

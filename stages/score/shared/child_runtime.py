@@ -24,7 +24,7 @@ CHECKER_DIR = os.path.join(SCORE_DIR, "checker")
 # What runs under `python_binary`: the shared modules, our `scicode` package and shims, the test process, the
 # checker (their modules are imported by their plain names: `child_runtime`, `wire`, `runner`, `checker`).
 CHILD_FOLDERS = (HERE, RUNTIME_DIR, TEST_PROCESS_DIR, CHECKER_DIR)
-CONFINE_FILE = os.path.join(os.path.dirname(SCORE_DIR), "confinement", "confine.py")
+CONFINE_FILE = os.path.join(os.path.dirname(SCORE_DIR), "execution", "confinement", "confine.py")
 PRELOADED = (
     "numpy",
     "numpy.linalg",

@@ -1,0 +1,1 @@
+"""Facts of the SciCode benchmark: problems, the answer protocol, categories, pins and known-weak tests."""

@@ -1,0 +1,1 @@
+"""`doit compare runs=A,B`: two runs side by side: paired tests, deltas, compare.md/.html/.json."""

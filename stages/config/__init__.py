@@ -1,0 +1,1 @@
+"""Run configuration: the declared settings, how raw values are read, and the fingerprints over them."""

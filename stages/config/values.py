@@ -1,0 +1,104 @@
+"""Reading one raw setting value as a typed one: a string from the command line, or a typed value from TOML/JSON.
+
+Each coercer is called as `(name, value)` and returns the typed value, or raises `ConfigError` with one line
+naming the variable, the bad value (cut to 80 characters) and what is allowed. `stages.config.settings` maps every
+setting to its coercer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from stages.errors import PipelineError
+
+
+class ConfigError(PipelineError, ValueError):
+    """A configuration problem, stated in one line."""
+
+
+def fail(name: str, value: Any, allowed: str) -> ConfigError:
+    shown = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(shown, str) and len(shown) > 80:
+        shown = shown[:77] + "..."
+    return ConfigError(f"invalid {name}={shown!s}: expected {allowed}")
+
+
+def to_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"true", "1", "yes", "on"}:
+        return True
+    if isinstance(value, str) and value.strip().lower() in {"false", "0", "no", "off"}:
+        return False
+    raise fail(name, value, "true or false")
+
+
+def to_number(name: str, value: Any, kind: type[int] | type[float], minimum: float, exclusive: bool) -> int | float:
+    bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+    noun = "a whole number" if kind is int else "a number"
+    if isinstance(value, bool):
+        raise fail(name, value, f"{noun} {bound}")
+    try:
+        raw = kind(value.strip()) if isinstance(value, str) else value
+        if kind is int and isinstance(raw, float):
+            if not raw.is_integer():
+                raise ValueError
+            raw = int(raw)
+        if not isinstance(raw, (int, float)):
+            raise ValueError
+        number = kind(raw)
+    except (TypeError, ValueError):
+        raise fail(name, value, f"{noun} {bound}") from None
+    if number != number or (number <= minimum if exclusive else number < minimum):
+        raise fail(name, value, f"{noun} {bound}")
+    return number
+
+
+def to_str_list(name: str, value: Any) -> tuple[str, ...]:
+    """A comma list (`a,b`), a JSON list (`["a","b"]`), or a TOML/JSON list."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise fail(name, value, "a comma list or a JSON list of strings") from None
+        else:
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(item, (str, int)) and not isinstance(item, bool) for item in value
+    ):
+        return tuple(str(item).strip() for item in value)
+    raise fail(name, value, "a comma list or a JSON list of strings")
+
+
+def to_choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def coerce(name: str, value: Any) -> str:
+        if isinstance(value, str) and value.strip() in choices:
+            return value.strip()
+        raise fail(name, value, "one of " + ", ".join(choices))
+
+    return coerce
+
+
+def to_text(name: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise fail(name, value, "a string")
+
+
+def to_dict(name: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise fail(name, value, "a JSON object") from None
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise fail(name, value, "a JSON object")
+
+
+def number(kind: type[int] | type[float], minimum: float, exclusive: bool = False) -> Callable[[str, Any], Any]:
+    return lambda name, value: to_number(name, value, kind, minimum, exclusive)

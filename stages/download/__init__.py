@@ -1,0 +1,1 @@
+"""`doit download`: stage the official SciCode files and describe them in manifest.json."""

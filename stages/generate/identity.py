@@ -1,0 +1,242 @@
+"""A run folder is one configuration: the generation settings it was made with, recorded at its first run.
+
+The identity is the generate stage's settings slice (`stages.config.fingerprints.settings_slice(settings, "generate")`, the
+very settings the generation fingerprint covers, so the two never disagree), plus the replay file's digest under
+`model=replay:<file>` (the file is the model), plus, in tool_use without a sandbox, the library versions of the
+interpreter local snippets run in (`python_binary` by what it holds, not by its path: a moved virtualenv with the
+same libraries is the same configuration). `base_url` is not part of it: it is where the model lives.
+
+`identity.json` is written at the folder's first run. A folder from before identities existed adopts the settings
+its generations were made with (each generation records its settings slice), so nothing is asked again. Commands
+that run tasks refuse with one line when a generation setting differs (`IdentityMismatch`); the others print the
+difference and go on. Scoring-only settings are not part of the identity: they change within a folder freely.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from stages.config.fingerprints import settings_slice
+from stages.config.settings import ConfigError, Settings
+from stages.execution.versions import package_versions
+from stages.records.generation import read_generation_file
+from stages.storage.artifacts import read_artifact, sha256_file, write_artifact
+from stages.storage.json_values import obj, thaw_object
+
+Origin = Literal["first run", "adopted from generations"]
+REPLAY_KEY = "replay file"
+INTERPRETER_KEY = "snippet interpreter"
+INTERPRETER_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
+_VERSIONS_PROBE = (
+    "import json, platform; from importlib import metadata\n"
+    "def version(name):\n"
+    "    try:\n"
+    "        return metadata.version(name)\n"
+    "    except metadata.PackageNotFoundError:\n"
+    "        return 'absent'\n"
+    "print(json.dumps({'python': platform.python_version(), 'implementation': platform.python_implementation(), "
+    "**{name: version(name) for name in NAMES}}))\n"
+)
+_INTERPRETERS: dict[str, dict[str, str]] = {}
+
+
+class IdentityMismatch(ConfigError):
+    """A command that would generate or score under other generation settings than the run folder's."""
+
+
+@dataclass(frozen=True)
+class IdentityDifference:
+    """The generation settings that differ between a run folder's identity and the current settings."""
+
+    run_dir: str
+    changes: tuple[tuple[str, Any, Any], ...]
+
+    def names(self) -> str:
+        return ", ".join(name for name, _, _ in self.changes)
+
+    def shown(self) -> str:
+        return ", ".join(
+            f"{name} {_shown(name, before)} -> {_shown(name, after)}" for name, before, after in self.changes
+        )
+
+    def refusal(self) -> str:
+        return (
+            f"run folder {self.run_dir} was generated with other generation settings ({self.shown()}): "
+            "choose a new run=<name> for this configuration, or `doit clean generate` first to replace this "
+            "folder's generations (they cost model calls)"
+        )
+
+    def note(self) -> str:
+        return f"note: run folder {self.run_dir} was generated with other generation settings ({self.shown()})"
+
+
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if name == INTERPRETER_KEY and isinstance(value, str):
+        return value  # already one phrase: `CPython 3.11.7 (numpy 2.4.6, ...)`
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def interpreter_versions(python_binary: str) -> dict[str, str]:
+    """Interpreter and library versions of `python_binary`, read from package metadata (nothing imported, so a
+    fraction of a second); {"python": "unavailable"} when it cannot run."""
+    if python_binary not in _INTERPRETERS and _is_this_interpreter(python_binary):
+        _INTERPRETERS[python_binary] = {
+            "python": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            **package_versions(INTERPRETER_LIBRARIES),
+        }
+    if python_binary not in _INTERPRETERS:
+        code = f"NAMES = {list(INTERPRETER_LIBRARIES)!r}\n" + _VERSIONS_PROBE
+        try:
+            result = subprocess.run(
+                [python_binary, "-I", "-c", code],
+                capture_output=True,
+                timeout=60,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+            versions = json.loads(result.stdout.decode("utf-8")) if result.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError, ValueError):
+            versions = None
+        valid = isinstance(versions, dict) and all(isinstance(v, str) for v in versions.values())
+        _INTERPRETERS[python_binary] = dict(versions) if valid and versions else {"python": "unavailable"}
+    return dict(_INTERPRETERS[python_binary])
+
+
+def interpreter_text(versions: Mapping[str, str]) -> str:
+    """`CPython 3.11.7 (h5py 3.16.0, numpy 2.4.6, ...)`: an interpreter by what it holds."""
+    libraries = ", ".join(f"{name} {version}" for name, version in sorted(versions.items()) if name not in _HEAD)
+    head = " ".join(versions[name] for name in _HEAD if name in versions)
+    return f"{head} ({libraries})" if libraries else head
+
+
+_HEAD: tuple[str, ...] = ("implementation", "python")
+
+
+def _is_this_interpreter(python_binary: str) -> bool:
+    """The path this process runs as (not resolved: a virtualenv's python links to its base interpreter, whose
+    libraries differ)."""
+    return os.path.abspath(python_binary) == os.path.abspath(sys.executable)
+
+
+def _replay_digest(model: str) -> str:
+    """The replay file's content digest (the file is the model), as the generation fingerprint covers it."""
+    from stages.generate.builtin import replay_file
+
+    try:
+        return sha256_file(replay_file(model))[:16]
+    except OSError:
+        return "missing"
+
+
+def snippets_run_locally(settings: Settings) -> bool:
+    return settings.mode == "tool_use" and not settings.sandbox_url
+
+
+def identity_of(settings: Settings) -> dict[str, Any]:
+    """The run identity of `settings` (see the module docstring)."""
+    identity: dict[str, Any] = settings_slice(settings, "generate")
+    identity.update(_extra_parts(settings))
+    return identity
+
+
+def _extra_parts(settings: Settings) -> dict[str, Any]:
+    parts: dict[str, Any] = {}
+    if settings.model.startswith("replay:"):
+        parts[REPLAY_KEY] = _replay_digest(settings.model)
+    if snippets_run_locally(settings):
+        parts[INTERPRETER_KEY] = interpreter_text(interpreter_versions(settings.python_binary))
+    return parts
+
+
+def recorded_identity(settings: Settings) -> dict[str, Any] | None:
+    """The folder's identity.json settings, else those its generations were made with (a folder from before
+    identities existed), else None (a new folder)."""
+    recorded = _identity_file_settings(settings)
+    return recorded if recorded is not None else _adopted(settings)
+
+
+def _adopted(settings: Settings) -> dict[str, Any] | None:
+    """The settings slice recorded by the folder's generations, with the parts generations do not record (the
+    replay digest, the snippet interpreter) taken from the current settings."""
+    generations = settings.run_paths.generations_dir
+    for path in sorted(generations.glob("*.json")) if generations.is_dir() else ():
+        generation = read_generation_file(path)
+        parts = generation.stamp.parts if generation else None
+        recorded = thaw_object(obj(parts.get("settings"))) if parts is not None else {}
+        if recorded:
+            return {**recorded, **_extra_parts(settings)}
+    return None
+
+
+def difference(recorded: Mapping[str, Any], current: Mapping[str, Any], run_dir: str) -> IdentityDifference | None:
+    """The settings whose values differ (a setting absent on one side is unset there); None when none does."""
+    names = sorted(set(recorded) | set(current))
+    changes = tuple(
+        (name, recorded.get(name), current.get(name)) for name in names if recorded.get(name) != current.get(name)
+    )
+    return IdentityDifference(run_dir, changes) if changes else None
+
+
+def _identity_file_settings(settings: Settings) -> dict[str, Any] | None:
+    record = read_artifact(settings.run_paths.identity, "identity")
+    return dict(record["settings"]) if record is not None and isinstance(record.get("settings"), Mapping) else None
+
+
+def holds_generations(settings: Settings) -> bool:
+    """Whether the folder holds a generation file: only answers pin its configuration (a run that stopped before
+    any, e.g. in the endpoint preflight, leaves the folder free)."""
+    generations = settings.run_paths.generations_dir
+    return generations.is_dir() and any(generations.glob("*.json"))
+
+
+def check_identity(settings: Settings, *, record: bool) -> IdentityDifference | None:
+    """The difference between the folder's identity and `settings` (None: the same configuration, or a folder
+    without generations). With `record`, the folder's identity.json is written when it has none (the adopted
+    identity, else the current one) and rewritten with the current one while no generation exists."""
+    recorded = recorded_identity(settings) if holds_generations(settings) else None
+    if recorded is None and not record:
+        return None
+    current = identity_of(settings)
+    if recorded is None:
+        if record and _identity_file_settings(settings) != current:
+            write_identity(settings, current, "first run")
+        return None
+    if record and not settings.run_paths.identity.is_file():
+        write_identity(settings, recorded, "adopted from generations")
+    return difference(recorded, current, str(settings.run_paths.run_dir))
+
+
+def write_identity(settings: Settings, identity: Mapping[str, Any], origin: Origin) -> None:
+    settings.run_paths.run_dir.mkdir(parents=True, exist_ok=True)
+    write_artifact(
+        settings.run_paths.identity, "identity", {"status": "complete", "settings": dict(identity), "origin": origin}
+    )
+
+
+def forget_identity(settings: Settings) -> bool:
+    """Remove identity.json (after `doit clean generate` removed every generation); True when it existed."""
+    path = settings.run_paths.identity
+    if path.is_file():
+        path.unlink()
+        return True
+    return False
+
+
+def where_snippets_ran(config_settings: Mapping[str, Any]) -> str:
+    """One phrase for the summary and report header: where tool snippets ran, from config.json's settings."""
+    if config_settings.get("mode") != "tool_use":
+        return "no snippets (naive mode)"
+    sandbox = config_settings.get("sandbox_url") or ""
+    if sandbox:
+        return f"sandbox {sandbox}"
+    return f"local ({config_settings.get('python_binary') or 'python'})"

@@ -1,0 +1,81 @@
+"""The record of a problem whose task failed, so that the run goes on and every report says so.
+
+One problem never takes the others down. When `generate:<id>` or `score:<id>` fails for any reason (a bad file, a
+full disk, a bug of ours), its stage writes a `FailureRecords` file for the problem
+(`<run>/not_generated/<id>.json`, `<run>/not_scored/<id>.json`; schemas of the same names): the reason in one line,
+neutralised, and for an unexpected error its traceback. The problem then counts in every denominator as unresolved
+and is named with the record's `line`; the record is removed when the problem's task next succeeds (the stages
+`clear` it before writing their artifact: a crash between the two leaves neither, never a stale record beside a
+current artifact).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from stages.errors import PipelineError
+from stages.execution.untrusted import shown, valid_text
+from stages.storage.artifacts import read_artifact, write_artifact
+from stages.storage.paths import RunPaths
+
+REASON_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class ProblemFailure:
+    problem_id: str
+    reason: str  # one line, neutralised
+    detail: str | None  # the traceback of an unexpected error
+    prefix: str  # what the failed stage is called in reports: "not scored: ", "not generated: "
+
+    @property
+    def line(self) -> str:
+        """`<prefix><reason>`: what the summary, the report and the terminal say."""
+        return self.prefix + self.reason
+
+
+def reason_of(error: BaseException) -> str:
+    return shown(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__, limit=REASON_LIMIT)
+
+
+@dataclass(frozen=True)
+class FailureRecords:
+    """The failure records of one stage: their artifact kind (also their status), the prefix of their line, and
+    where a problem's record is."""
+
+    kind: str
+    prefix: str
+    path_of: Callable[[RunPaths, str], Path]
+
+    def record(self, paths: RunPaths, problem_id: str, error: BaseException) -> ProblemFailure:
+        """Record that the problem's task failed because of `error` (OSError when the run folder cannot be
+        written)."""
+        detail = None if isinstance(error, PipelineError) else valid_text("".join(traceback.format_exception(error)))
+        failure = ProblemFailure(problem_id, reason_of(error), detail, self.prefix)
+        write_artifact(
+            self.path_of(paths, problem_id),
+            self.kind,
+            {
+                "status": self.kind,
+                "problem_id": problem_id,
+                "reason": failure.reason,
+                "detail": detail,
+                "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+        )
+        return failure
+
+    def clear(self, paths: RunPaths, problem_id: str) -> None:
+        """Remove the problem's record (before the stage writes its artifact)."""
+        self.path_of(paths, problem_id).unlink(missing_ok=True)
+
+    def read(self, paths: RunPaths, problem_id: str) -> ProblemFailure | None:
+        """The problem's record, if its last task of this stage failed."""
+        found = read_artifact(self.path_of(paths, problem_id), self.kind)
+        if found is None or found["problem_id"] != problem_id:
+            return None
+        return ProblemFailure(problem_id, shown(found["reason"], limit=REASON_LIMIT), found["detail"], self.prefix)

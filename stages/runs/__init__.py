@@ -1,0 +1,1 @@
+"""`doit runs`: the index of every run, runs.md and runs.html."""

@@ -1,0 +1,398 @@
+"""`doit runs`: an index of every run under `<results_dir>/scicode/`, one row each, as `runs.md` and `runs.html`.
+
+A run is a folder `<model>/<run>/` holding selection.json or config.json. Its row comes from its summary: the
+full run's `summary.json`, else the most recent `summary-<tag>.json` (a subset or several attempts; the row
+names the tag). A run without a valid summary, or one of whose details or generation files is newer than its
+summary, is listed with that state and what to run. The page (`stages.runs.page`, which also draws the plots) sorts and
+filters the rows by setting and plots resolve rate against cost (tokens where a run has no cost), one plot per
+split and background setting, with the Pareto front marked. Two settings are marked wherever they appear: the
+SciCode paper's most realistic one (test split, no background) and the one AgentCompass and Artificial Analysis
+report (all 80 problems, with background).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from stages.execution.untrusted import shown
+from stages.records.results import cached_selection
+from stages.records.summary import Summary, read_summary_file
+from stages.storage.artifacts import read_artifact
+from stages.storage.json_values import EMPTY, Frozen, obj, optional_number, optional_text, thaw
+from stages.storage.paths import COMPARE_DIR_NAME, ResultsPaths, RunPaths
+from stages.summarize.markdown import markdown_table, name_span, ratio
+from stages.summarize.pricing import money
+from stages.summarize.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, methods_record
+from stages.summarize.uncertainty.text import INTERVALS_SENTENCE, rate_range
+
+RowState = Literal["summarized", "stale", "not summarized", "invalid summary"]
+
+
+@dataclass(frozen=True)
+class MarkedSetting:
+    """A setting of published numbers, marked in the index wherever a run has it."""
+
+    key: str
+    split: str
+    with_background: bool
+    label: str
+
+
+MARKED_SETTINGS: tuple[MarkedSetting, ...] = (
+    MarkedSetting("realistic", "test", False, "the SciCode paper's most realistic setting (test split, no background)"),
+    MarkedSetting(
+        "published", "all", True, "the setting of AgentCompass and Artificial Analysis (all 80 problems, background)"
+    ),
+)
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One run as the index lists it; rates and intervals are None without a usable summary."""
+
+    run_dir: Path
+    model: str
+    run: str
+    split: str | None
+    mode: str | None
+    with_background: bool | None
+    carry: str | None
+    attempts: int | None
+    summary_tag: str
+    resolved: int | None
+    problems: int | None
+    resolve_interval: tuple[float, float] | None
+    steps_passed: int | None
+    steps_scored: int | None
+    step_interval: tuple[float, float] | None
+    tokens: int | None
+    cost: float | None
+    run_started: str | None
+    summarized_at: str | None
+    report: Path | None
+    state: RowState
+    note: str
+
+    @property
+    def resolve_rate(self) -> float | None:
+        return self.resolved / self.problems if self.resolved is not None and self.problems else None
+
+    @property
+    def step_rate(self) -> float | None:
+        return self.steps_passed / self.steps_scored if self.steps_passed is not None and self.steps_scored else None
+
+    @property
+    def marks(self) -> tuple[MarkedSetting, ...]:
+        return tuple(
+            mark
+            for mark in MARKED_SETTINGS
+            if mark.split == self.split and mark.with_background == self.with_background
+        )
+
+    @property
+    def setting(self) -> tuple[str, str]:
+        """(split, background) of the run's plot."""
+        return (self.split or "unknown", background_text(self.with_background))
+
+    @property
+    def date(self) -> str:
+        return (self.run_started or self.summarized_at or "")[:10] or "-"
+
+
+def background_text(with_background: bool | None) -> str:
+    return "unknown" if with_background is None else ("with background" if with_background else "no background")
+
+
+# ---------------------------------------------------------------------------
+# Finding runs and reading their rows
+# ---------------------------------------------------------------------------
+
+
+def run_folders(results: ResultsPaths) -> list[Path]:
+    """Every run folder under `<results_dir>/scicode/`, in name order (the comparisons folder excluded)."""
+    if not results.root.is_dir():
+        return []
+    found = []
+    for model_dir in sorted(path for path in results.root.iterdir() if path.is_dir()):
+        if model_dir.name == COMPARE_DIR_NAME:
+            continue
+        for run_dir in sorted(path for path in model_dir.iterdir() if path.is_dir()):
+            paths = RunPaths(run_dir)
+            if paths.has_selection():
+                found.append(run_dir)
+    return found
+
+
+def summary_files(run_dir: Path) -> list[Path]:
+    """The run's summaries: the full run's first, then every tagged one."""
+    full = RunPaths(run_dir).summary_json
+    return ([full] if full.is_file() else []) + sorted(run_dir.glob("summary-*.json"))
+
+
+def chosen_summary(run_dir: Path) -> tuple[Path | None, Summary | None, bool]:
+    """(file, record, some summary file exists): the full run's valid summary, else the latest valid tagged one."""
+    files = summary_files(run_dir)
+    valid = [(path, record) for path in files if (record := read_summary_file(path)) is not None]
+    full = RunPaths(run_dir).summary_json
+    for path, record in valid:
+        if path == full:
+            return path, record, True
+    if valid:
+        path, record = max(valid, key=lambda item: item[1].summarized_at)
+        return path, record, True
+    return None, None, bool(files)
+
+
+def _whole(value: Frozen) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _amount(value: Frozen) -> float | None:
+    return optional_number(value) if isinstance(value, (int, float)) else None
+
+
+def newest_input_time(run_dir: Path) -> float:
+    """The latest modification time of the run's details and generation files (0 without any)."""
+    paths = RunPaths(run_dir)
+    times = [
+        path.stat().st_mtime for folder in (paths.details_dir, paths.generations_dir) for path in folder.glob("*.json")
+    ]
+    return max(times, default=0.0)
+
+
+def _interval(record: Mapping[str, Any] | None, method: str) -> tuple[float, float] | None:
+    """(low, high) of an interval record computed by `method`; None otherwise (an earlier method is not shown)."""
+    if not record or record.get("method") != method or record.get("low") is None or record.get("high") is None:
+        return None
+    return float(record["low"]), float(record["high"])
+
+
+def _report_of(run_dir: Path, summary_path: Path | None) -> Path | None:
+    if summary_path is not None:
+        report = summary_path.with_name(summary_path.name.replace("summary", "report", 1)).with_suffix(".html")
+        if report.is_file():
+            return report
+    written = RunPaths(run_dir).written_report()
+    return written if written.is_file() else None
+
+
+def _tag_of(summary_path: Path | None) -> str:
+    if summary_path is None or summary_path.stem == "summary":
+        return ""
+    return summary_path.stem.removeprefix("summary-")
+
+
+def index_row(run_dir: Path) -> IndexRow:
+    """The row of one run folder."""
+    path, summary, any_summary = chosen_summary(run_dir)
+    config = read_artifact(RunPaths(run_dir).recorded_config(), "config") or {}
+    settings: Mapping[str, Any] = config.get("settings") or {}
+    selection = cached_selection(RunPaths(run_dir))
+    state, note = _state(run_dir, path, any_summary, summary)
+    identity = summary.identity if summary else None
+    headline = summary.headline if summary else EMPTY
+    intervals = obj(headline.get("intervals"))
+    background = identity.with_background if identity else settings.get("with_background")
+    return IndexRow(
+        run_dir=run_dir,
+        model=str((identity and identity.model) or settings.get("model") or run_dir.parent.name),
+        run=run_dir.name,
+        split=(identity and identity.split) or settings.get("split") or (selection.split if selection else None),
+        mode=(identity and identity.mode) or settings.get("mode"),
+        with_background=None if background is None else bool(background),
+        carry=(identity and optional_text(identity.carry)) or settings.get("carry"),
+        attempts=(identity and _whole(identity.attempts_per_problem)) or settings.get("attempts"),
+        summary_tag=_tag_of(path),
+        resolved=_whole(headline.get("main_problem_resolved")),
+        problems=_whole(headline.get("main_problem_total")),
+        resolve_interval=_interval(obj(intervals.get("main_problem_resolve_rate")), RESOLVE_METHOD),
+        steps_passed=_whole(headline.get("subproblem_correct")),
+        steps_scored=_whole(headline.get("subproblem_total")),
+        step_interval=_interval(obj(intervals.get("subproblem")), CLUSTERED_METHOD),
+        tokens=_whole(obj(summary.usage).get("total_tokens")) if summary else None,
+        cost=_amount(obj(summary.cost).get("total")) if summary else None,
+        run_started=summary.run_started if summary else None,
+        summarized_at=summary.summarized_at if summary else None,
+        report=_report_of(run_dir, path),
+        state=state,
+        note=note,
+    )
+
+
+def _state(
+    run_dir: Path, summary_path: Path | None, any_summary: bool, summary: Summary | None
+) -> tuple[RowState, str]:
+    if summary_path is None and any_summary:
+        return "invalid summary", "its summary does not validate (written by an older version?): run `doit summarize`"
+    if summary_path is None:
+        return "not summarized", "no summary yet: run `doit summarize` with the run's settings"
+    if newest_input_time(run_dir) > summary_path.stat().st_mtime:
+        return "stale", "details or generations changed since it was summarized: run `doit summarize`"
+    if summary is not None and thaw(summary.uncertainty) != methods_record():
+        return (
+            "stale",
+            "summarized with earlier interval methods (its step interval is not shown): run `doit summarize`",
+        )
+    return "summarized", ""
+
+
+def index_rows(results: ResultsPaths) -> list[IndexRow]:
+    """Every run's row, ordered by split, background, then resolve rate (highest first) and model."""
+    rows = [index_row(run_dir) for run_dir in run_folders(results)]
+    return sorted(rows, key=lambda row: (*row.setting, -(row.resolve_rate or -1.0), row.model, row.run))
+
+
+# ---------------------------------------------------------------------------
+# The Pareto front: best resolve rate for its cost
+# ---------------------------------------------------------------------------
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> set[int]:
+    """Indices of the points (cost, rate) that no other point dominates (no higher rate for at most the same
+    cost, nor the same rate for less). Of identical points the first is on the front."""
+    order = sorted(range(len(points)), key=lambda index: (points[index][0], -points[index][1], index))
+    front: set[int] = set()
+    best = float("-inf")
+    for index in order:
+        if points[index][1] > best:
+            front.add(index)
+            best = points[index][1]
+    return front
+
+
+# ---------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------
+
+
+def _rate_cell(part: int | None, whole: int | None, interval: tuple[float, float] | None) -> str:
+    if part is None or whole is None:
+        return "-"
+    return ratio(part, whole) + (f", 95% CI {rate_range(*interval)}" if interval else "")
+
+
+def _marks_text(row: IndexRow) -> str:
+    return "; ".join(f"({index + 1})" for index, mark in enumerate(MARKED_SETTINGS) if mark in row.marks)
+
+
+def markdown_row(row: IndexRow, link_from: Path) -> tuple[str, ...]:
+    from stages.summarize.report import relative_link
+
+    link = f"[report]({relative_link(link_from, row.report, 'headline')})" if row.report else "-"
+    return (
+        name_span(row.model),
+        name_span(row.run) + (f" ({shown(row.summary_tag)})" if row.summary_tag else ""),
+        shown(row.split or "-"),
+        shown(row.mode or "-"),
+        background_text(row.with_background),
+        shown(row.carry or "-"),
+        str(row.attempts or "-"),
+        _rate_cell(row.resolved, row.problems, row.resolve_interval),
+        _rate_cell(row.steps_passed, row.steps_scored, row.step_interval),
+        "-" if row.tokens is None else str(row.tokens),
+        money(row.cost),
+        shown(row.date),
+        row.state + (f": {row.note}" if row.note else ""),
+        _marks_text(row) or "-",
+        link,
+    )
+
+
+MARKDOWN_HEADER = (
+    "model",
+    "run",
+    "split",
+    "mode",
+    "background",
+    "carry",
+    "attempts",
+    "main_problem_resolve_rate",
+    "subproblem",
+    "tokens",
+    "cost",
+    "date",
+    "state",
+    "marked",
+    "report",
+)
+
+
+@dataclass(frozen=True)
+class SettingFront:
+    """The runs of one split and background setting with a resolve rate: those plotted against cost (or tokens,
+    when some run of the setting has no cost) and the Pareto front among them."""
+
+    split: str
+    background: str
+    x_kind: Literal["cost", "tokens"]
+    plotted: tuple[IndexRow, ...]
+    front: tuple[IndexRow, ...]  # in cost order
+    not_plotted: tuple[IndexRow, ...]
+
+    @property
+    def title(self) -> str:
+        return f"split {shown(self.split)}, {self.background}"
+
+    @property
+    def marks(self) -> tuple[MarkedSetting, ...]:
+        return self.plotted[0].marks if self.plotted else (self.not_plotted[0].marks if self.not_plotted else ())
+
+
+def x_value(row: IndexRow, kind: str) -> float | None:
+    value = row.cost if kind == "cost" else row.tokens
+    return None if value is None else float(value)
+
+
+def setting_front(split: str, background: str, rows: Sequence[IndexRow]) -> SettingFront:
+    rated = [row for row in rows if row.resolve_rate is not None]
+    kind: Literal["cost", "tokens"] = "cost" if rated and all(row.cost is not None for row in rated) else "tokens"
+    plotted = [row for row in rated if x_value(row, kind) is not None]
+    on_front = pareto_front([(x_value(row, kind) or 0.0, row.resolve_rate or 0.0) for row in plotted])
+    front = sorted((plotted[index] for index in on_front), key=lambda row: x_value(row, kind) or 0.0)
+    return SettingFront(
+        split, background, kind, tuple(plotted), tuple(front), tuple(row for row in rows if row not in plotted)
+    )
+
+
+def setting_fronts(rows: Sequence[IndexRow]) -> list[SettingFront]:
+    """One per (split, background) setting that has a run with a resolve rate, in the rows' order."""
+    groups: dict[tuple[str, str], list[IndexRow]] = {}
+    for row in rows:
+        if row.resolve_rate is not None:
+            groups.setdefault(row.setting, [])
+    for row in rows:
+        if row.setting in groups:
+            groups[row.setting].append(row)
+    return [setting_front(split, background, members) for (split, background), members in groups.items()]
+
+
+def point_text(row: IndexRow, kind: str) -> str:
+    """`strong / test-tool_use-nobg (50.0% resolved, $6.00)`."""
+    x = x_value(row, kind) or 0.0
+    amount = money(x) if kind == "cost" else f"{int(x):,} tokens"
+    return (
+        f"{name_span(row.model)} / {name_span(row.run)} ({100.0 * (row.resolve_rate or 0.0):.1f}% resolved, {amount})"
+    )
+
+
+def front_lines(rows: Sequence[IndexRow]) -> list[str]:
+    """Per split and background setting: the runs on the Pareto front of resolve rate against cost (or tokens)."""
+    lines = ["## Pareto fronts (resolve rate against cost, or tokens where a run has no cost)", ""]
+    fronts = setting_fronts(rows)
+    if not fronts:
+        return lines + ["No summarized run has a resolve rate to plot.", ""]
+    lines += [f"- {found.title}: {', '.join(point_text(row, found.x_kind) for row in found.front)}" for found in fronts]
+    return lines + [""]
+
+
+def index_markdown(rows: Sequence[IndexRow], page_dir: Path) -> str:
+    lines = ["# SciCode runs", "", f"{len(rows)} run(s) under {name_span(page_dir)}.", "", INTERVALS_SENTENCE, ""]
+    lines += [f"({index + 1}) {mark.label}." for index, mark in enumerate(MARKED_SETTINGS)]
+    lines.append("")
+    table = [markdown_row(row, page_dir) for row in rows]
+    lines += markdown_table(MARKDOWN_HEADER, table, [False] * len(MARKDOWN_HEADER)) if table else ["No run yet."]
+    lines.append("")
+    return "\n".join(lines + front_lines(rows))

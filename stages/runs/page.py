@@ -1,0 +1,235 @@
+"""`doit runs`: the run index (`stages.runs.index` finds the runs and renders runs.md) and its page `runs.html`:
+the table rows and the plots, drawn as inline SVG (no network, no image file), one per split and background
+setting: resolve rate (with its 95% Wilson interval) against cost, or against total tokens where some run of the
+setting has no cost; the Pareto front is marked and joined.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from stages.config.settings import Settings
+from stages.runs.index import (
+    MARKED_SETTINGS,
+    IndexRow,
+    MarkedSetting,
+    SettingFront,
+    background_text,
+    index_markdown,
+    index_rows,
+    setting_fronts,
+    x_value,
+)
+from stages.storage.artifacts import atomic_write_text
+from stages.storage.paths import ResultsPaths
+from stages.summarize.pricing import money
+
+WIDTH, HEIGHT = 640, 360
+LEFT, RIGHT, TOP, BOTTOM = 64, 24, 16, 52
+HEADROOM = 1.12  # the x axis ends past the largest value, so no point sits on the frame
+
+
+@dataclass(frozen=True)
+class Tick:
+    position: float
+    label: str
+
+
+@dataclass(frozen=True)
+class PlotPoint:
+    row_id: str
+    label: str
+    x_text: str
+    y_text: str
+    px: float
+    py: float
+    py_low: float
+    py_high: float
+    on_front: bool
+    label_end: bool  # the label goes left of the point (points near the right edge)
+
+    @property
+    def label_x(self) -> float:
+        return round(self.px - 8 if self.label_end else self.px + 8, 2)
+
+
+@dataclass(frozen=True)
+class PlotGroup:
+    split: str
+    background: str
+    x_kind: str  # "cost" or "tokens"
+    points: tuple[PlotPoint, ...]
+    front_path: str
+    x_ticks: tuple[Tick, ...]
+    y_ticks: tuple[Tick, ...]
+    marks: tuple[MarkedSetting, ...]
+    not_plotted: tuple[str, ...]
+
+    @property
+    def title(self) -> str:
+        return f"split {self.split}, {self.background}"
+
+    @property
+    def x_label(self) -> str:
+        return "cost of the run (USD)" if self.x_kind == "cost" else "total tokens of the run"
+
+    @property
+    def front_points(self) -> tuple[PlotPoint, ...]:
+        return tuple(sorted((point for point in self.points if point.on_front), key=lambda point: point.px))
+
+    @property
+    def plot_id(self) -> str:
+        return f"plot-{self.split}-{self.background.replace(' ', '-')}"
+
+
+def row_id(row: IndexRow) -> str:
+    return f"run-{row.run_dir.parent.name}--{row.run_dir.name}"
+
+
+def nice_ticks(top: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least `top` (about `count` of them)."""
+    if top <= 0:
+        return [0.0, 1.0]
+    raw = top / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    return [step * i for i in range(math.ceil(top / step - 1e-9) + 1)]
+
+
+def _x_text(kind: str, value: float) -> str:
+    return money(value) if kind == "cost" else f"{int(value):,} tokens"
+
+
+def _tick_text(kind: str, value: float) -> str:
+    if kind == "cost":
+        return f"${value:g}"
+    return f"{value / 1e6:g}M" if value >= 1e6 else (f"{value / 1e3:g}k" if value >= 1e3 else f"{value:g}")
+
+
+def plot_group(found: SettingFront) -> PlotGroup:
+    kind = found.x_kind
+    xs = [x_value(row, kind) or 0.0 for row in found.plotted]
+    ticks = nice_ticks(HEADROOM * max(xs, default=0.0))
+    span = ticks[-1] or 1.0
+    inner_w, inner_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def px(value: float) -> float:
+        return round(LEFT + inner_w * value / span, 2)
+
+    def py(rate: float) -> float:
+        return round(TOP + inner_h * (1.0 - rate), 2)
+
+    def point(row: IndexRow, x: float) -> PlotPoint:
+        rate = row.resolve_rate or 0.0
+        low, high = row.resolve_interval or (rate, rate)
+        return PlotPoint(
+            row_id=row_id(row),
+            label=f"{row.model} / {row.run}",
+            x_text=_x_text(kind, x),
+            y_text=f"{100.0 * rate:.1f}% resolved",
+            px=px(x),
+            py=py(rate),
+            py_low=py(low),
+            py_high=py(high),
+            on_front=row in found.front,
+            label_end=px(x) > LEFT + 0.6 * inner_w,
+        )
+
+    points = tuple(point(row, x) for row, x in zip(found.plotted, xs))
+    return PlotGroup(
+        split=found.split,
+        background=found.background,
+        x_kind=kind,
+        points=points,
+        front_path=_step_path([p for p in points if p.on_front]),
+        x_ticks=tuple(Tick(px(value), _tick_text(kind, value)) for value in ticks),
+        y_ticks=tuple(Tick(py(value), f"{100 * value:.0f}%") for value in (0.0, 0.25, 0.5, 0.75, 1.0)),
+        marks=found.marks,
+        not_plotted=tuple(f"{row.model} / {row.run}" for row in found.not_plotted),
+    )
+
+
+def _step_path(front: Sequence[PlotPoint]) -> str:
+    """An SVG polyline through the front in cost order: the best rate holds until the next front point."""
+    ordered = sorted(front, key=lambda point: point.px)
+    corners: list[str] = []
+    for index, point in enumerate(ordered):
+        if index:
+            corners.append(f"{point.px},{ordered[index - 1].py}")
+        corners.append(f"{point.px},{point.py}")
+    return " ".join(corners)
+
+
+def plot_groups(rows: Sequence[IndexRow]) -> list[PlotGroup]:
+    """One plot per (split, background) setting that has a summarized run."""
+    return [plot_group(found) for found in setting_fronts(rows)]
+
+
+# ---------------------------------------------------------------------------
+# The page
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageRow:
+    """A table row of the page with its sort values."""
+
+    row: IndexRow
+    row_id: str
+    report_link: str | None
+    marks: str
+    background: str
+
+
+def page_rows(rows: Sequence[IndexRow], page_dir: Path) -> list[PageRow]:
+    from stages.summarize.report import relative_link
+
+    return [
+        PageRow(
+            row=row,
+            row_id=row_id(row),
+            report_link=relative_link(page_dir, row.report, "headline") if row.report else None,
+            marks=" ".join(mark.key for mark in row.marks),
+            background=background_text(row.with_background),
+        )
+        for row in rows
+    ]
+
+
+def filter_values(rows: Sequence[IndexRow]) -> dict[str, list[str]]:
+    """The values each filter offers: those present in the rows."""
+    return {
+        "split": sorted({row.split or "unknown" for row in rows}),
+        "mode": sorted({row.mode or "unknown" for row in rows}),
+        "background": sorted({background_text(row.with_background) for row in rows}),
+        "carry": sorted({row.carry or "unknown" for row in rows}),
+    }
+
+
+def write_run_index(settings: Settings) -> Path:
+    """Write `<results_dir>/scicode/runs.md` and `runs.html` and return the Markdown path (both are printed)."""
+    results = ResultsPaths(Path(settings.results_dir))
+    rows = index_rows(results)
+    atomic_write_text(results.runs_index, index_markdown(rows, results.root))
+    atomic_write_text(results.runs_page, render_page(rows, results.root))
+    print(f"run index: {results.runs_index} ({len(rows)} runs)")
+    print(f"run index page: {results.runs_page}")
+    return results.runs_index
+
+
+def render_page(rows: Sequence[IndexRow], page_dir: Path) -> str:
+    from stages.summarize.report import render
+
+    return render(
+        "runs.html.j2",
+        "runs.js",
+        rows=page_rows(rows, page_dir),
+        plots=plot_groups(rows),
+        filters=filter_values(rows),
+        marked=MARKED_SETTINGS,
+        page_dir=str(page_dir),
+        size=(WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM),
+    )

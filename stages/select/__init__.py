@@ -1,0 +1,1 @@
+"""`select`: the ordered problems of a run and the run's config.json."""

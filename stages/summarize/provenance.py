@@ -1,0 +1,88 @@
+"""Where a run's verdicts come from: the targets they were scored against, when the run started, and which
+version of this project wrote its summary."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from importlib import metadata
+from typing import Any, Literal
+
+from stages.config.settings import Settings
+from stages.storage.paths import PROJECT_ROOT, RunPaths
+
+PROJECT_NAME = "scicode-pipeline"
+GIT_TIMEOUT_SECONDS = 5.0
+
+TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
+
+
+@dataclass(frozen=True)
+class TargetsInfo:
+    kind: TargetsKind
+    note: str
+
+
+def resolve_targets_info(settings: Settings) -> TargetsInfo:
+    """Which targets the steps were scored against (official, explicit file, derived, missing)."""
+    try:
+        from stages.targets import resolve_targets
+    except ImportError as error:
+        return TargetsInfo("unknown", f"targets could not be resolved: {error}")
+    try:
+        resolved = resolve_targets(settings)
+    except Exception as error:  # a summary is still written; the reason is shown in its first lines
+        return TargetsInfo("unknown", f"targets could not be resolved: {type(error).__name__}: {error}")
+    return TargetsInfo(resolved.kind, str(resolved.note or ""))
+
+
+def _utc(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_started(paths: RunPaths, problem_ids: Sequence[str]) -> str | None:
+    """Earliest generation or details file time of the run; else config.json's time; None when neither exists."""
+    times = []
+    for problem_id in problem_ids:
+        for path in (paths.generation(problem_id), paths.details(problem_id)):
+            try:
+                times.append(path.stat().st_mtime)
+            except FileNotFoundError:
+                continue
+    if not times:
+        try:
+            times.append(paths.config.stat().st_mtime)
+        except FileNotFoundError:
+            return None
+    return _utc(min(times))
+
+
+def _git(*args: str) -> str | None:
+    """The output of a git command in the project's folder; None when git or the repository is not there."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@lru_cache(maxsize=1)
+def project_record() -> dict[str, Any]:
+    """This project's name, installed version and git commit (None outside a checkout; `dirty` when tracked files
+    differ from it)."""
+    try:
+        version: str | None = metadata.version(PROJECT_NAME)
+    except metadata.PackageNotFoundError:
+        version = None
+    commit = _git("rev-parse", "HEAD")
+    changes = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"name": PROJECT_NAME, "version": version, "commit": commit, "dirty": bool(changes) if commit else None}

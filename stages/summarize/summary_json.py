@@ -1,0 +1,168 @@
+"""summary.json: the typed `Summary` record (`stages.records.summary`) of the problem rows and their metrics;
+the summarize stage writes its `to_record()`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from stages.config.fingerprints import FingerprintParts
+from stages.config.settings import Settings
+from stages.records.results import ToolStats
+from stages.records.stamp import Stamp
+from stages.records.summary import (
+    FailedProblem,
+    Groups,
+    RunIdentity,
+    StepOutcome,
+    Summary,
+    SummaryProblem,
+    SummaryStep,
+    SummaryTargets,
+    freeze_headline,
+)
+from stages.storage.json_values import Frozen, freeze, freeze_object
+from stages.summarize.markdown import one_line
+from stages.summarize.metrics import (
+    behaved_as_naive,
+    cost_record,
+    field_metrics,
+    grouped_metrics,
+    inspect_view,
+    metrics_of,
+    status_counts,
+    subfield_metrics,
+    tool_totals,
+    total_latency,
+    total_usage,
+)
+from stages.summarize.pricing import Prices, cost_of, prices_of, total_cost
+from stages.summarize.provenance import TargetsInfo, project_record
+from stages.summarize.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
+from stages.summarize.uncertainty.intervals import methods_record
+
+
+def _step_outcome(step_id: str, status: str, reason: str) -> StepOutcome:
+    return StepOutcome(step_id, status, one_line(reason))
+
+
+def _problem_record(row: ProblemRow, prices: Prices | None) -> SummaryProblem:
+    failure = row.first_failure
+    return SummaryProblem(
+        problem_id=row.problem_id,
+        steps=tuple(
+            SummaryStep(step.step_id, step.status, one_line(step.reason), freeze_object(step.tools.to_record()))
+            for step in row.steps
+        ),
+        split=row.split,
+        category=row.category,
+        field=row.field,
+        subfield=row.subfield,
+        state=row.state,
+        resolved=row.resolved,
+        steps_passed=row.steps_passed,
+        steps_scored=row.steps_scored,
+        steps_skipped=row.steps_skipped,
+        first_failure=None if failure is None else _step_outcome(failure.step_id, failure.status, failure.reason),
+        tools=freeze_object(row.tools.to_record()),
+        usage=freeze_object(row.usage.to_record()) if row.usage else None,
+        latency_s=row.latency_s,
+        cost=freeze(total_cost(cost_of(usage, prices) for usage in row.attempt_usages)),
+        attempt_costs=tuple(freeze(cost_of(usage, prices)) for usage in row.attempt_usages),
+        error=one_line(row.error) if row.error else None,
+    )
+
+
+def _identity(settings: Settings) -> RunIdentity:
+    return RunIdentity(
+        model=settings.model,
+        run=settings.run_name,
+        split=settings.split,
+        category=tuple(settings.category),
+        sample_ids=tuple(settings.sample_ids),
+        mode=settings.mode,
+        with_background=settings.with_background,
+        carry=freeze(settings.carry),
+        attempts_per_problem=freeze(settings.attempts),
+    )
+
+
+def _groups(rows: Sequence[ProblemRow]) -> Groups:
+    return Groups(
+        by_category=freeze_object({name: m.as_dict() for name, m in grouped_metrics(rows, "category").items()}),
+        by_field=freeze_object({name: m.as_dict() for name, m in field_metrics(rows).items()}),
+        by_subfield=freeze_object(
+            {name: {"field": field, **m.as_dict()} for name, (field, m) in subfield_metrics(rows).items()}
+        ),
+        by_split=freeze_object({name: m.as_dict() for name, m in grouped_metrics(rows, "split").items()}),
+    )
+
+
+def _tool_use(rows: Sequence[ProblemRow], mode: str) -> Frozen:
+    return freeze(
+        {
+            "attempt_scored": tool_totals(rows).to_record(),
+            "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record(),
+            "behaved_as_naive": behaved_as_naive(rows, mode),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class RunConditions:
+    """What the summary records beside the rows: the sandbox confinement the run had, the tool-call outcomes
+    of the scored attempt and the scored steps that had no targets."""
+
+    confinement: object
+    tool_calls: Mapping[str, int]
+    steps_without_targets: Sequence[str]
+
+
+def summary_record(
+    settings: Settings,
+    rows: Sequence[ProblemRow],
+    *,
+    fingerprint_parts: FingerprintParts,
+    targets: TargetsInfo,
+    started: str | None,
+    summarized_at: str,
+    plot_names: Sequence[str],
+    conditions: RunConditions,
+    attempts: Mapping[str, Any] | None = None,
+) -> Summary:
+    complete = all(row.state not in ("missing_details", "invalid_details") for row in rows)
+    prices = prices_of(settings)
+    return Summary(
+        stamp=Stamp.of(fingerprint_parts),
+        status="complete" if complete else "partial",
+        identity=_identity(settings),
+        run_started=started,
+        summarized_at=summarized_at,
+        targets=SummaryTargets(targets.kind, targets.note),
+        attempt_scored=SCORED_ATTEMPT,
+        headline=freeze_headline(metrics_of(rows).as_dict(min_problems=0)),
+        uncertainty=freeze(methods_record()),
+        inspect_ai_view=freeze(inspect_view(rows).as_dict()),
+        groups=_groups(rows),
+        status_counts=freeze_object(status_counts(rows)),
+        problems=tuple(_problem_record(row, prices) for row in rows),
+        failed_problems=tuple(
+            FailedProblem(row.problem_id, one_line(row.error or row.state)) for row in rows if row.failed
+        ),
+        usage=freeze(total_usage(rows)),
+        latency_s=freeze(total_latency(rows)),
+        cost=freeze(cost_record(rows, prices)),
+        project=freeze(project_record()),
+        concurrency=freeze(settings.concurrency),
+        tool_use=_tool_use(rows, settings.mode),
+        weak_official_tests=tuple(
+            freeze_object({"step_id": step_id, "reason": weak.reason}) for step_id, weak in weak_passes(rows)
+        ),
+        plots=tuple(plot_names),
+        attempts=None if attempts is None else freeze_object(attempts),
+        confinement=freeze(conditions.confinement),
+        tool_calls=MappingProxyType({**conditions.tool_calls, "total": sum(conditions.tool_calls.values())}),
+        steps_without_targets=tuple(conditions.steps_without_targets),
+    )

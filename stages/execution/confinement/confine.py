@@ -105,6 +105,7 @@ class Confinement:
     namespaces: str = ""  # e.g. "pid+net+ipc+mount", "" when unavailable
     namespace_reason: str = ""
     capabilities_dropped: bool = False
+    identity: str = ""  # whose ids model code runs under, e.g. "ids 65534:65534 owning nothing on the host"
     seccomp: bool = False
     seccomp_reason: str = ""
     scratch_tmpfs: bool = False
@@ -115,8 +116,15 @@ class Confinement:
     @property
     def full(self) -> bool:
         """Filesystem, network and scope rules, every descendant killed with its step, the system-call filter and
-        a size-limited scratch."""
-        return self.landlock_abi >= 6 and "pid" in self.namespaces and self.seccomp and self.scratch_tmpfs
+        a size-limited scratch, under ids that own no host file (or the user's own, when not root)."""
+        return (
+            self.landlock_abi >= 6
+            and "pid" in self.namespaces
+            and "mount" in self.namespaces
+            and self.seccomp
+            and self.scratch_tmpfs
+            and bool(self.identity)
+        )
 
     @property
     def description(self) -> str:
@@ -138,6 +146,8 @@ class Confinement:
             parts.append(f"no namespaces ({self.namespace_reason}); descendants killed by a subreaper")
         if self.capabilities_dropped:
             parts.append("capabilities dropped")
+        if self.identity:
+            parts.append(f"runs as {self.identity}")
         parts.append("seccomp filter" if self.seccomp else f"no seccomp filter ({self.seccomp_reason})")
         parts.append(
             "scratch on a size-limited tmpfs"
@@ -165,9 +175,9 @@ def _unshare_flags(with_mount: bool) -> int:
     return flags if os.geteuid() == 0 else flags | kernel.CLONE_NEWUSER
 
 
-def _map_identity() -> None:
-    """In a new user namespace: keep this process's uid and gid (files it creates stay its own)."""
-    uid, gid = os.geteuid(), os.getegid()
+def _map_identity(uid: int, gid: int) -> None:
+    """In a new user namespace: keep the uid and gid this process had before `unshare` (read there: inside, before
+    the map is written, they read as the overflow id, which the kernel refuses to map)."""
     for name, content in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:
             handle.write(content)
@@ -180,18 +190,20 @@ def unshare_namespaces() -> tuple[str, str]:
         libc = kernel.load_libc()
     except OSError as error:
         return "", str(error)
+    uid, gid = os.geteuid(), os.getegid()
     for with_mount in (True, False):
         if libc.unshare(_unshare_flags(with_mount)) == 0:
             break
         reason = f"unshare: {kernel.errno_text()}"
     else:
         return "", reason
-    if os.geteuid() != 0:
+    if uid != 0:
         try:
-            _map_identity()
+            _map_identity(uid, gid)
         except OSError as error:
             return "", f"user namespace id map: {error}"
-    return ("pid+net+ipc+mount", "") if with_mount else ("pid+net+ipc", f"no mount namespace ({reason})")
+    names = ("user+" if uid != 0 else "") + ("pid+net+ipc+mount" if with_mount else "pid+net+ipc")
+    return names, "" if with_mount else f"no mount namespace ({reason})"
 
 
 def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
@@ -218,7 +230,9 @@ def limit_tasks(folder: str, limit: int = TASK_LIMIT) -> None:
 
 def mount_scratch(scratch: str, limit_mb: int) -> None:
     """In B, in its private mount namespace: `scratch` becomes a tmpfs of `limit_mb` MiB holding a copy of the
-    regular files the parent left there (a snippet's program); the parent's folder itself is never written."""
+    regular files the parent left there (a snippet's program); the parent's folder itself is never written. As
+    root, the tmpfs and the copies belong to the unprivileged ids that B takes before running model code."""
+    owner = _scratch_owner()
     below = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         inodes = max(1024, limit_mb * SCRATCH_INODES_PER_MB)
@@ -227,15 +241,22 @@ def mount_scratch(scratch: str, limit_mb: int) -> None:
             scratch,
             "tmpfs",
             kernel.MS_NOSUID | kernel.MS_NODEV,
-            f"size={limit_mb}m,nr_inodes={inodes},mode=0700",
+            f"size={limit_mb}m,nr_inodes={inodes},mode=0700,uid={owner[0]},gid={owner[1]}",
         )
         for name in os.listdir(below):
-            _copy_regular_file(below, name, scratch)
+            _copy_regular_file(below, name, scratch, owner)
     finally:
         os.close(below)
 
 
-def _copy_regular_file(source_dir: int, name: str, target_dir: str) -> None:
+def _scratch_owner() -> tuple[int, int]:
+    """The ids that model code runs under (see `kernel.drop_capabilities`)."""
+    if os.geteuid() == 0:  # root of the host: a user namespace maps the user's own ids, never 0
+        return kernel.UNPRIVILEGED_ID, kernel.UNPRIVILEGED_ID
+    return os.geteuid(), os.getegid()
+
+
+def _copy_regular_file(source_dir: int, name: str, target_dir: str, owner: tuple[int, int]) -> None:
     try:
         source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=source_dir)
     except OSError:
@@ -250,6 +271,8 @@ def _copy_regular_file(source_dir: int, name: str, target_dir: str) -> None:
         try:
             while chunk := os.read(source, 1 << 20):
                 os.write(target, chunk)
+            if owner != (os.geteuid(), os.getegid()):
+                os.fchown(target, *owner)
         finally:
             os.close(target)
     finally:
@@ -284,6 +307,13 @@ def prepare_mounts(scratch: str | None, scratch_limit_mb: int | None) -> tuple[b
     if in_scratch:
         os.chdir(scratch)  # onto the tmpfs: the old working directory is the folder beneath it
     return True, task_limit, ""
+
+
+def own_scratch_without_tmpfs(scratch: str | None) -> None:
+    """As root without a tmpfs: the scratch folder (made by the parent) becomes the unprivileged ids' own, the one
+    place they may write; the parent removes it afterwards whatever it holds."""
+    if scratch and os.geteuid() == 0 and not os.path.ismount(scratch):
+        os.chown(scratch, kernel.UNPRIVILEGED_ID, kernel.UNPRIVILEGED_ID, follow_symlinks=False)
 
 
 # ---------------------------------------------------------------------------
@@ -324,6 +354,7 @@ def enter_sandbox(
     prepare_seccomp(seccomp_binding)
     writable = list(write_paths) + ([scratch] if scratch and scratch not in write_paths else [])
     prepare_mounts(scratch, scratch_limit_mb)
+    own_scratch_without_tmpfs(scratch)
     apply_limits(memory_mb, scratch_limit_mb)
     if abi is None:
         abi, _ = kernel.landlock_abi()
@@ -448,6 +479,7 @@ def _probe_confined(scratch: str, write_fd: int) -> int:
         report.update(scratch_tmpfs=False, task_limit=0, scratch_reason=str(error))
     try:
         report["capabilities_dropped"] = kernel.drop_capabilities()
+        report["identity"] = kernel.identity_line()
     except ConfinementError as error:
         report["problems"].append(str(error))
     try:
@@ -493,6 +525,7 @@ def probe(seccomp_binding: str | None = None) -> Confinement:
         namespaces=str(report.get("namespaces", "")),
         namespace_reason=str(report.get("namespace_reason", "probe failed")),
         capabilities_dropped=bool(report.get("capabilities_dropped", False)),
+        identity=str(report.get("identity", "")),
         seccomp=seccomp,
         seccomp_reason="" if seccomp else (seccomp_reason or "the filter did not load"),
         scratch_tmpfs=bool(report.get("scratch_tmpfs")),

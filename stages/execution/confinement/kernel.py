@@ -38,6 +38,7 @@ CLONE_NAMESPACE_FLAGS = tuple(1 << bit for bit in range(32) if NAMESPACES >> bit
 UNSHARE_NAMESPACE_FLAGS = (*CLONE_NAMESPACE_FLAGS, CLONE_NEWTIME)
 PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 38, 36, 24, 28
 PR_SET_PDEATHSIG, PR_GET_SECCOMP = 1, 21
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
 SECUREBITS_ALL_LOCKED = 0x2F  # NOROOT, NOROOT_LOCKED, NO_SETUID_FIXUP, NO_SETUID_FIXUP_LOCKED, KEEP_CAPS_LOCKED
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 LAST_CAPABILITY = 63
@@ -46,7 +47,6 @@ MNT_DETACH = 2
 AF_INET, AF_INET6 = 2, 10
 ALLOWED_SOCKET_FAMILIES = (AF_INET, AF_INET6)  # harmless in a network namespace without interfaces; TCP: Landlock
 SOCKET_FAMILY_BOUND = 64  # the kernel refuses families >= AF_MAX (46 in Linux 6.x) with EAFNOSUPPORT itself
-TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 LOW_32_BITS = 0xFFFFFFFF
 WRITABLE_DEVICES = ("/dev/null",)
 
@@ -76,11 +76,35 @@ DENIED_SYSCALLS: tuple[tuple[str, str], ...] = (
     ),
     ("files opened by handle, past every path check", "open_by_handle_at name_to_handle_at"),
     ("I/O ports and segment descriptors", "iopl ioperm modify_ldt"),
-    ("watching the whole filesystem", "fanotify_init"),
+    ("watching files other processes use", "fanotify_init inotify_init inotify_init1 inotify_add_watch"),
+    (
+        "file metadata an owner may change without any capability: modes, owners, times, extended attributes",
+        "chmod fchmod fchmodat fchmodat2 chown fchown lchown fchownat chown32 fchown32 lchown32 "
+        "utime utimes futimesat utimensat setxattr lsetxattr fsetxattr setxattrat removexattr lremovexattr "
+        "fremovexattr removexattrat",
+    ),
 )
 # System calls added since Linux 5.1 have one number on every architecture but alpha; these are newer than some
 # libseccomp releases know by name.
-UNIFIED_SYSCALL_NUMBERS = {"statmount": 457, "listmount": 458, "open_tree_attr": 467}
+UNIFIED_SYSCALL_NUMBERS = {
+    "fchmodat2": 452,
+    "statmount": 457,
+    "listmount": 458,
+    "setxattrat": 463,
+    "removexattrat": 466,
+    "open_tree_attr": 467,
+}
+# fcntl commands refused with EPERM: a lease makes every other open() of the file on the host wait the lease-break
+# time; a directory notification watches what the host does there.
+F_SETLEASE, F_NOTIFY = 1024, 1026
+DENIED_FCNTL_COMMANDS = (F_SETLEASE, F_NOTIFY)
+# ioctls refused with EPERM: the terminal's input queue and console, and the inode flags an owner may set
+# (FS_IOC_SETFLAGS, its 32-bit form, FS_IOC_FSSETXATTR: append-only, no-dump, project ids).
+FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR = 0x40086602, 0x40046602, 0x401C5820
+DENIED_IOCTL_REQUESTS = (0x5412, 0x541C, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR)
+# As root, a confined process runs as this uid and gid, which own nothing on the host (the overflow ids).
+UNPRIVILEGED_ID = 65534
+CAP_DAC_READ_SEARCH = 2
 
 SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys/devices/system/cpu")
 SYSTEM_READ_FILES = (
@@ -290,21 +314,59 @@ def _capability_sets() -> tuple[int, int]:
 
 def drop_capabilities() -> bool:
     """Whenever any capability is held (root, or a user namespace's owner): lock securebits, empty the bounding
-    set and clear every capability. False when there was none to drop."""
+    set and clear every capability; as root, also leave the root ids (`_leave_root`). False when there was none
+    to drop."""
     effective, permitted = _capability_sets()
-    if os.geteuid() != 0 and not (effective or permitted):
+    is_root = os.geteuid() == 0
+    if not is_root and not (effective or permitted):
         return False
     libc = load_libc()
+    # NO_SETUID_FIXUP: leaving uid 0 below keeps the capability sets as they are until capset clears them.
     if libc.prctl(PR_SET_SECUREBITS, SECUREBITS_ALL_LOCKED, 0, 0, 0) != 0:
         raise ConfinementError(f"prctl(PR_SET_SECUREBITS): {errno_text()}")
+    kept = (1 << CAP_DAC_READ_SEARCH) if is_root else 0
     for capability in range(LAST_CAPABILITY + 1):
+        if kept >> capability & 1:
+            continue
         if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
             raise ConfinementError(f"prctl(PR_CAPBSET_DROP, {capability}): {errno_text()}")
+    if is_root:
+        _leave_root()
+    _set_capabilities(kept)
+    if kept and libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0) != 0:
+        raise ConfinementError(f"prctl(PR_CAP_AMBIENT_RAISE): {errno_text()}")
+    return True
+
+
+def _leave_root() -> None:
+    """Run as UNPRIVILEGED_ID (uid and gid, no supplementary groups): ids that own nothing on the host, so that
+    no mode, owner, time or attribute of a host file is this process's to change. Reading keeps working through
+    CAP_DAC_READ_SEARCH alone (the interpreter may live under a 0700 home), bounded by the Landlock read rules."""
+    try:
+        os.setgroups([])
+        os.setresgid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+        os.setresuid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+    except OSError as error:
+        raise ConfinementError(f"leaving the root ids: {error}") from None
+
+
+def _set_capabilities(capabilities: int) -> None:
+    """Effective, permitted and inheritable sets all `capabilities` (a bit mask below 2**64)."""
     header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
-    if libc.capset(ctypes.byref(header), data) != 0:
+    for index in (0, 1):
+        word = capabilities >> (32 * index) & LOW_32_BITS
+        data[index].effective = data[index].permitted = data[index].inheritable = word
+    if load_libc().capset(ctypes.byref(header), data) != 0:
         raise ConfinementError(f"capset: {errno_text()}")
-    return True
+
+
+def identity_line() -> str:
+    """Whose files this process may own, for the confinement line."""
+    uid, gid = os.getuid(), os.getgid()
+    if uid == UNPRIVILEGED_ID and gid == UNPRIVILEGED_ID and not os.getgroups():
+        return f"ids {uid}:{gid} owning nothing on the host"
+    return f"the user's own ids {uid}:{gid}"
 
 
 # ---------------------------------------------------------------------------
@@ -384,8 +446,12 @@ def build_filter(seccomp: Any) -> Any:
     for family in range(SOCKET_FAMILY_BOUND):
         if family not in ALLOWED_SOCKET_FAMILIES:
             syscall_filter.add_rule(deny, "socket", _masked_equal(seccomp, 0, LOW_32_BITS, family))
-    for request in (TIOCSTI, TIOCLINUX):
+    for request in DENIED_IOCTL_REQUESTS:
         syscall_filter.add_rule(deny, "ioctl", _masked_equal(seccomp, 1, LOW_32_BITS, request))
+    for name in ("fcntl", "fcntl64"):
+        if _native_number(seccomp, name) is not None:
+            for command in DENIED_FCNTL_COMMANDS:
+                syscall_filter.add_rule(deny, name, _masked_equal(seccomp, 1, LOW_32_BITS, command))
     for name, flags in (("clone", CLONE_NAMESPACE_FLAGS), ("unshare", UNSHARE_NAMESPACE_FLAGS)):
         for flag in flags:
             syscall_filter.add_rule(deny, name, _masked_equal(seccomp, 0, flag, flag))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import sys
 from functools import lru_cache
-from pathlib import Path
 
 from doit import create_after
 
@@ -39,13 +38,14 @@ from stages.pipeline.interrupts import install_interrupt_handling
 from stages.progress.run import RunProgress
 from stages.storage.paths import STATE_DIR_NAME
 
-Path(STATE_DIR_NAME).mkdir(exist_ok=True)
+STATE_DATABASE = f"{STATE_DIR_NAME}/doit.sqlite3"
+wiring.prepare_state_folder(STATE_DIR_NAME, STATE_DATABASE)
 install_interrupt_handling()
 wiring.exit_without_final_collection()
 
 DOIT_CONFIG = {
     "backend": "sqlite3",
-    "dep_file": f"{STATE_DIR_NAME}/doit.sqlite3",
+    "dep_file": STATE_DATABASE,
     "par_type": "thread",
     "num_process": wiring.worker_threads(),
     "continue": True,

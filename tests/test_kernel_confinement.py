@@ -27,7 +27,12 @@ import pytest
 
 from stages.execution.confinement import CONFINE_SCRIPT, binding_arguments, confinement_of, seccomp_binding
 from stages.execution.confinement.confine import TASK_LIMIT, Confinement
-from stages.execution.confinement.kernel import DENIED_SYSCALLS, UNIFIED_SYSCALL_NUMBERS
+from stages.execution.confinement.kernel import (
+    CAP_DAC_READ_SEARCH,
+    DENIED_SYSCALLS,
+    UNIFIED_SYSCALL_NUMBERS,
+    UNPRIVILEGED_ID,
+)
 from tests.score.score_helpers import run_code
 
 pytestmark = pytest.mark.skipif(
@@ -63,12 +68,13 @@ def syscall_number(name: str) -> int | None:
 
 
 def confined(
-    code: str, scratch: Path, *, scratch_limit_mb: int = 64, timeout: float = 120
+    code: str, scratch: Path, *, scratch_limit_mb: int = 64, timeout: float = 120, readable: tuple[Path, ...] = ()
 ) -> subprocess.CompletedProcess:
-    """`code` run by the snippet launcher in `scratch`, as a tool snippet is."""
+    """`code` run by the snippet launcher in `scratch`, as a tool snippet is (`readable`: more read rules)."""
     command = [
         sys.executable,
         str(CONFINE_SCRIPT),
+        *(word for path in readable for word in ("--read", str(path))),
         "--scratch",
         str(scratch),
         "--scratch-limit-mb",
@@ -521,8 +527,13 @@ def test_the_test_process_and_the_checker_both_run_filtered(use_zygote: bool, tm
                 if statuses["test"].get("Seccomp") == "2":
                     break
             time.sleep(0.05)
+        # As root, only CAP_DAC_READ_SEARCH stays (reads bounded by Landlock), under ids that own nothing.
+        kept, ids = (1 << CAP_DAC_READ_SEARCH, UNPRIVILEGED_ID) if os.geteuid() == 0 else (0, os.geteuid())
         for role, status in statuses.items():
-            assert (status["Seccomp"], status["NoNewPrivs"], int(status["CapEff"], 16)) == ("2", "1", 0), role
+            assert (status["Seccomp"], status["NoNewPrivs"], int(status["CapEff"], 16)) == ("2", "1", kept), role
+            assert status["Uid"].split() == [str(ids)] * 4 and status["Gid"].split()[0] == str(
+                UNPRIVILEGED_ID if ids == UNPRIVILEGED_ID else os.getegid()
+            ), role
         assert process_status(confined_pids["test"])["Seccomp"] == "0"  # the supervising parent runs no model code
     finally:
         for end in ends:

@@ -134,8 +134,11 @@ os.symlink({d755!r}, 'link-755')
 os.symlink({d1777!r}, 'link-1777')
 os.makedirs('locked/inner')
 os.symlink({d755!r}, 'locked/inner/link')
-os.chmod('locked/inner', 0)
-os.chmod('locked', 0)
+for folder in ('locked/inner', 'locked'):
+    try:
+        os.chmod(folder, 0)  # refused by the seccomp filter; where there is none, the folders are locked
+    except PermissionError:
+        pass
 """
 
 

@@ -11,8 +11,10 @@ import atexit
 import errno
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from doit.exceptions import TaskFailed
@@ -100,6 +102,28 @@ def unwritable_line(error: OSError) -> str:
     return (
         f"cannot write {where}: {error.strerror or error} (choose a writable results_dir= / data_dir=, or free space)"
     )
+
+
+def prepare_state_folder(folder: str, database: str) -> None:
+    """The folder of doit's database exists and it and the database can be written, before doit opens it (doit
+    would end in a sqlite traceback); else one line and exit 5. A probe file is made and removed, because root
+    writes where the mode says it may not."""
+    import tempfile
+
+    try:
+        Path(folder).mkdir(exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable-"):
+            pass
+        if os.path.lexists(database):
+            with open(database, "r+b"):
+                pass
+    except OSError as error:
+        where = error.filename or folder
+        _exit_with_line(
+            f"cannot write the state folder {where}: {error.strerror or error} (make it writable again, or "
+            f"run doit from another folder)",
+            UNWRITABLE.code,
+        )
 
 
 def check_executor(settings: Settings) -> None:

@@ -309,11 +309,14 @@ def prepare_mounts(scratch: str | None, scratch_limit_mb: int | None) -> tuple[b
     return True, task_limit, ""
 
 
-def own_scratch_without_tmpfs(scratch: str | None) -> None:
-    """As root without a tmpfs: the scratch folder (made by the parent) becomes the unprivileged ids' own, the one
-    place they may write; the parent removes it afterwards whatever it holds."""
-    if scratch and os.geteuid() == 0 and not os.path.ismount(scratch):
-        os.chown(scratch, kernel.UNPRIVILEGED_ID, kernel.UNPRIVILEGED_ID, follow_symlinks=False)
+def own_writable_folders(writable: Sequence[str]) -> None:
+    """As root: the folders model code may write (made by the parent; the scratch where it is no tmpfs) become
+    the unprivileged ids' own, the one place they may write; the parent removes them whatever they hold."""
+    if os.geteuid() != 0:
+        return
+    for folder in writable:
+        if not os.path.ismount(folder):
+            os.chown(folder, kernel.UNPRIVILEGED_ID, kernel.UNPRIVILEGED_ID, follow_symlinks=False)
 
 
 # ---------------------------------------------------------------------------
@@ -354,7 +357,7 @@ def enter_sandbox(
     prepare_seccomp(seccomp_binding)
     writable = list(write_paths) + ([scratch] if scratch and scratch not in write_paths else [])
     prepare_mounts(scratch, scratch_limit_mb)
-    own_scratch_without_tmpfs(scratch)
+    own_writable_folders(writable)
     apply_limits(memory_mb, scratch_limit_mb)
     if abi is None:
         abi, _ = kernel.landlock_abi()

@@ -37,7 +37,7 @@ NAMESPACES = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE
 CLONE_NAMESPACE_FLAGS = tuple(1 << bit for bit in range(32) if NAMESPACES >> bit & 1)
 UNSHARE_NAMESPACE_FLAGS = (*CLONE_NAMESPACE_FLAGS, CLONE_NEWTIME)
 PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 38, 36, 24, 28
-PR_SET_PDEATHSIG, PR_GET_SECCOMP = 1, 21
+PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_SECCOMP = 1, 2, 21
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
 SECUREBITS_ALL_LOCKED = 0x2F  # NOROOT, NOROOT_LOCKED, NO_SETUID_FIXUP, NO_SETUID_FIXUP_LOCKED, KEEP_CAPS_LOCKED
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -342,12 +342,21 @@ def _leave_root() -> None:
     """Run as UNPRIVILEGED_ID (uid and gid, no supplementary groups): ids that own nothing on the host, so that
     no mode, owner, time or attribute of a host file is this process's to change. Reading keeps working through
     CAP_DAC_READ_SEARCH alone (the interpreter may live under a 0700 home), bounded by the Landlock read rules."""
+    libc = load_libc()
+    death_signal = ctypes.c_int(0)
+    libc.prctl(PR_GET_PDEATHSIG, ctypes.byref(death_signal), 0, 0, 0)
+    parent = os.getppid()
     try:
         os.setgroups([])
         os.setresgid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
         os.setresuid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
     except OSError as error:
         raise ConfinementError(f"leaving the root ids: {error}") from None
+    # A change of ids clears the parent-death signal: set it again, then make sure the parent did not die between.
+    if death_signal.value and libc.prctl(PR_SET_PDEATHSIG, death_signal.value, 0, 0, 0) != 0:
+        raise ConfinementError(f"prctl(PR_SET_PDEATHSIG): {errno_text()}")
+    if os.getppid() != parent:
+        raise ConfinementError("the supervising process ended while this one left the root ids")
 
 
 def _set_capabilities(capabilities: int) -> None:

@@ -20,7 +20,7 @@ import pytest
 from stages.execution.confinement import confinement_of
 from stages.execution.confinement.kernel import UNPRIVILEGED_ID
 from stages.storage.paths import PROJECT_ROOT, STATE_DIR_NAME
-from tests.test_kernel_confinement import confined, last_json, unconfined
+from tests.test_kernel_confinement import RAW, confined, last_json, unconfined
 
 pytestmark = pytest.mark.skipif(
     not confinement_of(sys.executable).get("seccomp"), reason="no seccomp filter on this machine"
@@ -29,15 +29,9 @@ pytestmark = pytest.mark.skipif(
 AS_ROOT = os.geteuid() == 0
 
 # Every owner operation of the findings, each reporting its errno name ("0": it worked).
-OWNER_OPERATIONS = textwrap.dedent("""\
-    import errno, fcntl, json, os, sys
+OWNER_OPERATIONS = RAW + textwrap.dedent("""\
+    import fcntl
     decoy, folder = sys.argv[1], sys.argv[2]
-    def outcome(action):
-        try:
-            action()
-            return "0"
-        except OSError as error:
-            return errno.errorcode.get(error.errno, str(error.errno))
     def lease():
         fd = os.open(decoy, os.O_RDONLY)
         try:
@@ -116,14 +110,10 @@ def test_every_owner_operation_works_unconfined_and_fails_confined(decoy: Path, 
 
 def test_a_lease_cannot_stall_an_open_on_the_host(decoy: Path, scratch: Path) -> None:
     """A write lease held in a loop made every host open() of the file wait the lease-break time."""
-    code = textwrap.dedent("""\
-        import errno, fcntl, json, os, sys
+    code = RAW + textwrap.dedent("""\
+        import fcntl
         fd = os.open(sys.argv[1], os.O_RDONLY)
-        try:
-            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
-            print(json.dumps({"lease": "0"}))
-        except OSError as error:
-            print(json.dumps({"lease": errno.errorcode[error.errno]}))
+        print(json.dumps({"lease": outcome(lambda: fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK))}))
     """)
     assert run_attack(code, decoy, confine=False, scratch=scratch) == {"lease": "0"}
     assert run_attack(code, decoy, confine=True, scratch=scratch) == {"lease": "EPERM"}

@@ -232,7 +232,7 @@ def mount_scratch(scratch: str, limit_mb: int) -> None:
     """In B, in its private mount namespace: `scratch` becomes a tmpfs of `limit_mb` MiB holding a copy of the
     regular files the parent left there (a snippet's program); the parent's folder itself is never written. As
     root, the tmpfs and the copies belong to the unprivileged ids that B takes before running model code."""
-    owner = _scratch_owner()
+    owner = kernel.model_code_ids()
     below = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         inodes = max(1024, limit_mb * SCRATCH_INODES_PER_MB)
@@ -247,13 +247,6 @@ def mount_scratch(scratch: str, limit_mb: int) -> None:
             _copy_regular_file(below, name, scratch, owner)
     finally:
         os.close(below)
-
-
-def _scratch_owner() -> tuple[int, int]:
-    """The ids that model code runs under (see `kernel.drop_capabilities`)."""
-    if os.geteuid() == 0:  # root of the host: a user namespace maps the user's own ids, never 0
-        return kernel.UNPRIVILEGED_ID, kernel.UNPRIVILEGED_ID
-    return os.geteuid(), os.getegid()
 
 
 def _copy_regular_file(source_dir: int, name: str, target_dir: str, owner: tuple[int, int]) -> None:
@@ -312,11 +305,12 @@ def prepare_mounts(scratch: str | None, scratch_limit_mb: int | None) -> tuple[b
 def own_writable_folders(writable: Sequence[str]) -> None:
     """As root: the folders model code may write (made by the parent; the scratch where it is no tmpfs) become
     the unprivileged ids' own, the one place they may write; the parent removes them whatever they hold."""
-    if os.geteuid() != 0:
+    owner = kernel.model_code_ids()
+    if owner == (os.geteuid(), os.getegid()):
         return
     for folder in writable:
         if not os.path.ismount(folder):
-            os.chown(folder, kernel.UNPRIVILEGED_ID, kernel.UNPRIVILEGED_ID, follow_symlinks=False)
+            os.chown(folder, *owner, follow_symlinks=False)
 
 
 # ---------------------------------------------------------------------------

@@ -101,7 +101,8 @@ DENIED_FCNTL_COMMANDS = (F_SETLEASE, F_NOTIFY)
 # ioctls refused with EPERM: the terminal's input queue and console, and the inode flags an owner may set
 # (FS_IOC_SETFLAGS, its 32-bit form, FS_IOC_FSSETXATTR: append-only, no-dump, project ids).
 FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR = 0x40086602, 0x40046602, 0x401C5820
-DENIED_IOCTL_REQUESTS = (0x5412, 0x541C, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR)
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+DENIED_IOCTL_REQUESTS = (TIOCSTI, TIOCLINUX, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR)
 # As root, a confined process runs as this uid and gid, which own nothing on the host (the overflow ids).
 UNPRIVILEGED_ID = 65534
 CAP_DAC_READ_SEARCH = 2
@@ -357,6 +358,14 @@ def _leave_root() -> None:
         raise ConfinementError(f"prctl(PR_SET_PDEATHSIG): {errno_text()}")
     if os.getppid() != parent:
         raise ConfinementError("the supervising process ended while this one left the root ids")
+
+
+def model_code_ids() -> tuple[int, int]:
+    """The uid and gid this process runs model code under once `drop_capabilities` is done: UNPRIVILEGED_ID as
+    root of the host, else its own (a user namespace maps the user's own ids, never 0)."""
+    if os.geteuid() == 0:
+        return UNPRIVILEGED_ID, UNPRIVILEGED_ID
+    return os.geteuid(), os.getegid()
 
 
 def _set_capabilities(capabilities: int) -> None:

@@ -35,3 +35,18 @@ def assert_no_process_with(marker: str, wait_seconds: float = 5.0) -> None:
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not processes_with(marker), f"a process started by model code survived: {processes_with(marker)}"
+
+
+def working_directory(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
+def runs_a_step(pid: int) -> bool:
+    """A confined process whose working directory is a step's scratch: the zygote's spares, forked before their
+    step, still sit where the zygote started."""
+    from stages.score.parent.engine import SCRATCH_PREFIX
+
+    return os.path.basename(working_directory(pid)).startswith(SCRATCH_PREFIX)

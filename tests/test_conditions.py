@@ -39,6 +39,7 @@ from tests.pipeline_support import (
     steps_of,
     wrong_answer,
 )
+from tests.process_scan import runs_a_step
 from tests.run_files import summary_file
 
 STOP_LIMIT_SECONDS = 2.0
@@ -206,10 +207,10 @@ def test_ctrl_c_during_scoring_kills_the_tests_at_once(
     reaper.append(process)
     generation = run / "generations" / "4.json"
     wait_until(
-        lambda: generation.exists() and len(children_running(process, "zygote")) >= 2,
+        lambda: generation.exists() and any(map(runs_a_step, descendants(process.pid))),
         process,
         "started the test process",
-    )  # the warm interpreter and the test forked from it
+    )  # a confined process forked from the warm interpreter runs the step
     time.sleep(1.0)  # the test is in its endless loop
     seen = descendants(process.pid)
 

@@ -35,7 +35,7 @@ from stages.score.parent.executor import ExecutorError, StepRequest
 from stages.score.parent.launcher import environment_versions
 from stages.score.parent.stage import reference_seconds
 from tests.pipeline_support import ReferenceScoring
-from tests.process_scan import assert_no_process_with, unique_sleep_seconds
+from tests.process_scan import assert_no_process_with, runs_a_step, unique_sleep_seconds
 from tests.run_files import summary_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -238,10 +238,12 @@ def children(pid: int) -> list[int]:
 
 
 def step_processes(worker_pid: int) -> list[int]:
-    """The test processes forked by the zygote(s) a worker process started: the zygote's children that have a
-    child of their own (the confined test process); the step's checker, also forked by the zygote, has none."""
+    """The test processes forked by the zygote(s) a worker process started: the zygote's children whose own child
+    (the confined test process) runs in a step's scratch; the step's checker has no child, a spare has no step."""
     zygotes = [child for child in children(worker_pid) if b"zygote.py" in Path(f"/proc/{child}/cmdline").read_bytes()]
-    return [pid for zygote in zygotes for pid in children(zygote) if alive(pid) and children(pid)]
+    return [
+        pid for zygote in zygotes for pid in children(zygote) if alive(pid) and any(map(runs_a_step, children(pid)))
+    ]
 
 
 def kill_worker_during_step(executor: DaskExecutor, request: StepRequest) -> tuple[StepVerdict, str, int]:

@@ -132,3 +132,20 @@ def test_settled_waits_for_pending_checks() -> None:
     assert log.settled()
     log = SessionLog(total=2, forwarded=[0], results={0: (False, "test 1 failed")})
     assert log.settled()  # the first failed check ends the step at once
+
+
+def test_a_test_process_that_gives_up_first_waits_for_the_checker_to_start() -> None:
+    """Dependencies that fail in the test process before the checker has started: the checker's start decides
+    between a failed step (it imports them) and an evaluation error (it cannot either)."""
+    checker, _ = _checker()
+    log = SessionLog(total=1)
+    on_test_frame(log, _record({"type": "deps_error", "reason": "required dependencies failed"}), checker)
+    assert not log.settled()
+    on_checker_frame(log, _record({"type": "checker_error", "reason": "checker could not start: no module"}))
+    assert log.settled()
+    assert decide(log, 1, 10)[0] == "eval_error"
+    started = SessionLog(total=1)
+    on_test_frame(started, _record({"type": "deps_error", "reason": "required dependencies failed"}), checker)
+    on_checker_frame(started, _record({"type": "ready"}))
+    assert started.settled()
+    assert decide(started, 1, 10) == ("fail", "required dependencies failed")

@@ -54,6 +54,7 @@ import ctypes
 import importlib.util
 import json
 import os
+import resource
 import signal
 import stat
 import sys
@@ -217,15 +218,16 @@ def _umount(target: str) -> None:
         raise OSError(ctypes.get_errno(), f"umount {target}: {kernel.errno_text()}")
 
 
-def limit_tasks(folder: str, limit: int = TASK_LIMIT) -> None:
-    """In B, PID 1 of its namespace: set the namespace's own pid_max through a procfs of that namespace, mounted on
-    `folder` for a moment (the kernel gives each PID namespace its own pid_max since Linux 6.14)."""
-    _mount("proc", folder, "proc", kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC)
+def limit_tasks(limit: int = TASK_LIMIT) -> None:
+    """In B, PID 1 of its namespace: set the namespace's own pid_max through a procfs of that namespace, mounted
+    over /proc for a moment in B's private mount namespace (the kernel gives each PID namespace its own pid_max since
+    Linux 6.14)."""
+    _mount("proc", "/proc", "proc", kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC)
     try:
-        with open(os.path.join(folder, "sys", "kernel", "pid_max"), "w", encoding="ascii") as handle:
+        with open("/proc/sys/kernel/pid_max", "w", encoding="ascii") as handle:
             handle.write(str(limit))
     finally:
-        _umount(folder)
+        _umount("/proc")
 
 
 def mount_scratch(scratch: str, limit_mb: int) -> None:
@@ -272,34 +274,58 @@ def _copy_regular_file(source_dir: int, name: str, target_dir: str, owner: tuple
         os.close(source)
 
 
-def prepare_mounts(scratch: str | None, scratch_limit_mb: int | None) -> tuple[bool, int, str]:
-    """Step 1 in B: (scratch is a tmpfs, the task limit set or 0, why not where not). Needs the mount namespace
-    that `supervise` created; mount propagation is made private first, so nothing leaks back to the host."""
+@dataclass(frozen=True)
+class NamespaceMounts:
+    """What B made of its mount namespace before it knew its step: private propagation, the task limit."""
+
+    private: bool
+    task_limit: int
+    reason: str  # why the mount namespace cannot be used, "" when it can
+
+
+_NAMESPACE_MOUNTS: NamespaceMounts | None = None
+
+
+def prepare_namespace() -> NamespaceMounts:
+    """In B, once (a spare B does it before its step arrives): mount propagation made private, so nothing mounted
+    later leaks back to the host, and the PID namespace's task limit. Needs the mount namespace `supervise` made."""
+    global _NAMESPACE_MOUNTS
+    if _NAMESPACE_MOUNTS is None:
+        _NAMESPACE_MOUNTS = _private_mount_namespace()
+    return _NAMESPACE_MOUNTS
+
+
+def _private_mount_namespace() -> NamespaceMounts:
     if "mount" not in _SUPERVISED_NAMESPACES:
-        return False, 0, "no mount namespace"
+        return NamespaceMounts(False, 0, "no mount namespace")
     try:
         _mount(None, "/", None, kernel.MS_REC | kernel.MS_PRIVATE)
     except OSError as error:
-        return False, 0, str(error)  # nothing is mounted where a mount could propagate back to the host
-    task_limit = 0
-    if scratch:
-        try:
-            limit_tasks(scratch)
-            task_limit = TASK_LIMIT
-        except OSError:
-            task_limit = 0  # a kernel before 6.14 shares one pid_max: the step's timeout bounds a fork bomb
+        return NamespaceMounts(False, 0, str(error))
+    try:
+        limit_tasks()
+    except OSError:
+        return NamespaceMounts(True, 0, "")  # a kernel before 6.14 shares one pid_max: the timeout bounds a fork bomb
+    return NamespaceMounts(True, TASK_LIMIT, "")
+
+
+def prepare_mounts(scratch: str | None, scratch_limit_mb: int | None) -> tuple[bool, int, str]:
+    """Step 1 in B: (scratch is a tmpfs, the task limit set or 0, why not where not)."""
+    namespace = prepare_namespace()
+    if not namespace.private:
+        return False, 0, namespace.reason
     if not scratch or not scratch_limit_mb:
-        return False, task_limit, "no scratch folder"
+        return False, namespace.task_limit, "no scratch folder"
     in_scratch = os.path.realpath(os.getcwd()) == os.path.realpath(scratch)
     try:
         mount_scratch(scratch, scratch_limit_mb)
     except OSError as error:
         if os.path.ismount(scratch):
             raise  # mounted, but the parent's files could not be copied in: the program would be incomplete
-        return False, task_limit, str(error)
+        return False, namespace.task_limit, str(error)
     if in_scratch:
         os.chdir(scratch)  # onto the tmpfs: the old working directory is the folder beneath it
-    return True, task_limit, ""
+    return True, namespace.task_limit, ""
 
 
 def own_writable_folders(writable: Sequence[str]) -> None:
@@ -319,8 +345,6 @@ def own_writable_folders(writable: Sequence[str]) -> None:
 
 
 def apply_limits(memory_mb: int | None, scratch_limit_mb: int | None = None) -> None:
-    import resource
-
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory_mb:
         limit = int(memory_mb) * 1024 * 1024

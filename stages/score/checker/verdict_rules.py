@@ -89,8 +89,11 @@ class SessionLog:
         """Nothing more can change the verdict."""
         if self.timed_out or self.tamper or self.checker_error or self.checker_failure or self.first_failed_check():
             return True
+        # The checker's start decides too: dependencies it cannot import either make an `eval_error`, however early
+        # the test process gave up.
+        checker_known = self.checker_ready or self.checker_closed or bool(self.results)
         answered = all(index in self.results for index in self.forwarded) or self.checker_closed
-        return (self.test_closed or self.failure is not None or self.complete) and answered
+        return (self.test_closed or self.failure is not None or self.complete) and answered and checker_known
 
 
 def _json_record(frame: bytes, limit: int) -> dict[str, Any] | None:

@@ -72,6 +72,7 @@ class ZygoteClient:
         self._state = threading.Condition()
         self._spawned: dict[int, dict[str, Any]] = {}
         self._exits: dict[int, int | None] = {}
+        self._spares: set[int] = set()
         self._ids = itertools.count(1)
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
@@ -121,14 +122,30 @@ class ZygoteClient:
                 break
             record = json.loads(message.decode("utf-8"))
             with self._state:
-                if record.get("op") in ("spawned", "spawn_failed"):
-                    self._spawned[int(record["id"])] = record
-                elif record.get("op") == "exited":
-                    self._exits[int(record["pid"])] = int(record["returncode"])
+                self._take(record)
                 self._state.notify_all()
         with self._state:
             self.alive = False
             self._state.notify_all()
+
+    def _take(self, record: dict[str, Any]) -> None:
+        """One message of the zygote. Its spares, forked before their step, are stopped with the run like any
+        step's process: they are registered as they are made and unregistered once gone unused."""
+        op = record.get("op")
+        if op == "spare":
+            self._spares.add(int(record["pid"]))
+            live_processes.register(int(record["pid"]))
+        elif op in ("spawned", "spawn_failed"):
+            if op == "spawned":
+                self._spares.discard(int(record["pid"]))
+            self._spawned[int(record["id"])] = record
+        elif op == "exited":
+            pid = int(record["pid"])
+            if pid in self._spares:
+                self._spares.discard(pid)
+                live_processes.unregister(pid)
+            else:
+                self._exits[pid] = int(record["returncode"])
 
     def launch(
         self,
@@ -193,6 +210,11 @@ class ZygoteClient:
                 self._control.close()
             except OSError:
                 pass
+        with self._state:
+            spares, self._spares = set(self._spares), set()
+        for pid in spares:
+            kill_group(pid)
+            live_processes.unregister(pid)
         if self._process is not None:
             kill_group(self._process.pid)
             try:

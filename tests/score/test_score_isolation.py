@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from score_helpers import make_job, problem, run_code, shared_data_paths
 
+from stages.execution import live_processes
 from stages.score.parent import launcher
 from stages.score.parent.engine import OUTPUT_LIMIT_BYTES, execute_step
 from stages.score.parent.script import build_step_script
+from stages.score.shared.zygote import SPARES_PER_ROLE
 from tests.process_scan import assert_no_process_with, processes_with, unique_sleep_seconds
 
 TENSOR = "def tensor(*args):\n    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"
@@ -155,3 +157,39 @@ def test_a_zygote_started_in_the_background_never_blocks_its_caller() -> None:
         time.sleep(0.05)
     client = launcher.zygote_for(sys.executable)
     assert client is not None and client.alive and client.versions
+
+
+def _spares_of(client: launcher.ZygoteClient, count: int) -> set[int]:
+    """The zygote's spare processes once it has forked `count` of them (they are stopped with the run)."""
+    deadline = time.monotonic() + 30
+    while len(client._spares) < count and time.monotonic() < deadline:  # noqa: SLF001 - what the engine knows
+        time.sleep(0.05)
+    spares = set(client._spares)  # noqa: SLF001
+    assert len(spares) >= count, spares
+    assert spares <= live_processes.live()  # a Ctrl-C kills them with the steps
+    return spares
+
+
+def test_steps_run_in_spares_and_a_spare_that_dies_unused_is_replaced(shared_scicode: Path) -> None:
+    """The zygote forks each role's processes ahead of their steps; a step is handed to one of them. One that dies
+    before it had a step is forgotten (the engine unregisters it) and the steps go on, in new spares."""
+    launcher.stop_zygotes()
+    client = launcher.zygote_for(sys.executable)
+    assert client is not None
+    spares = _spares_of(client, 2 * SPARES_PER_ROLE)
+    verdict = run_code(shared_scicode, "19", "19.1", TENSOR)
+    assert verdict.status == "pass" and verdict.launch_mode == "zygote"
+    used = spares - set(client._spares)  # noqa: SLF001
+    assert len(used) == 2, used  # the checker's and the test process's, forked before the step was asked for
+    for pid in set(client._spares):  # noqa: SLF001
+        launcher.kill_group(pid)
+    deadline = time.monotonic() + 10
+    while set(client._spares) & spares and time.monotonic() < deadline:  # noqa: SLF001
+        time.sleep(0.05)
+    assert not set(client._spares) & spares  # noqa: SLF001 - the dead ones are forgotten
+    assert not (spares - used) & live_processes.live()
+    for _ in range(2):
+        verdict = run_code(shared_scicode, "19", "19.1", TENSOR)
+        assert verdict.status == "pass" and verdict.launch_mode == "zygote", verdict.reason
+    assert client.alive
+    launcher.stop_zygotes()

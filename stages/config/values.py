@@ -8,7 +8,7 @@ setting to its coercer.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from stages.errors import PipelineError
@@ -18,11 +18,34 @@ class ConfigError(PipelineError, ValueError):
     """A configuration problem, stated in one line."""
 
 
-def fail(name: str, value: Any, allowed: str) -> ConfigError:
+SUGGESTIONS = 3  # the closest names or values a "did you mean" offers at most
+SUGGESTION_CUTOFF = 0.6  # how alike (difflib's ratio, 0 to 1) a name must be to be offered
+
+
+def closest(word: str, names: Iterable[str]) -> list[str]:
+    """The names most like `word` (case ignored), closest first; empty when none is alike."""
+    import difflib
+
+    by_folded = {name.lower(): name for name in names}
+    found = difflib.get_close_matches(word.strip().lower(), list(by_folded), SUGGESTIONS, SUGGESTION_CUTOFF)
+    return [by_folded[folded] for folded in found]
+
+
+def did_you_mean(word: str, names: Iterable[str]) -> str:
+    """ "did you mean a or b? " for the names closest to `word`, else ""."""
+    found = closest(word, names)
+    return f"did you mean {' or '.join(found)}? " if found else ""
+
+
+def fail(name: str, value: Any, allowed: str, choices: Iterable[str] = (), word: str | None = None) -> ConfigError:
+    """The one-line error of a bad value; with `choices`, the ones closest to the bad word (`word`, else the value)
+    come first."""
     shown = value if isinstance(value, str) else json.dumps(value, default=str)
     if isinstance(shown, str) and len(shown) > 80:
         shown = shown[:77] + "..."
-    return ConfigError(f"invalid {name}={shown!s}: expected {allowed}")
+    word = word if word is not None else value if isinstance(value, str) else None
+    hint = did_you_mean(word, choices) if word is not None else ""
+    return ConfigError(f"invalid {name}={shown!s}: {hint}expected {allowed}")
 
 
 def to_bool(name: str, value: Any) -> bool:
@@ -78,7 +101,7 @@ def to_choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
     def coerce(name: str, value: Any) -> str:
         if isinstance(value, str) and value.strip() in choices:
             return value.strip()
-        raise fail(name, value, "one of " + ", ".join(choices))
+        raise fail(name, value, "one of " + ", ".join(choices), choices)
 
     return coerce
 

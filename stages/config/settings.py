@@ -249,7 +249,7 @@ class Settings:
             _optional_cap,
             "output cap of each answer, sent as `max_output_tokens` (responses), `max_completion_tokens` (chat, "
             "OpenAI's endpoint) or `max_tokens` (chat, elsewhere); recommended for local servers "
-            "(see local-servers-sandboxfusion-dask.md)",
+            "(see [Local servers](local-servers-sandboxfusion-dask.md#local-servers))",
             stages_when={"generate": lambda settings: settings.max_tokens is not None},
             shown_default="(unset)",
             group=ENDPOINT,
@@ -315,7 +315,7 @@ class Settings:
         Declared(
             to_str_list,
             "all, or SciCode fields and/or subfields (any case; a comma or JSON list mixes both), e.g. "
-            '`Mathematics` or `"Numerical Linear Algebra,Optics"` (see results-and-statistics.md, Categories)',
+            '`Mathematics` or `"Numerical Linear Algebra,Optics"` (see [Categories](results-and-statistics.md#categories))',
             stages=("select",),
             shown_default="all",
             group=SELECTION,
@@ -400,7 +400,7 @@ class Settings:
         Declared(
             to_text,
             "interpreter for tool snippets and test scripts: a venv's `bin/python` runs them with that venv's "
-            "packages (see running-safely.md, A virtual environment)",
+            "packages (see [A virtual environment](running-safely.md#a-virtual-environment))",
             stages=("score",),
             shown_default="(the running interpreter, as invoked)",
             group=SNIPPETS,
@@ -410,7 +410,7 @@ class Settings:
         "",
         Declared(
             _url,
-            "SandboxFusion-compatible `/run_code` service for tool snippets (see local-servers-sandboxfusion-dask.md)",
+            "SandboxFusion-compatible `/run_code` service for tool snippets (see [SandboxFusion](local-servers-sandboxfusion-dask.md#sandboxfusion))",
             stages=("generate",),
             secrecy="url credentials",
             shown_default='""',
@@ -508,7 +508,7 @@ class Settings:
         Declared(
             to_choice(CONFINEMENT_POLICIES),
             "`auto`: confine model code with what the kernel gives and say what that was; `required`: refuse to "
-            "start without full confinement (see protocol-and-trust-model.md)",
+            "start without full confinement (see [the trust model](protocol-and-trust-model.md#trust-model))",
             allowed=CONFINEMENT_POLICIES,
             group=SCORING,
         ),
@@ -519,7 +519,7 @@ class Settings:
         Declared(
             _rescore,
             "`timeouts`: execute the cached timeout verdicts of the selection again; `true`: every selected step "
-            "(see stages-and-artifacts.md, The verdict cache)",
+            "(see [The verdict cache](stages-and-artifacts.md#the-verdict-cache))",
             allowed=RESCORE_CHOICES,
             shown_default="false",
             group=SCORING,

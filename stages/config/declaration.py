@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from stages.config.values import to_choice
+
 if TYPE_CHECKING:
     from stages.config.settings import Settings
 
@@ -43,6 +45,11 @@ class Declared:
     secrecy: Secrecy = ""
     shown_default: str = ""  # the default as the page shows it, where it is computed (the CPU count, ...)
     group: str = "run"  # the section of the configuration page
+
+
+def choice(allowed: tuple[str, ...], doc: str, **declared: Any) -> Declared:
+    """The declaration of a setting that takes one of `allowed` (its coercer reads exactly those)."""
+    return Declared(to_choice(allowed), doc, allowed=allowed, **declared)
 
 
 def setting(default: T, declared: Declared) -> T:

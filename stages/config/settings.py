@@ -27,6 +27,7 @@ from stages.benchmark.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
 from stages.config.declaration import (
     Declared,
     Secrecy,
+    choice,
     declared_of,
     optional_stage_inputs_of,
     setting,
@@ -40,7 +41,6 @@ from stages.config.values import (
     fail,
     number,
     to_bool,
-    to_choice,
     to_dict,
     to_number,
     to_str_list,
@@ -211,10 +211,9 @@ class Settings:
     )
     api_protocol: ApiProtocol = setting(
         "openai-chat",
-        Declared(
-            to_choice(API_PROTOCOLS),
+        choice(
+            API_PROTOCOLS,
             "the API the endpoint is asked through",
-            allowed=API_PROTOCOLS,
             stages=("generate",),
             recorded=True,
             group=ENDPOINT,
@@ -301,10 +300,9 @@ class Settings:
     # ---- which problems ----
     split: Split = setting(
         "all",
-        Declared(
-            to_choice(SPLITS),
+        choice(
+            SPLITS,
             "which SciCode problems",
-            allowed=SPLITS,
             stages=("select",),
             shown_default="all (validation with model=gold)",
             group=SELECTION,
@@ -330,10 +328,9 @@ class Settings:
     # ---- how answers are generated ----
     mode: Mode = setting(
         "tool_use",
-        Declared(
-            to_choice(MODES),
+        choice(
+            MODES,
             "`naive` (one answer per step) or `tool_use` (the model may run code first)",
-            allowed=MODES,
             stages=("generate",),
             group=GENERATION,
         ),
@@ -364,12 +361,11 @@ class Settings:
     )
     carry: Carry = setting(
         DEFAULT_CARRY,
-        Declared(
-            to_choice(CARRY_MODES),
+        choice(
+            CARRY_MODES,
             "code of earlier steps carried into later prompts and test scripts: `full` (each step's whole code, as "
             "an uninterrupted official run) or `definition` (only the definition its header names, as a resumed "
             "official run); `definition` adds `-carrydef` to the run name",
-            allowed=CARRY_MODES,
             stages=("generate", "score"),
             group=GENERATION,
         ),
@@ -491,10 +487,9 @@ class Settings:
     )
     executor: Executor = setting(
         "local",
-        Declared(
-            to_choice(EXECUTORS),
+        choice(
+            EXECUTORS,
             "`dask` scores on a Dask cluster (`scheduler=tcp://host:8786`, or a LocalCluster)",
-            allowed=EXECUTORS,
             recorded=True,
             group=SCORING,
         ),
@@ -505,11 +500,10 @@ class Settings:
     )
     confinement: ConfinementPolicy = setting(
         "auto",
-        Declared(
-            to_choice(CONFINEMENT_POLICIES),
+        choice(
+            CONFINEMENT_POLICIES,
             "`auto`: confine model code with what the kernel gives and say what that was; `required`: refuse to "
             "start without full confinement (see [the trust model](protocol-and-trust-model.md#trust-model))",
-            allowed=CONFINEMENT_POLICIES,
             group=SCORING,
         ),
     )
@@ -528,10 +522,9 @@ class Settings:
     attempts: int = setting(1, Declared(number(int, 1), "independent generations per problem", group=GENERATION))
     attempt_strategy: AttemptStrategy = setting(
         "avg",
-        Declared(
-            to_choice(ATTEMPT_STRATEGIES),
+        choice(
+            ATTEMPT_STRATEGIES,
             "over attempts: averaging or pass@k",
-            allowed=ATTEMPT_STRATEGIES,
             group=GENERATION,
         ),
     )

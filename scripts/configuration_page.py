@@ -18,6 +18,7 @@ from typing import Any
 
 from stages.config.declaration import Declared
 from stages.config.settings import DECLARED, GROUPS, PARAM_BLOCKS, Settings
+from stages.config.values import NumberCoercer
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -71,6 +72,8 @@ def default_text(item: Field[Any], record: Declared) -> str:
 def accepts_text(item: Field[Any], record: Declared) -> str:
     if record.allowed:
         return ", ".join(f"`{value}`" for value in record.allowed)
+    if isinstance(record.coerce, NumberCoercer):
+        return record.coerce.accepts.removeprefix("a ") + (", or empty" if "None" in str(item.type) else "")
     return TYPE_WORDS.get(str(item.type), str(item.type))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from stages.errors import PipelineError
@@ -58,11 +59,16 @@ def to_bool(name: str, value: Any) -> bool:
     raise fail(name, value, "true or false")
 
 
-def to_number(name: str, value: Any, kind: type[int] | type[float], minimum: float, exclusive: bool) -> int | float:
+def number_words(kind: type[int] | type[float], minimum: float, exclusive: bool) -> str:
+    """What a number setting accepts, as its error and the configuration page say it ("a whole number >= 1")."""
     bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
-    noun = "a whole number" if kind is int else "a number"
+    return f"{'a whole number' if kind is int else 'a number'} {bound}"
+
+
+def to_number(name: str, value: Any, kind: type[int] | type[float], minimum: float, exclusive: bool) -> int | float:
+    expected = number_words(kind, minimum, exclusive)
     if isinstance(value, bool):
-        raise fail(name, value, f"{noun} {bound}")
+        raise fail(name, value, expected)
     try:
         raw = kind(value.strip()) if isinstance(value, str) else value
         if kind is int and isinstance(raw, float):
@@ -73,9 +79,9 @@ def to_number(name: str, value: Any, kind: type[int] | type[float], minimum: flo
             raise ValueError
         number = kind(raw)
     except (TypeError, ValueError):
-        raise fail(name, value, f"{noun} {bound}") from None
+        raise fail(name, value, expected) from None
     if number != number or (number <= minimum if exclusive else number < minimum):
-        raise fail(name, value, f"{noun} {bound}")
+        raise fail(name, value, expected)
     return number
 
 
@@ -123,5 +129,21 @@ def to_dict(name: str, value: Any) -> dict[str, Any]:
     raise fail(name, value, "a JSON object")
 
 
-def number(kind: type[int] | type[float], minimum: float, exclusive: bool = False) -> Callable[[str, Any], Any]:
-    return lambda name, value: to_number(name, value, kind, minimum, exclusive)
+@dataclass(frozen=True)
+class NumberCoercer:
+    """The coercer of a number setting with a lower bound; `accepts` says which numbers."""
+
+    kind: type[int] | type[float]
+    minimum: float
+    exclusive: bool = False
+
+    def __call__(self, name: str, value: Any) -> int | float:
+        return to_number(name, value, self.kind, self.minimum, self.exclusive)
+
+    @property
+    def accepts(self) -> str:
+        return number_words(self.kind, self.minimum, self.exclusive)
+
+
+def number(kind: type[int] | type[float], minimum: float, exclusive: bool = False) -> NumberCoercer:
+    return NumberCoercer(kind, minimum, exclusive)

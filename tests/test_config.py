@@ -249,3 +249,70 @@ def test_new_generation_settings_enter_the_fingerprint_only_when_set(tmp_path: P
     assert (
         "max_tokens" not in settings_slice(base, "generate") and settings_slice(capped, "generate")["max_tokens"] == 128
     )
+
+
+@pytest.mark.parametrize(
+    ("cli", "start"),
+    [
+        ({"sampel_ids": "1"}, "unknown variable 'sampel_ids' (on the command line); did you mean sample_ids? known"),
+        ({"Step_Timeout_Second": "9"}, "unknown variable 'Step_Timeout_Second' (on the command line); did you mean "),
+        (
+            {"harness_params": '{"concurency": 2}'},
+            "unknown variable 'concurency' (in harness_params on the command line); did you mean concurrency? known",
+        ),
+    ],
+)
+def test_an_unknown_variable_suggests_the_closest_names_before_listing_all(
+    tmp_path: Path, cli: dict[str, str], start: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings(cli, cwd=tmp_path)
+    text = str(raised.value)
+    assert text.startswith(start) and "\n" not in text
+    assert text.index("did you mean") < text.index("known variables: allow_missing_targets")
+    if "Step_Timeout" in text:
+        assert text.split("did you mean ", 1)[1].startswith("step_timeout_seconds")
+
+
+def test_an_unknown_variable_in_the_toml_file_suggests_too(tmp_path: Path) -> None:
+    (tmp_path / "scicode.toml").write_text("modle = 'x'\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"^unknown variable 'modle' \(in .*scicode.toml\); did you mean mode or model\?"
+    ):
+        load_settings({}, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("cli", "message"),
+    [
+        (
+            {"split": "tset", "model": "m"},
+            "invalid split=tset: did you mean test? expected one of validation, test, all",
+        ),
+        ({"split": "Validation"}, "invalid split=Validation: did you mean validation? expected one of"),
+        ({"mode": "tool-use"}, "invalid mode=tool-use: did you mean tool_use? expected one of naive, tool_use"),
+        (
+            {"rescore": "timeout"},
+            "invalid rescore=timeout: did you mean timeouts? expected one of false, true, timeouts",
+        ),
+        (
+            {"tool_names": "code_interpreter,code_interp"},
+            "invalid tool_names=code_interpreter,code_interp: did you mean code_interpreter? expected a non-empty list",
+        ),
+        ({"tool_choice": "requried"}, "invalid tool_choice=requried: did you mean required? expected empty (not sent)"),
+        ({"executor": "dsak"}, "invalid executor=dsak: did you mean dask? expected one of local, dask"),
+    ],
+)
+def test_a_bad_value_of_a_setting_with_allowed_values_suggests_the_closest(
+    tmp_path: Path, cli: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings(cli, cwd=tmp_path)
+    assert str(raised.value) == message or str(raised.value).startswith(message)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_bad_value_like_no_allowed_value_gets_no_suggestion(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings({"executor": "ray"}, cwd=tmp_path)
+    assert str(raised.value) == "invalid executor=ray: expected one of local, dask"

@@ -129,3 +129,14 @@ def test_the_collector_is_frozen_after_the_exit_handlers_registered_later(monkey
     assert registered == [gc.freeze]
     dodo_lines = (Path(__file__).resolve().parents[1] / "dodo.py").read_text(encoding="utf-8").splitlines()
     assert "wiring.exit_without_final_collection()" in dodo_lines, "dodo.py registers it at import"
+
+
+def test_a_mistyped_variable_is_one_line_suggesting_the_closest_name(workdir: Path, staged_data_dir: Path) -> None:
+    result = run_doit(workdir, "select", f"data_dir={staged_data_dir}", "model=m", "sampel_ids=1")
+    assert result.returncode == 3, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "config error" in line]
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert lines[0].startswith(
+        "scicode: config error: unknown variable 'sampel_ids' (on the command line); did you mean sample_ids? known "
+    )
+    assert not (workdir / "results").exists()

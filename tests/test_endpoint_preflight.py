@@ -261,15 +261,15 @@ def test_tool_use_that_never_calls_a_tool_says_it_behaved_as_naive(
     assert PROBE_REPLY.text == "ok" and model.probes == 2  # the plain probe and the one with tools
 
 
-def test_the_readme_lists_every_exit_code() -> None:
+def test_the_running_safely_page_lists_every_exit_code() -> None:
     from stages.exit_codes import EXIT_CODES
     from tests.pipeline_support import PROJECT_ROOT
 
-    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
-    listed = " ".join(readme.split("- **Exit codes**", 1)[1].split("\n- ", 1)[0].split())
+    page = (PROJECT_ROOT / "docs" / "running-safely.md").read_text(encoding="utf-8")
+    listed = " ".join(page.split("- **Exit codes**", 1)[1].split("\n- ", 1)[0].split())
     assert len({code.code for code in EXIT_CODES}) == len(EXIT_CODES)
     for code in EXIT_CODES:
-        assert f" {code.code} " in f" {listed} ", f"exit code {code.code} ({code.meaning}) is not in the README"
+        assert f" {code.code} " in f" {listed} ", f"exit code {code.code} ({code.meaning}) is not in running-safely.md"
 
 
 @pytest.mark.slow

@@ -2,8 +2,10 @@
 
 `load_settings()` is the only entry point. It returns a frozen, typed `Settings`, or raises
 `ConfigError` with one line naming the variable, the bad value and what is allowed (the coercers of raw values
-are `stages.config.values`). Each stage's
-`fingerprint` covers exactly the settings that change that stage's output.
+are `stages.config.values`). Each setting is declared once, as a field of `Settings` with its `Declared` record
+(`stages.config.declaration`); the coercers, each stage's fingerprinted settings and summary.md's recorded list
+are derived from those records. Each stage's `fingerprint` covers exactly the settings that change that stage's
+output.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,8 +24,28 @@ else:  # pragma: no cover
 
 from stages.benchmark.pins import pins
 from stages.benchmark.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
+from stages.config.declaration import (
+    Declared,
+    Secrecy,
+    choice,
+    declared_of,
+    optional_stage_inputs_of,
+    setting,
+    setting_from,
+    stage_inputs_of,
+)
+from stages.config.declaration import Stage as Stage  # the stages whose fingerprints cover settings
 from stages.config.values import ConfigError as ConfigError  # the error of every configuration problem
-from stages.config.values import fail, number, to_bool, to_choice, to_dict, to_number, to_str_list, to_text
+from stages.config.values import (
+    did_you_mean,
+    fail,
+    number,
+    to_bool,
+    to_dict,
+    to_number,
+    to_str_list,
+    to_text,
+)
 from stages.execution.confinement import DEFAULT_SCRATCH_LIMIT_MB
 from stages.execution.redaction import redact_mapping
 from stages.storage.artifacts import fingerprint
@@ -36,7 +58,6 @@ Executor = Literal["local", "dask"]
 AttemptStrategy = Literal["avg", "pass"]
 ConfinementPolicy = Literal["auto", "required"]
 Rescore = Literal["", "true", "timeouts"]
-Stage = Literal["download", "select", "generate", "score"]
 
 SPLITS: tuple[str, ...] = ("validation", "test", "all")
 MODES: tuple[str, ...] = ("naive", "tool_use")
@@ -59,63 +80,543 @@ TOOL_CHOICE_MODES: tuple[str, ...] = ("auto", "none", "required")
 CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
 
 
+# The sections of the configuration page, in order (each setting names its own).
+ENDPOINT = "The model and its endpoint"
+SELECTION = "Which problems"
+GENERATION = "How answers are generated"
+SNIPPETS = "Tool snippets and the sandbox"
+SCORING = "Scoring"
+FOLDERS = "Folders and data"
+COMPARISON = "Comparison and export"
+PRICES = "Prices (cost figures only; no generation or scoring fingerprint covers them)"
+GROUPS: tuple[str, ...] = (ENDPOINT, SELECTION, GENERATION, SNIPPETS, SCORING, FOLDERS, COMPARISON, PRICES)
+
+# ---------------------------------------------------------------------------
+# The coercer of each setting that needs its own (the generic ones are stages.config.values)
+# ---------------------------------------------------------------------------
+
+
+def _model_name(name: str, value: Any) -> str:
+    text = to_text(name, value).strip()
+    if not text:
+        raise fail(name, value, "a model id, or one of " + ", ".join(BUILTIN_MODELS))
+    if text.startswith("replay:") and not text[len("replay:") :].strip():
+        raise fail(name, value, "replay:<file.json> naming a JSON file")
+    return text
+
+
+def _tool_list(name: str, value: Any) -> tuple[str, ...]:
+    tools = to_str_list(name, value)
+    unknown = [tool for tool in tools if tool not in TOOLS]
+    if unknown or not tools:
+        allowed = "a non-empty list of: " + ", ".join(TOOLS)
+        raise fail(name, value, allowed, TOOLS, word=unknown[0] if unknown else None)
+    return tools
+
+
+def _model_params(name: str, value: Any) -> dict[str, Any]:
+    params = to_dict(name, value)
+    reserved = sorted(RESERVED_MODEL_PARAMS.intersection(params))
+    if reserved:
+        raise fail(name, value, "request parameters other than " + ", ".join(sorted(RESERVED_MODEL_PARAMS)))
+    return params
+
+
+def _optional_cap(name: str, value: Any) -> int | None:
+    """Unset (None, or an empty string on the command line) or a whole number of tokens >= 1."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return int(to_number(name, value, int, 1, False))
+    except ConfigError:
+        raise fail(name, value, "a whole number of tokens >= 1, or empty (no cap)") from None
+
+
+def _tool_choice(name: str, value: Any) -> str:
+    """Unset (""), auto, none, required, or the name of a tool (sent in the named-function form)."""
+    text = to_text(name, value).strip()
+    if text and text not in TOOL_CHOICE_MODES and text not in TOOLS:
+        raise fail(
+            name,
+            value,
+            "empty (not sent), " + ", ".join(TOOL_CHOICE_MODES) + ", or a tool: " + ", ".join(TOOLS),
+            TOOL_CHOICE_MODES + TOOLS,
+        )
+    return text
+
+
+def _rescore(name: str, value: Any) -> str:
+    """false/empty (serve cached verdicts), true (re-execute every selected step), timeouts (only timeouts)."""
+    text = (
+        value.strip().lower()
+        if isinstance(value, str)
+        else ("true" if value is True else "false" if value is False else value)
+    )
+    if text in ("", "false"):
+        return ""
+    if text in RESCORE_CHOICES:
+        return str(text)
+    raise fail(name, value, "one of " + ", ".join(RESCORE_CHOICES), RESCORE_CHOICES)
+
+
+def _memory_limit(name: str, value: Any) -> int:
+    """0 (no limit: none is sent to the sandbox nor set locally) or a whole number of megabytes >= 16."""
+    if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
+        return 0
+    try:
+        return int(to_number(name, value, int, 16, False))
+    except ConfigError:
+        raise fail(name, value, "0 (no limit) or a whole number >= 16") from None
+
+
+def _price(name: str, value: Any) -> float | None:
+    """Unset (empty) or a number >= 0 of US dollars per million tokens."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return float(to_number(name, value, float, 0, False))
+
+
+def _url(name: str, value: Any) -> str:
+    text = to_text(name, value).strip()
+    if text and not text.startswith(("http://", "https://", "file://")):
+        raise fail(name, value, "an http://, https:// or file:// URL, or empty")
+    return text
+
+
 @dataclass(frozen=True)
 class Settings:
-    model: str = "gold"
-    base_url: str = ""
-    api_protocol: ApiProtocol = "openai-chat"
-    api_key_env: str = "OPENAI_API_KEY"
-    model_params: Mapping[str, Any] = field(default_factory=dict)
-    max_tokens: int | None = None
-    tool_choice: str = ""
-    request_timeout_seconds: float = 600.0
-    max_retries: int = 6
-    server_wait_seconds: float = 300.0
-    check_model: bool = True
-    split: Split = "all"
-    category: tuple[str, ...] = ("all",)
-    sample_ids: tuple[str, ...] = ()
-    mode: Mode = "tool_use"
-    tool_names: tuple[str, ...] = ("code_interpreter",)
-    tool_use_max_loops: int = 15
-    with_background: bool = True
-    carry: Carry = DEFAULT_CARRY
-    code_timeout_seconds: float = 180.0
-    code_workdir: str = f"{STATE_DIR_NAME}/interpreter"
-    execution_preamble: str = ""
-    python_binary: str = sys.executable
-    sandbox_url: str = ""
-    sandbox_memory_limit_mb: int = 1024
-    sandbox_max_retries: int = 3
-    sandbox_retry_delay_seconds: float = 2.0
-    sandbox_api_timeout_seconds: float = 30.0
-    sandbox_no_proxy: bool = True
-    step_timeout_seconds: float = 1800.0
-    step_memory_mb: int = 8192
-    scratch_limit_mb: int = DEFAULT_SCRATCH_LIMIT_MB
-    score_workers: int = os.cpu_count() or 1
-    concurrency: int = 16
-    executor: Executor = "local"
-    scheduler: str = ""
-    confinement: ConfinementPolicy = "auto"
+    """Every setting, each declared once: its name, type and default here, the rest in its `Declared` record."""
+
+    # ---- the model and its endpoint ----
+    model: str = setting(
+        "gold",
+        Declared(
+            _model_name,
+            "model id; built-ins: `gold` (the reference solutions, validation only), `replay:<file.json>` "
+            "(step id -> response text)",
+            stages=("generate",),
+            group=ENDPOINT,
+        ),
+    )
+    base_url: str = setting(
+        "",
+        Declared(
+            _url,
+            "the OpenAI-compatible endpoint (empty: OpenAI's default); where the model lives, not what it is, so "
+            "moving endpoints resumes and never re-bills",
+            secrecy="url credentials",
+            shown_default="OpenAI default",
+            group=ENDPOINT,
+        ),
+    )
+    api_protocol: ApiProtocol = setting(
+        "openai-chat",
+        choice(
+            API_PROTOCOLS,
+            "the API the endpoint is asked through",
+            stages=("generate",),
+            recorded=True,
+            group=ENDPOINT,
+        ),
+    )
+    api_key_env: str = setting(
+        "OPENAI_API_KEY",
+        Declared(
+            to_text,
+            "environment variable holding the key (the key is never written anywhere)",
+            group=ENDPOINT,
+        ),
+    )
+    model_params: Mapping[str, Any] = setting_from(
+        dict,
+        Declared(
+            _model_params,
+            "request parameters passed through (temperature, top_p, seed, reasoning_effort, ...), but those the "
+            "harness owns: `model`, `messages`, `input`, `instructions`, `previous_response_id`, `tools`, "
+            "`tool_choice` (its own setting), `n` (one answer per call), `stream`; an output cap here conflicts "
+            "with `max_tokens=`",
+            stages=("generate",),
+            recorded=True,
+            secrecy="secret-named keys",
+            shown_default="{}",
+            group=ENDPOINT,
+        ),
+    )
+    max_tokens: int | None = setting(
+        None,
+        Declared(
+            _optional_cap,
+            "output cap of each answer, sent as `max_output_tokens` (responses), `max_completion_tokens` (chat, "
+            "OpenAI's endpoint) or `max_tokens` (chat, elsewhere); recommended for local servers "
+            "(see [Local servers](local-servers-sandboxfusion-dask.md#local-servers))",
+            stages_when={"generate": lambda settings: settings.max_tokens is not None},
+            shown_default="(unset)",
+            group=ENDPOINT,
+        ),
+    )
+    tool_choice: str = setting(
+        "",
+        Declared(
+            _tool_choice,
+            "tool_use: `auto`, `none`, `required`, or a tool's name (sent in the named-function form); a forcing "
+            "one (`required`, a name) goes with the first call of each step only, later calls send none (the "
+            "API's default with tools: `auto`); the final answer after the loop cap is asked without tools",
+            allowed=TOOL_CHOICE_MODES + TOOLS,
+            stages_when={"generate": lambda settings: bool(settings.tool_choice) and settings.mode == "tool_use"},
+            shown_default="(unset)",
+            group=ENDPOINT,
+        ),
+    )
+    request_timeout_seconds: float = setting(
+        600.0,
+        Declared(
+            number(float, 0, exclusive=True),
+            "the deadline of one API call, connecting and the whole reply included (a reply trickled past it is "
+            "a timeout)",
+            group=ENDPOINT,
+        ),
+    )
+    max_retries: int = setting(
+        6,
+        Declared(
+            number(int, 0),
+            "retries of transient errors (timeouts, connection resets, 408, 409, 429, 5xx)",
+            group=ENDPOINT,
+        ),
+    )
+    server_wait_seconds: float = setting(
+        300.0,
+        Declared(
+            number(float, 0),
+            "how long a server that refuses connections or answers 503 is waited for (a restart, a model loading) "
+            "before its calls fail",
+            group=ENDPOINT,
+        ),
+    )
+    check_model: bool = setting(
+        True,
+        Declared(to_bool, "the endpoint preflight checks `model=` against `GET /models`", group=ENDPOINT),
+    )
+    # ---- which problems ----
+    split: Split = setting(
+        "all",
+        choice(
+            SPLITS,
+            "which SciCode problems",
+            stages=("select",),
+            shown_default="all (validation with model=gold)",
+            group=SELECTION,
+        ),
+    )
+    category: tuple[str, ...] = setting(
+        ("all",),
+        Declared(
+            to_str_list,
+            "all, or SciCode fields and/or subfields (any case; a comma or JSON list mixes both), e.g. "
+            '`Mathematics` or `"Numerical Linear Algebra,Optics"` (see [Categories](results-and-statistics.md#categories))',
+            stages=("select",),
+            shown_default="all",
+            group=SELECTION,
+        ),
+    )
+    sample_ids: tuple[str, ...] = setting(
+        (),
+        Declared(
+            to_str_list, "comma or JSON list of problem ids", stages=("select",), shown_default="(all)", group=SELECTION
+        ),
+    )
+    # ---- how answers are generated ----
+    mode: Mode = setting(
+        "tool_use",
+        choice(
+            MODES,
+            "`naive` (one answer per step) or `tool_use` (the model may run code first)",
+            stages=("generate",),
+            group=GENERATION,
+        ),
+    )
+    tool_names: tuple[str, ...] = setting(
+        ("code_interpreter",),
+        Declared(
+            _tool_list,
+            "enabled tools",
+            allowed=TOOLS,
+            stages=("generate",),
+            shown_default="code_interpreter",
+            group=GENERATION,
+        ),
+    )
+    tool_use_max_loops: int = setting(
+        15,
+        Declared(number(int, 1), "model calls allowed per step in tool_use", stages=("generate",), group=GENERATION),
+    )
+    with_background: bool = setting(
+        True,
+        Declared(
+            to_bool,
+            "step prompts carry step background (picks the official template)",
+            stages=("generate",),
+            group=GENERATION,
+        ),
+    )
+    carry: Carry = setting(
+        DEFAULT_CARRY,
+        choice(
+            CARRY_MODES,
+            "code of earlier steps carried into later prompts and test scripts: `full` (each step's whole code, as "
+            "an uninterrupted official run) or `definition` (only the definition its header names, as a resumed "
+            "official run); `definition` adds `-carrydef` to the run name",
+            stages=("generate", "score"),
+            group=GENERATION,
+        ),
+    )
+    # ---- tool snippets ----
+    code_timeout_seconds: float = setting(
+        180.0,
+        Declared(
+            number(float, 0, exclusive=True),
+            "one code_interpreter execution",
+            stages=("generate",),
+            recorded=True,
+            group=SNIPPETS,
+        ),
+    )
+    code_workdir: str = setting(
+        f"{STATE_DIR_NAME}/interpreter",
+        Declared(to_text, "where tool snippets run (each in its own temp dir, removed after)", group=SNIPPETS),
+    )
+    execution_preamble: str = setting(
+        "",
+        Declared(
+            to_text, "code run before each tool snippet", stages=("generate",), shown_default='""', group=SNIPPETS
+        ),
+    )
+    python_binary: str = setting(
+        sys.executable,
+        Declared(
+            to_text,
+            "interpreter for tool snippets and test scripts: a venv's `bin/python` runs them with that venv's "
+            "packages (see [A virtual environment](running-safely.md#a-virtual-environment))",
+            stages=("score",),
+            shown_default="(the running interpreter, as invoked)",
+            group=SNIPPETS,
+        ),
+    )
+    sandbox_url: str = setting(
+        "",
+        Declared(
+            _url,
+            "SandboxFusion-compatible `/run_code` service for tool snippets (see [SandboxFusion](local-servers-sandboxfusion-dask.md#sandboxfusion))",
+            stages=("generate",),
+            secrecy="url credentials",
+            shown_default='""',
+            group=SNIPPETS,
+        ),
+    )
+    sandbox_memory_limit_mb: int = setting(
+        1024,
+        Declared(
+            _memory_limit,
+            "sandbox memory limit, also the local snippet limit (`0`: no limit, none is sent)",
+            stages=("generate",),
+            group=SNIPPETS,
+        ),
+    )
+    sandbox_max_retries: int = setting(
+        3, Declared(number(int, 0), "retries of a failed `/run_code` call", group=SNIPPETS)
+    )
+    sandbox_retry_delay_seconds: float = setting(
+        2.0, Declared(number(float, 0), "delay between those retries", group=SNIPPETS)
+    )
+    sandbox_api_timeout_seconds: float = setting(
+        30.0,
+        Declared(
+            number(float, 0, exclusive=True),
+            "API allowance: one `/run_code` call must end within `code_timeout_seconds` plus it, connecting and "
+            "the whole reply included",
+            group=SNIPPETS,
+        ),
+    )
+    sandbox_no_proxy: bool = setting(True, Declared(to_bool, "bypass proxies to reach the sandbox", group=SNIPPETS))
+    # ---- scoring ----
+    step_timeout_seconds: float = setting(
+        1800.0,
+        Declared(
+            number(float, 0, exclusive=True),
+            "one step's test script when scoring",
+            stages=("score",),
+            recorded=True,
+            group=SCORING,
+        ),
+    )
+    step_memory_mb: int = setting(
+        8192,
+        Declared(number(int, 64), "memory limit of one test script", stages=("score",), recorded=True, group=SCORING),
+    )
+    scratch_limit_mb: int = setting(
+        DEFAULT_SCRATCH_LIMIT_MB,
+        Declared(
+            number(int, 1),
+            "size of the scratch folder of one test script or tool snippet (a tmpfs, so memory: at most "
+            "`step_memory_mb`, and for snippets at most `sandbox_memory_limit_mb`); writing more fails inside "
+            "that step only. Part of the score settings and the verdict-cache key; of the generation settings in "
+            f"tool_use with local snippets when not {DEFAULT_SCRATCH_LIMIT_MB}",
+            stages=("score",),
+            # The snippets' scratch limit shapes what a model sees from its tool calls (only local snippets have it).
+            stages_when={
+                "generate": lambda settings: (
+                    settings.mode == "tool_use"
+                    and not settings.sandbox_url
+                    and settings.scratch_limit_mb != DEFAULT_SCRATCH_LIMIT_MB
+                )
+            },
+            group=SCORING,
+        ),
+    )
+    score_workers: int = setting(
+        os.cpu_count() or 1,
+        Declared(number(int, 1), "test scripts run at once", shown_default="number of CPUs", group=SCORING),
+    )
+    concurrency: int = setting(
+        16,
+        Declared(
+            number(int, 1),
+            "model calls in flight (problems generated at once); match a local server's parallel slots",
+            group=GENERATION,
+        ),
+    )
+    executor: Executor = setting(
+        "local",
+        choice(
+            EXECUTORS,
+            "`dask` scores on a Dask cluster (`scheduler=tcp://host:8786`, or a LocalCluster)",
+            recorded=True,
+            group=SCORING,
+        ),
+    )
+    scheduler: str = setting(
+        "",
+        Declared(to_text, "the Dask scheduler's address under `executor=dask`", shown_default='""', group=SCORING),
+    )
+    confinement: ConfinementPolicy = setting(
+        "auto",
+        choice(
+            CONFINEMENT_POLICIES,
+            "`auto`: confine model code with what the kernel gives and say what that was; `required`: refuse to "
+            "start without full confinement (see [the trust model](protocol-and-trust-model.md#trust-model))",
+            group=SCORING,
+        ),
+    )
     # Re-execute cached verdicts: "true" every selected step, "timeouts" the steps whose verdict is a timeout.
-    rescore: Rescore = ""
-    attempts: int = 1
-    attempt_strategy: AttemptStrategy = "avg"
-    data_dir: str = "data"
-    results_dir: str = "results"
-    run: str = ""
-    h5py_file: str = ""
-    allow_missing_targets: bool = False
-    dataset_zip_url: str = pins()["default_dataset_zip_url"]
-    verify_checksums: bool = True
-    runs: tuple[str, ...] = ()
-    allow_split_mismatch: bool = False
-    config: str = ""
+    rescore: Rescore = setting(
+        "",
+        Declared(
+            _rescore,
+            "`timeouts`: execute the cached timeout verdicts of the selection again; `true`: every selected step "
+            "(see [The verdict cache](stages-and-artifacts.md#the-verdict-cache))",
+            allowed=RESCORE_CHOICES,
+            shown_default="false",
+            group=SCORING,
+        ),
+    )
+    attempts: int = setting(1, Declared(number(int, 1), "independent generations per problem", group=GENERATION))
+    attempt_strategy: AttemptStrategy = setting(
+        "avg",
+        choice(
+            ATTEMPT_STRATEGIES,
+            "over attempts: averaging or pass@k",
+            group=GENERATION,
+        ),
+    )
+    # ---- folders and data ----
+    data_dir: str = setting("data", Declared(to_text, "where data lives", group=FOLDERS))
+    results_dir: str = setting("results", Declared(to_text, "where runs go", group=FOLDERS))
+    run: str = setting(
+        "",
+        Declared(to_text, "run name", shown_default="`<split>-<mode>-<bg or nobg>[-carrydef]`", group=FOLDERS),
+    )
+    h5py_file: str = setting(
+        "",
+        Declared(
+            to_text,
+            "an explicit targets file (relative paths resolve under data_dir)",
+            stages=("download",),
+            shown_default="auto",
+            group=FOLDERS,
+        ),
+    )
+    allow_missing_targets: bool = setting(
+        False,
+        Declared(
+            to_bool,
+            "run even when some selected scored steps have no targets (they count as unresolved and are listed)",
+            group=FOLDERS,
+        ),
+    )
+    dataset_zip_url: str = setting(
+        pins()["default_dataset_zip_url"],
+        Declared(
+            _url,
+            "archive to fetch when files are absent",
+            stages=("download",),
+            shown_default="AgentCompass's SciCode zip",
+            group=FOLDERS,
+        ),
+    )
+    verify_checksums: bool = setting(
+        True,
+        Declared(to_bool, "refuse files whose sha256 differs from the pins", stages=("download",), group=FOLDERS),
+    )
+    # ---- comparison and export ----
+    runs: tuple[str, ...] = setting(
+        (),
+        Declared(
+            to_str_list,
+            "for `doit compare`: two run directories (or `<model>/<run>`); for `doit export`: the runs to export "
+            "(default: the run of the settings)",
+            shown_default='""',
+            group=COMPARISON,
+        ),
+    )
+    allow_split_mismatch: bool = setting(
+        False, Declared(to_bool, "`doit compare` accepts runs of different splits", group=COMPARISON)
+    )
+    config: str = setting(
+        "",
+        Declared(
+            to_text, "a TOML file of settings (default: `scicode.toml` when present)", shown_default='""', group=FOLDERS
+        ),
+    )
     # ---- prices, US dollars per million tokens (cost figures only; no generation or scoring input) ----
-    price_input_per_mtok: float | None = None
-    price_output_per_mtok: float | None = None
-    price_cached_input_per_mtok: float | None = None
+    price_input_per_mtok: float | None = setting(
+        None,
+        Declared(
+            _price,
+            "US dollars per million input tokens; set with the output price (a cost per run, problem and attempt "
+            "in the summary, report and index; unset, reports show tokens only)",
+            shown_default="(unset)",
+            group=PRICES,
+        ),
+    )
+    price_output_per_mtok: float | None = setting(
+        None,
+        Declared(
+            _price,
+            "US dollars per million output tokens; set with the input price",
+            shown_default="(unset)",
+            group=PRICES,
+        ),
+    )
+    price_cached_input_per_mtok: float | None = setting(
+        None,
+        Declared(
+            _price,
+            "US dollars per million cached input tokens, only with the other two; applied only when the API's usage "
+            "states cached tokens, else they are priced as input",
+            shown_default="(unset)",
+            group=PRICES,
+        ),
+    )
 
     # ---- derived values -------------------------------------------------
     @property
@@ -188,48 +689,27 @@ class Settings:
 
     def redacted(self) -> dict[str, Any]:
         """Every setting as JSON, for `config.json`; no secret value is ever present."""
-        record = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
-        record["model_params"] = redact_mapping(record["model_params"])
-        record["base_url"] = _strip_url_credentials(self.base_url)
-        record["sandbox_url"] = _strip_url_credentials(self.sandbox_url)
+        record = {name: _shown(DECLARED[name].secrecy, _jsonable(getattr(self, name))) for name in VARIABLES}
         record["api_key_present"] = bool(self.api_key)
         return record
 
 
-STAGE_INPUTS: dict[str, tuple[str, ...]] = {
-    "download": ("h5py_file", "dataset_zip_url", "verify_checksums"),
-    "select": ("split", "category", "sample_ids"),
-    # base_url is where the model lives, not what it is: moving endpoints resumes, never re-bills.
-    "generate": (
-        "model",
-        "api_protocol",
-        "model_params",
-        "mode",
-        "tool_names",
-        "tool_use_max_loops",
-        "with_background",
-        "carry",
-        "code_timeout_seconds",
-        "execution_preamble",
-        "sandbox_url",
-        "sandbox_memory_limit_mb",
-    ),
-    "score": ("step_timeout_seconds", "step_memory_mb", "scratch_limit_mb", "python_binary", "carry"),
-}
+# ---------------------------------------------------------------------------
+# Derived from the declarations
+# ---------------------------------------------------------------------------
+
+DECLARED: dict[str, Declared] = declared_of(fields(Settings))
+VARIABLES: tuple[str, ...] = tuple(DECLARED)
+ACCEPTED_NAMES: tuple[str, ...] = VARIABLES + PARAM_BLOCKS
+COERCERS: dict[str, Callable[[str, Any], Any]] = {name: record.coerce for name, record in DECLARED.items()}
+# The settings that change each stage's output. base_url is where the model lives, not what it is: moving endpoints
+# resumes, never re-bills.
+STAGE_INPUTS: dict[Stage, tuple[str, ...]] = stage_inputs_of(DECLARED)
 # Settings that enter a stage's fingerprint only where they apply and differ from their default, so that artifacts
 # written before the setting existed stay current (a generation is never re-billed for it).
-OPTIONAL_STAGE_INPUTS: dict[str, dict[str, Callable[[Settings], bool]]] = {
-    "generate": {
-        "max_tokens": lambda settings: settings.max_tokens is not None,
-        "tool_choice": lambda settings: bool(settings.tool_choice) and settings.mode == "tool_use",
-        # The snippets' scratch limit shapes what a model sees from its tool calls (only local snippets have it).
-        "scratch_limit_mb": lambda settings: (
-            settings.mode == "tool_use"
-            and not settings.sandbox_url
-            and settings.scratch_limit_mb != DEFAULT_SCRATCH_LIMIT_MB
-        ),
-    },
-}
+OPTIONAL_STAGE_INPUTS: dict[Stage, dict[str, Callable[[Settings], bool]]] = optional_stage_inputs_of(DECLARED)
+# The settings summary.md records among those that shape the scores.
+RECORDED_SETTINGS: tuple[str, ...] = tuple(name for name, record in DECLARED.items() if record.recorded)
 
 
 # ---------------------------------------------------------------------------
@@ -245,6 +725,15 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _shown(secrecy: Secrecy, value: Any) -> Any:
+    """`value` as config.json shows it: without what may be a secret."""
+    if secrecy == "url credentials":
+        return _strip_url_credentials(value)
+    if secrecy == "secret-named keys":
+        return redact_mapping(value)
+    return value
+
+
 def _strip_url_credentials(url: str) -> str:
     if "@" not in url or "://" not in url:
         return url
@@ -253,154 +742,6 @@ def _strip_url_credentials(url: str) -> str:
     if "@" in host_part:
         host_part = "<redacted>@" + host_part.rsplit("@", 1)[1]
     return f"{scheme}://{host_part}{sep}{tail}"
-
-
-# ---------------------------------------------------------------------------
-# The coercer of each setting (the generic ones are stages.config.values)
-# ---------------------------------------------------------------------------
-
-
-def _model_name(name: str, value: Any) -> str:
-    text = to_text(name, value).strip()
-    if not text:
-        raise fail(name, value, "a model id, or one of " + ", ".join(BUILTIN_MODELS))
-    if text.startswith("replay:") and not text[len("replay:") :].strip():
-        raise fail(name, value, "replay:<file.json> naming a JSON file")
-    return text
-
-
-def _tool_list(name: str, value: Any) -> tuple[str, ...]:
-    tools = to_str_list(name, value)
-    unknown = [tool for tool in tools if tool not in TOOLS]
-    if unknown or not tools:
-        raise fail(name, value, "a non-empty list of: " + ", ".join(TOOLS))
-    return tools
-
-
-def _model_params(name: str, value: Any) -> dict[str, Any]:
-    params = to_dict(name, value)
-    reserved = sorted(RESERVED_MODEL_PARAMS.intersection(params))
-    if reserved:
-        raise fail(name, value, "request parameters other than " + ", ".join(sorted(RESERVED_MODEL_PARAMS)))
-    return params
-
-
-def _optional_cap(name: str, value: Any) -> int | None:
-    """Unset (None, or an empty string on the command line) or a whole number of tokens >= 1."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    try:
-        return int(to_number(name, value, int, 1, False))
-    except ConfigError:
-        raise fail(name, value, "a whole number of tokens >= 1, or empty (no cap)") from None
-
-
-def _tool_choice(name: str, value: Any) -> str:
-    """Unset (""), auto, none, required, or the name of a tool (sent in the named-function form)."""
-    text = to_text(name, value).strip()
-    if text and text not in TOOL_CHOICE_MODES and text not in TOOLS:
-        raise fail(
-            name, value, "empty (not sent), " + ", ".join(TOOL_CHOICE_MODES) + ", or a tool: " + ", ".join(TOOLS)
-        )
-    return text
-
-
-def _rescore(name: str, value: Any) -> str:
-    """false/empty (serve cached verdicts), true (re-execute every selected step), timeouts (only timeouts)."""
-    text = (
-        value.strip().lower()
-        if isinstance(value, str)
-        else ("true" if value is True else "false" if value is False else value)
-    )
-    if text in ("", "false"):
-        return ""
-    if text in RESCORE_CHOICES:
-        return str(text)
-    raise fail(name, value, "one of " + ", ".join(RESCORE_CHOICES))
-
-
-def _memory_limit(name: str, value: Any) -> int:
-    """0 (no limit: none is sent to the sandbox nor set locally) or a whole number of megabytes >= 16."""
-    if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
-        return 0
-    try:
-        return int(to_number(name, value, int, 16, False))
-    except ConfigError:
-        raise fail(name, value, "0 (no limit) or a whole number >= 16") from None
-
-
-def _price(name: str, value: Any) -> float | None:
-    """Unset (empty) or a number >= 0 of US dollars per million tokens."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    return float(to_number(name, value, float, 0, False))
-
-
-def _url(name: str, value: Any) -> str:
-    text = to_text(name, value).strip()
-    if text and not text.startswith(("http://", "https://", "file://")):
-        raise fail(name, value, "an http://, https:// or file:// URL, or empty")
-    return text
-
-
-COERCERS: dict[str, Callable[[str, Any], Any]] = {
-    "model": _model_name,
-    "base_url": _url,
-    "api_protocol": to_choice(API_PROTOCOLS),
-    "api_key_env": to_text,
-    "model_params": _model_params,
-    "max_tokens": _optional_cap,
-    "tool_choice": _tool_choice,
-    "request_timeout_seconds": number(float, 0, exclusive=True),
-    "max_retries": number(int, 0),
-    "server_wait_seconds": number(float, 0),
-    "check_model": to_bool,
-    "split": to_choice(SPLITS),
-    "category": to_str_list,
-    "sample_ids": to_str_list,
-    "mode": to_choice(MODES),
-    "tool_names": _tool_list,
-    "tool_use_max_loops": number(int, 1),
-    "with_background": to_bool,
-    "carry": to_choice(CARRY_MODES),
-    "code_timeout_seconds": number(float, 0, exclusive=True),
-    "code_workdir": to_text,
-    "execution_preamble": to_text,
-    "python_binary": to_text,
-    "sandbox_url": _url,
-    "sandbox_memory_limit_mb": _memory_limit,
-    "allow_missing_targets": to_bool,
-    "sandbox_max_retries": number(int, 0),
-    "sandbox_retry_delay_seconds": number(float, 0),
-    "sandbox_api_timeout_seconds": number(float, 0, exclusive=True),
-    "sandbox_no_proxy": to_bool,
-    "step_timeout_seconds": number(float, 0, exclusive=True),
-    "step_memory_mb": number(int, 64),
-    "scratch_limit_mb": number(int, 1),
-    "score_workers": number(int, 1),
-    "concurrency": number(int, 1),
-    "executor": to_choice(EXECUTORS),
-    "confinement": to_choice(CONFINEMENT_POLICIES),
-    "rescore": _rescore,
-    "scheduler": to_text,
-    "attempts": number(int, 1),
-    "attempt_strategy": to_choice(ATTEMPT_STRATEGIES),
-    "data_dir": to_text,
-    "results_dir": to_text,
-    "run": to_text,
-    "h5py_file": to_text,
-    "dataset_zip_url": _url,
-    "verify_checksums": to_bool,
-    "runs": to_str_list,
-    "allow_split_mismatch": to_bool,
-    "config": to_text,
-    "price_input_per_mtok": _price,
-    "price_output_per_mtok": _price,
-    "price_cached_input_per_mtok": _price,
-}
-VARIABLES: tuple[str, ...] = tuple(f.name for f in fields(Settings))
-assert set(COERCERS) == set(VARIABLES), "every setting needs a coercer"
-ACCEPTED_NAMES: tuple[str, ...] = VARIABLES + PARAM_BLOCKS
 
 
 # ---------------------------------------------------------------------------
@@ -422,7 +763,8 @@ def _check_names(names: Any, origin: str) -> None:
     for name in names:
         if name not in ACCEPTED_NAMES:
             raise ConfigError(
-                f"unknown variable {name!r} ({origin}); known variables: {', '.join(sorted(ACCEPTED_NAMES))}"
+                f"unknown variable {name!r} ({origin}); {did_you_mean(str(name), ACCEPTED_NAMES)}"
+                f"known variables: {', '.join(sorted(ACCEPTED_NAMES))}"
             )
 
 

@@ -8,7 +8,8 @@ setting to its coercer.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from stages.errors import PipelineError
@@ -18,11 +19,34 @@ class ConfigError(PipelineError, ValueError):
     """A configuration problem, stated in one line."""
 
 
-def fail(name: str, value: Any, allowed: str) -> ConfigError:
+SUGGESTIONS = 3  # the closest names or values a "did you mean" offers at most
+SUGGESTION_CUTOFF = 0.6  # how alike (difflib's ratio, 0 to 1) a name must be to be offered
+
+
+def closest(word: str, names: Iterable[str]) -> list[str]:
+    """The names most like `word` (case ignored), closest first; empty when none is alike."""
+    import difflib
+
+    by_folded = {name.lower(): name for name in names}
+    found = difflib.get_close_matches(word.strip().lower(), list(by_folded), SUGGESTIONS, SUGGESTION_CUTOFF)
+    return [by_folded[folded] for folded in found]
+
+
+def did_you_mean(word: str, names: Iterable[str]) -> str:
+    """ "did you mean a or b? " for the names closest to `word`, else ""."""
+    found = closest(word, names)
+    return f"did you mean {' or '.join(found)}? " if found else ""
+
+
+def fail(name: str, value: Any, allowed: str, choices: Iterable[str] = (), word: str | None = None) -> ConfigError:
+    """The one-line error of a bad value; with `choices`, the ones closest to the bad word (`word`, else the value)
+    come first."""
     shown = value if isinstance(value, str) else json.dumps(value, default=str)
     if isinstance(shown, str) and len(shown) > 80:
         shown = shown[:77] + "..."
-    return ConfigError(f"invalid {name}={shown!s}: expected {allowed}")
+    word = word if word is not None else value if isinstance(value, str) else None
+    hint = did_you_mean(word, choices) if word is not None else ""
+    return ConfigError(f"invalid {name}={shown!s}: {hint}expected {allowed}")
 
 
 def to_bool(name: str, value: Any) -> bool:
@@ -35,11 +59,16 @@ def to_bool(name: str, value: Any) -> bool:
     raise fail(name, value, "true or false")
 
 
-def to_number(name: str, value: Any, kind: type[int] | type[float], minimum: float, exclusive: bool) -> int | float:
+def number_words(kind: type[int] | type[float], minimum: float, exclusive: bool) -> str:
+    """What a number setting accepts, as its error and the configuration page say it ("a whole number >= 1")."""
     bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
-    noun = "a whole number" if kind is int else "a number"
+    return f"{'a whole number' if kind is int else 'a number'} {bound}"
+
+
+def to_number(name: str, value: Any, kind: type[int] | type[float], minimum: float, exclusive: bool) -> int | float:
+    expected = number_words(kind, minimum, exclusive)
     if isinstance(value, bool):
-        raise fail(name, value, f"{noun} {bound}")
+        raise fail(name, value, expected)
     try:
         raw = kind(value.strip()) if isinstance(value, str) else value
         if kind is int and isinstance(raw, float):
@@ -50,9 +79,9 @@ def to_number(name: str, value: Any, kind: type[int] | type[float], minimum: flo
             raise ValueError
         number = kind(raw)
     except (TypeError, ValueError):
-        raise fail(name, value, f"{noun} {bound}") from None
+        raise fail(name, value, expected) from None
     if number != number or (number <= minimum if exclusive else number < minimum):
-        raise fail(name, value, f"{noun} {bound}")
+        raise fail(name, value, expected)
     return number
 
 
@@ -78,7 +107,7 @@ def to_choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
     def coerce(name: str, value: Any) -> str:
         if isinstance(value, str) and value.strip() in choices:
             return value.strip()
-        raise fail(name, value, "one of " + ", ".join(choices))
+        raise fail(name, value, "one of " + ", ".join(choices), choices)
 
     return coerce
 
@@ -100,5 +129,21 @@ def to_dict(name: str, value: Any) -> dict[str, Any]:
     raise fail(name, value, "a JSON object")
 
 
-def number(kind: type[int] | type[float], minimum: float, exclusive: bool = False) -> Callable[[str, Any], Any]:
-    return lambda name, value: to_number(name, value, kind, minimum, exclusive)
+@dataclass(frozen=True)
+class NumberCoercer:
+    """The coercer of a number setting with a lower bound; `accepts` says which numbers."""
+
+    kind: type[int] | type[float]
+    minimum: float
+    exclusive: bool = False
+
+    def __call__(self, name: str, value: Any) -> int | float:
+        return to_number(name, value, self.kind, self.minimum, self.exclusive)
+
+    @property
+    def accepts(self) -> str:
+        return number_words(self.kind, self.minimum, self.exclusive)
+
+
+def number(kind: type[int] | type[float], minimum: float, exclusive: bool = False) -> NumberCoercer:
+    return NumberCoercer(kind, minimum, exclusive)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stages.config.settings import Settings
+from stages.config.settings import RECORDED_SETTINGS, Settings
 from stages.execution.untrusted import shown
 from stages.generate.identity import where_snippets_ran
 from stages.records.results import CELL_STATUSES, ToolStats
@@ -99,16 +99,6 @@ def _targets_text(targets: TargetsInfo) -> str:
         "unknown": "unknown",
     }
     return names[targets.kind] + (f" ({targets.note})" if targets.note else "")
-
-
-RECORDED_SETTINGS: tuple[str, ...] = (
-    "api_protocol",
-    "model_params",
-    "code_timeout_seconds",
-    "step_timeout_seconds",
-    "step_memory_mb",
-    "executor",
-)
 
 
 def _recorded_settings_text(recorded: Mapping[str, Any]) -> str:

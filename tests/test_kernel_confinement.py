@@ -439,6 +439,29 @@ def test_shared_memory_devices_and_system_folders_stay_out_of_reach(scratch: Pat
     assert not os.path.exists("/dev/shm/scicode-escape")
 
 
+def bring_in_program(decoy: Path) -> str:
+    return RAW + textwrap.dedent(f"""\
+        results = {{"hard link": outcome(lambda: os.link({str(decoy)!r}, "linked"))}}
+        results["symbolic link, read"] = outcome(lambda: (os.symlink({str(decoy)!r}, "pointer"), open("pointer").read()))
+        results["device node"] = outcome(lambda: os.mknod("null", 0o600 | 0o020000, os.makedev(1, 3)))
+        print(json.dumps(results))
+    """)
+
+
+def test_a_host_file_cannot_be_brought_into_the_scratch(scratch: Path, tmp_path: Path) -> None:
+    """A hard link or a symbolic link to a file outside, or a device node: what a link names stays outside
+    Landlock's rules (the tmpfs scratch is another file system; a link is followed to where it points) and no
+    device can be made. Unconfined, beside the decoy, both links work."""
+    decoy = tmp_path / "decoy.txt"
+    decoy.write_text("host data", encoding="utf-8")
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    plain = last_json(unconfined(bring_in_program(decoy), beside))
+    assert plain["hard link"] == "0" and plain["symbolic link, read"] == "0"
+    results = last_json(confined(bring_in_program(decoy), scratch))
+    assert results == {"hard link": "EXDEV", "symbolic link, read": "EACCES", "device node": "EPERM"}, results
+
+
 def test_the_processes_outside_are_out_of_reach(scratch: Path) -> None:
     victim = subprocess.Popen(["sleep", "60"])
     try:

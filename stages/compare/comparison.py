@@ -377,7 +377,8 @@ def _with_intervals(rows: list[Row], intervals: Sequence[Row]) -> list[Row]:
 
 def _status_rows(a: Mapping[str, int], b: Mapping[str, int]) -> list[Row]:
     total_a, total_b = sum(a.values()), sum(b.values())
-    return [_count_row(status, a[status], total_a, b[status], total_b) for status in CELL_STATUSES]
+    shown = [status for status in CELL_STATUSES if status != "not_generated" or a[status] or b[status]]
+    return [_count_row(status, a[status], total_a, b[status], total_b) for status in shown]
 
 
 def _pass_at_k_rows(metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]) -> list[Row]:

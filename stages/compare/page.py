@@ -11,11 +11,13 @@ from typing import Any
 from stages.compare.comparison import COMPARED_ATTEMPT, Comparison, Row, StepFlip, differences_line
 from stages.compare.paired import PAIRED_NOTE, paired_lines
 from stages.execution.untrusted import shown
+from stages.records.results import OCCASIONAL_STATUSES
+from stages.records.status_glossary import GLOSSARY_LINK, VERDICT_ENTRIES
 from stages.storage.paths import RunPaths
 
 STATUS_NOTE = (
-    "`no_verdict`: a scored step without a verdict (no details file, or missing from it). "
-    "Percentages are of all steps, skipped ones included."
+    " ".join(f"`{entry.status}`: {entry.meaning}." for entry in VERDICT_ENTRIES if entry.status in OCCASIONAL_STATUSES)
+    + f" Percentages are of all steps, skipped ones included (every status: {GLOSSARY_LINK})."
 )
 COST_NOTE = "From each attempt's details meta (usage, latency_s), else from the steps of generations/<id>.json."
 DEFINITIONS = (

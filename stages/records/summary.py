@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Literal, get_args
 
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
@@ -246,6 +247,46 @@ class SummaryTargets:
         return {"kind": self.kind, "note": self.note}
 
 
+CaveatKind = Literal[
+    "targets_derived",
+    "targets_missing",
+    "targets_unknown",
+    "tool_use_as_naive",
+    "subset",
+    "weak_tests_passed",
+    "problems_failed",
+    "steps_not_generated",
+    "snippets_elsewhere",
+]
+CAVEAT_KINDS: tuple[CaveatKind, ...] = get_args(CaveatKind)
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """Something a reader of the run's headline must know (derived targets, a subset, ...), in one phrase."""
+
+    kind: CaveatKind
+    text: str
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> Caveat | None:
+        kind = text(record.get("kind"))
+        found = next((known for known in CAVEAT_KINDS if known == kind), None)
+        return None if found is None else cls(found, text(record.get("text")))
+
+    def to_record(self) -> JSONObject:
+        return {"kind": self.kind, "text": self.text}
+
+
+def caveats_of(value: Frozen) -> tuple[Caveat, ...]:
+    return tuple(found for record in objects(value) if (found := Caveat.from_record(record)) is not None)
+
+
+def caveats_text(caveats: tuple[Caveat, ...]) -> str:
+    """`targets derived from reference code; 2 of 80 problems (a subset)`; "" without caveats."""
+    return "; ".join(caveat.text for caveat in caveats)
+
+
 @dataclass(frozen=True)
 class Groups:
     """The metrics by category, field, subfield (each with its field) and split."""
@@ -301,6 +342,7 @@ class Summary:
     confinement: Frozen
     tool_calls: Mapping[str, int]  # outcome -> calls, and `total` (empty in summaries written before)
     steps_without_targets: tuple[str, ...]
+    caveats: tuple[Caveat, ...] = ()  # empty in summaries written before caveats were recorded
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Summary:
@@ -334,6 +376,7 @@ class Summary:
                 {name: integer(count) for name, count in obj(record.get("tool_calls")).items()}
             ),
             steps_without_targets=texts(record.get("steps_without_targets")),
+            caveats=caveats_of(record.get("caveats")),
         )
 
     def to_record(self) -> JSONObject:
@@ -367,6 +410,7 @@ class Summary:
             record["fingerprint_parts"] = thaw_object(self.stamp.parts)
         tool_calls: JSONObject = dict(self.tool_calls)
         record |= {"tool_calls": tool_calls, "steps_without_targets": _texts_list(self.steps_without_targets)}
+        record["caveats"] = [caveat.to_record() for caveat in self.caveats]
         return record
 
     @property

@@ -23,11 +23,12 @@ from stages.benchmark.pins import split_problem_count
 from stages.benchmark.protocol import DEFAULT_CARRY
 from stages.execution.untrusted import shown
 from stages.records.results import cached_selection
-from stages.records.summary import Summary, read_summary_file
+from stages.records.summary import Caveat, Summary, caveats_text, read_summary_file
 from stages.storage.artifacts import read_artifact
 from stages.storage.json_values import EMPTY, Frozen, obj, optional_number, optional_text, thaw
+from stages.storage.markdown_table import markdown_table
 from stages.storage.paths import COMPARE_DIR_NAME, ResultsPaths, RunPaths
-from stages.summarize.markdown import markdown_table, name_span, ratio
+from stages.summarize.markdown import CAVEATS_LIMIT, name_span, ratio
 from stages.summarize.pricing import money
 from stages.summarize.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, methods_record
 from stages.summarize.uncertainty.text import INTERVALS_SENTENCE, rate_range
@@ -95,6 +96,11 @@ class IndexRow:
     report: Path | None
     state: RowState
     note: str
+    caveats: tuple[Caveat, ...] = ()  # the summary's (`stages.summarize.caveats`)
+
+    @property
+    def caveats_text(self) -> str:
+        return caveats_text(self.caveats)
 
     @property
     def resolve_rate(self) -> float | None:
@@ -237,6 +243,7 @@ def index_row(run_dir: Path) -> IndexRow:
         report=_report_of(run_dir, path),
         state=state,
         note=note,
+        caveats=summary.caveats if summary else (),
     )
 
 
@@ -316,6 +323,7 @@ def markdown_row(row: IndexRow, link_from: Path) -> tuple[str, ...]:
         row.state + (f": {row.note}" if row.note else ""),
         _marks_text(row) or "-",
         link,
+        shown(row.caveats_text, limit=CAVEATS_LIMIT) or "-",
     )
 
 
@@ -335,6 +343,7 @@ MARKDOWN_HEADER = (
     "state",
     "marked",
     "report",
+    "caveats",
 )
 
 

@@ -13,6 +13,7 @@ from stages.config.settings import Settings
 from stages.records.results import ToolStats
 from stages.records.stamp import Stamp
 from stages.records.summary import (
+    Caveat,
     FailedProblem,
     Groups,
     RunIdentity,
@@ -131,6 +132,7 @@ def summary_record(
     plot_names: Sequence[str],
     conditions: RunConditions,
     attempts: Mapping[str, Any] | None = None,
+    caveats: tuple[Caveat, ...] = (),
 ) -> Summary:
     complete = all(row.state not in ("missing_details", "invalid_details") for row in rows)
     prices = prices_of(settings)
@@ -165,4 +167,5 @@ def summary_record(
         confinement=freeze(conditions.confinement),
         tool_calls=MappingProxyType({**conditions.tool_calls, "total": sum(conditions.tool_calls.values())}),
         steps_without_targets=tuple(conditions.steps_without_targets),
+        caveats=caveats,
     )

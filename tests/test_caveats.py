@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stages.compare.stage import compare_runs
 from stages.records.summary import read_summary_file
 from stages.runs.page import write_run_index
 from stages.storage.artifacts import read_artifact, write_artifact
@@ -88,3 +89,16 @@ def test_a_summary_written_before_caveats_still_reads(tmp_path: Path) -> None:
     write_artifact(path, "summary", earlier)
     summary = read_summary_file(path)
     assert summary is not None and summary.caveats == ()
+
+
+def test_compare_shows_the_caveats_of_each_run(tmp_path: Path) -> None:
+    """A's summary records caveats (derived targets, tool_use as naive, a subset); B is a whole-split naive run
+    without any: compare.md names A's under its title and none for B."""
+    a = tool_use_run_without_tool_calls(tmp_path)
+    run_summarize(a, targets=DERIVED, now=FIXED_NOW)
+    b = make_whole_split_run(tmp_path, "whole", mode="naive")
+    report = compare_runs(a.run_paths.run_dir, b.run_paths.run_dir)
+    head = report.split("\n## ", 1)[0]
+    line = next(line for line in head.splitlines() if line.startswith("**Caveats of A:**"))
+    assert NAIVE_PHRASE in line and "targets derived from reference code" in line
+    assert "**Caveats of B:**" not in head

@@ -325,8 +325,10 @@ def eval_log(
     created: str,
     completed: str,
     project: Mapping[str, Any],
+    caveats: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The whole log of the run as inspect_ai's JSON log (a JSON-native mapping)."""
+    """The whole log of the run as inspect_ai's JSON log (a JSON-native mapping); `caveats` (the summary's) are in
+    the eval's metadata beside the headline's results."""
     settings = run.settings
     attempts = max((result.attempt_count for result in run.problems), default=1)
     samples = [
@@ -366,6 +368,7 @@ def eval_log(
             "run_dir": str(run.run_dir),
             "project": dict(project),
             "confinement": (run.config or {}).get("confinement"),
+            "caveats": list(caveats),
         },
         "viewer": {"trust_content": False},
     }

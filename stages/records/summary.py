@@ -288,6 +288,45 @@ def caveats_text(caveats: tuple[Caveat, ...]) -> str:
 
 
 @dataclass(frozen=True)
+class RecordedInvocation:
+    """One invocation that generated or scored (`stages.records.invocations`), as summary.json records it."""
+
+    started: str
+    ended: str
+    seconds: float
+    stages: tuple[str, ...]
+    problems: int
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> RecordedInvocation:
+        seconds = record.get("seconds")
+        return cls(
+            text(record.get("started")),
+            text(record.get("ended")),
+            float(seconds) if isinstance(seconds, (int, float)) else 0.0,
+            texts(record.get("stages")),
+            integer(record.get("problems")),
+        )
+
+    def to_record(self) -> JSONObject:
+        return {
+            "started": self.started,
+            "ended": self.ended,
+            "seconds": self.seconds,
+            "stages": _texts_list(self.stages),
+            "problems": self.problems,
+        }
+
+    @property
+    def text(self) -> str:
+        """`2026-01-02T03:04:05Z to 2026-01-02T03:07:00Z (175 s; generate, score; 2 problems)`."""
+        return (
+            f"{self.started} to {self.ended} ({self.seconds:.0f} s; {', '.join(self.stages)}; "
+            f"{self.problems} problem(s))"
+        )
+
+
+@dataclass(frozen=True)
 class Groups:
     """The metrics by category, field, subfield (each with its field) and split."""
 
@@ -343,6 +382,7 @@ class Summary:
     tool_calls: Mapping[str, int]  # outcome -> calls, and `total` (empty in summaries written before)
     steps_without_targets: tuple[str, ...]
     caveats: tuple[Caveat, ...] = ()  # empty in summaries written before caveats were recorded
+    invocations: tuple[RecordedInvocation, ...] = ()  # empty in summaries written before, and for older runs
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Summary:
@@ -377,6 +417,7 @@ class Summary:
             ),
             steps_without_targets=texts(record.get("steps_without_targets")),
             caveats=caveats_of(record.get("caveats")),
+            invocations=tuple(RecordedInvocation.from_record(entry) for entry in objects(record.get("invocations"))),
         )
 
     def to_record(self) -> JSONObject:
@@ -411,6 +452,7 @@ class Summary:
         tool_calls: JSONObject = dict(self.tool_calls)
         record |= {"tool_calls": tool_calls, "steps_without_targets": _texts_list(self.steps_without_targets)}
         record["caveats"] = [caveat.to_record() for caveat in self.caveats]
+        record["invocations"] = [invocation.to_record() for invocation in self.invocations]
         return record
 
     @property

@@ -12,7 +12,7 @@ from stages.execution.untrusted import shown
 from stages.generate.identity import where_snippets_ran
 from stages.records.results import CELL_STATUSES, OCCASIONAL_STATUSES, ToolStats
 from stages.records.status_glossary import GLOSSARY_LINK, glossary_markdown, verdict_entry
-from stages.records.summary import Caveat, caveats_text
+from stages.records.summary import Caveat, RecordedInvocation, caveats_text
 from stages.storage.markdown_table import markdown_table
 from stages.summarize.metrics import (
     InspectView,
@@ -55,6 +55,14 @@ def name_span(name: object) -> str:
 def ratio(part: int, whole: int) -> str:
     """`50/50 (100.0%)`: every rate printed with its denominator."""
     return f"{part}/{whole} ({100.0 * part / whole:.1f}%)" if whole else f"{part}/{whole} (n/a)"
+
+
+def invocation_lines(invocations: tuple[RecordedInvocation, ...]) -> list[str]:
+    """`- invocations that generated or scored: 1) ... 2) ...` (UTC); nothing for a run recorded before them."""
+    if not invocations:
+        return []
+    listed = "; ".join(f"{index}) {invocation.text}" for index, invocation in enumerate(invocations, 1))
+    return [f"- invocations that generated or scored (UTC): {listed}"]
 
 
 def caveat_lines(caveats: tuple[Caveat, ...]) -> list[str]:
@@ -545,9 +553,11 @@ def render_markdown(
     plot_names: Sequence[str],
     attempts: Mapping[str, Any] | None = None,
     caveats: tuple[Caveat, ...] = (),
+    invocations: tuple[RecordedInvocation, ...] = (),
 ) -> str:
     metrics = metrics_of(rows)
     lines = _header_lines(settings, targets, config, started, summarized_at, caveats)
+    lines[-1:-1] = invocation_lines(invocations)
     lines.insert(len(lines) - 1, _cached_timeouts_line(rows))
     lines += _headline_lines(metrics)
     lines += _inspect_view_lines(inspect_view(rows))

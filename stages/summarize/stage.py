@@ -44,7 +44,7 @@ from stages.summarize.metrics import (
     subfield_metrics,
     tool_totals,
 )
-from stages.summarize.provenance import TargetsInfo, resolve_targets_info, run_started
+from stages.summarize.provenance import TargetsInfo, recorded_invocations, resolve_targets_info, run_started
 from stages.summarize.rows import ProblemRow, collect_rows
 from stages.summarize.summary_json import RunConditions, summary_record
 from stages.summarize.uncertainty.intervals import methods_record
@@ -279,6 +279,7 @@ def run_summarize(
     rows = collect_rows(run)
     targets = targets or resolve_targets_info(settings)
     started = run_started(paths, [row.problem_id for row in rows])
+    recorded = recorded_invocations(paths)
     summarized_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     plots = _write_plots(settings, rows)
@@ -296,6 +297,7 @@ def run_summarize(
         plot_names=plot_names,
         attempts=attempts,
         caveats=caveats,
+        invocations=recorded,
     )
     tool_calls, unscored = run_conditions_of(rows)
     markdown += "\n".join(conditions_markdown(tool_calls, unscored, settings.mode)) + "\n"
@@ -311,6 +313,7 @@ def run_summarize(
         conditions=RunConditions((config or {}).get("confinement"), tool_calls, unscored),
         attempts=attempts,
         caveats=caveats,
+        invocations=recorded,
     )
     write_artifact(paths.summary_json, "summary", summary.to_record())
     from stages.summarize.report import write_report

@@ -16,6 +16,7 @@ from stages.records.summary import (
     Caveat,
     FailedProblem,
     Groups,
+    RecordedInvocation,
     RunIdentity,
     StepOutcome,
     Summary,
@@ -133,6 +134,7 @@ def summary_record(
     conditions: RunConditions,
     attempts: Mapping[str, Any] | None = None,
     caveats: tuple[Caveat, ...] = (),
+    invocations: tuple[RecordedInvocation, ...] = (),
 ) -> Summary:
     complete = all(row.state not in ("missing_details", "invalid_details") for row in rows)
     prices = prices_of(settings)
@@ -168,4 +170,5 @@ def summary_record(
         tool_calls=MappingProxyType({**conditions.tool_calls, "total": sum(conditions.tool_calls.values())}),
         steps_without_targets=tuple(conditions.steps_without_targets),
         caveats=caveats,
+        invocations=invocations,
     )

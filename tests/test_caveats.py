@@ -3,9 +3,11 @@ terminal line, summary.md's first lines, report.html's header and the run index'
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from stages.compare.stage import compare_runs
+from stages.export.stage import export_run
 from stages.records.summary import read_summary_file
 from stages.runs.page import write_run_index
 from stages.storage.artifacts import read_artifact, write_artifact
@@ -102,3 +104,14 @@ def test_compare_shows_the_caveats_of_each_run(tmp_path: Path) -> None:
     line = next(line for line in head.splitlines() if line.startswith("**Caveats of A:**"))
     assert NAIVE_PHRASE in line and "targets derived from reference code" in line
     assert "**Caveats of B:**" not in head
+
+
+def test_the_inspect_ai_log_carries_the_caveats(tmp_path: Path) -> None:
+    settings = tool_use_run_without_tool_calls(tmp_path)
+    run_summarize(settings, targets=DERIVED, now=FIXED_NOW)
+    log_file = next(path for path in export_run(settings.run_paths.run_dir) if path.suffix == ".json")
+    metadata = json.loads(log_file.read_text(encoding="utf-8"))["eval"]["metadata"]
+    summary = read_summary_file(settings.run_paths.summary_json)
+    assert summary is not None
+    assert metadata["caveats"] == [caveat.text for caveat in summary.caveats]
+    assert any(NAIVE_PHRASE in text for text in metadata["caveats"])

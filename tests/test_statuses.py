@@ -3,10 +3,12 @@ answered (the server down, a prompt over the context) is counted apart from the 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, get_args
 
 from stages.config.settings import Settings
+from stages.export.stage import export_run
 from stages.records.results import CELL_STATUSES, CellStatus
 from stages.records.status_glossary import DOCS_PAGE, GENERATION_ENTRIES, VERDICT_ENTRIES, glossary_page
 from stages.statuses import GenerationStepStatus
@@ -72,9 +74,9 @@ def write_generation_steps(settings: Settings, problem_id: str, steps: list[dict
     )
 
 
-def test_a_step_never_generated_is_not_generated_not_fail(tmp_path: Path) -> None:
+def outage_run(tmp_path: Path) -> Settings:
     """P1: answered, wrong (fail). P2: the server went down at its second step (error), its third never asked
-    (not_generated): the scorer's `fail` verdicts of those two are counted as not_generated, in the denominator."""
+    (not_generated); the scorer gave those two `fail` verdicts."""
     settings = make_settings(tmp_path)
     write_selection(settings, [selection_entry("P1", "physics", 1, 1), selection_entry("P2", "physics", 3, 3)])
     write_details(settings, "P1", "physics", [("P1.1", "fail")])
@@ -94,6 +96,12 @@ def test_a_step_never_generated_is_not_generated_not_fail(tmp_path: Path) -> Non
         generation_step("P2.3", "not_generated"),
     ]
     write_generation_steps(settings, "P2", steps, outage)
+    return settings
+
+
+def test_a_step_never_generated_is_not_generated_not_fail(tmp_path: Path) -> None:
+    """The outage's steps are counted as not_generated, in the denominator, apart from the model's fail."""
+    settings = outage_run(tmp_path)
     outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
     assert (outcome.subproblem_correct, outcome.subproblem_total) == (1, 4)
     record = read_artifact(settings.run_paths.summary_json, "summary")
@@ -109,3 +117,20 @@ def test_a_step_never_generated_is_not_generated_not_fail(tmp_path: Path) -> Non
     )
     html = settings.run_paths.report_html.read_text(encoding="utf-8")
     assert 'id="status-glossary"' in html and "the request failed after its retries" in html
+
+
+def test_the_exports_count_a_step_never_generated_as_not_generated(tmp_path: Path) -> None:
+    settings = outage_run(tmp_path)
+    files = export_run(settings.run_paths.run_dir)
+    steps = [
+        json.loads(text) for text in settings.run_paths.export_steps_jsonl.read_text(encoding="utf-8").splitlines()
+    ]
+    assert {row["step"]: row["status"] for row in steps} == {
+        "P1.1": "fail",
+        "P2.1": "pass",
+        "P2.2": "not_generated",
+        "P2.3": "not_generated",
+    }
+    log = json.loads(next(path for path in files if path.suffix == ".json").read_text(encoding="utf-8"))
+    p2 = next(sample for sample in log["samples"] if sample["id"] == "P2")
+    assert p2["scores"]["steps"]["value"] == {"P2.1": "pass", "P2.2": "not_generated", "P2.3": "not_generated"}

@@ -122,16 +122,16 @@ def _rows_without_details(layout: StepLayout, reason: str) -> tuple[StepRow, ...
     )
 
 
-def ungenerated_steps(result: ProblemResult) -> frozenset[str]:
+def ungenerated_steps(result: ProblemResult, attempt: int = SCORED_ATTEMPT) -> frozenset[str]:
     """The steps of the scored attempt that the model never answered: those whose generation status says so (the
     request failed, e.g. the server down; the prompt over the context; a later step never asked)."""
-    generation: Generation | None = result.generation(SCORED_ATTEMPT)
+    generation: Generation | None = result.generation(attempt)
     if generation is None:
         return frozenset()
     return frozenset(step.step_id for step in generation.steps if step.status in UNGENERATED_STATUSES)
 
 
-def _cell_status(verdict: StepVerdict, ungenerated: frozenset[str]) -> CellStatus:
+def cell_status(verdict: StepVerdict, ungenerated: frozenset[str]) -> CellStatus:
     """A verdict's status, `not_generated` for a failing one of a step the model never answered."""
     return "not_generated" if verdict.status == "fail" and verdict.step_id in ungenerated else verdict.status
 
@@ -145,7 +145,7 @@ def _merge_steps(
     for step in layout:
         verdict = by_id.pop(step.step_id, None)
         if verdict is not None:
-            status = _cell_status(verdict, ungenerated)
+            status = cell_status(verdict, ungenerated)
             rows.append(StepRow(step.step_id, status, verdict.reason, cached=verdict.cached))
         elif step.prefilled:
             rows.append(StepRow(step.step_id, "skipped", prefilled_reason()))

@@ -65,6 +65,19 @@ def test_periods_merge_into_invocations(tmp_path: Path) -> None:
     )
 
 
+def test_a_subset_lists_only_the_work_on_its_problems(tmp_path: Path) -> None:
+    """The folder's second invocation scored P2 only: a selection of P1 and P3 ran in the first one alone."""
+    paths = RunPaths(tmp_path / "run")
+    write_lines(paths)
+    (only,) = invocations(paths, frozenset({"P1", "P3"}))
+    assert (only.started_text(), only.ended_text(), only.problems) == (
+        "2026-01-02T06:59:32Z",
+        "2026-01-02T07:02:25Z",
+        2,
+    )
+    assert invocations(paths, frozenset({"P9"})) == ()
+
+
 def test_recorded_appends_a_start_and_an_end_even_when_the_work_fails(tmp_path: Path) -> None:
     paths = RunPaths(tmp_path / "run")
     with pytest.raises(RuntimeError), recorded(paths, "score", "P1"):
@@ -102,7 +115,8 @@ def test_summary_report_index_and_export_read_the_invocations(tmp_path: Path) ->
     write_lines(paths)
     run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
     record = json.loads(paths.summary_json.read_text(encoding="utf-8"))
-    # not the details files' times (written just now), the first invocation's start
+    # not the details files' times (written just now), the first invocation's start; P3 is not selected
+
     assert record["run_started"] == "2026-01-02T06:59:32Z"
     assert [(entry["started"], entry["ended"], entry["stages"]) for entry in record["invocations"]] == [
         ("2026-01-02T06:59:32Z", "2026-01-02T07:02:25Z", ["generate", "score"]),
@@ -111,7 +125,7 @@ def test_summary_report_index_and_export_read_the_invocations(tmp_path: Path) ->
     markdown = paths.summary_md.read_text(encoding="utf-8")
     assert (
         "- invocations that generated or scored (UTC): 1) 2026-01-02T06:59:32Z to 2026-01-02T07:02:25Z (173 s; "
-        "generate, score; 3 problem(s)); 2) 2026-01-02T08:00:00Z to 2026-01-02T08:00:10Z (10 s; score; 1 problem(s))"
+        "generate, score; 2 problem(s)); 2) 2026-01-02T08:00:00Z to 2026-01-02T08:00:10Z (10 s; score; 1 problem(s))"
     ) in markdown
     html = paths.report_html.read_text(encoding="utf-8")
     assert 'id="invocations"' in html and "2026-01-02T08:00:00Z to 2026-01-02T08:00:10Z" in html

@@ -28,7 +28,7 @@ def run_times(paths: RunPaths, problem_ids: list[str]) -> tuple[str, str]:
     """(started, completed) of the log: the first recorded invocation's start and the last one's end
     (`stages.records.invocations`); for a run recorded before invocations were, its start as the summary
     estimates it and the time of the export."""
-    recorded = invocations(paths)
+    recorded = invocations(paths, frozenset(problem_ids))
     if recorded:
         return iso(recorded[0].started_text()), iso(recorded[-1].ended_text())
     return iso(run_started(paths, problem_ids)), iso(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -113,10 +113,12 @@ def periods(paths: RunPaths) -> list[Period]:
     return sorted(found, key=lambda period: period.started)
 
 
-def invocations(paths: RunPaths) -> tuple[Invocation, ...]:
-    """The run's invocations, in time order (empty for a run recorded before invocations were)."""
+def invocations(paths: RunPaths, problem_ids: Collection[str] | None = None) -> tuple[Invocation, ...]:
+    """The run's invocations, in time order (empty for a run recorded before invocations were); with
+    `problem_ids`, only the work on those problems (a subset's summary, beside other selections of the folder)."""
     groups: list[list[Period]] = []
-    for period in periods(paths):
+    chosen = [period for period in periods(paths) if problem_ids is None or period.problem_id in problem_ids]
+    for period in chosen:
         if groups and (period.started - max(p.ended for p in groups[-1])).total_seconds() <= MERGE_GAP_S:
             groups[-1].append(period)
         else:

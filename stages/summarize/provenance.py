@@ -45,13 +45,13 @@ def _utc(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def recorded_invocations(paths: RunPaths) -> tuple[RecordedInvocation, ...]:
-    """The run's invocations that generated or scored, as the summary records them."""
+def recorded_invocations(paths: RunPaths, problem_ids: Sequence[str]) -> tuple[RecordedInvocation, ...]:
+    """The run's invocations that generated or scored the problems, as the summary records them."""
     return tuple(
         RecordedInvocation(
             found.started_text(), found.ended_text(), round(found.seconds, 3), found.stages, found.problems
         )
-        for found in invocations(paths)
+        for found in invocations(paths, frozenset(problem_ids))
     )
 
 
@@ -59,7 +59,7 @@ def run_started(paths: RunPaths, problem_ids: Sequence[str]) -> str | None:
     """When the run's first invocation started (`stages.records.invocations`). For a run recorded before
     invocations were: the earliest generation or details file time (when its first problem finished), else
     config.json's time; None when neither exists."""
-    recorded = invocations(paths)
+    recorded = invocations(paths, frozenset(problem_ids))
     if recorded:
         return recorded[0].started_text()
     times = []

@@ -279,7 +279,7 @@ def run_summarize(
     rows = collect_rows(run)
     targets = targets or resolve_targets_info(settings)
     started = run_started(paths, [row.problem_id for row in rows])
-    recorded = recorded_invocations(paths)
+    recorded = recorded_invocations(paths, [row.problem_id for row in rows])
     summarized_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     plots = _write_plots(settings, rows)

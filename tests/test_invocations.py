@@ -116,7 +116,6 @@ def test_summary_report_index_and_export_read_the_invocations(tmp_path: Path) ->
     run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
     record = json.loads(paths.summary_json.read_text(encoding="utf-8"))
     # not the details files' times (written just now), the first invocation's start; P3 is not selected
-
     assert record["run_started"] == "2026-01-02T06:59:32Z"
     assert [(entry["started"], entry["ended"], entry["stages"]) for entry in record["invocations"]] == [
         ("2026-01-02T06:59:32Z", "2026-01-02T07:02:25Z", ["generate", "score"]),

@@ -381,8 +381,10 @@ class Summary:
     confinement: Frozen
     tool_calls: Mapping[str, int]  # outcome -> calls, and `total` (empty in summaries written before)
     steps_without_targets: tuple[str, ...]
-    caveats: tuple[Caveat, ...] = ()  # empty in summaries written before caveats were recorded
-    invocations: tuple[RecordedInvocation, ...] = ()  # empty in summaries written before, and for older runs
+    # None in summaries written before these were recorded (and left out of `to_record` then, so such a record
+    # reads back as it was); invocations are empty for a run recorded before invocations.jsonl was written
+    recorded_caveats: tuple[Caveat, ...] | None = None
+    recorded_invocations: tuple[RecordedInvocation, ...] | None = None
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Summary:
@@ -416,8 +418,12 @@ class Summary:
                 {name: integer(count) for name, count in obj(record.get("tool_calls")).items()}
             ),
             steps_without_targets=texts(record.get("steps_without_targets")),
-            caveats=caveats_of(record.get("caveats")),
-            invocations=tuple(RecordedInvocation.from_record(entry) for entry in objects(record.get("invocations"))),
+            recorded_caveats=caveats_of(record["caveats"]) if "caveats" in record else None,
+            recorded_invocations=(
+                tuple(RecordedInvocation.from_record(entry) for entry in objects(record["invocations"]))
+                if "invocations" in record
+                else None
+            ),
         )
 
     def to_record(self) -> JSONObject:
@@ -451,13 +457,25 @@ class Summary:
             record["fingerprint_parts"] = thaw_object(self.stamp.parts)
         tool_calls: JSONObject = dict(self.tool_calls)
         record |= {"tool_calls": tool_calls, "steps_without_targets": _texts_list(self.steps_without_targets)}
-        record["caveats"] = [caveat.to_record() for caveat in self.caveats]
-        record["invocations"] = [invocation.to_record() for invocation in self.invocations]
+        if self.recorded_caveats is not None:
+            record["caveats"] = [caveat.to_record() for caveat in self.recorded_caveats]
+        if self.recorded_invocations is not None:
+            record["invocations"] = [invocation.to_record() for invocation in self.recorded_invocations]
         return record
 
     @property
     def fingerprint(self) -> str:
         return self.stamp.fingerprint
+
+    @property
+    def caveats(self) -> tuple[Caveat, ...]:
+        """The run's caveats (`stages.summarize.caveats`); none in a summary written before they were recorded."""
+        return self.recorded_caveats or ()
+
+    @property
+    def invocations(self) -> tuple[RecordedInvocation, ...]:
+        """The invocations that generated or scored (`stages.records.invocations`); none where not recorded."""
+        return self.recorded_invocations or ()
 
 
 def freeze_headline(record: Mapping[str, object]) -> FrozenObject:

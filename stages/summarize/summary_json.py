@@ -169,6 +169,6 @@ def summary_record(
         confinement=freeze(conditions.confinement),
         tool_calls=MappingProxyType({**conditions.tool_calls, "total": sum(conditions.tool_calls.values())}),
         steps_without_targets=tuple(conditions.steps_without_targets),
-        caveats=caveats,
-        invocations=invocations,
+        recorded_caveats=caveats,
+        recorded_invocations=invocations,
     )

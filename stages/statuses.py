@@ -17,4 +17,7 @@ ToolStatus = Literal["ok", "error", "timeout", "sandbox_error"]
 
 STEP_STATUSES: tuple[StepStatus, ...] = ("pass", "fail", "timeout", "parse_error", "eval_error", "skipped")
 NEVER_ANSWERED_STATUSES: tuple[GenerationStepStatus, ...] = ("context_exceeded", "not_generated")
+# A step with one of these generation statuses (or without a generation record) has no answer of the model: its
+# failing verdict is counted as `not_generated`, not as the model's wrong answer (`fail`).
+UNGENERATED_STATUSES: tuple[GenerationStepStatus, ...] = ("error", *NEVER_ANSWERED_STATUSES)
 TOOL_STATUSES: tuple[ToolStatus, ...] = ("ok", "error", "timeout", "sandbox_error")

@@ -157,6 +157,7 @@ def test_real_model_run_counts_every_status(
         "parse_error": 1,
         "eval_error": 1,
         "skipped": 0,
+        "not_generated": 0,
         "no_verdict": 0,
     }
     assert summary["targets"]["kind"] == "explicit"

@@ -30,8 +30,26 @@ pytestmark = pytest.mark.slow
 FIXTURES = Path(__file__).parent / "fixtures"
 PROBLEMS = "19,29,38,47,78"
 EXPECTED_COUNTS = {
-    "a": {"pass": 9, "fail": 2, "timeout": 1, "parse_error": 3, "eval_error": 0, "skipped": 0, "no_verdict": 0},
-    "b": {"pass": 10, "fail": 2, "timeout": 1, "parse_error": 2, "eval_error": 0, "skipped": 0, "no_verdict": 0},
+    "a": {
+        "pass": 9,
+        "fail": 2,
+        "timeout": 1,
+        "parse_error": 3,
+        "eval_error": 0,
+        "skipped": 0,
+        "not_generated": 0,
+        "no_verdict": 0,
+    },
+    "b": {
+        "pass": 10,
+        "fail": 2,
+        "timeout": 1,
+        "parse_error": 2,
+        "eval_error": 0,
+        "skipped": 0,
+        "not_generated": 0,
+        "no_verdict": 0,
+    },
 }
 PRICES = {"a": ("2.5", "10"), "b": ("0.5", "2")}
 

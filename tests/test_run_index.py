@@ -79,8 +79,39 @@ def test_rows_hold_settings_rates_intervals_and_cost(results: ResultsPaths) -> N
     assert rows["tokens-only"].cost is None and rows["tokens-only"].tokens == 5 * 250_000
     assert strong.state == "summarized" and strong.report is not None and strong.report.name == "report.html"
     assert rows["pending"].state == "not summarized" and rows["pending"].resolve_rate is None
-    assert [mark.key for mark in strong.marks] == ["realistic"]
-    assert [mark.key for mark in rows["tokens-only"].marks] == ["published"]
+    # 6 of the test split's 65 problems and 5 of all 80: subsets, never marked as the published settings
+    assert strong.marks == () and rows["tokens-only"].marks == ()
+
+
+def make_whole_split_run(tmp_path: Path, model: str, **overrides: str) -> Settings:
+    """A run of every problem of the test split (65 one-step problems, the first passing), no background."""
+    return make_summarized_run(
+        tmp_path, model, [True] + [False] * 64, split="test", with_background="false", **overrides
+    )
+
+
+def test_only_a_run_that_is_the_published_setting_is_marked(tmp_path: Path) -> None:
+    """Marked: the whole split, one attempt, the default carry, the full summary. Not marked: a run of the same
+    split and background with another carry, with several attempts, or a summary of a subset of the run."""
+    whole = make_whole_split_run(tmp_path, "whole")
+    make_whole_split_run(tmp_path, "carrydef", carry="definition")
+    make_whole_split_run(tmp_path, "attempts", attempts="2")
+    subset = make_settings(tmp_path, model="subset", split="test", with_background="false", sample_ids="P1,P2")
+    write_selection(subset, [selection_entry(pid, "physics", 1, 1) for pid in ("P1", "P2")])
+    for pid in ("P1", "P2"):
+        write_details(subset, pid, "physics", [(f"{pid}.1", "pass")])
+    run_summarize(subset, targets=OFFICIAL, now=FIXED_NOW)
+    rows = {row.model: row for row in index_rows(ResultsPaths(tmp_path / "results"))}
+    assert [mark.key for mark in rows["whole"].marks] == ["realistic"]
+    assert rows["subset"].summary_tag and rows["subset"].marks == ()
+    assert rows["carrydef"].marks == () and rows["attempts"].marks == ()
+    text = write_run_index(whole).read_text(encoding="utf-8")
+    marked = {
+        line.split(" | ")[0].strip("| `"): line.split(" | ")[13].strip()
+        for line in text.splitlines()[8:]
+        if "| `" in line
+    }
+    assert marked == {"whole": "(1)", "carrydef": "-", "attempts": "-", "subset": "-"}
 
 
 def test_a_run_changed_since_its_summary_is_stale(results: ResultsPaths) -> None:
@@ -144,7 +175,7 @@ def test_plots_one_per_setting_with_the_front(results: ResultsPaths) -> None:
     assert test.x_kind == "cost"
     # strong ($6, 50%), cheap ($0.60, 16.7%), wasteful ($6, 16.7%): the front is cheap then strong
     assert [point.label.split(" / ")[0] for point in test.front_points] == ["cheap", "strong"]
-    assert [mark.key for mark in test.marks] == ["realistic"]
+    assert [mark.key for mark in test.marks] == ["realistic"]  # the plot's setting, though its runs are subsets
     assert groups["split all, with background"].x_kind == "tokens"
 
 

@@ -233,6 +233,7 @@ def test_mixed_run_counts_match_hand_computed(mixed_run: Settings) -> None:
         "parse_error": 1,
         "eval_error": 1,
         "skipped": 1,
+        "not_generated": 0,
         "no_verdict": 3,
     }
     assert record["by_category"]["physics"] | {} == {

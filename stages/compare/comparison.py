@@ -29,6 +29,7 @@ from stages.records.results import (
     max_attempts,
     read_run,
 )
+from stages.records.summary import Caveat, read_summary_file
 from stages.storage.paths import RunPaths
 from stages.summarize.markdown import ratio
 from stages.summarize.metrics import Metrics, ReportedCost, metrics_of, reported_cost, status_counts
@@ -65,6 +66,7 @@ class RunInfo:
     with_background: str
     selection: tuple[SelectionEntry, ...]
     results: RunResults
+    caveats: tuple[Caveat, ...] = ()  # those of the run's summary (none without a readable one)
 
     @property
     def label(self) -> str:
@@ -106,7 +108,14 @@ def load_run(run_dir: Path, view: str = "") -> RunInfo:
         with_background=UNKNOWN if background is None else str(bool(background)).lower(),
         selection=results.selection.entries,
         results=results,
+        caveats=_summary_caveats(RunPaths(run_dir, tag)),
     )
+
+
+def _summary_caveats(paths: RunPaths) -> tuple[Caveat, ...]:
+    """The caveats the run's summary records (`stages.summarize.caveats`)."""
+    summary = read_summary_file(paths.summary_json)
+    return summary.caveats if summary is not None else ()
 
 
 @dataclass(frozen=True)
@@ -377,7 +386,8 @@ def _with_intervals(rows: list[Row], intervals: Sequence[Row]) -> list[Row]:
 
 def _status_rows(a: Mapping[str, int], b: Mapping[str, int]) -> list[Row]:
     total_a, total_b = sum(a.values()), sum(b.values())
-    return [_count_row(status, a[status], total_a, b[status], total_b) for status in CELL_STATUSES]
+    shown = [status for status in CELL_STATUSES if status != "not_generated" or a[status] or b[status]]
+    return [_count_row(status, a[status], total_a, b[status], total_b) for status in shown]
 
 
 def _pass_at_k_rows(metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]) -> list[Row]:

@@ -11,11 +11,16 @@ from typing import Any
 from stages.compare.comparison import COMPARED_ATTEMPT, Comparison, Row, StepFlip, differences_line
 from stages.compare.paired import PAIRED_NOTE, paired_lines
 from stages.execution.untrusted import shown
+from stages.records.results import OCCASIONAL_STATUSES
+from stages.records.status_glossary import GLOSSARY_LINK, VERDICT_ENTRIES
+from stages.records.summary import caveats_text
+from stages.storage.markdown_table import markdown_table
 from stages.storage.paths import RunPaths
+from stages.summarize.markdown import CAVEATS_LIMIT
 
 STATUS_NOTE = (
-    "`no_verdict`: a scored step without a verdict (no details file, or missing from it). "
-    "Percentages are of all steps, skipped ones included."
+    " ".join(f"`{entry.status}`: {entry.meaning}." for entry in VERDICT_ENTRIES if entry.status in OCCASIONAL_STATUSES)
+    + f" Percentages are of all steps, skipped ones included (every status: {GLOSSARY_LINK})."
 )
 COST_NOTE = "From each attempt's details meta (usage, latency_s), else from the steps of generations/<id>.json."
 DEFINITIONS = (
@@ -33,9 +38,8 @@ DEFINITIONS = (
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return lines
+    """A table of compare.md through the one Markdown table writer (every column left-aligned)."""
+    return markdown_table(header, list(rows), (False,) * len(header), padded=False)
 
 
 def _identity_lines(rows: Sequence[Row]) -> list[str]:
@@ -80,6 +84,13 @@ def _step_flip_lines(title: str, flips: Sequence[StepFlip]) -> list[str]:
     return lines + table(("step", "A", "B"), [(f.step_id, f.status_a, f.status_b) for f in flips]) + [""]
 
 
+def caveat_lines(comparison: Comparison) -> list[str]:
+    """`**Caveats of A:** ...` for each run whose summary records caveats; nothing when neither does."""
+    found = [(side, run) for side, run in (("A", comparison.run_a), ("B", comparison.run_b)) if run.caveats]
+    lines = [f"**Caveats of {side}:** {shown(caveats_text(run.caveats), limit=CAVEATS_LIMIT)}" for side, run in found]
+    return [line for pair in zip(lines, [""] * len(lines)) for line in pair]
+
+
 def comparison_markdown(comparison: Comparison) -> str:
     """compare.md: the significance line, the settings that differ, then the details."""
     c = comparison
@@ -91,6 +102,7 @@ def comparison_markdown(comparison: Comparison) -> str:
         f"# Comparison: {shown(c.run_a.label, markdown=True)} (A) vs {shown(c.run_b.label, markdown=True)} (B)",
         "",
     ]
+    lines += caveat_lines(c)
     lines += _identity_lines(c.identity)
     lines += _difference_lines(c.differences)
     lines += _scope_lines(c.scope)

@@ -232,7 +232,8 @@ class ComparedRunRecord:
             with_background=str(record["with_background"]),
             problems_selected=int(record["problems_selected"]),
             counts=RunCounts.from_record(record["counts"]),
-            statuses=tuple((status, int(counts[status])) for status in CELL_STATUSES),
+            # a comparison written before `not_generated` was counted has no such key
+            statuses=tuple((status, int(counts[status])) for status in CELL_STATUSES if status in counts),
             cost=RunCost.from_record(record["cost"]),
             attempts=None if record["attempts"] is None else RunAttempts.from_record(record["attempts"]),
         )

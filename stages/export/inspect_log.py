@@ -3,7 +3,8 @@
 One sample per problem and attempt (inspect's epochs are our attempts): its `input` is the prompt of the
 problem's first step, its `messages` every step's conversation in order, its scores
 
-- `steps`: a mapping of step id to status (pass, fail, timeout, parse_error, eval_error, skipped, no_verdict);
+- `steps`: a mapping of step id to status (pass, fail, timeout, parse_error, eval_error, skipped, not_generated,
+  no_verdict: `stages.records.status_glossary`);
 - `main_problem_resolved`: 1 when the attempt resolved the problem, else 0 (the rule of `stages.records.results`);
 - `subproblem`: the fraction of the problem's scored steps that passed;
 
@@ -25,7 +26,7 @@ from stages.execution.untrusted import valid_text
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.usage import Usage
 from stages.storage.artifacts import fingerprint
-from stages.summarize.rows import ProblemRow
+from stages.summarize.rows import ProblemRow, cell_status, ungenerated_steps
 from stages.summarize.uncertainty.intervals import (
     RESOLVE_DESCRIPTION,
     STEP_DESCRIPTION,
@@ -182,11 +183,13 @@ def model_usage(usage: Usage | None) -> dict[str, int]:
 def _statuses(result: ProblemResult, attempt: int) -> list[tuple[str, str, str, float | None]]:
     """(step id, status, reason, test duration) of every step of the problem in this attempt."""
     scored = result.scored_attempt(attempt)
+    ungenerated = ungenerated_steps(result, attempt)
     found: list[tuple[str, str, str, float | None]] = []
     for step in result.entry.layout:
         verdict = scored.verdict(step.step_id) if scored else None
         if verdict is not None:
-            found.append((step.step_id, verdict.status, valid_text(verdict.reason), verdict.duration_s))
+            status = cell_status(verdict, ungenerated)
+            found.append((step.step_id, status, valid_text(verdict.reason), verdict.duration_s))
         elif step.prefilled:
             found.append((step.step_id, "skipped", "official prefilled step", None))
         else:
@@ -325,8 +328,10 @@ def eval_log(
     created: str,
     completed: str,
     project: Mapping[str, Any],
+    caveats: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The whole log of the run as inspect_ai's JSON log (a JSON-native mapping)."""
+    """The whole log of the run as inspect_ai's JSON log (a JSON-native mapping); `caveats` (the summary's) are in
+    the eval's metadata beside the headline's results."""
     settings = run.settings
     attempts = max((result.attempt_count for result in run.problems), default=1)
     samples = [
@@ -366,6 +371,7 @@ def eval_log(
             "run_dir": str(run.run_dir),
             "project": dict(project),
             "confinement": (run.config or {}).get("confinement"),
+            "caveats": list(caveats),
         },
         "viewer": {"trust_content": False},
     }

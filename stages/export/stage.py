@@ -11,7 +11,9 @@ from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.export.inspect_log import eval_log, iso, log_file_name
 from stages.export.steps import csv_text, jsonl_text, step_rows
+from stages.records.invocations import invocations
 from stages.records.results import ResultsError, read_run
+from stages.records.summary import read_summary_file
 from stages.storage.artifacts import atomic_write_text
 from stages.storage.paths import RunPaths
 from stages.summarize.provenance import project_record, run_started
@@ -20,6 +22,16 @@ from stages.summarize.rows import collect_rows
 
 class ExportError(PipelineError, ValueError):
     """A run cannot be exported (no folder, no selection), stated in one line."""
+
+
+def run_times(paths: RunPaths, problem_ids: list[str]) -> tuple[str, str]:
+    """(started, completed) of the log: the first recorded invocation's start and the last one's end
+    (`stages.records.invocations`); for a run recorded before invocations were, its start as the summary
+    estimates it and the time of the export."""
+    recorded = invocations(paths, frozenset(problem_ids))
+    if recorded:
+        return iso(recorded[0].started_text()), iso(recorded[-1].ended_text())
+    return iso(run_started(paths, problem_ids)), iso(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def export_run(run_dir: Path, summary_tag: str = "", attempts: int = 1) -> list[Path]:
@@ -34,9 +46,17 @@ def export_run(run_dir: Path, summary_tag: str = "", attempts: int = 1) -> list[
     written = [paths.export_steps_csv, paths.export_steps_jsonl]
     atomic_write_text(paths.export_steps_csv, csv_text(steps))
     atomic_write_text(paths.export_steps_jsonl, jsonl_text(steps))
-    created = iso(run_started(paths, [result.problem_id for result in run.problems]))
-    completed = iso(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    log = eval_log(run, collect_rows(run), model=model, created=created, completed=completed, project=project_record())
+    created, completed = run_times(paths, [result.problem_id for result in run.problems])
+    summary = read_summary_file(paths.summary_json)
+    log = eval_log(
+        run,
+        collect_rows(run),
+        model=model,
+        created=created,
+        completed=completed,
+        project=project_record(),
+        caveats=tuple(caveat.text for caveat in summary.caveats) if summary else (),
+    )
     target = paths.export_inspect_dir / log_file_name(run, created)
     for older in paths.export_inspect_dir.glob("*_scicode_*.json"):
         if older != target:

@@ -23,6 +23,7 @@ from typing import Any
 from stages.execution.untrusted import valid_text
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.verdict import StepVerdict
+from stages.summarize.rows import cell_status, ungenerated_steps
 
 FORMULA_GUARD = "'"
 CONTROL_STARTS = ("\t", "\r")  # a cell starting with these is read as a formula by some spreadsheets
@@ -65,9 +66,11 @@ def spreadsheet_safe(value: Any) -> Any:
     return FORMULA_GUARD + guarded if guarded.startswith(CONTROL_STARTS) else guarded
 
 
-def _status_and_reason(verdict: StepVerdict | None, prefilled: bool, missing_reason: str) -> tuple[str, str]:
+def _status_and_reason(
+    verdict: StepVerdict | None, prefilled: bool, missing_reason: str, ungenerated: frozenset[str]
+) -> tuple[str, str]:
     if verdict is not None:
-        return verdict.status, verdict.reason
+        return cell_status(verdict, ungenerated), verdict.reason
     if prefilled:
         return "skipped", "official prefilled step"
     return "no_verdict", missing_reason
@@ -78,7 +81,8 @@ def step_row(run_label: str, model: str, result: ProblemResult, step_id: str, pr
     generation = result.generation(attempt)
     verdict = scored.verdict(step_id) if scored else None
     generated: GeneratedStep | None = generation.step(step_id) if generation else None
-    status, reason = _status_and_reason(verdict, prefilled, result.missing_reason or "no verdict for this attempt")
+    missing = result.missing_reason or "no verdict for this attempt"
+    status, reason = _status_and_reason(verdict, prefilled, missing, ungenerated_steps(result, attempt))
     usage = generated.usage if generated else None
     entry = result.entry
     return StepRow(

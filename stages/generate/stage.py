@@ -45,6 +45,7 @@ from stages.execution.untrusted import shown
 from stages.exit_codes import KEY_REFUSED
 from stages.generate import builtin
 from stages.generate.prompts import StepPrompt, build_step_prompt
+from stages.records import invocations
 from stages.records.generation import GeneratedStep, Generation, read_generation_file
 from stages.records.run_conditions import tool_outcome_counts
 from stages.records.stamp import Stamp
@@ -450,7 +451,8 @@ def run_generate_attempts(settings: Settings, problem_id: str, priority: float =
     `wiring.generation_admissions`), then in arrival order. A problem finishes all its
     attempts before it frees its slot, so its scoring can start while other problems are generated.
 
-    RunAborted (from `run_generate`) stops the remaining attempts."""
-    with problem_slots(settings).slot(priority):
+    RunAborted (from `run_generate`) stops the remaining attempts. Its start and end are recorded in the run's
+    invocations.jsonl (`stages.records.invocations`), the wait for a slot included."""
+    with invocations.recorded(settings.run_paths, "generate", problem_id), problem_slots(settings).slot(priority):
         statuses = [run_generate(settings, problem_id, attempt)["status"] for attempt in range(settings.attempts)]
     return {"problem_id": problem_id, "attempts": statuses}

@@ -34,6 +34,7 @@ from stages.storage.paths import RunPaths
 
 __all__ = [  # the records every report reads, named here beside the readers that return them
     "CELL_STATUSES",
+    "OCCASIONAL_STATUSES",
     "ERROR_STATES",
     "GENERATION_FAILED_STATES",
     "NO_DETAILS_STATES",
@@ -72,10 +73,12 @@ __all__ = [  # the records every report reads, named here beside the readers tha
 # Vocabulary
 # ---------------------------------------------------------------------------
 
-CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"]
+CellStatus = Literal["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "not_generated", "no_verdict"]
 ProblemState = Literal["complete", "generation_error", "missing_generation", "missing_details", "invalid_details"]
 
-CELL_STATUSES: tuple[CellStatus, ...] = (*STEP_STATUSES, "no_verdict")
+CELL_STATUSES: tuple[CellStatus, ...] = (*STEP_STATUSES, "not_generated", "no_verdict")
+# Counted and shown only where they occur (a run without them keeps the tables it had before they existed).
+OCCASIONAL_STATUSES: frozenset[CellStatus] = frozenset({"not_generated", "no_verdict"})
 NO_DETAILS_STATES: frozenset[str] = frozenset({"missing_details", "invalid_details"})
 ERROR_STATES: frozenset[str] = GENERATION_FAILED_STATES | NO_DETAILS_STATES
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Literal, get_args
 
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
@@ -246,6 +247,85 @@ class SummaryTargets:
         return {"kind": self.kind, "note": self.note}
 
 
+CaveatKind = Literal[
+    "targets_derived",
+    "targets_missing",
+    "targets_unknown",
+    "tool_use_as_naive",
+    "subset",
+    "weak_tests_passed",
+    "problems_failed",
+    "steps_not_generated",
+    "snippets_elsewhere",
+]
+CAVEAT_KINDS: tuple[CaveatKind, ...] = get_args(CaveatKind)
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """Something a reader of the run's headline must know (derived targets, a subset, ...), in one phrase."""
+
+    kind: CaveatKind
+    text: str
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> Caveat | None:
+        kind = text(record.get("kind"))
+        found = next((known for known in CAVEAT_KINDS if known == kind), None)
+        return None if found is None else cls(found, text(record.get("text")))
+
+    def to_record(self) -> JSONObject:
+        return {"kind": self.kind, "text": self.text}
+
+
+def caveats_of(value: Frozen) -> tuple[Caveat, ...]:
+    return tuple(found for record in objects(value) if (found := Caveat.from_record(record)) is not None)
+
+
+def caveats_text(caveats: tuple[Caveat, ...]) -> str:
+    """`targets derived from reference code; 2 of 80 problems (a subset)`; "" without caveats."""
+    return "; ".join(caveat.text for caveat in caveats)
+
+
+@dataclass(frozen=True)
+class RecordedInvocation:
+    """One invocation that generated or scored (`stages.records.invocations`), as summary.json records it."""
+
+    started: str
+    ended: str
+    seconds: float
+    stages: tuple[str, ...]
+    problems: int
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> RecordedInvocation:
+        seconds = record.get("seconds")
+        return cls(
+            text(record.get("started")),
+            text(record.get("ended")),
+            float(seconds) if isinstance(seconds, (int, float)) else 0.0,
+            texts(record.get("stages")),
+            integer(record.get("problems")),
+        )
+
+    def to_record(self) -> JSONObject:
+        return {
+            "started": self.started,
+            "ended": self.ended,
+            "seconds": self.seconds,
+            "stages": _texts_list(self.stages),
+            "problems": self.problems,
+        }
+
+    @property
+    def text(self) -> str:
+        """`2026-01-02T03:04:05Z to 2026-01-02T03:07:00Z (175 s; generate, score; 2 problems)`."""
+        return (
+            f"{self.started} to {self.ended} ({self.seconds:.0f} s; {', '.join(self.stages)}; "
+            f"{self.problems} problem(s))"
+        )
+
+
 @dataclass(frozen=True)
 class Groups:
     """The metrics by category, field, subfield (each with its field) and split."""
@@ -301,6 +381,10 @@ class Summary:
     confinement: Frozen
     tool_calls: Mapping[str, int]  # outcome -> calls, and `total` (empty in summaries written before)
     steps_without_targets: tuple[str, ...]
+    # None in summaries written before these were recorded (and left out of `to_record` then, so such a record
+    # reads back as it was); invocations are empty for a run recorded before invocations.jsonl was written
+    recorded_caveats: tuple[Caveat, ...] | None = None
+    recorded_invocations: tuple[RecordedInvocation, ...] | None = None
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Summary:
@@ -334,6 +418,12 @@ class Summary:
                 {name: integer(count) for name, count in obj(record.get("tool_calls")).items()}
             ),
             steps_without_targets=texts(record.get("steps_without_targets")),
+            recorded_caveats=caveats_of(record["caveats"]) if "caveats" in record else None,
+            recorded_invocations=(
+                tuple(RecordedInvocation.from_record(entry) for entry in objects(record["invocations"]))
+                if "invocations" in record
+                else None
+            ),
         )
 
     def to_record(self) -> JSONObject:
@@ -367,11 +457,25 @@ class Summary:
             record["fingerprint_parts"] = thaw_object(self.stamp.parts)
         tool_calls: JSONObject = dict(self.tool_calls)
         record |= {"tool_calls": tool_calls, "steps_without_targets": _texts_list(self.steps_without_targets)}
+        if self.recorded_caveats is not None:
+            record["caveats"] = [caveat.to_record() for caveat in self.recorded_caveats]
+        if self.recorded_invocations is not None:
+            record["invocations"] = [invocation.to_record() for invocation in self.recorded_invocations]
         return record
 
     @property
     def fingerprint(self) -> str:
         return self.stamp.fingerprint
+
+    @property
+    def caveats(self) -> tuple[Caveat, ...]:
+        """The run's caveats (`stages.summarize.caveats`); none in a summary written before they were recorded."""
+        return self.recorded_caveats or ()
+
+    @property
+    def invocations(self) -> tuple[RecordedInvocation, ...]:
+        """The invocations that generated or scored (`stages.records.invocations`); none where not recorded."""
+        return self.recorded_invocations or ()
 
 
 def freeze_headline(record: Mapping[str, object]) -> FrozenObject:

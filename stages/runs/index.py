@@ -5,9 +5,11 @@ full run's `summary.json`, else the most recent `summary-<tag>.json` (a subset o
 names the tag). A run without a valid summary, or one of whose details or generation files is newer than its
 summary, is listed with that state and what to run. The page (`stages.runs.page`, which also draws the plots) sorts and
 filters the rows by setting and plots resolve rate against cost (tokens where a run has no cost), one plot per
-split and background setting, with the Pareto front marked. Two settings are marked wherever they appear: the
+split and background setting, with the Pareto front marked. Two settings of published numbers are marked: the
 SciCode paper's most realistic one (test split, no background) and the one AgentCompass and Artificial Analysis
-report (all 80 problems, with background).
+report (all 80 problems, with background). A run is marked only when it is that setting (`MarkedSetting.is_run`):
+every problem of the split, one attempt, the protocol's default carry and its full summary (a subset or another
+view of the run never is); a plot is captioned with the setting its split and background are.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from stages.benchmark.pins import split_problem_count
+from stages.benchmark.protocol import DEFAULT_CARRY
 from stages.execution.untrusted import shown
 from stages.records.results import cached_selection
-from stages.records.summary import Summary, read_summary_file
+from stages.records.summary import Caveat, Summary, caveats_text, read_summary_file
 from stages.storage.artifacts import read_artifact
 from stages.storage.json_values import EMPTY, Frozen, obj, optional_number, optional_text, thaw
+from stages.storage.markdown_table import markdown_table
 from stages.storage.paths import COMPARE_DIR_NAME, ResultsPaths, RunPaths
-from stages.summarize.markdown import markdown_table, name_span, ratio
+from stages.summarize.markdown import CAVEATS_LIMIT, name_span, ratio
 from stages.summarize.pricing import money
 from stages.summarize.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, methods_record
 from stages.summarize.uncertainty.text import INTERVALS_SENTENCE, rate_range
@@ -39,6 +44,21 @@ class MarkedSetting:
     split: str
     with_background: bool
     label: str
+
+    def is_setting_of(self, split: str | None, with_background: bool | None) -> bool:
+        """Whether a split and background setting (a plot's) is this one."""
+        return self.split == split and self.with_background == with_background
+
+    def is_run(self, row: IndexRow) -> bool:
+        """Whether a run is this setting as published: the split and background, every problem of the split, one
+        attempt, the protocol's default carry, and the run's full summary (not a subset's or another view's)."""
+        return (
+            self.is_setting_of(row.split, row.with_background)
+            and row.summary_tag == ""
+            and row.selected == split_problem_count(self.split)
+            and row.attempts == 1
+            and row.carry == DEFAULT_CARRY
+        )
 
 
 MARKED_SETTINGS: tuple[MarkedSetting, ...] = (
@@ -62,6 +82,7 @@ class IndexRow:
     carry: str | None
     attempts: int | None
     summary_tag: str
+    selected: int | None  # problems selected (the headline's Total)
     resolved: int | None
     problems: int | None
     resolve_interval: tuple[float, float] | None
@@ -75,6 +96,11 @@ class IndexRow:
     report: Path | None
     state: RowState
     note: str
+    caveats: tuple[Caveat, ...] = ()  # the summary's (`stages.summarize.caveats`)
+
+    @property
+    def caveats_text(self) -> str:
+        return caveats_text(self.caveats)
 
     @property
     def resolve_rate(self) -> float | None:
@@ -86,11 +112,8 @@ class IndexRow:
 
     @property
     def marks(self) -> tuple[MarkedSetting, ...]:
-        return tuple(
-            mark
-            for mark in MARKED_SETTINGS
-            if mark.split == self.split and mark.with_background == self.with_background
-        )
+        """The published settings this run is (`MarkedSetting.is_run`)."""
+        return tuple(mark for mark in MARKED_SETTINGS if mark.is_run(self))
 
     @property
     def setting(self) -> tuple[str, str]:
@@ -206,6 +229,7 @@ def index_row(run_dir: Path) -> IndexRow:
         carry=(identity and optional_text(identity.carry)) or settings.get("carry"),
         attempts=(identity and _whole(identity.attempts_per_problem)) or settings.get("attempts"),
         summary_tag=_tag_of(path),
+        selected=_whole(headline.get("Total")),
         resolved=_whole(headline.get("main_problem_resolved")),
         problems=_whole(headline.get("main_problem_total")),
         resolve_interval=_interval(obj(intervals.get("main_problem_resolve_rate")), RESOLVE_METHOD),
@@ -219,6 +243,7 @@ def index_row(run_dir: Path) -> IndexRow:
         report=_report_of(run_dir, path),
         state=state,
         note=note,
+        caveats=summary.caveats if summary else (),
     )
 
 
@@ -298,6 +323,7 @@ def markdown_row(row: IndexRow, link_from: Path) -> tuple[str, ...]:
         row.state + (f": {row.note}" if row.note else ""),
         _marks_text(row) or "-",
         link,
+        shown(row.caveats_text, limit=CAVEATS_LIMIT) or "-",
     )
 
 
@@ -317,6 +343,7 @@ MARKDOWN_HEADER = (
     "state",
     "marked",
     "report",
+    "caveats",
 )
 
 
@@ -338,7 +365,14 @@ class SettingFront:
 
     @property
     def marks(self) -> tuple[MarkedSetting, ...]:
-        return self.plotted[0].marks if self.plotted else (self.not_plotted[0].marks if self.not_plotted else ())
+        """The published settings whose split and background this plot's are (its runs may be subsets)."""
+        runs = self.plotted or self.not_plotted
+        first = runs[0] if runs else None
+        return tuple(
+            mark
+            for mark in MARKED_SETTINGS
+            if first is not None and mark.is_setting_of(first.split, first.with_background)
+        )
 
 
 def x_value(row: IndexRow, kind: str) -> float | None:

@@ -195,6 +195,11 @@ class RunPaths:
     def not_generated_dir(self) -> Path:
         return self.run_dir / "not_generated"
 
+    @property
+    def invocations(self) -> Path:
+        """When each problem's generation and scoring ran, appended as it happens (stages/records/invocations.py)."""
+        return self.run_dir / "invocations.jsonl"
+
     def not_generated(self, problem_id: str) -> Path:
         """Why the last generation task of a problem failed (stages/records/not_generated.py); absent once it succeeds."""
         return self.not_generated_dir / f"{problem_id}.json"

@@ -10,7 +10,10 @@ from typing import Any
 from stages.config.settings import RECORDED_SETTINGS, Settings
 from stages.execution.untrusted import shown
 from stages.generate.identity import where_snippets_ran
-from stages.records.results import CELL_STATUSES, ToolStats
+from stages.records.results import CELL_STATUSES, OCCASIONAL_STATUSES, ToolStats
+from stages.records.status_glossary import GLOSSARY_LINK, glossary_markdown, verdict_entry
+from stages.records.summary import Caveat, RecordedInvocation, caveats_text
+from stages.storage.markdown_table import markdown_table
 from stages.summarize.metrics import (
     InspectView,
     Metrics,
@@ -40,6 +43,7 @@ from stages.summarize.uncertainty.text import (
 )
 
 NAME_LIMIT = 200  # characters of a name shown in Markdown
+CAVEATS_LIMIT = 1000  # characters of the caveats line
 
 
 def name_span(name: object) -> str:
@@ -53,26 +57,17 @@ def ratio(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100.0 * part / whole:.1f}%)" if whole else f"{part}/{whole} (n/a)"
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> list[str]:
-    """A pipe table padded so it also reads as plain text; `right` marks right-aligned columns. A `|` inside a
-    cell is escaped, so it stays in its cell."""
-    cells = [[str(value).replace("|", "\\|") for value in row] for row in rows]
-    widths = [max([len(header[col])] + [len(row[col]) for row in cells] + [3]) for col in range(len(header))]
+def invocation_lines(invocations: tuple[RecordedInvocation, ...]) -> list[str]:
+    """`- invocations that generated or scored: 1) ... 2) ...` (UTC); nothing for a run recorded before them."""
+    if not invocations:
+        return []
+    listed = "; ".join(f"{index}) {invocation.text}" for index, invocation in enumerate(invocations, 1))
+    return [f"- invocations that generated or scored (UTC): {listed}"]
 
-    def line(values: Sequence[str]) -> str:
-        padded = [
-            value.rjust(widths[col]) if right[col] else value.ljust(widths[col]) for col, value in enumerate(values)
-        ]
-        return "| " + " | ".join(padded) + " |"
 
-    rule = (
-        "|"
-        + "|".join(
-            ("-" * (widths[col] + 1) + ":") if right[col] else ("-" * (widths[col] + 2)) for col in range(len(header))
-        )
-        + "|"
-    )
-    return [line(header), rule, *(line(row) for row in cells)]
+def caveat_lines(caveats: tuple[Caveat, ...]) -> list[str]:
+    """`**Caveats:** targets derived from reference code; ...` and a blank line; nothing without caveats."""
+    return [f"**Caveats:** {shown(caveats_text(caveats), limit=CAVEATS_LIMIT)}", ""] if caveats else []
 
 
 def _targets_lines(targets: TargetsInfo) -> list[str]:
@@ -112,14 +107,19 @@ def _recorded_settings_text(recorded: Mapping[str, Any]) -> str:
 
 
 def _header_lines(
-    settings: Settings, targets: TargetsInfo, config: Mapping[str, Any] | None, started: str | None, summarized_at: str
+    settings: Settings,
+    targets: TargetsInfo,
+    config: Mapping[str, Any] | None,
+    started: str | None,
+    summarized_at: str,
+    caveats: tuple[Caveat, ...],
 ) -> list[str]:
     recorded = (config or {}).get("settings", {})
     categories = ", ".join(settings.category)
     samples = ", ".join(settings.sample_ids) or "(all)"
     model, run = name_span(settings.model), name_span(settings.run_name)
     lines = [f"# SciCode results: {model} / {run}", ""]
-    lines += _targets_lines(targets)
+    lines += _targets_lines(targets) + caveat_lines(caveats)  # the first lines: what to know about the numbers
     lines += [
         f"- model: {model}" + (f" at {name_span(recorded['base_url'])}" if recorded.get("base_url") else ""),
         f"- run: {run} ({name_span(settings.run_paths.run_dir)})",
@@ -310,21 +310,28 @@ def _tool_cells(stats: ToolStats) -> tuple[int, ...]:
     return (stats.calls, stats.ok, stats.error, stats.timeout, stats.sandbox_error, stats.other)
 
 
+def shown_statuses(counts: Mapping[str, int]) -> list[str]:
+    """The statuses a step-status table lists: every one, those that occur only now and then where they occur."""
+    return [status for status in CELL_STATUSES if status not in OCCASIONAL_STATUSES or counts.get(status, 0)]
+
+
 def _status_lines(counts: Mapping[str, int]) -> list[str]:
-    shown = [status for status in CELL_STATUSES if status != "no_verdict" or counts["no_verdict"]]
+    shown = shown_statuses(counts)
     total = sum(counts[status] for status in shown)
     rows: list[tuple[str, int, str]] = [
         (status, counts[status], f"{100.0 * counts[status] / total:.1f}%" if total else "n/a") for status in shown
     ]
     rows.append(("all steps", total, "100.0%" if total else "n/a"))
     lines = ["## Step statuses", ""] + markdown_table(("status", "steps", "share"), rows, (False, True, True))
-    if counts["no_verdict"]:
-        lines += [
+    entries = [entry for status in shown if (entry := verdict_entry(status)) is not None]
+    return (
+        lines
+        + ["", f"What each status means and how it counts (all statuses: {GLOSSARY_LINK}):", ""]
+        + [
+            *glossary_markdown(entries),
             "",
-            "`no_verdict`: scored steps without a verdict (no details file, or a step missing from it); "
-            "they count as not passed.",
         ]
-    return lines + [""]
+    )
 
 
 def _problem_lines(rows: Sequence[ProblemRow], prices: Prices | None = None) -> list[str]:
@@ -535,9 +542,12 @@ def render_markdown(
     summarized_at: str,
     plot_names: Sequence[str],
     attempts: Mapping[str, Any] | None = None,
+    caveats: tuple[Caveat, ...] = (),
+    invocations: tuple[RecordedInvocation, ...] = (),
 ) -> str:
     metrics = metrics_of(rows)
-    lines = _header_lines(settings, targets, config, started, summarized_at)
+    lines = _header_lines(settings, targets, config, started, summarized_at, caveats)
+    lines[-1:-1] = invocation_lines(invocations)
     lines.insert(len(lines) - 1, _cached_timeouts_line(rows))
     lines += _headline_lines(metrics)
     lines += _inspect_view_lines(inspect_view(rows))

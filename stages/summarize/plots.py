@@ -36,6 +36,7 @@ GRID_STATES: tuple[str, ...] = (
     "parse_error",
     "eval_error",
     "skipped",
+    "not_generated",
     "no_verdict",
     "no_step",
 )
@@ -46,6 +47,7 @@ STATE_COLORS: dict[str, str] = {
     "parse_error": "#CC79A7",
     "eval_error": "#0072B2",
     "skipped": "#B8B8B8",
+    "not_generated": "#56B4E9",
     "no_verdict": "#3A3A3A",
     "no_step": "#FFFFFF",
 }
@@ -56,6 +58,7 @@ STATE_LABELS: dict[str, str] = {
     "parse_error": "parse_error",
     "eval_error": "eval_error",
     "skipped": "skipped (prefilled)",
+    "not_generated": "not generated (no answer)",
     "no_verdict": "no verdict (not scored)",
     "no_step": "no step",
 }
@@ -258,7 +261,9 @@ def plot_step_grid(rows: Sequence[GridRow], path: Path, *, title: str) -> Path:
 
 def plot_status_counts(counts: Mapping[str, int], path: Path, *, title: str) -> Path:
     """One bar per step status (the six statuses, plus `no verdict` when some step has none), counts on top."""
-    states = [state for state in GRID_STATES if state != "no_step" and (state != "no_verdict" or counts.get(state, 0))]
+    states = [
+        state for state in GRID_STATES if state != "no_step" and (state in ALWAYS_IN_LEGEND or counts.get(state, 0))
+    ]
     values = [int(counts.get(state, 0)) for state in states]
     figure = _figure(7.5, 4.2)
     _set_margins(figure, left=0.8, right=0.3, top=0.8, bottom=0.9)

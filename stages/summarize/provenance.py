@@ -12,6 +12,8 @@ from importlib import metadata
 from typing import Any, Literal
 
 from stages.config.settings import Settings
+from stages.records.invocations import invocations
+from stages.records.summary import RecordedInvocation
 from stages.storage.paths import PROJECT_ROOT, RunPaths
 
 PROJECT_NAME = "scicode-pipeline"
@@ -43,8 +45,23 @@ def _utc(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def recorded_invocations(paths: RunPaths, problem_ids: Sequence[str]) -> tuple[RecordedInvocation, ...]:
+    """The run's invocations that generated or scored the problems, as the summary records them."""
+    return tuple(
+        RecordedInvocation(
+            found.started_text(), found.ended_text(), round(found.seconds, 3), found.stages, found.problems
+        )
+        for found in invocations(paths, frozenset(problem_ids))
+    )
+
+
 def run_started(paths: RunPaths, problem_ids: Sequence[str]) -> str | None:
-    """Earliest generation or details file time of the run; else config.json's time; None when neither exists."""
+    """When the run's first invocation started (`stages.records.invocations`). For a run recorded before
+    invocations were: the earliest generation or details file time (when its first problem finished), else
+    config.json's time; None when neither exists."""
+    recorded = invocations(paths, frozenset(problem_ids))
+    if recorded:
+        return recorded[0].started_text()
     times = []
     for problem_id in problem_ids:
         for path in (paths.generation(problem_id), paths.details(problem_id)):

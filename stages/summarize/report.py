@@ -44,6 +44,7 @@ from stages.execution.untrusted import valid_text
 from stages.generate.identity import where_snippets_ran
 from stages.records.results import (
     CELL_STATUSES,
+    OCCASIONAL_STATUSES,
     GeneratedStep,
     Generation,
     ProblemResult,
@@ -51,6 +52,7 @@ from stages.records.results import (
     ScoredAttempt,
     ToolRun,
 )
+from stages.records.status_glossary import GLOSSARY
 from stages.records.verdict import StepVerdict
 from stages.statuses import TOOL_STATUSES
 from stages.storage.artifacts import atomic_write_text
@@ -498,7 +500,14 @@ def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summa
     view = build_run_view(settings, run, rows, summary)
     view.blobs = step_blobs(view.steps)
     html = render(
-        RUN_TEMPLATE, RUN_SCRIPT, view=view, summary=summary, statuses=CELL_STATUSES, tool_statuses=TOOL_STATUSES
+        RUN_TEMPLATE,
+        RUN_SCRIPT,
+        view=view,
+        summary=summary,
+        statuses=CELL_STATUSES,
+        occasional_statuses=OCCASIONAL_STATUSES,
+        glossary=GLOSSARY,
+        tool_statuses=TOOL_STATUSES,
     )
     path = settings.run_paths.report_html
     atomic_write_text(path, html)

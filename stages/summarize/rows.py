@@ -1,5 +1,6 @@
 """Problem rows: each selected problem of a run as the summary counts it, its step verdicts laid out in the
-order selection.json records (prefilled steps skipped, scored steps without a verdict `no_verdict`)."""
+order selection.json records (prefilled steps skipped, scored steps without a verdict `no_verdict`, a failing
+verdict of a step the model never answered `not_generated`: see `stages.records.status_glossary`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 
 from stages.benchmark.problems import prefilled_reason
 from stages.benchmark.weak_tests import WeakTest, weak_test
+from stages.records.generation import Generation
 from stages.records.results import (
     ERROR_STATES,
     GENERATION_FAILED_STATES,
@@ -21,6 +23,7 @@ from stages.records.results import (
 )
 from stages.records.usage import Usage
 from stages.records.verdict import StepVerdict
+from stages.statuses import UNGENERATED_STATUSES
 
 SCORED_ATTEMPT = 0  # the attempt whose verdicts the tables, plots and headline count
 
@@ -119,14 +122,31 @@ def _rows_without_details(layout: StepLayout, reason: str) -> tuple[StepRow, ...
     )
 
 
-def _merge_steps(layout: StepLayout, verdicts: Sequence[StepVerdict]) -> tuple[StepRow, ...]:
+def ungenerated_steps(result: ProblemResult, attempt: int = SCORED_ATTEMPT) -> frozenset[str]:
+    """The steps of the scored attempt that the model never answered: those whose generation status says so (the
+    request failed, e.g. the server down; the prompt over the context; a later step never asked)."""
+    generation: Generation | None = result.generation(attempt)
+    if generation is None:
+        return frozenset()
+    return frozenset(step.step_id for step in generation.steps if step.status in UNGENERATED_STATUSES)
+
+
+def cell_status(verdict: StepVerdict, ungenerated: frozenset[str]) -> CellStatus:
+    """A verdict's status, `not_generated` for a failing one of a step the model never answered."""
+    return "not_generated" if verdict.status == "fail" and verdict.step_id in ungenerated else verdict.status
+
+
+def _merge_steps(
+    layout: StepLayout, verdicts: Sequence[StepVerdict], ungenerated: frozenset[str] = frozenset()
+) -> tuple[StepRow, ...]:
     """Verdicts of the details file in data order; steps it lacks become `no_verdict`, extra ones are kept last."""
     by_id = {verdict.step_id: verdict for verdict in verdicts}
     rows = []
     for step in layout:
         verdict = by_id.pop(step.step_id, None)
         if verdict is not None:
-            rows.append(StepRow(step.step_id, verdict.status, verdict.reason, cached=verdict.cached))
+            status = cell_status(verdict, ungenerated)
+            rows.append(StepRow(step.step_id, status, verdict.reason, cached=verdict.cached))
         elif step.prefilled:
             rows.append(StepRow(step.step_id, "skipped", prefilled_reason()))
         else:
@@ -162,7 +182,7 @@ def problem_row(result: ProblemResult) -> ProblemRow:
     if attempt is None:
         steps = _with_tools(_rows_without_details(result.entry.layout, result.missing_reason or ""), result)
         return _row(result, steps, result.generation_failure or result.details_error, resolved=False)
-    steps = _with_tools(_merge_steps(result.entry.layout, attempt.verdicts), result)
+    steps = _with_tools(_merge_steps(result.entry.layout, attempt.verdicts, ungenerated_steps(result)), result)
     error: str | None
     if result.state in GENERATION_FAILED_STATES:
         error = result.generation_failure or attempt.evaluation_error or result.state.replace("_", " ")

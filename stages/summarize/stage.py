@@ -31,8 +31,10 @@ from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.records.results import ResultsError, Selection, read_config, read_run, read_selection, read_summary
 from stages.records.run_conditions import conditions_markdown, unscored_steps
+from stages.records.summary import Caveat, caveats_text
 from stages.storage.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
 from stages.storage.paths import RunPaths
+from stages.summarize.caveats import CaveatInputs, run_caveats
 from stages.summarize.markdown import ratio, render_markdown, resolve_range, step_range
 from stages.summarize.metrics import (
     Metrics,
@@ -42,7 +44,7 @@ from stages.summarize.metrics import (
     subfield_metrics,
     tool_totals,
 )
-from stages.summarize.provenance import TargetsInfo, resolve_targets_info, run_started
+from stages.summarize.provenance import TargetsInfo, recorded_invocations, resolve_targets_info, run_started
 from stages.summarize.rows import ProblemRow, collect_rows
 from stages.summarize.summary_json import RunConditions, summary_record
 from stages.summarize.uncertainty.intervals import methods_record
@@ -250,12 +252,9 @@ def run_conditions_of(rows: Sequence[ProblemRow]) -> tuple[dict[str, int], list[
     return tool_calls, unscored_steps(reasons)
 
 
-def one_line_summary(settings: Settings, metrics: Metrics, targets: TargetsInfo, failed: int) -> str:
-    note = (
-        " [targets derived from reference code]"
-        if targets.kind == "derived"
-        else (f" [targets {targets.kind}]" if targets.kind in ("missing", "unknown") else "")
-    )
+def one_line_summary(settings: Settings, metrics: Metrics, caveats: tuple[Caveat, ...], failed: int) -> str:
+    """The final terminal line: the headline with every caveat of the run (`[targets derived ...; ...]`)."""
+    note = f" [{caveats_text(caveats)}]" if caveats else ""
     intervals = metrics.intervals(min_problems=0)
     return (
         f"{settings.model} / {settings.run_name}: resolved {ratio(metrics.resolved, metrics.evaluated)} "
@@ -280,11 +279,13 @@ def run_summarize(
     rows = collect_rows(run)
     targets = targets or resolve_targets_info(settings)
     started = run_started(paths, [row.problem_id for row in rows])
+    recorded = recorded_invocations(paths, [row.problem_id for row in rows])
     summarized_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     plots = _write_plots(settings, rows)
     plot_names = [path.relative_to(paths.run_dir).as_posix() for path in plots]
     config = run.config
+    caveats = run_caveats(CaveatInputs(settings, rows, targets, (config or {}).get("settings") or {}))
     attempts = attempt_metrics_of(settings, run)
     markdown = render_markdown(
         settings,
@@ -295,6 +296,8 @@ def run_summarize(
         summarized_at=summarized_at,
         plot_names=plot_names,
         attempts=attempts,
+        caveats=caveats,
+        invocations=recorded,
     )
     tool_calls, unscored = run_conditions_of(rows)
     markdown += "\n".join(conditions_markdown(tool_calls, unscored, settings.mode)) + "\n"
@@ -309,6 +312,8 @@ def run_summarize(
         plot_names=plot_names,
         conditions=RunConditions((config or {}).get("confinement"), tool_calls, unscored),
         attempts=attempts,
+        caveats=caveats,
+        invocations=recorded,
     )
     write_artifact(paths.summary_json, "summary", summary.to_record())
     from stages.summarize.report import write_report
@@ -331,5 +336,5 @@ def run_summarize(
         skipped_steps=metrics.steps_skipped,
         targets_kind=targets.kind,
         failed_problems=failed,
-        one_line=one_line_summary(settings, metrics, targets, len(failed)),
+        one_line=one_line_summary(settings, metrics, caveats, len(failed)),
     )

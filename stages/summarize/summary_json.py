@@ -13,8 +13,10 @@ from stages.config.settings import Settings
 from stages.records.results import ToolStats
 from stages.records.stamp import Stamp
 from stages.records.summary import (
+    Caveat,
     FailedProblem,
     Groups,
+    RecordedInvocation,
     RunIdentity,
     StepOutcome,
     Summary,
@@ -131,6 +133,8 @@ def summary_record(
     plot_names: Sequence[str],
     conditions: RunConditions,
     attempts: Mapping[str, Any] | None = None,
+    caveats: tuple[Caveat, ...] = (),
+    invocations: tuple[RecordedInvocation, ...] = (),
 ) -> Summary:
     complete = all(row.state not in ("missing_details", "invalid_details") for row in rows)
     prices = prices_of(settings)
@@ -165,4 +169,6 @@ def summary_record(
         confinement=freeze(conditions.confinement),
         tool_calls=MappingProxyType({**conditions.tool_calls, "total": sum(conditions.tool_calls.values())}),
         steps_without_targets=tuple(conditions.steps_without_targets),
+        recorded_caveats=caveats,
+        recorded_invocations=invocations,
     )

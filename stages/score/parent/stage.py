@@ -43,7 +43,7 @@ from stages.execution.activity import ACTIVITY, StepFailure
 from stages.execution.confinement import check_confinement
 from stages.execution.scheduling import ExpectedWork
 from stages.execution.versions import package_versions
-from stages.records import not_scored
+from stages.records import invocations, not_scored
 from stages.records.details import GENERATION_FAILED_STATES, Details, DetailsStatus, Evaluation, ScoredAttempt
 from stages.records.details import KIND as DETAILS_KIND
 from stages.records.generation import GeneratedStep, Generation, read_generation_file
@@ -486,7 +486,13 @@ def report_rescored(problem_id: str, rescored: list[tuple[str, str, str]]) -> No
 
 
 def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> dict[str, Any]:
-    """Score every attempt of one problem and write its details file; returns a small summary for doit."""
+    """Score every attempt of one problem and write its details file; returns a small summary for doit. Its start
+    and end are recorded in the run's invocations.jsonl (`stages.records.invocations`)."""
+    with invocations.recorded(settings.run_paths, "score", problem_id):
+        return _score_problem(settings, problem_id, targets)
+
+
+def _score_problem(settings: Settings, problem_id: str, targets: ResolvedTargets | None) -> dict[str, Any]:
     problem = problem_by_id(settings.data_paths, problem_id)
     executor = _executor(settings)
     targets = targets or resolve_targets(settings)

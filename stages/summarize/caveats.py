@@ -1,0 +1,100 @@
+"""A run's caveats, computed once: what a reader of its headline numbers must know. The summary records them
+(`Summary.caveats`) and every place a headline appears shows them: the final terminal line, summary.md's first
+lines, report.html's header, the run index, compare and the inspect_ai log export.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stages.benchmark.pins import split_problem_count
+from stages.config.settings import Settings
+from stages.records.summary import Caveat, CaveatKind
+from stages.summarize.metrics import behaved_as_naive
+from stages.summarize.provenance import TargetsInfo
+from stages.summarize.rows import ProblemRow, weak_passes
+
+
+@dataclass(frozen=True)
+class CaveatInputs:
+    """What the caveats are read from: the settings, the problem rows, the targets and config.json's settings."""
+
+    settings: Settings
+    rows: Sequence[ProblemRow]
+    targets: TargetsInfo
+    recorded: Mapping[str, Any]
+
+
+TARGET_CAVEATS: dict[str, tuple[CaveatKind, str]] = {
+    "derived": ("targets_derived", "targets derived from reference code"),
+    "missing": ("targets_missing", "targets missing"),
+    "unknown": ("targets_unknown", "targets unknown"),
+}
+
+
+def _targets(found: CaveatInputs) -> Caveat | None:
+    known = TARGET_CAVEATS.get(found.targets.kind)
+    return None if known is None else Caveat(*known)
+
+
+def _tool_use_as_naive(found: CaveatInputs) -> str | None:
+    if not behaved_as_naive(found.rows, found.settings.mode):
+        return None
+    return "tool_use behaved as naive (no tool call in the whole run: the server may ignore tools)"
+
+
+def _subset(found: CaveatInputs) -> str | None:
+    settings = found.settings
+    whole = split_problem_count(settings.split)
+    parts = []
+    if settings.sample_ids or settings.categories is not None or len(found.rows) != whole:
+        parts.append(f"{len(found.rows)} of the {whole} problems of split {settings.split} (a subset)")
+    if settings.attempts != 1:
+        parts.append(f"{settings.attempts} attempts per problem (the headline scores attempt 1)")
+    return "; ".join(parts) or None
+
+
+def _weak_tests(found: CaveatInputs) -> str | None:
+    passes = weak_passes(found.rows)
+    return f"{len(passes)} pass(es) on official tests known to be weak" if passes else None
+
+
+def _failed_problems(found: CaveatInputs) -> str | None:
+    failed = [row for row in found.rows if row.failed]
+    if not failed:
+        return None
+    return f"{len(failed)} problem(s) not generated or not scored (counted as unresolved)"
+
+
+def _steps_not_generated(found: CaveatInputs) -> str | None:
+    count = sum(step.status == "not_generated" for row in found.rows for step in row.steps)
+    return f"{count} step(s) never generated (counted as not passed)" if count else None
+
+
+def _snippets_elsewhere(found: CaveatInputs) -> str | None:
+    sandbox = found.recorded.get("sandbox_url") or ""
+    if found.recorded.get("mode") != "tool_use" or not sandbox:
+        return None
+    return f"tool snippets ran in the sandbox at {sandbox}, the tests on this machine"
+
+
+CAVEAT_RULES: tuple[Callable[[CaveatInputs], Caveat | None], ...] = (
+    _targets,
+    lambda found: _phrased("tool_use_as_naive", _tool_use_as_naive(found)),
+    lambda found: _phrased("subset", _subset(found)),
+    lambda found: _phrased("weak_tests_passed", _weak_tests(found)),
+    lambda found: _phrased("problems_failed", _failed_problems(found)),
+    lambda found: _phrased("steps_not_generated", _steps_not_generated(found)),
+    lambda found: _phrased("snippets_elsewhere", _snippets_elsewhere(found)),
+)
+
+
+def _phrased(kind: CaveatKind, phrase: str | None) -> Caveat | None:
+    return None if phrase is None else Caveat(kind, phrase)
+
+
+def run_caveats(found: CaveatInputs) -> tuple[Caveat, ...]:
+    """Every caveat of the run, in a fixed order."""
+    return tuple(caveat for rule in CAVEAT_RULES if (caveat := rule(found)) is not None)

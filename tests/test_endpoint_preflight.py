@@ -176,8 +176,9 @@ def test_a_server_that_refuses_tools_is_caught_before_tool_use(
     assert result.returncode == TOOLS_REFUSED.code, output_of(result)
     line = stopped_line(result)
     assert "refuses a request that offers tools with tool_choice=required" in line and "HTTP 500" in line
-    assert "chatml-function-calling" in line and "mode=naive" in line
-    assert model.total() == 0 and model.probes == 1  # the plain probe passed, the one with tools did not
+    # It took the same request without tool_choice: it serves tool calls, so the advice is about the choice only.
+    assert "serves tool calls but not that choice" in line and "chatml-function-calling" not in line
+    assert model.total() == 0 and model.probes == 2  # the plain probe and the one with tools but no tool_choice
 
 
 def test_an_unreachable_dask_scheduler_is_one_line(workdir: Path, staged_data_dir: Path, dev_targets: Path) -> None:

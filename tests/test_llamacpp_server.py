@@ -186,8 +186,11 @@ def test_the_preflight_refuses_what_this_server_cannot_do(
     )
     assert required.returncode == TOOLS_REFUSED.code, output_of(required)
     assert "refuses a request that offers tools with tool_choice=required: HTTP 500" in required.stderr
+    # It runs chatml-function-calling already (the same request without tool_choice is accepted): no advice to.
+    assert "serves tool calls but not that choice" in required.stderr
+    assert "--chat_format chatml-function-calling" not in required.stderr
     assert seen == Counter(
-        {"GET /v1/models 200": 1, "POST /v1/chat/completions 200": 1, "POST /v1/chat/completions 500": 1}
+        {"GET /v1/models 200": 1, "POST /v1/chat/completions 200": 2, "POST /v1/chat/completions 500": 1}
     )
 
 

@@ -191,5 +191,5 @@ def test_a_setup_fault_stops_before_any_task_with_one_line(tmp_path: Path) -> No
     )
     assert result.returncode == CONFIG_ERROR.code, output_of(result)
     assert output_of(result).strip().splitlines() == [
-        f"scicode: config error: DownloadError: invalid h5py_file={missing}: no such file {missing}"
+        f"scicode: config error: invalid h5py_file={missing}: no such file {missing}"  # no internal class name
     ]

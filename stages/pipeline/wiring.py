@@ -177,7 +177,7 @@ def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed
         except RunStopped as error:
             end_run(str(error), error.exit_code)
         except PipelineError as error:
-            return TaskFailed(f"{type(error).__name__}: {error}")
+            return TaskFailed(own_error_line(error))
         except OSError as error:
             if error.errno not in WRITE_ERRNOS:
                 raise
@@ -186,6 +186,11 @@ def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed
 
     action.__name__ = getattr(function, "__name__", "action")
     return action
+
+
+def own_error_line(error: PipelineError) -> str:
+    """The one line of the pipeline's own error: its message, which names the bad input (the class is internal)."""
+    return str(error) or "failed without a reason"
 
 
 def end_run_with_config_error(error: ConfigError) -> None:
@@ -242,7 +247,7 @@ def stop_on_setup_error(function: Callable[..., Any], *args: Any) -> Callable[[]
         except RunStopped:
             raise
         except PipelineError as error:
-            end_run_with_config_error(ConfigError(f"{type(error).__name__}: {error}"))
+            end_run_with_config_error(ConfigError(own_error_line(error)))
 
     checked.__name__ = getattr(function, "__name__", "action")
     return guarded(checked, *args)

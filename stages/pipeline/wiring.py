@@ -26,7 +26,7 @@ from stages.execution.confinement import ConfinementUnavailable, check_confineme
 from stages.execution.scheduling import ExpectedWork, generation_order
 from stages.execution.untrusted import shown
 from stages.exit_codes import CONFIG_ERROR, RUN_LOCKED, UNWRITABLE
-from stages.pipeline.command_line import requested_tasks, runs_tasks
+from stages.pipeline.command_line import reads_run_folders_only, requested_tasks, runs_tasks
 from stages.pipeline.interrupts import exit_now, on_exit_now
 
 
@@ -62,7 +62,8 @@ def settings_or_exit() -> Settings:
             lock = RunLock(settings.run_paths.lock).acquire()
             on_exit_now(lock.release)
             atexit.register(lock.release)
-        check_run_identity(settings, refuse=runs_tasks(sys.argv[1:]))
+        if not reads_run_folders_only(sys.argv[1:]):  # export, runs, compare: no generation setting is used
+            check_run_identity(settings, refuse=runs_tasks(sys.argv[1:]))
         return settings
     except (ConfigError, ConfinementUnavailable) as error:
         _exit_with_line(f"config error: {error}", CONFIG_ERROR.code)

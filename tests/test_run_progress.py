@@ -420,11 +420,11 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
 # ---------------------------------------------------------------------------
 
 from stages.execution.activity import MAX_PENDING_FAILURES, Activity, StepFailure  # noqa: E402
-from stages.progress.live_view import StageCount, estimate_eta  # noqa: E402
+from stages.progress.live_view import StageCount, StepCount, estimate_eta  # noqa: E402
 
 PROGRESS_LINE = re.compile(
     r"^progress: (generated \d+/\d+( \(\d+ failed\))?, )?(scored \d+/\d+( \(\d+ failed\))?, steps passed \d+/\d+( \(\d+\.\d%\))?, )?"
-    r"(model calls \d+, )?(test processes \d+, )?elapsed \d\d:\d\d, ETA (\d\d:\d\d|--:--)$"
+    r"(steps generated \d+/\d+, )?(model calls \d+, )?(test processes \d+, )?elapsed \d\d:\d\d, ETA (\d\d:\d\d|--:--)$"
 )
 
 
@@ -460,6 +460,33 @@ def test_eta_is_computed_per_phase_from_executed_work_only() -> None:
     assert estimate_eta((StageCount(2, 1, 4, working_s=10.0), StageCount(0, 0, 4))) is None
     assert estimate_eta((StageCount(4, 0, 4),)) == 0.0  # everything up to date
     assert estimate_eta((StageCount(4, 4, 4, working_s=9.0), StageCount(3, 3, 4, working_s=6.0))) == 2.0
+
+
+def test_progress_and_eta_count_the_steps_of_generation() -> None:
+    """Two long problems of 7 steps each (issue 32: `generated 0/2 ... ETA --:--` for minutes): the line counts
+    the steps answered, and the ETA runs from the rate steps are asked, before any problem ends."""
+    clock = FakeClock()
+    progress, _, activity = live_progress(clock, "generate", problems=2)
+    activity.set_steps_to_generate(14)
+    tasks = [make_task(f"generate:{i}") for i in range(2)]
+    for task in tasks:
+        progress.get_status(task)
+        progress.execute_task(task)
+    clock.now += 30
+    for step in ("1", "2", "3"):
+        activity.add_generated_step("0", 0, f"0.{step}", asked=True)
+    activity.add_generated_step("1", 0, "1.1", asked=False)  # found from an earlier run: no time of this run
+    activity.add_generated_step("1", 0, "1.1", asked=False)  # counted once
+    text = progress.live_status().text()
+    # 10 steps left at one step asked per 10 s
+    assert text == "generated 0/2, steps generated 4/14, model calls 0, elapsed 00:30, ETA 01:40", text
+    assert PROGRESS_LINE.match("progress: " + text)
+    assert progress.live_status().fitted(50).text == "gen 0/2, steps 4/14, elapsed 00:30, ETA 01:40"
+    progress.complete_run()
+    # a step of a problem whose generation failed is not counted; without steps, problems set the ETA as before
+    assert StageCount(0, 0, 2, working_s=30.0, steps=StepCount(4, 14, 3)).eta_s == 100.0
+    assert StageCount(0, 0, 2, working_s=30.0, steps=StepCount(1, 14, 0)).eta_s is None
+    assert StageCount(1, 1, 2, working_s=30.0).eta_s == 30.0
 
 
 def test_a_run_is_one_live_line_every_few_seconds_when_not_a_terminal() -> None:

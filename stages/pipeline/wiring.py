@@ -293,7 +293,9 @@ def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
 
     selected = selected_problem_ids(settings) or []
     ACTIVITY.set_problems(len(selected))
-    return generation_order([expected_work(settings, problem_id) for problem_id in selected])
+    work = [expected_work(settings, problem_id) for problem_id in selected]
+    ACTIVITY.set_steps_to_generate(settings.attempts * sum(item.answers for item in work))
+    return generation_order(work)
 
 
 def generation_admissions(settings: Settings) -> list[tuple[str, float]]:

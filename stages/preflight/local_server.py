@@ -26,13 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from stages.config.settings import Settings
-from stages.execution.service_replies import (
-    ENDPOINT_REPLY_BYTES,
-    UnreadableReply,
-    bounded_client,
-    reply_json,
-    whole_count,
-)
+from stages.execution.service_replies import ENDPOINT_REPLY_BYTES, bounded_client, reply_json, whole_count
 
 if TYPE_CHECKING:
     from stages.generate.client import ModelClient
@@ -117,9 +111,7 @@ def _get_json(url: str) -> object:
             if response.status_code != 200:
                 return None
             return reply_json(response.content)
-    except (UnreadableReply, OSError, ValueError):
-        return None
-    except Exception:  # noqa: BLE001 - any transport failure (httpx2's own errors) means "not said"
+    except Exception:  # noqa: BLE001 - unreadable, refused, timed out (httpx2's own errors): "not said"
         return None
 
 

@@ -489,3 +489,15 @@ def test_wheel_from_the_package_index_matches_the_pins(make_settings: Callable[.
     assert_official_files(data_dir, manifest)
     assert {entry["source"] for entry in manifest["files"].values()} == {f"wheel {WHEEL_REQUIREMENT}"}
     assert manifest["targets"]["kind"] == "missing"
+
+
+def test_a_failed_transfer_says_why_in_words(tmp_path: Path) -> None:
+    """No class name (`URLError: <urlopen error ...>`) in the line: the reason the system gives."""
+    from stages.download.fetch import SourceUnavailable, _download
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(SourceUnavailable) as failed:
+        _download(f"http://127.0.0.1:{port}/scicode.zip", tmp_path / "downloads")
+    assert str(failed.value) == "download failed (Connection refused)", str(failed.value)

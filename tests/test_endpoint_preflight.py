@@ -24,6 +24,7 @@ from stages.exit_codes import (
     TOOLS_REFUSED,
 )
 from stages.generate.server import ErrorReply, ModelRequest, ModelServer, Reply
+from stages.preflight.local_server import QUEUE_PROBES
 from tests.conftest import free_port
 from tests.pipeline_support import (
     NOTHING_TO_DO,
@@ -105,7 +106,8 @@ def test_a_wrong_model_name_is_refused_naming_the_served_ids(
         )
         assert_ok(allowed)
         assert "does not list model=gpt-typo (check_model=false)" in allowed.stdout
-        assert model.counts() == {"1.1": 1, "4.1": 1} and model.probes == 1
+        # the plain probe, and QUEUE_PROBES sent together to see whether this local server queues requests
+        assert model.counts() == {"1.1": 1, "4.1": 1} and model.probes == 1 + QUEUE_PROBES
 
 
 def test_a_404_model_answer_is_a_model_not_served(workdir: Path, staged_data_dir: Path, dev_targets: Path) -> None:
@@ -176,8 +178,9 @@ def test_a_server_that_refuses_tools_is_caught_before_tool_use(
     assert result.returncode == TOOLS_REFUSED.code, output_of(result)
     line = stopped_line(result)
     assert "refuses a request that offers tools with tool_choice=required" in line and "HTTP 500" in line
-    assert "chatml-function-calling" in line and "mode=naive" in line
-    assert model.total() == 0 and model.probes == 1  # the plain probe passed, the one with tools did not
+    # It took the same request without tool_choice: it serves tool calls, so the advice is about the choice only.
+    assert "serves tool calls but not that choice" in line and "chatml-function-calling" not in line
+    assert model.total() == 0 and model.probes == 2  # the plain probe and the one with tools but no tool_choice
 
 
 def test_an_unreachable_dask_scheduler_is_one_line(workdir: Path, staged_data_dir: Path, dev_targets: Path) -> None:
@@ -258,7 +261,8 @@ def test_tool_use_that_never_calls_a_tool_says_it_behaved_as_naive(
     assert "**tool_use behaved as naive**: the model made no tool call in 2 model calls" in markdown
     assert "concurrency (model calls in flight at most)" in markdown
     assert load_json(summary_file(run, "json"))["tool_use"]["behaved_as_naive"] is True
-    assert PROBE_REPLY.text == "ok" and model.probes == 2  # the plain probe and the one with tools
+    # the plain probe, the one with tools, and QUEUE_PROBES sent together (a local server, concurrency=16)
+    assert PROBE_REPLY.text == "ok" and model.probes == 2 + QUEUE_PROBES
 
 
 def test_the_running_safely_page_lists_every_exit_code() -> None:

@@ -186,8 +186,11 @@ def test_the_preflight_refuses_what_this_server_cannot_do(
     )
     assert required.returncode == TOOLS_REFUSED.code, output_of(required)
     assert "refuses a request that offers tools with tool_choice=required: HTTP 500" in required.stderr
+    # It runs chatml-function-calling already (the same request without tool_choice is accepted): no advice to.
+    assert "serves tool calls but not that choice" in required.stderr
+    assert "--chat_format chatml-function-calling" not in required.stderr
     assert seen == Counter(
-        {"GET /v1/models 200": 1, "POST /v1/chat/completions 200": 1, "POST /v1/chat/completions 500": 1}
+        {"GET /v1/models 200": 1, "POST /v1/chat/completions 200": 2, "POST /v1/chat/completions 500": 1}
     )
 
 
@@ -217,3 +220,32 @@ def test_the_clients_view_of_this_server(llamacpp_server: LlamaServer, tmp_path:
     assert too_long.value.context_length and too_long.value.status == 400
     assert "maximum context length is 8192 tokens" in str(too_long.value)
     assert [status for _, _, status in llamacpp_server.requests()[before:]] == [200, 400]
+
+
+def test_the_preflight_helps_with_this_server(llamacpp_server: LlamaServer, tmp_path: Path) -> None:
+    """This server has no `/props` or `/slots` (404) and serves one request at a time: the preflight sees the queue
+    in probes sent together, and notes that max_tokens is unset; the line names the settings to change."""
+    from stages.preflight.endpoint import check_endpoint
+
+    settings = load_settings(
+        {
+            "model": llamacpp_server.model,
+            "base_url": llamacpp_server.base_url,
+            "mode": "naive",
+            "concurrency": "8",
+            "model_params": MODEL_PARAMS,
+            "code_workdir": str(tmp_path / "interpreter"),
+        },
+        cwd=tmp_path,
+    )
+    before = len(llamacpp_server.requests())
+    lines = check_endpoint(settings)
+    print("\n".join(lines))
+    notes = [line for line in lines if line.startswith("note: ")]
+    assert len(notes) == 2, lines
+    assert "max_tokens is unset" in notes[0] and "set max_tokens=" in notes[0]
+    assert "request(s) at once (4 requests sent together took" in notes[1] and "concurrency=8" in notes[1]
+    seen = Counter(f"{method} {path} {status}" for method, path, status in llamacpp_server.requests()[before:])
+    assert seen == Counter(
+        {"GET /v1/models 200": 1, "GET /props 404": 1, "GET /slots 404": 1, "POST /v1/chat/completions 200": 5}
+    )

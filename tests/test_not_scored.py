@@ -36,6 +36,22 @@ def broken_scoring(settings, problem_id, targets=None):
     raise RuntimeError(f"a bug of ours while scoring {problem_id}")
 
 
+def test_a_scoring_error_of_the_pipeline_is_recorded_by_its_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stages.score.parent.stage import ScoringError
+
+    def refused(settings, problem_id, targets=None):
+        raise ScoringError(f"problem {problem_id} is not in selection.json: run `doit select` first")
+
+    settings = load_settings({"results_dir": str(tmp_path / "results"), "model": "m", "split": "all"}, cwd=tmp_path)
+    monkeypatch.setattr(score_stage, "run_score", refused)
+    monkeypatch.setattr(sys, "argv", ["dodo.py", "score:7"])
+    outcome = tasks.score_and_count(settings, "7")
+    assert isinstance(outcome, TaskFailed)
+    assert outcome.message == "not scored: problem 7 is not in selection.json: run `doit select` first"
+
+
 @pytest.mark.parametrize(("argv", "summarized"), [(["dodo.py"], True), (["dodo.py", "score:7"], False)])
 def test_a_failed_scoring_is_recorded_and_fails_the_task_only_when_no_summary_follows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], summarized: bool

@@ -84,3 +84,17 @@ def test_report_headline_has_intervals_and_cost(priced_run) -> None:
     # 5 problems x (0.4 M in x $2.50 + 0.1 M out x $10.00) = 5 x $2.00 = $10.00
     assert cell(page, "run-cost") == "$10.00"
     assert page.count('<td class="num">$2.00</td>') == 5  # one per problem row of the grid
+
+
+def test_targets_that_cannot_be_resolved_are_named_without_a_class_name(tmp_path, monkeypatch) -> None:
+    import stages.targets
+    from stages.config.settings import load_settings
+    from stages.summarize.provenance import resolve_targets_info
+    from stages.targets.errors import TargetsError
+
+    def unresolvable(settings):
+        raise TargetsError("invalid h5py_file=/nowhere/test_data.h5: no such file")
+
+    monkeypatch.setattr(stages.targets, "resolve_targets", unresolvable)
+    info = resolve_targets_info(load_settings({"results_dir": str(tmp_path / "results")}, cwd=tmp_path))
+    assert info.note == "targets could not be resolved: invalid h5py_file=/nowhere/test_data.h5: no such file"

@@ -240,6 +240,17 @@ def test_an_unwritable_folder_is_a_one_line_task_failure(code: int) -> None:
     assert message.startswith("cannot write results/scicode/m/run/details/1.json: ") and "\n" not in message
 
 
+def test_the_pipelines_own_task_error_is_its_message_without_the_class_name() -> None:
+    from stages.export.stage import ExportError
+
+    def export() -> None:
+        raise ExportError("cannot export results/scicode/m/run: no selection.json (run `doit select` first)")
+
+    failure = guarded(export)()
+    assert failure is not None
+    assert str(failure.message) == "cannot export results/scicode/m/run: no selection.json (run `doit select` first)"
+
+
 def test_skip_reasons_name_readme_sections_that_exist() -> None:
     import re
 

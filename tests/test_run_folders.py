@@ -52,6 +52,12 @@ def test_a_generation_setting_never_changes_inside_a_run_folder(
         )
         assert_ok(listed)
         assert "note: run folder" in listed.stderr and "sandbox_url" in listed.stderr
+        # A command that only reads the run folder (export) uses no generation setting: no note about them.
+        exported = run_doit(
+            workdir, *data_args(staged_data_dir, dev_targets), "model=gold", "export", f"sandbox_url={sandbox.url}"
+        )
+        assert_ok(exported)
+        assert "export: " in exported.stdout and "generation settings" not in output_of(exported), output_of(exported)
 
         elsewhere = doit(PROBLEMS, f"sandbox_url={sandbox.url}", "run=sandboxed")
         assert_ok(elsewhere)
@@ -191,5 +197,5 @@ def test_a_setup_fault_stops_before_any_task_with_one_line(tmp_path: Path) -> No
     )
     assert result.returncode == CONFIG_ERROR.code, output_of(result)
     assert output_of(result).strip().splitlines() == [
-        f"scicode: config error: DownloadError: invalid h5py_file={missing}: no such file {missing}"
+        f"scicode: config error: invalid h5py_file={missing}: no such file {missing}"  # no internal class name
     ]

@@ -73,3 +73,31 @@ def test_index_plots_mark_the_front_and_the_published_settings(browser, page: Pa
     strong_row.find_element(By.CSS_SELECTOR, "a.report-link").click()
     assert browser.current_url.endswith("strong/test-tool_use-nobg/report.html#headline")
     assert "SciCode report: strong" in browser.title
+
+
+LABEL_BOXES = """
+return Array.from(document.querySelectorAll('figure svg g.point text')).map(t => {
+  const b = t.getBoundingClientRect();
+  return [t.textContent, b.left, b.top, b.right, b.bottom];
+});
+"""
+
+
+def test_run_labels_in_the_cost_plot_do_not_overlap(browser, tmp_path: Path) -> None:  # noqa: F811
+    """Runs of one setting at the same rate and nearly the same cost (local models scoring 0%): each label gets
+    its own place, and the page shows every one."""
+    from tests.test_run_index import PRICED, make_summarized_run
+
+    for model in ("smollm2-135m", "smollm2-135m-chatml", "qwen2.5-0.5b", "tinyllama-1.1b"):
+        make_summarized_run(tmp_path, model, [False, False], split="validation", **PRICED)
+    write_run_index(make_settings(tmp_path))
+    open_page(browser, tmp_path / "results" / "scicode" / "runs.html")
+    boxes = browser.execute_script(LABEL_BOXES)
+    assert len(boxes) == 4, boxes
+    for index, (text, left, top, right, bottom) in enumerate(boxes):
+        assert right > left and bottom > top, text
+        for other, o_left, o_top, o_right, o_bottom in boxes[index + 1 :]:
+            apart = right <= o_left or o_right <= left or bottom <= o_top or o_bottom <= top
+            assert apart, f"the labels {text!r} and {other!r} overlap: {boxes}"
+    browser.save_screenshot(str(tmp_path / "runs-plot.png"))
+    print(f"screenshot: {tmp_path / 'runs-plot.png'}")

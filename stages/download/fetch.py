@@ -149,8 +149,10 @@ def _download(url: str, downloads: Path) -> Path:
 
 
 def _reason(error: BaseException) -> str:
+    """Why a transfer failed, in words (`Connection refused`, `timed out`): the system's reason, not a class name."""
     reason = getattr(error, "reason", None) or error
-    return f"{type(error).__name__}: {reason}"
+    words = getattr(reason, "strerror", None) or str(reason)
+    return str(words) or "the connection failed"
 
 
 def _transfer(url: str, partial_file: Path) -> None:

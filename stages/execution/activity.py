@@ -5,8 +5,9 @@ One process-wide `ACTIVITY` (doit runs every task in threads of one process):
 * gauges, held with `ACTIVITY.busy(gauge)` around the work they count: `model_calls` (requests in
   flight, stages.generate.client) and `test_processes` (test processes running on this machine,
   stages.score.parent.executor's local executor);
-* tallies: the number of problems the task graph holds (set when the problem tasks are created), the
-  problems whose generation ended in error although their task finished (`add_generation_failure`), and
+* tallies: the number of problems the task graph holds and the steps their generation is to answer (set when
+  the problem tasks are created), the steps answered so far (`add_generated_step`: asked in this run or found),
+  the problems whose generation ended in error although their task finished (`add_generation_failure`), and
   the scored steps of attempt 0 of every problem scored or found up to date (`add_scored`);
 * the problems whose scoring failed (`add_not_scored`): their tasks succeed for doit (so that the summary
   still runs), and the reporter shows them as failed;
@@ -53,6 +54,9 @@ class ActivitySnapshot:
     steps_passed: int  # scored steps that passed (attempt 0), over the problems counted so far
     steps_scored: int  # scored steps (attempt 0; prefilled steps excluded)
     generations_failed: int = 0  # problems whose generation task finished with a generation error
+    steps_to_generate: int = 0  # steps the run's generation tasks are to answer (prefilled steps excluded)
+    steps_generated: int = 0  # of those, the steps with a final answer so far (asked now or found)
+    steps_asked: int = 0  # of those, the steps a model was asked in this run (the rate of the generation ETA)
 
     @property
     def pass_rate(self) -> float | None:
@@ -67,6 +71,8 @@ class Activity:
         self._scored: dict[str, tuple[int, int]] = {}
         self._not_scored: dict[str, tuple[str, str | None]] = {}
         self._generation_failures: set[str] = set()
+        self._steps_to_generate = 0
+        self._generated_steps: dict[tuple[str, int, str], bool] = {}  # (problem, attempt, step) -> asked now
         self._step_failures: list[StepFailure] = []
         self._published_steps: set[tuple[str, int, str]] = set()
         self._unkept_failures = 0
@@ -85,6 +91,16 @@ class Activity:
     def set_problems(self, count: int) -> None:
         with self._lock:
             self._problems = count
+
+    def set_steps_to_generate(self, count: int) -> None:
+        with self._lock:
+            self._steps_to_generate = count
+
+    def add_generated_step(self, problem_id: str, attempt: int, step_id: str, *, asked: bool) -> None:
+        """A step with its final answer (`asked`: the model was asked it in this run; else it was found)."""
+        with self._lock:
+            key = (problem_id, attempt, step_id)
+            self._generated_steps[key] = self._generated_steps.get(key, False) or asked
 
     def add_scored(self, problem_id: str, passed: int, scored: int) -> None:
         """The scored steps of one problem (attempt 0); a problem counted again replaces its earlier figures."""
@@ -137,6 +153,9 @@ class Activity:
                 steps_passed=sum(passed for passed, _ in self._scored.values()),
                 steps_scored=sum(scored for _, scored in self._scored.values()),
                 generations_failed=len(self._generation_failures),
+                steps_to_generate=self._steps_to_generate,
+                steps_generated=len(self._generated_steps),
+                steps_asked=sum(self._generated_steps.values()),
             )
 
 

@@ -5,7 +5,9 @@
 `ModelResponse`: the answer text, the reasoning text when the API returned it (chat: a message's
 `reasoning_content` or `reasoning` field; responses: the summaries and text parts of its reasoning items), the
 tool calls, the finish reason and a `CallRecord` (latency, token usage,
-response id, the server's own timings when it reports them, every retry with its reason and delay). The shapes
+response id, the server's own timings when it reports them, every retry with its reason and delay). Where the
+server reports its own time without queueing (llama.cpp's `timings`), the record also holds that time
+(`service_s`) and the rest of the latency, the wait in the server's queue (`queued_s`). The shapes
 of requests and answers are `stages.generate.api_format`; this module sends, times and retries.
 
 Every reply crosses `stages.execution.service_replies`: the `openai` client sends through its bounded httpx2 client (a reply
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import email.utils
 import ipaddress
+import math
 import random
 import threading
 import time
@@ -78,6 +81,8 @@ KEYLESS_ENDPOINT_API_KEY = "no-key"  # sent to an endpoint on this machine when 
 OPENAI_HOST = "api.openai.com"
 UNSUPPORTED_WORDS: tuple[str, ...] = ("unsupported", "not supported", "unrecognized", "unknown", "extra inputs")
 KEPT_HEADERS: tuple[str, ...] = (PROCESSING_HEADER,)  # the reply headers a call's record uses
+# The server timings (milliseconds) that sum to its time for a request without queueing: llama.cpp's `timings`.
+UNQUEUED_TIMINGS: tuple[str, ...] = ("prompt_ms", "predicted_ms")
 
 # Module attributes so tests can make backoff instant and deterministic.
 sleep: Callable[[float], None] = time.sleep
@@ -117,9 +122,21 @@ class CallRecord:
     retries: tuple[RetryRecord, ...] = ()
     server: Mapping[str, float] | None = None  # the server's own timings, when the response carries them
 
+    @property
+    def service_s(self) -> float | None:
+        """The server's own time for the request without any wait in its queue, where it reports one (llama.cpp's
+        prompt and generation times); None otherwise (`openai-processing-ms` includes the queue)."""
+        parts = [(self.server or {}).get(name) for name in UNQUEUED_TIMINGS]
+        if any(part is None for part in parts):
+            return None
+        return min(math.fsum(part for part in parts if part is not None) / 1000.0, self.latency_s)
+
     def to_record(self) -> dict[str, Any]:
+        service = self.service_s
         record: dict[str, Any] = {
             "latency_s": round(self.latency_s, 6),
+            **({} if service is None else {"service_s": round(service, 6)}),
+            **({} if service is None else {"queued_s": round(self.latency_s - service, 6)}),
             "usage": self.usage.to_record(),
             "finish_reason": self.finish_reason,
             "response_id": self.response_id,

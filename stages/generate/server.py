@@ -7,8 +7,9 @@ its reply is rendered in the official response shape so the real `openai` client
 
 Used by the built-in models (`gold`, `replay:`) and by tests, which script errors, malformed
 bodies and stalls through `ErrorReply`, `RawReply` and `StallReply`, and servers that lack a route
-(`protocols=`, `models=None`), report their own timings (`ModelReply.extra` / `.headers`) or return
-reasoning text (`ModelReply.reasoning`, in the fields and items each protocol uses for it).
+(`protocols=`, `models=None`), report their own timings (`ModelReply.extra` / `.headers`), return
+reasoning text (`ModelReply.reasoning`, in the fields and items each protocol uses for it) or describe
+themselves on other GET routes (`pages=`, e.g. llama.cpp's `GET /props`).
 """
 
 from __future__ import annotations
@@ -392,6 +393,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"id": name, "object": "model", "created": 0, "owned_by": "local"} for name in self.server.owner.models
             ]
             self._send_json(200, {"object": "list", "data": data})
+        elif self.path.rstrip("/") in self.server.owner.pages:
+            self._send_json(200, self.server.owner.pages[self.path.rstrip("/")])
         else:
             self._send_error(404, f"no route for GET {self.path}", "not_found")
 
@@ -437,7 +440,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, status: int, message: str, code: str | None, headers: dict[str, str] | None = None) -> None:
         self._send_json(status, error_body(status, message, code), headers)
 
-    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         self._send_bytes(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
 
     def _send_bytes(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
@@ -498,14 +501,17 @@ class ModelServer:
         models: tuple[str, ...] | None = (),
         latency_seconds: float = 0.0,
         protocols: tuple[Protocol, ...] = ("openai-chat", "openai-responses"),
+        pages: dict[str, Any] | None = None,
     ) -> None:
-        """`models`: the ids `GET /v1/models` lists (None: no such route); `protocols`: the routes served."""
+        """`models`: the ids `GET /v1/models` lists (None: no such route); `protocols`: the routes served; `pages`:
+        the JSON other GET routes answer with, by path (`{"/props": {...}}`)."""
         self.responder = responder
         self.latency_seconds = latency_seconds  # added before every answer (a slow model, for benchmarks and tests)
         self.host = host
         self.port = port
         self.models = None if models is None else tuple(models)
         self.protocols = tuple(protocols)
+        self.pages: dict[str, Any] = dict(pages or {})
         self.requests: list[ModelRequest] = []
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None

@@ -50,6 +50,7 @@ from stages.records.generation import GeneratedStep, Generation, read_generation
 from stages.records.run_conditions import tool_outcome_counts
 from stages.records.stamp import Stamp
 from stages.records.usage import Tokens
+from stages.statuses import GenerationStepStatus
 from stages.storage.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
 from stages.storage.json_values import freeze_object, integer
 from stages.storage.paths import DataPaths
@@ -61,6 +62,8 @@ if TYPE_CHECKING:  # the model client and its loops load only when a model is re
 
 GenerationStatus = Literal["complete", "error"]
 ARTIFACT_KIND = "generation"
+# Steps the live view does not count as answered: a failed call (asked again later) and prefilled steps (never asked).
+UNPUBLISHED_STEP_STATUSES: frozenset[GenerationStepStatus] = frozenset({"error", "prefilled"})
 
 
 class RunAborted(PipelineError, RuntimeError):
@@ -376,6 +379,7 @@ def _walk_steps(run: ProblemRun, previous: dict[str, GeneratedStep]) -> tuple[di
     for index, step in enumerate(steps):
         record = run.step_record(index, previous)
         run.add(record)
+        _publish_step(run, record, asked=record is not previous.get(step.step_id))
         if record.status == "error":
             message = f"step {step.step_id}: {record.error}"
             return run.recorded("error", message), message
@@ -385,6 +389,14 @@ def _walk_steps(run: ProblemRun, previous: dict[str, GeneratedStep]) -> tuple[di
         if index + 1 < len(steps):
             run.recorded("error", f"incomplete: stopped before step {steps[index + 1].step_id}")
     return run.recorded("complete", None), None
+
+
+def _publish_step(run: ProblemRun, record: GeneratedStep, *, asked: bool) -> None:
+    """A step with its final answer, for the live view's step counts and ETA (prefilled and failed steps: none)."""
+    from stages.execution.activity import ACTIVITY
+
+    if record.status not in UNPUBLISHED_STEP_STATUSES:
+        ACTIVITY.add_generated_step(run.problem.problem_id, run.attempt, record.step_id, asked=asked)
 
 
 def _record_never_asked(run: ProblemRun, start: int, exceeded_step: str) -> None:

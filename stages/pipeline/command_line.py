@@ -57,6 +57,12 @@ def runs_tasks(argv: Sequence[str]) -> bool:
     return executes_tasks(argv)
 
 
+def reads_run_folders_only(argv: Sequence[str]) -> bool:
+    """True for `doit export` / `runs` / `compare` / ...: tasks that read run folders and use no generation setting."""
+    names = requested_tasks(argv)
+    return executes_tasks(argv) and bool(names) and all(name in _NO_RUN_FOLDER_TASKS for name in names)
+
+
 def generation_only(argv: Sequence[str]) -> bool:
     """True for `doit generate` / `doit generate:<id>`: no scoring, so targets are not needed."""
     names = requested_tasks(argv)

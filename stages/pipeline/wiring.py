@@ -26,7 +26,7 @@ from stages.execution.confinement import ConfinementUnavailable, check_confineme
 from stages.execution.scheduling import ExpectedWork, generation_order
 from stages.execution.untrusted import shown
 from stages.exit_codes import CONFIG_ERROR, RUN_LOCKED, UNWRITABLE
-from stages.pipeline.command_line import requested_tasks, runs_tasks
+from stages.pipeline.command_line import reads_run_folders_only, requested_tasks, runs_tasks
 from stages.pipeline.interrupts import exit_now, on_exit_now
 
 
@@ -62,7 +62,8 @@ def settings_or_exit() -> Settings:
             lock = RunLock(settings.run_paths.lock).acquire()
             on_exit_now(lock.release)
             atexit.register(lock.release)
-        check_run_identity(settings, refuse=runs_tasks(sys.argv[1:]))
+        if not reads_run_folders_only(sys.argv[1:]):  # export, runs, compare: no generation setting is used
+            check_run_identity(settings, refuse=runs_tasks(sys.argv[1:]))
         return settings
     except (ConfigError, ConfinementUnavailable) as error:
         _exit_with_line(f"config error: {error}", CONFIG_ERROR.code)
@@ -177,7 +178,7 @@ def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed
         except RunStopped as error:
             end_run(str(error), error.exit_code)
         except PipelineError as error:
-            return TaskFailed(f"{type(error).__name__}: {error}")
+            return TaskFailed(own_error_line(error))
         except OSError as error:
             if error.errno not in WRITE_ERRNOS:
                 raise
@@ -186,6 +187,11 @@ def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed
 
     action.__name__ = getattr(function, "__name__", "action")
     return action
+
+
+def own_error_line(error: PipelineError) -> str:
+    """The one line of the pipeline's own error: its message, which names the bad input (the class is internal)."""
+    return str(error) or "failed without a reason"
 
 
 def end_run_with_config_error(error: ConfigError) -> None:
@@ -242,7 +248,7 @@ def stop_on_setup_error(function: Callable[..., Any], *args: Any) -> Callable[[]
         except RunStopped:
             raise
         except PipelineError as error:
-            end_run_with_config_error(ConfigError(f"{type(error).__name__}: {error}"))
+            end_run_with_config_error(ConfigError(own_error_line(error)))
 
     checked.__name__ = getattr(function, "__name__", "action")
     return guarded(checked, *args)
@@ -287,7 +293,9 @@ def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
 
     selected = selected_problem_ids(settings) or []
     ACTIVITY.set_problems(len(selected))
-    return generation_order([expected_work(settings, problem_id) for problem_id in selected])
+    work = [expected_work(settings, problem_id) for problem_id in selected]
+    ACTIVITY.set_steps_to_generate(settings.attempts * sum(item.answers for item in work))
+    return generation_order(work)
 
 
 def generation_admissions(settings: Settings) -> list[tuple[str, float]]:

@@ -9,7 +9,9 @@ an exit code of its own, `stages.exit_codes`):
 3. the chosen protocol answers a one-line request (with the run's `model_params`, the output capped at
    PROBE_TOKENS): a 404 on `/responses` says the server has no Responses API;
 4. in tool_use, one such request that offers the run's tools (and the first call's `tool_choice`), to learn
-   whether the server accepts them.
+   whether the server accepts them;
+5. for a server on this machine or a private network, notes that stop nothing (`stages.preflight.local_server`):
+   `max_tokens` unset, and a server that serves fewer requests at once than `concurrency`.
 
 The preflight task calls it only when some step will call a model that is not built in; the probes go through the
 run's own client (`ModelClient`), with at most PROBE_RETRIES retries of transient failures and no wait for a server
@@ -39,6 +41,7 @@ from stages.exit_codes import (
     TOOLS_REFUSED,
     ExitCode,
 )
+from stages.preflight.local_server import local_server_notes
 
 if TYPE_CHECKING:
     from stages.generate.client import ModelCallError, ModelClient
@@ -55,6 +58,12 @@ TOOL_SERVER_HINT = (
     "start the server with tool calling (llama.cpp: --jinja; llama-cpp-python: --chat_format "
     "chatml-function-calling; vLLM: --enable-auto-tool-choice), set another tool_choice=, or use mode=naive"
 )
+# The server took the same request without its tool_choice: it serves tool calls and refuses only that choice.
+TOOL_CHOICE_HINT = (
+    "it accepts the same request without tool_choice={choice}, so it serves tool calls but not that choice: "
+    "leave tool_choice unset (or set tool_choice=auto){forcing}"
+)
+FORCING_HINT = ", or name a tool to force a call (tool_choice={tool})"  # when the refused choice is not a tool name
 Probe = Literal["models", "protocol", "tools"]
 
 
@@ -97,8 +106,10 @@ def check_endpoint(settings: Settings) -> list[str]:
         model_note = _check_model(settings, served, client.endpoint)
         elapsed = _probe(settings, client, "protocol")
         tools_note = _probe_tools(settings, client) if settings.mode == "tool_use" else ""
+        notes = local_server_notes(settings, client, lambda probed: _probe(settings, probed, "protocol"))
     return [
-        f"endpoint ok: {client.endpoint} {model_note}; {settings.api_protocol} answered in {elapsed:.1f} s{tools_note}"
+        f"endpoint ok: {client.endpoint} {model_note}; {settings.api_protocol} answered in {elapsed:.1f} s{tools_note}",
+        *notes,
     ]
 
 
@@ -132,27 +143,51 @@ def _check_model(settings: Settings, served: list[str] | None, endpoint: str) ->
     )
 
 
-def _probe(settings: Settings, client: ModelClient, probe: Probe) -> float:
-    """One tiny request (with the run's tools for the tools probe); its wall time."""
+def _probe(settings: Settings, client: ModelClient, probe: Probe, *, forced: bool = True) -> float:
+    """One tiny request (with the run's tools for the tools probe, and the first call's tool_choice unless
+    `forced` is off); its wall time."""
     from stages.generate.client import ModelCallError
+
+    try:
+        return _timed_probe(settings, client, probe, forced=forced)
+    except ModelCallError as error:
+        failure = _failure_of(settings, error, probe, client.endpoint)
+        if failure.exit_code == TOOLS_REFUSED.code and _tools_without_choice(settings, client, probe):
+            failure = _failure_of(settings, error, probe, client.endpoint, serves_tools=True)
+        raise failure from None
+
+
+def _timed_probe(settings: Settings, client: ModelClient, probe: Probe, *, forced: bool) -> float:
     from stages.generate.loops import tool_choice_for_call
     from stages.generate.tools import tool_schemas
 
     tools = tool_schemas(settings.tool_names, settings.api_protocol) if probe == "tools" else None
-    choice = tool_choice_for_call(settings.tool_choice, 0) if probe == "tools" else None
+    choice = tool_choice_for_call(settings.tool_choice, 0) if probe == "tools" and forced else None
     prompt = PROBE_TOOLS_PROMPT if probe == "tools" else PROBE_PROMPT
     started = time.monotonic()
-    try:
-        client.complete(
-            [{"role": "user", "content": prompt}],
-            tools=tools,
-            step_id=PROBE_STEP_ID,
-            tool_choice=choice,
-            max_tokens=PROBE_TOKENS,
-        )
-    except ModelCallError as error:
-        raise _failure_of(settings, error, probe, client.endpoint) from None
+    client.complete(
+        [{"role": "user", "content": prompt}],
+        tools=tools,
+        step_id=PROBE_STEP_ID,
+        tool_choice=choice,
+        max_tokens=PROBE_TOKENS,
+    )
     return time.monotonic() - started
+
+
+def _tools_without_choice(settings: Settings, client: ModelClient, probe: Probe) -> bool:
+    """After the tools probe failed with a tool_choice: whether the same request without it is accepted (the
+    server serves tool calls, and refuses only that choice, as llama-cpp-python's function-calling format refuses
+    `required`). One more tiny request; False for any other probe or failure."""
+    from stages.generate.client import ModelCallError
+
+    if probe != "tools" or not settings.tool_choice:
+        return False
+    try:
+        _timed_probe(settings, client, probe, forced=False)
+    except ModelCallError:
+        return False
+    return True
 
 
 def _probe_tools(settings: Settings, client: ModelClient) -> str:
@@ -161,13 +196,23 @@ def _probe_tools(settings: Settings, client: ModelClient) -> str:
     return f"; a request with tools{choice} accepted"
 
 
+def _tool_choice_hint(settings: Settings) -> str:
+    """The advice for a server that serves tool calls but refuses the run's tool_choice."""
+    named = settings.tool_choice in settings.tool_names
+    forcing = "" if named or not settings.tool_names else FORCING_HINT.format(tool=settings.tool_names[0])
+    return TOOL_CHOICE_HINT.format(choice=settings.tool_choice, forcing=forcing)
+
+
 def _mentions_model(detail: str) -> bool:
     lowered = detail.lower()
     return "model" in lowered and any(word in lowered for word in ("not found", "does not exist", "unknown", "no such"))
 
 
-def _failure_of(settings: Settings, error: ModelCallError, probe: Probe, endpoint: str) -> EndpointCheckFailed:
-    """The one line and exit code of a probe's failure."""
+def _failure_of(
+    settings: Settings, error: ModelCallError, probe: Probe, endpoint: str, serves_tools: bool = False
+) -> EndpointCheckFailed:
+    """The one line and exit code of a probe's failure (`serves_tools`: the tools probe's request was accepted
+    without its tool_choice)."""
     if error.kind == "auth":
         return _failed(f"{endpoint} refused the key in {settings.api_key_env}: {error.message}", KEY_REFUSED)
     if error.kind == "reply_refused":
@@ -188,9 +233,9 @@ def _failure_of(settings: Settings, error: ModelCallError, probe: Probe, endpoin
         )
     if probe == "tools":
         choice = f" with tool_choice={settings.tool_choice}" if settings.tool_choice else ""
+        hint = _tool_choice_hint(settings) if serves_tools else TOOL_SERVER_HINT
         return _failed(
-            f"{endpoint} refuses a request that offers tools{choice}: {error.message}; {TOOL_SERVER_HINT}",
-            TOOLS_REFUSED,
+            f"{endpoint} refuses a request that offers tools{choice}: {error.message}; {hint}", TOOLS_REFUSED
         )
     return _failed(
         f"{endpoint} does not answer a one-line {settings.api_protocol} request for model={settings.model}: "

@@ -119,8 +119,9 @@ def describe_failure(task: Any, fail: BaseFail, own_error_names: frozenset[str] 
         qualified = match.group("name") if match else type(fail).__name__
         message = first_line(match.group("message") or "") if match else first_line(exception_text)
         short = qualified.rsplit(".", 1)[-1]
-        reason = shown(f"{short}: {message}" if message else short, limit=REASON_LIMIT)
         own = qualified.startswith(OWN_ERROR_MODULE_PREFIX) or short in own_error_names
+        # the pipeline's own error is its message (the class is internal); any other keeps its class, and traceback
+        reason = shown(message if own and message else f"{short}: {message}" if message else short, limit=REASON_LIMIT)
         return FailureNote(name, reason, None if own else "".join(traceback_lines).rstrip())
     reason = shown(first_line(valid_text(fail.message)) or fail.get_name(), limit=REASON_LIMIT)
     stderr = valid_text(_captured_stderr(task))

@@ -1,7 +1,7 @@
 """The live view of a run: one status of the problem stages, as a tqdm bar on a terminal or as plain lines.
 
-    generated 7/15, scored 4/15, steps passed 12/14 (85.7%), model calls 4, test processes 2, elapsed 00:41, ETA 00:35
-    generated 0/15 (15 failed), scored 15/15, steps passed 0/50 (0.0%), ...
+    generated 7/15, scored 4/15, steps passed 12/14 (85.7%), steps generated 30/50, model calls 4, ...
+    generated 0/15 (15 failed), scored 15/15, steps passed 0/50 (0.0%), steps generated 0/50, ...
 
 On a terminal the line is fitted to its width (`stages.progress.live_line`): in 80 columns
 
@@ -9,8 +9,10 @@ On a terminal the line is fitted to its width (`stages.progress.live_line`): in 
 
 (the gauges give way first, then the bar shrinks and goes, then the pass rate; elapsed and ETA stay).
 The ETA is computed per phase: each stage's problems left at the rate that stage executed its own tasks since
-its first one started (up-to-date tasks take no time and are not counted); the run's ETA is the longest of them,
-unknown until every stage with work left has finished a task.
+its first one started (up-to-date tasks take no time and are not counted); generation counts in steps instead,
+once a step was asked in this run (its steps left at the rate steps were asked), so a run of a few long problems
+has an ETA before its first problem ends. The run's ETA is the longest of them, unknown until every stage with
+work left has finished a task (generation: a step).
 
 A stage's count is of its problems finished without failure; failures (a task that failed, or a generation that
 ended in error) are counted beside it, so a run whose every model call failed never reads "generated 15/15".
@@ -42,6 +44,7 @@ PLAIN_PREFIX = "progress: "
 DROP_TEST_PROCESSES = 10
 DROP_MODEL_CALLS = 20
 DROP_PASS_RATE = 50
+DROP_STEPS_GENERATED = 55
 DROP_STEPS_PASSED = 60
 
 
@@ -54,6 +57,19 @@ def format_elapsed(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
+class StepCount:
+    """Steps of the run's generation: answered so far (asked now or found), of the run's total, and asked now."""
+
+    answered: int
+    total: int
+    asked: int
+
+    @property
+    def left(self) -> int:
+        return max(self.total - self.answered, 0)
+
+
+@dataclass(frozen=True)
 class StageCount:
     """Tasks of one problem stage: finished (any outcome), executed (done or failed), the run's total, and how many
     of the finished ones failed."""
@@ -63,6 +79,7 @@ class StageCount:
     total: int
     failed: int = 0
     working_s: float = 0.0  # seconds since the stage's first executed task started
+    steps: StepCount | None = None  # generation: its steps, which set the ETA once one was asked
 
     def text(self, verb: str) -> str:
         failed = f" ({self.failed} failed)" if self.failed else ""
@@ -74,6 +91,8 @@ class StageCount:
         left = max(self.total - self.finished, 0)
         if left == 0:
             return 0.0
+        if self.steps is not None and self.steps.asked and self.working_s > 0:
+            return self.steps.left * self.working_s / self.steps.asked
         if self.executed == 0 or self.working_s <= 0:
             return None
         return left * self.working_s / self.executed
@@ -123,6 +142,10 @@ class LiveStatus:
         if self.scored is not None:
             fields.append(Field(self.scored.text("scored")))
             fields.append(self._steps_passed())
+        steps = self.generated.steps if self.generated is not None else None
+        if steps is not None and steps.total:
+            counts = f"{steps.answered}/{steps.total}"
+            fields.append(Field(f"steps generated {counts}", f"steps {counts}", DROP_STEPS_GENERATED))
         if self.generated is not None:
             calls = self.activity.model_calls
             fields.append(Field(f"model calls {calls}", f"calls {calls}", DROP_MODEL_CALLS))

@@ -56,7 +56,7 @@ from tqdm import tqdm
 
 from stages.errors import pipeline_error_names
 from stages.execution import live_processes
-from stages.execution.activity import ACTIVITY, Activity
+from stages.execution.activity import ACTIVITY, Activity, ActivitySnapshot
 from stages.execution.untrusted import shown
 from stages.progress.failures import (
     FailureNote,
@@ -67,7 +67,7 @@ from stages.progress.failures import (
     step_failure_line,
     step_labels,
 )
-from stages.progress.live_view import LiveStatus, LiveView, StageCount, estimate_eta, format_elapsed
+from stages.progress.live_view import LiveStatus, LiveView, StageCount, StepCount, estimate_eta, format_elapsed
 
 TaskOutcome = Literal["done", "up-to-date", "failed", "ignored"]
 GROUP_NAMES_SHOWN = 8
@@ -156,6 +156,13 @@ def _never_raises(method: F) -> F:
             return None
 
     return guarded  # type: ignore[return-value]
+
+
+def generation_steps(snapshot: ActivitySnapshot) -> StepCount | None:
+    """The generation's steps, once the run knows how many it is to answer."""
+    if not snapshot.steps_to_generate:
+        return None
+    return StepCount(snapshot.steps_generated, snapshot.steps_to_generate, snapshot.steps_asked)
 
 
 class RunProgress(ConsoleReporter):  # type: ignore[misc]  # doit ships no types: ConsoleReporter is Any
@@ -274,6 +281,7 @@ class RunProgress(ConsoleReporter):  # type: ignore[misc]  # doit ships no types
                     self._planned_total(name, len(tally.seen), problems),
                     tally.failed + (snapshot.generations_failed if name == "generate" else 0),
                     now - self._first_work[name] if name in self._first_work else 0.0,
+                    generation_steps(snapshot) if name == "generate" else None,
                 )
                 for name, tally in tallies.items()
             }

@@ -39,6 +39,9 @@ class ProblemFailure:
 
 
 def reason_of(error: BaseException) -> str:
+    """The pipeline's own error by its message (its class is internal); any other (a bug) by class and message."""
+    if isinstance(error, PipelineError) and str(error):
+        return shown(str(error), limit=REASON_LIMIT)
     return shown(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__, limit=REASON_LIMIT)
 
 

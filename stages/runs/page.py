@@ -6,6 +6,7 @@ setting has no cost; the Pareto front is marked and joined.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,61 @@ LEFT, RIGHT, TOP, BOTTOM = 64, 24, 16, 52
 HEADROOM = 1.12  # the x axis ends past the largest value, so no point sits on the frame
 
 
+# Run labels: 11 px text (runs.html.j2) whose boxes must not overlap. A character's width is taken generously
+# (digits and capitals of the page's sans-serif font are about 6-7 px at that size), so estimated boxes cover drawn ones.
+LABEL_CHAR_PX = 7.0
+LABEL_LINE_PX = 14.0  # a label's height with its spacing (an 11 px font draws a box about 13 px high)
+LABEL_RISE_PX = 6.0  # a label's baseline sits this far above its point when there is room
+LABEL_GAP_PX = 8.0  # from the point to the label's near end
+
+
+@dataclass(frozen=True)
+class LabelBox:
+    """Where a label's text is drawn: its baseline `y`, and its horizontal extent."""
+
+    left: float
+    right: float
+    y: float
+
+    def overlaps(self, other: LabelBox) -> bool:
+        return self.left < other.right and other.left < self.right and abs(self.y - other.y) < LABEL_LINE_PX
+
+
+def label_box(px: float, y: float, text: str, end: bool) -> LabelBox:
+    width = LABEL_CHAR_PX * len(text)
+    near = px - LABEL_GAP_PX if end else px + LABEL_GAP_PX
+    return LabelBox(near - width, near, y) if end else LabelBox(near, near + width, y)
+
+
+def label_offsets(limit: int) -> list[float]:
+    """The baselines tried for a label, as offsets from its usual place: there, then a line lower, a line higher,
+    two lines lower, ..."""
+    offsets = [0.0]
+    for step in range(1, limit + 1):
+        offsets += [step * LABEL_LINE_PX, -step * LABEL_LINE_PX]
+    return offsets
+
+
+def place_labels(anchors: Sequence[tuple[float, float, str, bool]]) -> list[float]:
+    """The baseline of each label (anchors: the point's x and y, the text, whether it ends left of the point), so
+    that no two labels' boxes overlap: each label, top to bottom, takes the nearest free line to its point within the
+    plot's frame (where no line is free, the usual place)."""
+    top, bottom = TOP + LABEL_LINE_PX - 2, HEIGHT - BOTTOM - 2
+    placed: list[LabelBox] = []
+    baselines = [0.0] * len(anchors)
+    order = sorted(range(len(anchors)), key=lambda index: (anchors[index][1], anchors[index][0]))
+    for index in order:
+        px, py, text, end = anchors[index]
+        usual = py - LABEL_RISE_PX if py - LABEL_RISE_PX >= top else py + LABEL_LINE_PX
+        tried = (usual + offset for offset in label_offsets(int((bottom - top) / LABEL_LINE_PX) + 1))
+        candidates = (label_box(px, y, text, end) for y in tried if top <= y <= bottom)
+        box = next((box for box in candidates if not any(box.overlaps(other) for other in placed)), None)
+        box = box or label_box(px, usual, text, end)
+        placed.append(box)
+        baselines[index] = round(box.y, 2)
+    return baselines
+
+
 @dataclass(frozen=True)
 class Tick:
     position: float
@@ -50,6 +106,7 @@ class PlotPoint:
     py_high: float
     on_front: bool
     label_end: bool  # the label goes left of the point (points near the right edge)
+    label_y: float = 0.0  # the label's baseline (place_labels: no two labels overlap)
 
     @property
     def label_x(self) -> float:
@@ -138,7 +195,9 @@ def plot_group(found: SettingFront) -> PlotGroup:
             label_end=px(x) > LEFT + 0.6 * inner_w,
         )
 
-    points = tuple(point(row, x) for row, x in zip(found.plotted, xs))
+    unplaced = [point(row, x) for row, x in zip(found.plotted, xs)]
+    baselines = place_labels([(p.px, p.py, p.label, p.label_end) for p in unplaced])
+    points = tuple(dataclasses.replace(p, label_y=y) for p, y in zip(unplaced, baselines))
     return PlotGroup(
         split=found.split,
         background=found.background,

@@ -12,6 +12,7 @@ from importlib import metadata
 from typing import Any, Literal
 
 from stages.config.settings import Settings
+from stages.errors import PipelineError
 from stages.records.invocations import invocations
 from stages.records.summary import RecordedInvocation
 from stages.storage.paths import PROJECT_ROOT, RunPaths
@@ -36,6 +37,8 @@ def resolve_targets_info(settings: Settings) -> TargetsInfo:
         return TargetsInfo("unknown", f"targets could not be resolved: {error}")
     try:
         resolved = resolve_targets(settings)
+    except PipelineError as error:  # the pipeline's own error: its message names the bad input
+        return TargetsInfo("unknown", f"targets could not be resolved: {error}")
     except Exception as error:  # a summary is still written; the reason is shown in its first lines
         return TargetsInfo("unknown", f"targets could not be resolved: {type(error).__name__}: {error}")
     return TargetsInfo(resolved.kind, str(resolved.note or ""))

@@ -462,6 +462,18 @@ def test_the_servers_own_timings_are_recorded(tmp_path, sleeps):
         "predicted_ms": 1290.0,
         "processing_ms": 2150.0,
     }
+    # llama.cpp's timings hold its time without queueing: the rest of the latency was the wait in its queue
+    quick = ModelReply(text="ok", extra={"timings": {"prompt_ms": 20.0, "predicted_ms": 30.0}})
+    with ModelServer(Script(quick), latency_seconds=0.3) as server:
+        queued = ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
+    recorded = queued.call.to_record()
+    assert recorded["service_s"] == pytest.approx(0.05) and recorded["queued_s"] >= 0.25
+    assert recorded["queued_s"] == pytest.approx(recorded["latency_s"] - 0.05, abs=1e-5)
+    # a server that claims more time than the call took: its claim is cut to the latency (nothing queued)
+    assert response.call.service_s == response.call.latency_s and response.call.to_record()["queued_s"] == 0
+    with ModelServer(Script(ModelReply(text="ok", headers={"openai-processing-ms": "2150"}))) as server:
+        header_only = ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
+    assert "service_s" not in header_only.call.to_record()  # that header includes the queue (llama-cpp-python)
     with ModelServer(Script(ModelReply(text="ok", extra={"timings": {"prompt_ms": float("nan")}}))) as server:
         plain = ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
     assert "server" not in plain.call.to_record()

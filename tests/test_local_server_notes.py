@@ -238,7 +238,8 @@ def test_a_server_that_says_it_serves_fewer_requests_than_concurrency_gets_a_not
 )
 def test_what_a_server_says_about_its_slots_is_untrusted(tmp_path: Path, props: Any) -> None:
     """A report that is no count is "not said": the run is measured instead (this server serves in parallel)."""
-    with ModelServer(answer, models=(MODEL,), pages={"/props": props, "/slots": {"slots": 3}}) as server:
+    parallel = OneAtATime(serial=False)
+    with ModelServer(parallel, models=(MODEL,), pages={"/props": props, "/slots": {"slots": 3}}) as server:
         lines = check_endpoint(settings_for(server, tmp_path, concurrency="4"))
     assert notes(lines) == [], lines
 

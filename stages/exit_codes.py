@@ -1,4 +1,4 @@
-"""The exit codes of a run that stops before or during its work, one line each (README: Running safely).
+"""The exit codes of a run that stops before or during its work, one line each (docs/running-safely.md).
 
 One table, so that the code that stops a run and the README name the same numbers. 1 is doit's own (a task
 failed: the run went on and its summary says what failed); the others end the run at once.

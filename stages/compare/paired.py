@@ -171,7 +171,7 @@ PAIRED_NOTE = (
     "clustered by problem (0 where undefined), so it is never a single point; the test is a normal test on "
     "the standard error clustered by problem (steps of one problem are not independent). The rates' own "
     "intervals: Wilson over problems (resolve rate) and clustered Wilson (steps). A difference is called "
-    "distinguishable from noise only where p < 0.05 (and, for steps, the interval excludes 0); see README, Error bars and paired tests."
+    "distinguishable from noise only where p < 0.05 (and, for steps, the interval excludes 0); see docs/results-and-statistics.md, Error bars and paired tests."
 )
 
 

@@ -282,7 +282,7 @@ def _weak_test_lines(rows: Sequence[ProblemRow]) -> list[str]:
 
 NAIVE_BEHAVIOUR_LINE = (
     "**tool_use behaved as naive**: the model made no tool call in {calls} model calls. A server whose chat "
-    "template ignores `tools` does this; see README, Local servers (`tool_choice=code_interpreter` forces the "
+    "template ignores `tools` does this; see docs/local-servers-sandboxfusion-dask.md, Local servers (`tool_choice=code_interpreter` forces the "
     "first call of each step)."
 )
 

@@ -15,8 +15,8 @@ INTERVALS_SENTENCE = (
     "Intervals are 95%: main_problem_resolve_rate has the Wilson score interval over problems; subproblem (and "
     "pass@k) the clustered Wilson interval, a Wilson score interval on the effective sample size the steps are "
     "worth once clustered by problem (from the effective number of problems up to the number of steps; the "
-    "number of problems at 0% and at 100%), so no interval is a single point; see README, Error bars and paired "
-    "tests."
+    "number of problems at 0% and at 100%), so no interval is a single point; see docs/results-and-statistics.md, "
+    "Error bars and paired tests."
 )
 
 

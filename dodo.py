@@ -1,6 +1,6 @@
 """doit wiring of the SciCode pipeline: download -> targets -> select -> generate:<id> -> score:<id> -> summarize.
 
-Wiring only: every task kind is one `TaskKind` of `stages/pipeline/tasks.py`, whose `run(settings, *key)` is the action
+Wiring only: every task kind is one `TaskKind` of its stage's `task` module (listed in `stages/pipeline/tasks.py`), whose `run(settings, *key)` is the action
 and `is_up_to_date(settings, *key)` the check. A task is up to date when its artifact exists, validates and
 carries the expected fingerprint (so deleting the doit database or a SIGTERM never re-bills a model call);
 each artifact also stores the named parts of that fingerprint, and `doit explain <task>` says which changed.
@@ -26,14 +26,13 @@ even before a selection). `doit score` / `doit score:<id>` alone rescore existin
 
 from __future__ import annotations
 
-import sys
 from functools import lru_cache
 
 from doit import create_after
 
+from stages.config.command_line import invoked
 from stages.config.settings import Settings
 from stages.pipeline import tasks, wiring
-from stages.pipeline.command_line import executes_tasks, rescore_only
 from stages.pipeline.interrupts import install_interrupt_handling
 from stages.progress.run import RunProgress
 from stages.storage.paths import STATE_DIR_NAME
@@ -53,7 +52,7 @@ DOIT_CONFIG = {
     "reporter": RunProgress,
     "verbosity": 2,
 }
-RESCORE_ONLY = rescore_only(sys.argv[1:])
+COMMAND_LINE = invoked()
 
 
 @lru_cache(maxsize=1)
@@ -103,7 +102,7 @@ def task_preflight():
     }
 
 
-@create_after(executed="select", creates=["generate", "score"] if executes_tasks(sys.argv[1:]) else None)
+@create_after(executed="select", creates=["generate", "score"] if COMMAND_LINE.executes_tasks else None)
 def task_problems():
     """generate:<id> and score:<id> of every selected problem, in generation order (see the module docstring)."""
     from stages.select.stage import selected_problem_ids
@@ -133,7 +132,7 @@ def task_problems():
             "basename": "score",
             "name": problem_id,
             "actions": [wiring.guarded(tasks.SCORE.run, config, problem_id)],
-            "task_dep": ["targets"] + ([] if RESCORE_ONLY else [f"generate:{problem_id}"]),
+            "task_dep": ["targets"] + ([] if COMMAND_LINE.rescore_only else [f"generate:{problem_id}"]),
             "targets": [config.run_paths.details(problem_id)],
             "clean": wiring.clean_actions("clean_details", config, problem_id),
             "uptodate": [(tasks.SCORE.is_up_to_date, [config, problem_id])],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.pipeline.command_line import requested_tasks, rescore_only
+from stages.config.command_line import CommandLine
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download falls through
@@ -111,8 +111,8 @@ def test_list_info_forget_see_every_problem_task_after_select(workdir: Path, sta
     ],
 )
 def test_requested_tasks(argv: list[str], tasks: list[str], rescore: bool) -> None:
-    assert requested_tasks(argv) == tasks
-    assert rescore_only(argv) is rescore
+    assert CommandLine.parse(argv).requested_tasks == tasks
+    assert CommandLine.parse(argv).rescore_only is rescore
 
 
 def test_the_collector_is_frozen_after_the_exit_handlers_registered_later(monkeypatch: pytest.MonkeyPatch) -> None:

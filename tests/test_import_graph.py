@@ -16,11 +16,14 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "stages"
 
-# The entry module of each stage (its action and up-to-date check). Only the wiring (the stage records of
-# stages.pipeline.tasks, the glue of stages.pipeline.wiring, the preflight) calls them; a stage that needs another stage's
-# file name asks `stages.storage.paths` (RunPaths), never that stage.
+# The entry module of each stage (its action and up-to-date check). Only the wiring (the task kind of each stage
+# package, its `task` module; the glue of stages.pipeline.wiring; the preflight) calls them; a stage that needs
+# another stage's file name asks `stages.storage.paths` (RunPaths), never that stage.
 STAGE_ENTRIES = ("stages.select.stage", "stages.generate.stage", "stages.score.parent.stage", "stages.summarize.stage")
-WIRING = frozenset({"stages.pipeline.tasks", "stages.pipeline.wiring", "stages.preflight.checks"})
+TASK_KIND_MODULES = frozenset(
+    f"stages.{stage}.task" for stage in ("download", "select", "targets", "preflight", "generate", "score", "summarize")
+)
+WIRING = TASK_KIND_MODULES | {"stages.pipeline.wiring", "stages.preflight.checks"}
 
 
 def module_name(path: Path) -> str:
@@ -176,7 +179,7 @@ def test_nothing_imports_the_test_process() -> None:
 # The layers of `stages`, from the top down: a module imports only from its own package, a layer below its own,
 # or (among the stage packages, which form one layer) another stage package without a cycle between packages.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pipeline",),  # the doit side: task registry, wiring, command line
+    ("pipeline",),  # the doit side: task registry, wiring, doit's variables
     ("download", "select", "targets", "preflight", "generate", "score", "summarize", "compare", "runs", "export"),
     ("progress",),  # what a run shows while it runs
     ("records",),
@@ -218,3 +221,18 @@ def test_the_stage_packages_import_each_other_without_a_cycle() -> None:
                 between.setdefault(source, set()).add(destination)
     graph = {package: between.get(package, set()) for package in LAYERS[STAGE_LAYER]}
     assert find_cycle(graph) is None, find_cycle(graph)
+
+
+def test_each_stage_package_declares_its_task_kind_and_the_registry_lists_them() -> None:
+    graph = import_graph()
+    assert TASK_KIND_MODULES <= set(graph), sorted(TASK_KIND_MODULES - set(graph))
+    assert TASK_KIND_MODULES <= graph["stages.pipeline.tasks"]
+
+
+def test_only_the_doit_adapter_reads_doit_internals() -> None:
+    readers = sorted(
+        module
+        for module, path in source_modules().items()
+        if "_CMDLINE_VARS" in path.read_text(encoding="utf-8") and module != "stages.pipeline.doit_adapter"
+    )
+    assert readers == [], ", ".join(readers)

@@ -11,8 +11,8 @@ from doit.exceptions import TaskFailed
 
 from stages.config.settings import load_settings
 from stages.execution.activity import ACTIVITY
-from stages.pipeline import tasks
 from stages.records.results import read_details
+from stages.score import task
 from stages.score.parent import stage as score_stage
 from stages.storage.artifacts import read_artifact
 from tests.pipeline_support import (
@@ -62,7 +62,7 @@ def test_a_failed_scoring_is_recorded_and_fails_the_task_only_when_no_summary_fo
     stale.write_text("{}", encoding="utf-8")  # the details of an earlier scoring: stale now
     monkeypatch.setattr(score_stage, "run_score", broken_scoring)
     monkeypatch.setattr(sys, "argv", argv)
-    outcome = tasks.score_and_count(settings, "7")
+    outcome = task.score_and_count(settings, "7")
     line = "not scored: RuntimeError: a bug of ours while scoring 7"
     assert (outcome is None) if summarized else (isinstance(outcome, TaskFailed) and outcome.message == line)
     assert not stale.exists()  # no details: the problem is scored again on the next run
@@ -83,7 +83,7 @@ def test_an_interrupted_run_records_nothing(tmp_path: Path, monkeypatch: pytest.
     settings = load_settings({"results_dir": str(tmp_path / "results"), "model": "m", "split": "all"}, cwd=tmp_path)
     monkeypatch.setattr(score_stage, "run_score", interrupted)
     with pytest.raises(RunInterrupted):
-        tasks.score_and_count(settings, "8")
+        task.score_and_count(settings, "8")
     assert not settings.run_paths.not_scored("8").exists()
 
 

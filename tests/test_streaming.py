@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from stages.config.command_line import CommandLine
 from stages.config.settings import load_settings
 from stages.execution.activity import Activity
 from stages.generate.stage import problem_slots
-from stages.pipeline.command_line import executes_tasks
 from stages.pipeline.wiring import generation_admissions, problem_bound, problems_in_generation_order
 from stages.score.parent.stage import expected_work, reference_seconds
 from stages.select.stage import run_select, selected_problem_ids
@@ -131,7 +131,7 @@ def test_one_doit_thread_per_problem_the_run_can_select(tmp_path: Path, staged_d
     ],
 )
 def test_commands_that_run_tasks(argv: list[str], executes: bool) -> None:
-    assert executes_tasks(argv) is executes
+    assert CommandLine.parse(argv).executes_tasks is executes
 
 
 def test_activity_gauges_and_tallies_from_threads() -> None:

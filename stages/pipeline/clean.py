@@ -10,10 +10,10 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from stages.config.command_line import invoked
 from stages.config.settings import Settings
 
 
@@ -56,7 +56,7 @@ def clean_derived(settings: Settings, subset_ids: Callable[[Settings], Sequence[
     when the clean runs; see `derived_outputs`)."""
     _removed_line(derived_outputs(settings, subset_ids(settings)), f"derived outputs of {settings.run_paths.run_dir}")
     generations = settings.run_paths.generations_dir
-    if not generate_named(sys.argv[1:]) and any(generations.glob("*.json")):
+    if not invoked().names_generate and any(generations.glob("*.json")):
         print(f"clean: generations kept in {generations} (model calls cost money): `doit clean generate` removes them")
 
 
@@ -69,35 +69,24 @@ def generation_files(settings: Settings, problem_id: str) -> list[Path]:
     return settings.run_paths.generation_files(problem_id)
 
 
-def generate_named(argv: Sequence[str]) -> bool:
-    """True when `generate` (or `generate:<id>`) is named on the `doit clean` command line."""
-    return any(word == "generate" or word.startswith("generate:") for word in argv)
-
-
 def clean_generations(settings: Settings, problem_id: str) -> None:
     """Remove the problem's generation files when `generate` was named; else keep them (they cost money:
     `clean_derived` says so once). Once no generation is left, the folder's identity goes too: its next run
     records the configuration it is run with (stages/generate/identity.py)."""
     from stages.generate.identity import forget_identity
 
-    if generate_named(sys.argv[1:]):
+    if invoked().names_generate:
         _removed_line(generation_files(settings, problem_id), f"generations of problem {problem_id}")
         if not any(settings.run_paths.generations_dir.glob("*.json")) and forget_identity(settings):
             print(f"clean: removed the run identity of {settings.run_paths.run_dir} (no generation is left)")
 
 
-def score_named(argv: Sequence[str]) -> bool:
-    """True when `score` (or `score:<id>`) is named on the `doit clean` command line (a plain `doit clean`
-    removes every details file through summarize's clean, at once)."""
-    return any(word == "score" or word.startswith("score:") for word in argv)
-
-
 def removes(name: str, settings: Settings, problem_id: str) -> bool:
     """Whether the `doit clean` action `name` of this problem would remove a file (see `clean_actions`)."""
     paths = settings.run_paths
-    argv = sys.argv[1:]
+    command_line = invoked()  # a plain `doit clean` removes every details file through summarize's clean, at once
     if name == "clean_generations":
-        return generate_named(argv) and any(path.exists() for path in generation_files(settings, problem_id))
-    return score_named(argv) and any(
+        return command_line.names_generate and any(path.exists() for path in generation_files(settings, problem_id))
+    return command_line.names_score and any(
         path.exists() for path in (paths.details(problem_id), paths.not_scored(problem_id))
     )

@@ -11,11 +11,12 @@ import fcntl
 import json
 import os
 import socket
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
+
+from stages.config.command_line import invoked
 
 
 class RunLocked(RuntimeError):
@@ -31,17 +32,11 @@ class LockHolder:
 
     @classmethod
     def this_process(cls) -> LockHolder:
-        command = " ".join([program_name(sys.argv[0]), *sys.argv[1:]])
+        command = invoked().shown()
         return cls(os.getpid(), socket.gethostname(), command[:300], time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host}, started {self.started}: {self.command}"
-
-
-def program_name(argv0: str) -> str:
-    """`doit` for `doit ...` and for `python -m doit ...` (whose argv[0] is doit/__main__.py)."""
-    path = Path(argv0)
-    return path.parent.name if path.name == "__main__.py" else path.name
 
 
 def read_holder(handle: IO[str]) -> LockHolder | None:

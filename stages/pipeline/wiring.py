@@ -1,7 +1,8 @@
 """Glue between doit and the stages: settings from the command line, clean one-line failures, task order.
 
-The actions and up-to-date checks themselves are the `TaskKind` records of `stages/pipeline/tasks.py`; what a command line
-asks for is `stages/pipeline/command_line.py`; Ctrl-C and SIGTERM are `stages/pipeline/interrupts.py`. Kept out of `dodo.py` so
+The actions and up-to-date checks themselves are the `TaskKind` records of each stage's `task` module, listed in
+`stages/pipeline/tasks.py`; what a command line asks for is `stages/config/command_line.py` (parsed once); doit's
+`name=value` words come through `stages/pipeline/doit_adapter.py`; Ctrl-C and SIGTERM are `stages/pipeline/interrupts.py`. Kept out of `dodo.py` so
 that file reads as the task graph alone.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
+from stages.config.command_line import invoked
 from stages.config.settings import ConfigError, Settings, load_settings
 from stages.errors import PipelineError, RunStopped
 from stages.execution import live_processes
@@ -26,14 +28,8 @@ from stages.execution.confinement import ConfinementUnavailable, check_confineme
 from stages.execution.scheduling import ExpectedWork, generation_order
 from stages.execution.untrusted import shown
 from stages.exit_codes import CONFIG_ERROR, RUN_LOCKED, UNWRITABLE
-from stages.pipeline.command_line import reads_run_folders_only, requested_tasks, runs_tasks
+from stages.pipeline.doit_adapter import command_line_variables
 from stages.pipeline.interrupts import exit_now, on_exit_now
-
-
-def _cmdline_vars() -> dict[str, str]:
-    from doit import doit_cmd
-
-    return dict(doit_cmd._CMDLINE_VARS or {})
 
 
 def exit_without_final_collection() -> None:
@@ -54,16 +50,17 @@ def settings_or_exit() -> Settings:
     from stages.preflight.checks import check_before_download
 
     try:
-        settings = load_settings(_cmdline_vars())
+        settings = load_settings(command_line_variables())
         check_executor(settings)
         check_confinement(settings.confinement, settings.python_binary)
-        if runs_tasks(sys.argv[1:]):
-            check_before_download(settings, requested_tasks(sys.argv[1:]))
+        command_line = invoked()
+        if command_line.runs_tasks:
+            check_before_download(settings, command_line.requested_tasks)
             lock = RunLock(settings.run_paths.lock).acquire()
             on_exit_now(lock.release)
             atexit.register(lock.release)
-        if not reads_run_folders_only(sys.argv[1:]):  # export, runs, compare: no generation setting is used
-            check_run_identity(settings, refuse=runs_tasks(sys.argv[1:]))
+        if not command_line.reads_run_folders_only:  # export, runs, compare: no generation setting is used
+            check_run_identity(settings, refuse=command_line.runs_tasks)
         return settings
     except (ConfigError, ConfinementUnavailable) as error:
         _exit_with_line(f"config error: {error}", CONFIG_ERROR.code)
@@ -152,7 +149,7 @@ def worker_threads() -> int:
     ready gets a thread at once and a problem is scored as soon as its generation ends. The stages bound
     the work themselves: `concurrency` problems generated at once, `score_workers` test processes."""
     try:
-        settings = load_settings(_cmdline_vars())
+        settings = load_settings(command_line_variables())
     except ConfigError:
         return 1  # the creators report the error
     return problem_bound(settings) + 1
@@ -216,7 +213,7 @@ def check_requested_problems(settings: Settings, selected: list[str] | None) -> 
     if selected is None:
         return
     try:
-        check_task_names(settings, requested_tasks(sys.argv[1:]), selected)
+        check_task_names(settings, invoked().requested_tasks, selected)
     except ConfigError as error:
         end_run_with_config_error(error)
 
@@ -301,10 +298,9 @@ def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
 def generation_admissions(settings: Settings) -> list[tuple[str, float]]:
     """`problems_in_generation_order` with each problem's admission priority: its place in that order (the
     first highest), so the problems are admitted in that order whichever thread reaches the problem pool first."""
-    from stages.pipeline.command_line import executes_tasks
     from stages.select.stage import selected_problem_ids, viewed_problem_ids
 
-    if not executes_tasks(sys.argv[1:]) and selected_problem_ids(settings) is None:
+    if not invoked().executes_tasks and selected_problem_ids(settings) is None:
         return [(problem_id, 0.0) for problem_id in viewed_problem_ids(settings)]
     order = problems_in_generation_order(settings)
     return [(work.problem_id, float(len(order) - place)) for place, work in enumerate(order)]

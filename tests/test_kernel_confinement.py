@@ -516,7 +516,7 @@ def test_the_test_process_and_the_checker_both_run_filtered(use_zygote: bool, tm
     """The checker confines itself in the process it was launched as; the test process is the child of its
     supervising parent. Both wait for their job on the channel while this test reads their status."""
     from stages.execution.isolation import scrubbed_environment
-    from stages.score.parent.launcher import kill_group, launch
+    from stages.score.parent.launcher import LaunchSpec, kill_group, launch
 
     confined_pids = {}
     launched = []
@@ -525,18 +525,10 @@ def test_the_test_process_and_the_checker_both_run_filtered(use_zygote: bool, tm
         for role in ("checker", "test"):
             ours, theirs = socket.socketpair()
             ends.append(ours)
-            process = launch(
-                role,
-                sys.executable,
-                theirs.fileno(),
-                1,
-                2,
-                tmp_path,
-                scrubbed_environment(home=tmp_path),
-                1024,
-                use_zygote=use_zygote,
-                scratch_limit_mb=16,
+            spec = LaunchSpec(
+                role, sys.executable, theirs.fileno(), 1, 2, tmp_path, scrubbed_environment(home=tmp_path), 1024, 16
             )
+            process = launch(spec, use_zygote=use_zygote)
             theirs.close()
             launched.append(process)
             assert process.mode == ("zygote" if use_zygote else "fresh")

@@ -143,3 +143,20 @@ def test_missing_problem_files_are_reported(tmp_path: Path) -> None:
     settings = _settings(tmp_path, tmp_path / "nowhere")
     with pytest.raises(Exception, match=r"missing .*problems_dev.jsonl: run `doit download` first"):
         select_problems(settings)
+
+
+def test_select_and_compare_share_one_view(tmp_path: Path, staged_data_dir: Path) -> None:
+    """The view's predicate is what select writes and what compare narrows to; its tag names the subset's files."""
+    from stages.compare.stage import narrowing_of
+    from stages.config.view import View
+
+    settings = _settings(tmp_path, staged_data_dir, split="validation", sample_ids="19,1", attempts="3")
+    view = View.of(settings)
+    assert view.tag == settings.summary_tag == "ids-19_1-k3"
+    assert narrowing_of(settings) == View(("19", "1")) and narrowing_of(settings).tag == "ids-19_1"
+    chosen = select_problems(settings)
+    assert [problem.problem_id for problem in chosen] == ["1", "19"]
+    assert all(view.selects(problem.problem_id, problem.taxonomy) for problem in chosen)
+    assert not view.selects("2", chosen[0].taxonomy)
+    assert View(categories=("Mathematics",)).narrowing == "category=Mathematics"
+    assert View(tuple(str(n) for n in range(100, 130))).tag.startswith("ids-30-")

@@ -31,6 +31,7 @@ from stages.records import not_scored
 from stages.records.generation import GeneratedStep, Generation, _tool_code
 from stages.records.verdict import StepVerdict
 from stages.score.parent.cache import VerdictCache, verdict_key
+from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import build_step_script
 from stages.score.parent.stage import _pre_verdict
 from stages.storage.json_values import freeze_object
@@ -84,7 +85,9 @@ def test_the_test_script_of_hostile_code_is_built_and_keyed(problem_19, first: s
     assert verdict is None or (verdict.status == "parse_error" and encodes(verdict.reason))
     if verdict is None:
         script = build_step_script(problem, 1, codes, data_paths, carry)  # type: ignore[arg-type]
-        key = verdict_key(script.official_text("<targets>"), None, {}, 1.0, None, 512, "none (test)")
+        key = verdict_key(
+            script.official_text("<targets>"), None, {}, StepLimits("python", 1.0, None, "none (test)", 512)
+        )
         assert len(key) == 64
     parts, note = _script_of(problem, 1, codes, None, data_paths, carry)  # type: ignore[arg-type]
     assert compressed(note + "".join(part.numbered for part in parts))  # what the report stores of it

@@ -26,6 +26,7 @@ from stages.compare.comparison import (
 from stages.compare.page import comparison_html, comparison_markdown
 from stages.compare.record import COMPARE_KIND, ComparisonRecord
 from stages.config.settings import Settings
+from stages.config.view import View
 from stages.storage.artifacts import atomic_write_text, write_artifact
 from stages.storage.paths import ResultsPaths
 
@@ -37,35 +38,15 @@ __all__ = ["CompareError", "compare_runs", "resolve_run_dir", "write_comparison"
 # ---------------------------------------------------------------------------
 
 
-def narrowing_of(settings: Settings) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
-    """(sample_ids, categories) of the command line: empty ids and None for every problem."""
-    return tuple(settings.sample_ids), settings.categories
+def narrowing_of(settings: Settings) -> View:
+    """The view of the command line, one attempt: every problem when it names no sample_ids and no category."""
+    return View.of(settings).of_one_attempt()
 
 
-def narrowing_text(sample_ids: Sequence[str], categories: Sequence[str] | None) -> str | None:
-    """`sample_ids=1,19 category=x`, or None when nothing narrows the comparison."""
-    parts = [f"sample_ids={','.join(sample_ids)}"] if sample_ids else []
-    parts += [f"category={','.join(categories)}"] if categories is not None else []
-    return " ".join(parts) or None
-
-
-def view_tag(sample_ids: Sequence[str], categories: Sequence[str] | None) -> str:
-    """The summary tag of the view these sample_ids/categories select (Settings.summary_tag, one attempt): the
-    run folders' own selection of that view, and the tag of the narrowed comparison's files; "" for none."""
-    return Settings(sample_ids=tuple(sample_ids), category=tuple(categories or ("all",))).summary_tag
-
-
-def narrowed_ids(
-    run: RunInfo, common: Sequence[str], sample_ids: Sequence[str], categories: Sequence[str] | None
-) -> list[str]:
-    """The compared problems among `common` that the command line's sample_ids and categories select."""
+def narrowed_ids(run: RunInfo, common: Sequence[str], view: View) -> list[str]:
+    """The compared problems among `common` that the command line's view selects."""
     entries = run.entries
-    return [
-        pid
-        for pid in common
-        if (not sample_ids or pid in sample_ids)
-        and (categories is None or any(entries[pid].taxonomy.matches(name) for name in categories))
-    ]
+    return [pid for pid in common if view.selects(pid, entries[pid].taxonomy)]
 
 
 # ---------------------------------------------------------------------------
@@ -73,24 +54,19 @@ def narrowed_ids(
 # ---------------------------------------------------------------------------
 
 
-def _compare(
-    run_a: Path,
-    run_b: Path,
-    allow_split_mismatch: bool,
-    sample_ids: Sequence[str] = (),
-    categories: Sequence[str] | None = None,
-    view: str = "",
-) -> Comparison:
-    info_a, info_b = load_run(run_a, view), load_run(run_b, view)
+def _compare(run_a: Path, run_b: Path, allow_split_mismatch: bool, view: View) -> Comparison:
+    """The comparison of two runs over the problems both selected that `view` selects; each run is read as its
+    own selection of that view (`view.tag`)."""
+    info_a, info_b = load_run(run_a, view.tag), load_run(run_b, view.tag)
     check_splits(info_a, info_b, allow_split_mismatch)
     selected_in_both = common_problem_ids(info_a, info_b)
-    narrowed = narrowing_text(sample_ids, categories)
+    narrowed = view.narrowing
     if narrowed is None:
         return build_comparison(info_a, info_b, selected_in_both)
-    common = narrowed_ids(info_a, selected_in_both, sample_ids, categories)
+    common = narrowed_ids(info_a, selected_in_both, view)
     if not common:
         raise CompareError(f"no problem selected in both {info_a.run_dir} and {info_b.run_dir} matches {narrowed}")
-    unmatched = [pid for pid in sample_ids if pid not in selected_in_both]
+    unmatched = [pid for pid in view.sample_ids if pid not in selected_in_both]
     return build_comparison(info_a, info_b, common, narrowed, unmatched)
 
 
@@ -104,9 +80,8 @@ def compare_runs(
 ) -> str:
     """The Markdown comparison of the runs in folders `run_a` and `run_b` (deltas are B minus A), over the
     problems both selected (only those of `sample_ids` and `categories`, when given)."""
-    view = view_tag(sample_ids, categories)
-    comparison = _compare(Path(run_a), Path(run_b), allow_split_mismatch, sample_ids, categories, view)
-    return comparison_markdown(comparison)
+    view = View(tuple(sample_ids), None if categories is None else tuple(categories))
+    return comparison_markdown(_compare(Path(run_a), Path(run_b), allow_split_mismatch, view))
 
 
 def resolve_run_dir(entry: str, results_dir: Path) -> Path:
@@ -124,9 +99,9 @@ def write_comparison(settings: Settings) -> Path:
     if len(settings.runs) != 2:
         raise CompareError(f"invalid runs={','.join(settings.runs)}: expected exactly two run folders, A,B")
     run_a, run_b = (resolve_run_dir(entry, Path(settings.results_dir)) for entry in settings.runs)
-    sample_ids, categories = narrowing_of(settings)
-    tag = view_tag(sample_ids, categories)
-    comparison = _compare(run_a, run_b, settings.allow_split_mismatch, sample_ids, categories, tag)
+    view = narrowing_of(settings)
+    tag = view.tag
+    comparison = _compare(run_a, run_b, settings.allow_split_mismatch, view)
     results = ResultsPaths(Path(settings.results_dir))
     labels = (comparison.run_a.file_label, comparison.run_b.file_label)
     path = results.comparison(*labels, tag)

@@ -46,10 +46,11 @@ from stages.config.values import (
     to_str_list,
     to_text,
 )
+from stages.config.view import View
 from stages.execution.confinement import DEFAULT_SCRATCH_LIMIT_MB
 from stages.execution.redaction import redact_mapping
 from stages.storage.artifacts import fingerprint
-from stages.storage.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths, safe_name
+from stages.storage.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths
 
 Split = Literal["validation", "test", "all"]
 Mode = Literal["naive", "tool_use"]
@@ -630,21 +631,8 @@ class Settings:
 
     @property
     def summary_tag(self) -> str:
-        """ "" for the whole split with one attempt; else a tag naming the selection (`ids-1_3`, `cat-x`, `k3`), so a
-        subset or an attempts change gets its own summary beside the full run's instead of replacing it."""
-        parts = []
-        if self.sample_ids:
-            ids = "_".join(self.sample_ids)
-            parts.append(
-                f"ids-{ids}"
-                if len(ids) <= 40
-                else f"ids-{len(self.sample_ids)}-{fingerprint(list(self.sample_ids))[:8]}"
-            )
-        if self.categories is not None:
-            parts.append("cat-" + "_".join(self.categories))
-        if self.attempts != 1:
-            parts.append(f"k{self.attempts}")
-        return safe_name("-".join(parts)) if parts else ""
+        """The tag of this command line's view of the run (`stages.config.view.View.tag`)."""
+        return View.of(self).tag
 
     @property
     def data_paths(self) -> DataPaths:

@@ -10,6 +10,7 @@ from stages.benchmark.pins import prefilled_steps
 from stages.benchmark.problems import Problem, load_problems
 from stages.config.fingerprints import FingerprintParts, digest, settings_slice
 from stages.config.settings import ConfigError, Settings
+from stages.config.view import View
 from stages.errors import PipelineError
 from stages.execution.confinement import check_confinement
 from stages.execution.versions import package_versions
@@ -28,12 +29,8 @@ def select_problems(settings: Settings) -> tuple[Problem, ...]:
     candidates = load_problems(settings.data_paths, settings.split)
     _check_sample_ids(settings, candidates)
     _check_categories(settings, candidates)
-    chosen = tuple(
-        problem
-        for problem in candidates
-        if (not settings.sample_ids or problem.problem_id in settings.sample_ids)
-        and (settings.categories is None or any(problem.taxonomy.matches(name) for name in settings.categories))
-    )
+    view = View.of(settings)
+    chosen = tuple(problem for problem in candidates if view.selects(problem.problem_id, problem.taxonomy))
     if not chosen:
         raise ConfigError(
             f"empty selection: no problem of split={settings.split} matches "

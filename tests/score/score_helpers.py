@@ -12,6 +12,7 @@ from stages.config.settings import Settings
 from stages.records.verdict import StepVerdict
 from stages.score.checker.rewrite import imported_modules, rewrite_tests
 from stages.score.parent.engine import StepJob, execute_step
+from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import build_step_script
 from stages.score.parent.targets_io import load_step_targets
 from stages.storage.artifacts import write_artifact
@@ -61,9 +62,7 @@ def make_job(
         tests=rewrite_tests(test_sources, script.deps if deps is None else deps),
         modules=imported_modules([script.deps, *test_sources]),
         target_pickles=tuple(pickles),
-        python_binary=python_binary,
-        timeout_seconds=timeout,
-        memory_mb=memory_mb,
+        limits=StepLimits(python_binary, timeout, memory_mb, confinement="not keyed (a test job)"),
         targets_file=str(targets.resolve()),
         use_zygote=use_zygote,
     )

@@ -103,3 +103,29 @@ def test_a_new_sub_package_is_in_the_key_unless_it_is_the_parent_side(scoring_co
     package.mkdir()
     (package / "__init__.py").write_text("", encoding="utf-8")
     assert _hashes()[0] != verdicts
+
+
+def test_the_verdict_key_keeps_its_fields_when_the_limits_are_one_value() -> None:
+    """The key of a step is the fingerprint of the same fields, named as before the limits were one record, so
+    verdicts cached before stay valid."""
+    from stages.score.parent.limits import StepLimits
+    from stages.storage.artifacts import fingerprint
+
+    limits = StepLimits("/usr/bin/python3", 60.0, 2048, "landlock+seccomp+namespaces", scratch_limit_mb=512)
+    versions = {"numpy": "1.26.4", "python": "3.11.7"}
+    expected = fingerprint(
+        {
+            "format": cache.CACHE_FORMAT,
+            "script": "x = 1\n",
+            "targets": "ab" * 32,
+            "versions": versions,
+            "timeout": 60.0,
+            "memory_mb": 2048,
+            "scratch_limit_mb": 512,
+            "confinement": "landlock+seccomp+namespaces",
+            "verdict_sources": cache.verdict_sources_hash(),
+        }
+    )
+    assert cache.verdict_key("x = 1\n", "ab" * 32, versions, limits) == expected
+    other_interpreter = StepLimits("/opt/python", 60.0, 2048, "landlock+seccomp+namespaces", scratch_limit_mb=512)
+    assert cache.verdict_key("x = 1\n", "ab" * 32, versions, other_interpreter) == expected  # versions name it

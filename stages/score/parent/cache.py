@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.records.verdict import StepVerdict
+from stages.score.parent.limits import StepLimits
 from stages.storage.artifacts import atomic_write_text, fingerprint
 
 CACHE_FORMAT = 1
@@ -79,25 +80,16 @@ def _sources_hash(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def verdict_key(
-    script_text: str,
-    targets_sha256: str | None,
-    versions: dict[str, str],
-    timeout_seconds: float,
-    memory_mb: int | None,
-    scratch_limit_mb: int,
-    confinement: str,
-) -> str:
+def verdict_key(script_text: str, targets_sha256: str | None, versions: dict[str, str], limits: StepLimits) -> str:
+    """The key of a step's verdict: its script, targets and interpreter versions, the limits it ran under and
+    the sources that decide verdicts."""
     return fingerprint(
         {
             "format": CACHE_FORMAT,
             "script": script_text,
             "targets": targets_sha256,
             "versions": versions,
-            "timeout": timeout_seconds,
-            "memory_mb": memory_mb,
-            "scratch_limit_mb": scratch_limit_mb,
-            "confinement": confinement,
+            **limits.key_parts(),
             "verdict_sources": verdict_sources_hash(),
         }
     )

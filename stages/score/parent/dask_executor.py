@@ -146,9 +146,9 @@ def _versions_problem(request: StepRequest) -> str | None:
 
     expected = dict(request.versions)
     try:
-        here = environment_versions(request.job.python_binary)
+        here = environment_versions(request.job.limits.python_binary)
     except LaunchError as error:
-        return f"cannot run python_binary={request.job.python_binary}: {error}"
+        return f"cannot run python_binary={request.job.limits.python_binary}: {error}"
     different = sorted(name for name in expected.keys() | here.keys() if expected.get(name) != here.get(name))
     if not different:
         return None

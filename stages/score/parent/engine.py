@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.execution import live_processes
-from stages.execution.confinement import DEFAULT_SCRATCH_LIMIT_MB
 from stages.execution.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
 from stages.execution.untrusted import valid_text
 from stages.records.verdict import StepVerdict
 from stages.score.checker.rewrite import RewrittenTest, checker_scope
 from stages.score.checker.verdict_rules import SessionLog, decide, on_checker_frame, on_test_frame
-from stages.score.parent.launcher import Launched, LaunchError, Role, kill_group, launch
+from stages.score.parent.launcher import Launched, LaunchError, LaunchSpec, Role, kill_group, launch
+from stages.score.parent.limits import StepLimits
 from stages.score.shared import child_runtime
 
 OUTPUT_LIMIT_BYTES = DEFAULT_OUTPUT_LIMIT
@@ -54,12 +54,9 @@ class StepJob:
     tests: tuple[RewrittenTest, ...]
     modules: tuple[str, ...]
     target_pickles: tuple[bytes, ...]
-    python_binary: str
-    timeout_seconds: float
-    memory_mb: int | None
+    limits: StepLimits
     targets_file: str | None
     use_zygote: bool = True
-    scratch_limit_mb: int = DEFAULT_SCRATCH_LIMIT_MB
 
     def test_spec(self) -> dict[str, Any]:
         """What the test process receives: code and each cell's model side; no target, no comparison."""
@@ -180,16 +177,18 @@ def _start(
     writers = [write for _, write in pipes] * (2 // streams)
     try:
         launched = launch(
-            role,
-            job.python_binary,
-            channel.fileno(),
-            writers[0],
-            writers[1],
-            scratch,
-            env,
-            job.memory_mb,
+            LaunchSpec(
+                role,
+                job.limits.python_binary,
+                channel.fileno(),
+                writers[0],
+                writers[1],
+                scratch,
+                env,
+                job.limits.memory_mb,
+                job.limits.scratch_limit_mb,
+            ),
             use_zygote=job.use_zygote,
-            scratch_limit_mb=job.scratch_limit_mb,
         )
     except LaunchError:
         for read, write in pipes:
@@ -229,7 +228,7 @@ def execute_step(job: StepJob) -> StepVerdict:
             checker.send(json.dumps(job.checker_spec()).encode("utf-8"))
             checker.send(pickle.dumps(list(job.target_pickles), protocol=PICKLE_PROTOCOL))
             test.send(json.dumps(job.test_spec()).encode("utf-8"))
-            deadline = started + job.timeout_seconds
+            deadline = started + job.limits.timeout_seconds
             _converse(log, test, checker, deadline)
             if log.timed_out or log.first_failed_check() or log.tamper or log.checker_error or log.checker_failure:
                 test_process.stop()
@@ -250,7 +249,7 @@ def execute_step(job: StepJob) -> StepVerdict:
     stdout, stderr = test_process.output() if test_process else ("", "")
     if (log.checker_error or log.checker_failure) and checker_process is not None:
         stderr += "\n[checker] " + checker_process.output()[0]
-    status, reason = decide(log, returncode, job.timeout_seconds)
+    status, reason = decide(log, returncode, job.limits.timeout_seconds)
     return StepVerdict(
         step_id=job.step_id,
         status=status,

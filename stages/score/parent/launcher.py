@@ -45,6 +45,22 @@ class LaunchError(RuntimeError):
     """A test process could not be started."""
 
 
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One process to start: its role, interpreter, descriptors (the channel, stdout, stderr), working folder,
+    environment and limits (memory; the scratch tmpfs of a test process)."""
+
+    role: Role
+    python_binary: str
+    channel_fd: int
+    stdout_fd: int
+    stderr_fd: int
+    cwd: Path
+    env: Mapping[str, str]
+    memory_mb: int | None
+    scratch_limit_mb: int | None = None
+
+
 @dataclass
 class Launched:
     pid: int
@@ -147,33 +163,26 @@ class ZygoteClient:
             else:
                 self._exits[pid] = int(record["returncode"])
 
-    def launch(
-        self,
-        role: Role,
-        channel_fd: int,
-        stdout_fd: int,
-        stderr_fd: int,
-        cwd: Path,
-        env: Mapping[str, str],
-        memory_mb: int | None,
-        scratch_limit_mb: int | None = None,
-    ) -> Launched:
+    def launch(self, spec: LaunchSpec) -> Launched:
+        """Fork `spec`'s process from this zygote (whose interpreter is `spec.python_binary`)."""
         if not self.alive or self._control is None:
             raise LaunchError("the zygote is not running")
         request_id = next(self._ids)
         request = {
             "op": "spawn",
             "id": request_id,
-            "role": role,
-            "cwd": str(cwd),
-            "env": dict(env),
-            "memory_mb": memory_mb,
-            "scratch_limit_mb": scratch_limit_mb,
+            "role": spec.role,
+            "cwd": str(spec.cwd),
+            "env": dict(spec.env),
+            "memory_mb": spec.memory_mb,
+            "scratch_limit_mb": spec.scratch_limit_mb,
         }
         try:
             with self._send_lock:
                 socket.send_fds(
-                    self._control, [json.dumps(request).encode("utf-8")], [stdout_fd, stderr_fd, channel_fd]
+                    self._control,
+                    [json.dumps(request).encode("utf-8")],
+                    [spec.stdout_fd, spec.stderr_fd, spec.channel_fd],
                 )
         except OSError as error:
             raise LaunchError(f"cannot reach the zygote: {error}") from None
@@ -224,42 +233,32 @@ class ZygoteClient:
             live_processes.unregister(self._process.pid)
 
 
-def launch_fresh(
-    role: Role,
-    python_binary: str,
-    channel_fd: int,
-    stdout_fd: int,
-    stderr_fd: int,
-    cwd: Path,
-    env: Mapping[str, str],
-    memory_mb: int | None,
-    scratch_limit_mb: int | None = None,
-) -> Launched:
+def launch_fresh(spec: LaunchSpec) -> Launched:
     """A fresh interpreter running the test process or the checker (each confines itself)."""
-    scratch = ["--scratch-limit-mb", str(scratch_limit_mb or 0)] if role == "test" else []
+    scratch = ["--scratch-limit-mb", str(spec.scratch_limit_mb or 0)] if spec.role == "test" else []
     try:
         process = subprocess.Popen(
             [
-                python_binary,
-                str(PROGRAMS[role]),
+                spec.python_binary,
+                str(PROGRAMS[spec.role]),
                 "--channel-fd",
-                str(channel_fd),
+                str(spec.channel_fd),
                 "--memory-mb",
-                str(memory_mb or 0),
+                str(spec.memory_mb or 0),
                 *scratch,
                 *binding_arguments(),
             ],
-            pass_fds=(channel_fd,),
+            pass_fds=(spec.channel_fd,),
             stdin=subprocess.DEVNULL,
-            stdout=stdout_fd,
-            stderr=stderr_fd,
-            cwd=cwd,
-            env=dict(env),
+            stdout=spec.stdout_fd,
+            stderr=spec.stderr_fd,
+            cwd=spec.cwd,
+            env=dict(spec.env),
             start_new_session=True,
             close_fds=True,
         )
     except OSError as error:
-        raise LaunchError(f"cannot start {python_binary}: {error}") from None
+        raise LaunchError(f"cannot start {spec.python_binary}: {error}") from None
     live_processes.register(process.pid)  # stopped at once by a Ctrl-C / SIGTERM; the engine unregisters it when reaped
 
     def wait(timeout: float | None) -> int | None:
@@ -323,29 +322,17 @@ def stop_zygotes() -> None:
 atexit.register(stop_zygotes)
 
 
-def launch(
-    role: Role,
-    python_binary: str,
-    channel_fd: int,
-    stdout_fd: int,
-    stderr_fd: int,
-    cwd: Path,
-    env: Mapping[str, str],
-    memory_mb: int | None,
-    *,
-    use_zygote: bool = True,
-    scratch_limit_mb: int | None = None,
-) -> Launched:
-    """Fork from the zygote when possible, else start a fresh process. A test process's scratch folder (`cwd`)
-    becomes a tmpfs of `scratch_limit_mb` MiB inside its namespaces."""
+def launch(spec: LaunchSpec, *, use_zygote: bool = True) -> Launched:
+    """Fork from the zygote when possible, else start a fresh process. A test process's scratch folder
+    (`spec.cwd`) becomes a tmpfs of `spec.scratch_limit_mb` MiB inside its namespaces."""
     if use_zygote:
-        client = zygote_for(python_binary)
+        client = zygote_for(spec.python_binary)
         if client is not None:
             try:
-                return client.launch(role, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb, scratch_limit_mb)
+                return client.launch(spec)
             except LaunchError:
                 pass
-    return launch_fresh(role, python_binary, channel_fd, stdout_fd, stderr_fd, cwd, env, memory_mb, scratch_limit_mb)
+    return launch_fresh(spec)
 
 
 def environment_versions(python_binary: str) -> dict[str, str]:

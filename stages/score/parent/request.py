@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from stages.execution.confinement import DEFAULT_SCRATCH_LIMIT_MB
 from stages.execution.scheduling import StepPriority, step_priority
 from stages.records.verdict import StepVerdict
 from stages.score.checker.rewrite import RewriteError, imported_modules, rewrite_tests
 from stages.score.parent.engine import StepJob, execute_step
+from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import StepScript
 from stages.score.parent.targets_io import TargetsUnavailable, load_step_targets
 
@@ -58,11 +58,8 @@ class StepExecutor(Protocol):
 def job_for_script(
     script: StepScript,
     *,
-    python_binary: str,
-    timeout_seconds: float,
-    memory_mb: int | None,
+    limits: StepLimits,
     targets_file: Path,
-    scratch_limit_mb: int = DEFAULT_SCRATCH_LIMIT_MB,
 ) -> StepVerdict | StepJob:
     """The engine's job for a step script, without target values (read from `targets_file` where it runs); an
     eval_error verdict when the official tests cannot be prepared."""
@@ -79,11 +76,8 @@ def job_for_script(
         tests=tests,
         modules=imported_modules([script.deps, *script.tests]),
         target_pickles=(),
-        python_binary=python_binary,
-        timeout_seconds=timeout_seconds,
-        memory_mb=memory_mb,
+        limits=limits,
         targets_file=str(targets_file.resolve()),
-        scratch_limit_mb=scratch_limit_mb,
     )
 
 
@@ -95,7 +89,7 @@ def with_targets(job: StepJob) -> StepJob | StepVerdict:
     if job.target_pickles or not job.tests or not job.targets_file:
         return job
     try:
-        pickles = load_step_targets(Path(job.targets_file), job.step_id, len(job.tests), job.python_binary)
+        pickles = load_step_targets(Path(job.targets_file), job.step_id, len(job.tests), job.limits.python_binary)
     except TargetsUnavailable as error:
         return StepVerdict(job.step_id, "eval_error", str(error), tests_total=len(job.tests))
     return dataclasses.replace(job, target_pickles=tuple(pickles))

@@ -40,7 +40,6 @@ from stages.config.fingerprints import FingerprintParts, digest, run_relative, s
 from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.execution.activity import ACTIVITY, StepFailure
-from stages.execution.confinement import check_confinement
 from stages.execution.scheduling import ExpectedWork
 from stages.execution.versions import package_versions
 from stages.records import invocations, not_scored
@@ -52,6 +51,7 @@ from stages.records.run_conditions import generation_tool_outcomes
 from stages.records.stamp import Stamp
 from stages.records.verdict import StepVerdict
 from stages.score.parent.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
+from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import StepScript, build_step_script
 from stages.score.parent.truncation import truncation_note, with_note
 from stages.statuses import NEVER_ANSWERED_STATUSES, StepStatus
@@ -209,6 +209,7 @@ def plan_steps(
     generation: Generation | None,
     targets: ResolvedTargets,
     versions: dict[str, str],
+    limits: StepLimits,
     attempt: int = 0,
 ) -> list[PlannedStep]:
     records = _generated_steps(generation)
@@ -219,20 +220,12 @@ def plan_steps(
         item = PlannedStep(step, attempt, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
         if item.verdict is None:
             item.script = build_step_script(problem, index, codes, settings.data_paths, settings.carry)
-            item.key = verdict_key(
-                item.script.official_text(TARGETS_PLACEHOLDER),
-                targets_sha,
-                versions,
-                settings.step_timeout_seconds,
-                settings.step_memory_mb,
-                settings.scratch_limit_mb,
-                check_confinement("auto", settings.python_binary),
-            )
+            item.key = verdict_key(item.script.official_text(TARGETS_PLACEHOLDER), targets_sha, versions, limits)
         planned.append(item)
     return planned
 
 
-def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) -> StepVerdict | StepJob:
+def _build_job(item: PlannedStep, targets: ResolvedTargets, limits: StepLimits) -> StepVerdict | StepJob:
     """The step's job, without target values: the executor reads them from `targets_file` where it runs."""
     from stages.score.parent.request import job_for_script
 
@@ -242,14 +235,7 @@ def _build_job(settings: Settings, item: PlannedStep, targets: ResolvedTargets) 
         return StepVerdict(
             script.step_id, "eval_error", f"targets missing: {targets.note}", tests_total=len(script.tests)
         )
-    return job_for_script(
-        script,
-        python_binary=settings.python_binary,
-        timeout_seconds=settings.step_timeout_seconds,
-        memory_mb=settings.step_memory_mb,
-        targets_file=Path(targets.path),
-        scratch_limit_mb=settings.scratch_limit_mb,
-    )
+    return job_for_script(script, limits=limits, targets_file=Path(targets.path))
 
 
 # ---------------------------------------------------------------------------
@@ -268,6 +254,7 @@ class ScoringContext:
     targets: ResolvedTargets
     targets_sha256: str | None
     versions: dict[str, str]
+    limits: StepLimits  # of every step of this call: the verdict keys' part and the jobs' field
     cache: VerdictCache
     executor: StepExecutor
     rescored: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # (step, cached, new) re-executed
@@ -315,7 +302,7 @@ def _run_planned(context: ScoringContext, item: PlannedStep, expected: float, pr
 
 def _execute(context: ScoringContext, item: PlannedStep, expected: float, problem_seconds: float) -> StepVerdict:
     assert item.key is not None
-    built = _build_job(context.settings, item, context.targets)
+    built = _build_job(item, context.targets, context.limits)
     if isinstance(built, StepVerdict):
         return built
     from stages.score.parent.request import StepRequest
@@ -500,16 +487,18 @@ def _score_problem(settings: Settings, problem_id: str, targets: ResolvedTargets
     from stages.score.parent.launcher import environment_versions
 
     versions = environment_versions(settings.python_binary)
+    limits = StepLimits.of(settings)
     context = ScoringContext(
         settings,
         targets,
         targets_identity(targets)["sha256"],
         versions,
+        limits,
         cache_at(settings.state_paths.verdict_cache),
         executor,
     )
     planned = [
-        plan_steps(settings, problem, generation, targets, versions, attempt)
+        plan_steps(settings, problem, generation, targets, versions, limits, attempt)
         for attempt, generation in enumerate(generations)
     ]
     steps = [item for attempt in planned for item in attempt]

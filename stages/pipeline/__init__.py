@@ -1,1 +1,1 @@
-"""The doit side: the registry of task kinds, the command line, the wiring between doit and the stages, interrupts, the run lock and `doit clean`."""
+"""The doit side: the registry of task kinds (each declared by its stage package) and `explain`, the one adapter of doit's variables, the wiring between doit and the stages, interrupts, the run lock and `doit clean`."""

@@ -72,3 +72,17 @@ def test_what_a_command_line_implies() -> None:
     assert not CommandLine.parse(["runs"]).runs_tasks
     assert CommandLine.parse(["score"]).runs_tasks and not CommandLine.parse(["score"]).runs_summary
     assert not CommandLine.parse(["list"]).runs_tasks
+
+
+def test_listing_the_task_kinds_imports_no_stage_module() -> None:
+    """Every doit command imports the registry; the stages behind the task kinds are imported when a task runs
+    or a check needs them (the targets package's names included)."""
+    program = (
+        "import sys, stages.pipeline.tasks\n"
+        "print(sorted(m for m in sys.modules if m.startswith('stages.') and m.rsplit('.', 1)[-1] in "
+        "('stage', 'derive', 'resolve', 'checks', 'engine')))\n"
+    )
+    listed = subprocess.run(
+        [sys.executable, "-c", program], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+    )
+    assert listed.stdout.strip() == "[]"

@@ -47,7 +47,7 @@ def test_a_scoring_error_of_the_pipeline_is_recorded_by_its_message(
     settings = load_settings({"results_dir": str(tmp_path / "results"), "model": "m", "split": "all"}, cwd=tmp_path)
     monkeypatch.setattr(score_stage, "run_score", refused)
     monkeypatch.setattr(sys, "argv", ["dodo.py", "score:7"])
-    outcome = tasks.score_and_count(settings, "7")
+    outcome = task.score_and_count(settings, "7")
     assert isinstance(outcome, TaskFailed)
     assert outcome.message == "not scored: problem 7 is not in selection.json: run `doit select` first"
 

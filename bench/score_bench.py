@@ -45,6 +45,7 @@ from stages.score.checker.rewrite import imported_modules, rewrite_tests  # noqa
 from stages.score.parent.engine import StepJob, execute_step  # noqa: E402
 from stages.score.parent.executor import StepRequest  # noqa: E402
 from stages.score.parent.launcher import environment_versions, zygote_for  # noqa: E402
+from stages.score.parent.limits import StepLimits  # noqa: E402
 from stages.score.parent.script import StepScript, build_step_script  # noqa: E402
 from stages.score.parent.stage import reference_seconds  # noqa: E402
 from stages.score.parent.targets_io import load_step_targets  # noqa: E402
@@ -53,6 +54,11 @@ from stages.storage.paths import DataPaths  # noqa: E402
 RUNTIME = PROJECT / "stages" / "score" / "shared" / "runtime"
 TIMEOUT = 1800.0
 MEMORY_MB = 8192
+
+
+def bench_limits(timeout_seconds: float) -> StepLimits:
+    """The limits a run of this interpreter gives its steps, with the bench's timeout and memory limit."""
+    return StepLimits(sys.executable, timeout_seconds, MEMORY_MB, check_confinement("auto", sys.executable))
 
 
 def reference_scripts(shared: Path) -> list[StepScript]:
@@ -78,9 +84,7 @@ def engine_job(script: StepScript, targets: Path) -> StepJob:
         rewrite_tests(script.tests, script.deps),
         imported_modules([script.deps, *script.tests]),
         tuple(pickles),
-        sys.executable,
-        TIMEOUT,
-        MEMORY_MB,
+        bench_limits(TIMEOUT),
         str(targets.resolve()),
     )
 
@@ -110,7 +114,7 @@ def dask_request(job: StepJob, expected: float) -> StepRequest:
     return StepRequest(
         dataclasses.replace(job, target_pickles=()),
         None,
-        tuple(sorted(environment_versions(job.python_binary).items())),
+        tuple(sorted(environment_versions(job.limits.python_binary).items())),
         expected,
     )
 
@@ -174,9 +178,7 @@ def trivial_overheads(runs: int, dask: Any | None) -> dict[str, float]:
         rewrite_tests(TRIVIAL.tests, TRIVIAL.deps),
         imported_modules([TRIVIAL.deps, *TRIVIAL.tests]),
         (),
-        sys.executable,
-        60.0,
-        MEMORY_MB,
+        bench_limits(60.0),
         None,
     )
     plain_text = (

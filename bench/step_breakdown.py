@@ -30,16 +30,23 @@ from typing import Any
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
+from stages.execution.confinement import check_confinement  # noqa: E402
 from stages.score.checker.rewrite import imported_modules, rewrite_tests  # noqa: E402
 from stages.score.parent import engine  # noqa: E402
 from stages.score.parent.engine import StepJob, execute_step  # noqa: E402
 from stages.score.parent.launcher import zygote_for  # noqa: E402
+from stages.score.parent.limits import StepLimits  # noqa: E402
 from stages.score.shared import child_runtime  # noqa: E402
 
 DEPS = "import numpy as np"
 TEST = "assert np.allclose(np.ones(2), 1)"
 MEMORY_MB = 8192
 SCRATCH_LIMIT_MB = 64
+
+
+def bench_limits(timeout_seconds: float) -> StepLimits:
+    """The limits a run of this interpreter gives its steps, with the bench's timeout and memory limit."""
+    return StepLimits(sys.executable, timeout_seconds, MEMORY_MB, check_confinement("auto", sys.executable))
 
 
 def trivial_job() -> StepJob:
@@ -51,9 +58,7 @@ def trivial_job() -> StepJob:
         rewrite_tests((TEST,), DEPS),
         imported_modules([DEPS, TEST]),
         (),
-        sys.executable,
-        60.0,
-        MEMORY_MB,
+        bench_limits(60.0),
         None,
     )
 

@@ -224,15 +224,12 @@ class Zygote:
     def hand_over(self, role: str, message: bytes, fds: list[int]) -> int:
         """Give a step to a spare of `role` (a new one when none is left or alive) and return its pid."""
         pool = self.spares[role]
-        while True:
+        for _ in range(len(pool) + 1):
             spare = pool.pop(0) if pool else self._fork(role)
             try:
                 socket.send_fds(spare.sock, [message], fds)
             except OSError:
-                if not pool:
-                    spare.sock.close()
-                    raise
-                spare.sock.close()
+                self._let_go(spare)
                 continue
             if role == "test":
                 self.reports[spare.sock.fileno()] = spare
@@ -240,6 +237,13 @@ class Zygote:
                 spare.sock.close()
             self.children.add(spare.pid)
             return spare.pid
+        raise OSError(f"no {role} process could take the step")
+
+    def _let_go(self, spare: Spare) -> None:
+        """A spare that cannot take a step (its socket is gone): killed, and the engine told it is gone."""
+        spare.sock.close()
+        _signal_group([spare.pid])
+        _send(self.control, {"op": "exited", "pid": spare.pid, "returncode": -signal.SIGKILL})
 
     def reap(self) -> None:
         while True:

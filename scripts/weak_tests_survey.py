@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import json
 import platform
@@ -33,9 +34,11 @@ from typing import Any
 from stages.benchmark.problems import Problem, Step, load_split
 from stages.benchmark.protocol import DEFAULT_CARRY, defined_name
 from stages.benchmark.weak_tests import WEAK_TESTS_FILE
+from stages.execution.confinement import check_confinement
 from stages.execution.safe_ast import parse_untrusted
 from stages.execution.versions import package_versions
 from stages.records.verdict import StepVerdict
+from stages.score.parent.limits import StepLimits
 from stages.score.parent.request import StepRequest, job_for_script, run_request
 from stages.score.parent.script import build_step_script
 from stages.storage.paths import DataPaths
@@ -171,6 +174,12 @@ def trivial_answers(step: Step) -> list[TrivialAnswer]:
 # ---------------------------------------------------------------------------
 
 
+@functools.cache
+def survey_limits() -> StepLimits:
+    """What every trial step runs under: this interpreter, the survey's time and memory limits."""
+    return StepLimits(sys.executable, TIMEOUT_SECONDS, MEMORY_MB, check_confinement("auto", sys.executable))
+
+
 def score_answer(
     problem: Problem, index: int, answer: TrivialAnswer, data_paths: DataPaths, targets: Path
 ) -> StepVerdict:
@@ -179,13 +188,7 @@ def score_answer(
     codes: dict[str, str | None] = {earlier.step_id: earlier.ground_truth_code for earlier in problem.steps[:index]}
     codes[step.step_id] = answer.code
     script = build_step_script(problem, index, codes, data_paths, DEFAULT_CARRY)
-    job = job_for_script(
-        script,
-        python_binary=sys.executable,
-        timeout_seconds=TIMEOUT_SECONDS,
-        memory_mb=MEMORY_MB,
-        targets_file=targets,
-    )
+    job = job_for_script(script, limits=survey_limits(), targets_file=targets)
     return job if isinstance(job, StepVerdict) else run_request(StepRequest(job, None, ()))
 
 

@@ -432,11 +432,37 @@ def _reap_all() -> None:
             return
 
 
+def _thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
 def supervise(run_confined: Callable[[], int]) -> int:
     """Run `run_confined` in a child that is PID 1 of new namespaces (when possible) and return its exit
     code as a shell would (negative: killed by that signal). Every other descendant is killed when it ends.
 
-    Called in the launching process (A); `run_confined` runs in B and must never return into A's code."""
+    Called in the launching process (A); `run_confined` runs in B and must never return into A's code. The kernel
+    makes a user namespace only for a process with one thread: a normal user's A that has more (a numeric
+    library's thread pool, started at import) supervises from a fork of itself, which has one."""
+    if os.geteuid() != 0 and _thread_count() > 1:
+        return _supervise_from_a_fork(run_confined)
+    return _supervise_here(run_confined)
+
+
+def _supervise_from_a_fork(run_confined: Callable[[], int]) -> int:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            kernel.load_libc().prctl(kernel.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            exit_like(_supervise_here(run_confined))
+        finally:
+            os._exit(70)
+    return os.waitstatus_to_exitcode(_wait_for(pid))
+
+
+def _supervise_here(run_confined: Callable[[], int]) -> int:
     global _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON
     namespaces, reason = unshare_namespaces()
     _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON = namespaces, reason

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from stages.generate.server import ModelRequest, ModelServer, Reply
-from tests.pipeline_support import EmbeddedDefaultRun, ReferenceScoring
+from tests.support.pipeline_support import EmbeddedDefaultRun, ReferenceScoring
 
 # Property tests never flake: derandomized (the same examples every run), no deadline, a bounded count, no
 # example database carried between runs.
@@ -197,7 +197,7 @@ def llamacpp_server() -> Iterator[LlamaServer]:
         stop_process(pid)
 
 
-# Fixtures of the pipeline tests (tests/pipeline_support.py holds their helpers).
+# Fixtures of the pipeline tests (tests/support/pipeline_support.py holds their helpers).
 
 
 @pytest.fixture(scope="session")
@@ -235,7 +235,7 @@ def start_server() -> Iterator[Callable[[Callable[[ModelRequest], Reply]], Model
 def embedded_default_run(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> EmbeddedDefaultRun:
     """The embedded default run, made once: the pipeline test reads its run and reruns it, the derivation test
     reads the targets it derived for all 50 validation steps."""
-    from tests.pipeline_support import data_args, run_doit
+    from tests.support.pipeline_support import data_args, run_doit
 
     workdir = tmp_path_factory.mktemp("embedded-default")
     data_dir = stage_problem_files(workdir / "data", shared_scicode)

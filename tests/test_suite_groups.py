@@ -14,4 +14,4 @@ def test_a_module_fixture_keeps_its_tests_on_one_worker(request: pytest.FixtureR
     if not hasattr(request.config, "workerinput"):
         pytest.skip("not run by an xdist worker (-n 0)")
     # loadgroup schedules by the `@<group>` suffix xdist adds to the node id; without it the group is lost
-    assert request.node.nodeid.endswith("@test_suite_groups"), request.node.nodeid
+    assert request.node.nodeid.endswith("@tests.test_suite_groups"), request.node.nodeid

@@ -1,11 +1,11 @@
 """The trusted side is total: every function of the doit process that touches model output, driven with hostile
-text (`tests/hostile.py`) under the suite's hypothesis profile, returns a value (a verdict, a text, a record)
+text (`tests/support/hostile.py`) under the suite's hypothesis profile, returns a value (a verdict, a text, a record)
 and never raises.
 
 The entry points tested elsewhere with the same strategy: code extraction, import removal and carried code
-(tests/test_protocol.py), tool-call arguments (tests/generate/test_tools.py), untrusted JSON, `valid_text`
-and the neutraliser `shown` (tests/test_untrusted.py), artifact and text writes and fingerprints
-(tests/test_artifacts.py).
+(tests/benchmark/test_protocol.py), tool-call arguments (tests/generate/test_tools.py), untrusted JSON, `valid_text`
+and the neutraliser `shown` (tests/execution/test_untrusted.py), artifact and text writes and fingerprints
+(tests/storage/test_artifacts.py).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from stages.score.parent.stage import _pre_verdict
 from stages.storage.json_values import freeze_object
 from stages.storage.paths import DataPaths, RunPaths
 from stages.summarize.report import _script_of, compressed
-from tests.hostile import hostile_text
+from tests.support.hostile import hostile_text
 
 HOSTILE = hostile_text()
 

@@ -9,7 +9,6 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
-from scripted import FakeTime, InFlightCounter, Script
 
 from stages.config.settings import load_settings
 from stages.generate import client as client_module
@@ -22,6 +21,7 @@ from stages.generate.client import (
     retry_after_seconds,
 )
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, RawReply, StallReply, ToolCallSpec
+from tests.generate.scripted import FakeTime, InFlightCounter, Script
 
 TOOLS_CHAT = [
     {

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted import FakeTime, Script
 
 from stages.config.settings import load_settings
 from stages.generate.client import ModelClient
 from stages.generate.loops import FINAL_ANSWER_REQUEST, REMINDER, final_status, run_step
 from stages.generate.prompts import StepPrompt
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, ToolCallSpec
+from tests.generate.scripted import FakeTime, Script
 
 CODE_ANSWER = "Here:\n```python\nimport numpy as np\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n```"
 CODE = "\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n"

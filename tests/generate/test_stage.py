@@ -9,7 +9,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from scripted import FakeTime, InFlightCounter
 
 from stages.benchmark.problems import load_problems, problems_by_id
 from stages.benchmark.protocol import remove_top_level_imports
@@ -26,6 +25,7 @@ from stages.generate.stage import (
     run_generate,
 )
 from stages.storage.artifacts import read_artifact
+from tests.generate.scripted import FakeTime, InFlightCounter
 
 NEXT_FUNCTION = re.compile(r"NEXT STEP.*?^(?:def|class) (\w+)", re.DOTALL | re.MULTILINE)
 

@@ -17,9 +17,9 @@ from hypothesis import given
 from stages.config.settings import load_settings
 from stages.generate import tools
 from stages.generate.tools import CODE_INTERPRETER, OUTPUT_LIMIT, run_tool, tool_schemas
-from tests.fake_sandbox import FakeSandbox, run_result
-from tests.hostile import hostile_text
-from tests.process_scan import assert_no_process_with, unique_sleep_seconds
+from tests.support.fake_sandbox import FakeSandbox, run_result
+from tests.support.hostile import hostile_text
+from tests.support.process_scan import assert_no_process_with, unique_sleep_seconds
 
 
 def call(code: str, settings):

@@ -3,9 +3,9 @@
     python tests/golden/make_golden.py     # rewrites tests/golden/current/ and tests/golden/before_parts/
 
 Run it only when an artifact format changes on purpose, and commit its output with that change: the tests
-of tests/golden/ read these files with the current code, so a format change that old files would not survive
-shows up as a failing test instead of as a re-billed run. No official problem text is used: the problem,
-its reference code, its tests and the prompt templates below are made up here.
+of tests/records/test_golden.py read these files with the current code, so a format change that old files would
+not survive shows up as a failing test instead of as a re-billed run. No official problem text is used: the
+problem, its reference code, its tests and the prompt templates below are made up here.
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from score_helpers import make_job, problem
 
 from stages.benchmark.problems import load_split
 from stages.records.verdict import StepVerdict
@@ -36,7 +35,8 @@ from stages.score.parent.engine import _Peer, execute_step
 from stages.score.shared.child_runtime import CHILD_FOLDERS
 from stages.statuses import STEP_STATUSES
 from stages.storage.paths import DataPaths
-from tests.pipeline_support import data_args, load_json, output_of, run_doit, step_statuses
+from tests.score.score_helpers import make_job, problem
+from tests.support.pipeline_support import data_args, load_json, output_of, run_doit, step_statuses
 
 sys.path[:0] = [folder for folder in CHILD_FOLDERS if folder not in sys.path]
 import checker as checker_module  # noqa: E402 - the checker runs as a top-level module

@@ -26,7 +26,6 @@ from typing import Any
 # The test extra includes the dask extra: a missing `distributed` fails this module, it never skips it.
 import distributed
 import pytest
-from score_helpers import make_job, problem
 
 from stages.records.verdict import StepVerdict
 from stages.score.parent.dask_executor import DaskExecutor, require_distributed
@@ -34,9 +33,10 @@ from stages.score.parent.engine import StepJob
 from stages.score.parent.executor import ExecutorError, StepRequest
 from stages.score.parent.launcher import environment_versions
 from stages.score.parent.stage import reference_seconds
-from tests.pipeline_support import ReferenceScoring
-from tests.process_scan import assert_no_process_with, runs_a_step, unique_sleep_seconds
-from tests.run_files import summary_file
+from tests.score.score_helpers import make_job, problem
+from tests.support.pipeline_support import ReferenceScoring
+from tests.support.process_scan import assert_no_process_with, runs_a_step, unique_sleep_seconds
+from tests.support.run_files import summary_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TESTS_SCORE = Path(__file__).resolve().parent
@@ -90,7 +90,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {str(TESTS_SCORE)!r})
 import stages.score.parent.stage as stage
-from score_helpers import reference_codes, write_generation
+from tests.score.score_helpers import reference_codes, write_generation
 from stages.config.settings import load_settings
 from stages.benchmark.problems import problems_by_id
 settings = load_settings({{"data_dir": {str(staged_data_dir)!r}, "results_dir": "results", "score_workers": "2"}},

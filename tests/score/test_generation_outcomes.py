@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from score_helpers import reference_codes, write_generation
 
 from stages.benchmark.problems import problems_by_id
 from stages.config.settings import load_settings
@@ -14,6 +13,7 @@ from stages.score.parent.stage import run_score
 from stages.score.parent.truncation import truncation_note
 from stages.storage.artifacts import read_artifact, write_artifact
 from stages.targets import ResolvedTargets
+from tests.score.score_helpers import reference_codes, write_generation
 
 
 @pytest.fixture

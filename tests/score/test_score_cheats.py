@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from score_helpers import make_job, problem, run_code
 
 from stages.score.parent.engine import execute_step
-from tests.process_scan import assert_no_process_with, unique_sleep_seconds
+from tests.score.score_helpers import make_job, problem, run_code
+from tests.support.process_scan import assert_no_process_with, unique_sleep_seconds
 
 TENSOR = """
 def tensor(*args):

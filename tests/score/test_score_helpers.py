@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import scipy.sparse
 import sympy
-from score_helpers import problem, shared_data_paths
 
 from stages.score.checker.rewrite import CAPTURE_FUNCTION, RewriteError, checker_scope, rewrite_test
 from stages.score.parent.script import build_step_script
+from tests.score.score_helpers import problem, shared_data_paths
 
 RUNTIME = Path(__file__).resolve().parents[2] / "stages" / "score" / "shared" / "runtime"
 

@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-from score_helpers import make_job, problem, run_code, shared_data_paths
 
 from stages.execution import live_processes
 from stages.score.parent import launcher
 from stages.score.parent.engine import OUTPUT_LIMIT_BYTES, execute_step
 from stages.score.parent.script import build_step_script
 from stages.score.shared.zygote import SPARES_PER_ROLE
-from tests.process_scan import assert_no_process_with, processes_with, unique_sleep_seconds
+from tests.score.score_helpers import make_job, problem, run_code, shared_data_paths
+from tests.support.process_scan import assert_no_process_with, processes_with, unique_sleep_seconds
 
 TENSOR = "def tensor(*args):\n    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"
 

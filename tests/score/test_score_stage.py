@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from score_helpers import reference_codes, write_generation
 
 from stages.benchmark.problems import load_split, problems_by_id
 from stages.config.settings import load_settings
@@ -20,6 +19,7 @@ from stages.score.parent.request import StepRequest
 from stages.score.parent.stage import run_score, score_fingerprint
 from stages.storage.artifacts import is_current, read_artifact
 from stages.targets import ResolvedTargets
+from tests.score.score_helpers import reference_codes, write_generation
 
 
 @pytest.fixture

@@ -1,0 +1,103 @@
+"""The run index page in headless Chromium: every run listed, filters by setting, sorting, the plots with
+their Pareto fronts and marked settings, and links to each run's report (tests/summarize/test_report_browser.py drives
+the browser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stages.runs.page import write_run_index
+from tests.runs.test_run_index import results  # noqa: F401 - the runs fixture
+from tests.summarize.test_report_browser import browser, open_page  # noqa: F401 - the browser fixture
+from tests.summarize.test_summarize import make_settings
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def page(results, tmp_path: Path) -> Path:  # noqa: F811
+    write_run_index(make_settings(tmp_path))
+    return results.runs_page
+
+
+def shown_models(driver) -> list[str]:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('#runs tr.run')).filter(r => !r.hidden)"
+        ".map(r => r.children[0].textContent.trim());"
+    )
+
+
+def test_index_lists_filters_and_sorts_runs(browser, page: Path) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    open_page(browser, page)
+    assert sorted(shown_models(browser)) == ["cheap", "pending", "strong", "tokens-only", "wasteful"]
+    Select(browser.find_element(By.ID, "filter-split")).select_by_value("test")
+    assert sorted(shown_models(browser)) == ["cheap", "pending", "strong", "wasteful"]
+    Select(browser.find_element(By.ID, "filter-background")).select_by_value("no background")
+    assert sorted(shown_models(browser)) == ["cheap", "strong", "wasteful"]
+    assert browser.find_element(By.ID, "shown-count").text == "3 of 5 runs"
+    browser.find_element(By.CSS_SELECTOR, "th[data-key='cost']").click()  # ascending
+    assert shown_models(browser) == ["cheap", "strong", "wasteful"] or shown_models(browser) == [
+        "cheap",
+        "wasteful",
+        "strong",
+    ]
+    browser.find_element(By.CSS_SELECTOR, "th[data-key='resolve']").click()
+    browser.find_element(By.CSS_SELECTOR, "th[data-key='resolve']").click()  # descending
+    assert shown_models(browser)[0] == "strong"
+    # points of filtered-out runs are dimmed in the plots
+    dimmed = browser.execute_script("return document.querySelectorAll('g.point.dim').length")
+    assert dimmed == 1  # tokens-only, in the other setting's plot
+
+
+def test_index_plots_mark_the_front_and_the_published_settings(browser, page: Path) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, page)
+    figures = browser.find_elements(By.CSS_SELECTOR, "figure")
+    assert len(figures) == 2
+    realistic = browser.find_element(By.ID, "plot-test-no-background")
+    assert "most realistic setting" in realistic.find_element(By.TAG_NAME, "figcaption").text
+    assert len(realistic.find_elements(By.CSS_SELECTOR, "circle.on-front")) == 2  # cheap and strong
+    assert len(realistic.find_elements(By.CSS_SELECTOR, "circle.off-front")) == 1  # wasteful
+    assert realistic.find_element(By.CSS_SELECTOR, "polyline.front").get_attribute("points")
+    published = browser.find_element(By.ID, "plot-all-with-background")
+    assert "AgentCompass and Artificial Analysis" in published.find_element(By.TAG_NAME, "figcaption").text
+    assert "total tokens" in published.text
+    strong_row = browser.find_element(By.CSS_SELECTOR, "#runs tr.run[data-search^='strong']")
+    assert "$6.00" in strong_row.text and "18.8% to 81.2%" in strong_row.text
+    strong_row.find_element(By.CSS_SELECTOR, "a.report-link").click()
+    assert browser.current_url.endswith("strong/test-tool_use-nobg/report.html#headline")
+    assert "SciCode report: strong" in browser.title
+
+
+LABEL_BOXES = """
+return Array.from(document.querySelectorAll('figure svg g.point text')).map(t => {
+  const b = t.getBoundingClientRect();
+  return [t.textContent, b.left, b.top, b.right, b.bottom];
+});
+"""
+
+
+def test_run_labels_in_the_cost_plot_do_not_overlap(browser, tmp_path: Path) -> None:  # noqa: F811
+    """Runs of one setting at the same rate and nearly the same cost (local models scoring 0%): each label gets
+    its own place, and the page shows every one."""
+    from tests.runs.test_run_index import PRICED, make_summarized_run
+
+    for model in ("smollm2-135m", "smollm2-135m-chatml", "qwen2.5-0.5b", "tinyllama-1.1b"):
+        make_summarized_run(tmp_path, model, [False, False], split="validation", **PRICED)
+    write_run_index(make_settings(tmp_path))
+    open_page(browser, tmp_path / "results" / "scicode" / "runs.html")
+    boxes = browser.execute_script(LABEL_BOXES)
+    assert len(boxes) == 4, boxes
+    for index, (text, left, top, right, bottom) in enumerate(boxes):
+        assert right > left and bottom > top, text
+        for other, o_left, o_top, o_right, o_bottom in boxes[index + 1 :]:
+            apart = right <= o_left or o_right <= left or bottom <= o_top or o_bottom <= top
+            assert apart, f"the labels {text!r} and {other!r} overlap: {boxes}"
+    browser.save_screenshot(str(tmp_path / "runs-plot.png"))
+    print(f"screenshot: {tmp_path / 'runs-plot.png'}")

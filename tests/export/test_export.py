@@ -25,7 +25,7 @@ from stages.export.inspect_log import chat_message, plain
 from stages.export.stage import ExportError, write_export
 from stages.export.steps import COLUMNS, StepRow, csv_text, spreadsheet_safe
 from stages.storage.artifacts import write_artifact
-from tests.summarize.test_summarize import ZERO_SHA, make_settings, selection_entry, write_details, write_selection
+from tests.support.run_artifacts import ZERO_SHA, make_settings, selection_entry, write_details, write_selection
 
 FORMULA_REASON = '=HYPERLINK("http://evil.example", "click") raised'
 SCRIPT_ANSWER = "<script>alert(1)</script>\n```python\ndef f():\n    return 1\n```"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.summarize.test_report_browser import browser, open_page  # noqa: F401 - the browser fixture
+from tests.support.browser import browser, open_page  # noqa: F401 - the browser fixture
 from tests.support.pipeline_support import DEAD_URL, assert_ok, load_json, run_doit
 from tests.support.run_files import summary_file
 

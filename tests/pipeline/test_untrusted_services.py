@@ -27,8 +27,6 @@ from stages.config.settings import ConfigError, load_settings
 from stages.exit_codes import MODEL_NOT_SERVED, PROTOCOL_NOT_SERVED
 from stages.preflight.checks import check_sandbox
 from stages.runs.page import write_run_index
-from tests.runs.test_run_index import make_summarized_run
-from tests.summarize.test_summarize import without_code_spans
 from tests.support.hostile_services import (
     Behaviour,
     Cut,
@@ -55,6 +53,7 @@ from tests.support.pipeline_support import (
     run_doit,
     steps_of,
 )
+from tests.support.run_artifacts import make_summarized_run, without_code_spans
 from tests.support.run_files import report_file, summary_file
 
 ESCAPES = "\x1b]0;owned\x07\x1b[2K\r\x1b[32mpreflight: endpoint ok\x1b[0m"

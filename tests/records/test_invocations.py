@@ -17,7 +17,7 @@ from stages.runs.index import index_rows
 from stages.storage.paths import ResultsPaths, RunPaths
 from stages.summarize.stage import run_summarize
 from tests.golden.make_golden import MODEL, PROBLEM_ID, RUN, doit, staged_data
-from tests.summarize.test_summarize import (
+from tests.support.run_artifacts import (
     FIXED_NOW,
     OFFICIAL,
     make_settings,

@@ -14,7 +14,7 @@ from stages.records.status_glossary import DOCS_PAGE, GENERATION_ENTRIES, VERDIC
 from stages.statuses import GenerationStepStatus
 from stages.storage.artifacts import read_artifact, write_artifact
 from stages.summarize.stage import run_summarize
-from tests.summarize.test_summarize import (
+from tests.support.run_artifacts import (
     FIXED_NOW,
     OFFICIAL,
     ZERO_SHA,

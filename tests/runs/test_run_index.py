@@ -7,49 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from stages.config.settings import Settings
 from stages.runs.index import index_rows, pareto_front
 from stages.runs.page import nice_ticks, plot_groups, write_run_index
 from stages.storage.artifacts import read_artifact, write_artifact
 from stages.storage.paths import ResultsPaths
 from stages.summarize.stage import run_summarize
-from tests.summarize.test_summarize import (
+from tests.support.run_artifacts import (  # noqa: F401 - the runs fixture
     FIXED_NOW,
     OFFICIAL,
     make_settings,
+    make_summarized_run,
+    make_whole_split_run,
+    results,
     selection_entry,
     write_details,
     write_selection,
 )
-
-USAGE = {"input_tokens": 200_000, "output_tokens": 50_000, "total_tokens": 250_000, "calls": 2}
-
-
-def make_summarized_run(tmp_path: Path, model: str, passes: list[bool], **overrides: str) -> Settings:
-    """A run of len(passes) one-step problems; problem i passes when passes[i]; each costs USAGE."""
-    settings = make_settings(tmp_path, model=model, **overrides)
-    ids = [f"P{n}" for n in range(1, len(passes) + 1)]
-    write_selection(settings, [selection_entry(pid, "physics", 1, 1) for pid in ids])
-    for pid, passed in zip(ids, passes):
-        write_details(settings, pid, "physics", [(f"{pid}.1", "pass" if passed else "fail")], meta={"usage": USAGE})
-    run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
-    return settings
-
-
-PRICED = {"price_input_per_mtok": "2.5", "price_output_per_mtok": "10"}  # 0.2 M x 2.5 + 0.05 M x 10 = $1 a problem
-CHEAP = {"price_input_per_mtok": "0.25", "price_output_per_mtok": "1"}  # $0.10 a problem
-
-
-@pytest.fixture
-def results(tmp_path: Path) -> ResultsPaths:
-    realistic = {"split": "test", "with_background": "false"}
-    make_summarized_run(tmp_path, "strong", [True, True, True, False, False, False], **realistic, **PRICED)
-    make_summarized_run(tmp_path, "cheap", [True, False, False, False, False, False], **realistic, **CHEAP)
-    make_summarized_run(tmp_path, "wasteful", [True, False, False, False, False, False], **realistic, **PRICED)
-    make_summarized_run(tmp_path, "tokens-only", [True, True, False, False, False], split="all")
-    unsummarized = make_settings(tmp_path, model="pending", split="test")
-    write_selection(unsummarized, [selection_entry("P1", "physics", 1, 1)])
-    return ResultsPaths(tmp_path / "results")
 
 
 def test_pareto_front_by_hand() -> None:
@@ -88,13 +61,6 @@ def test_rows_hold_settings_rates_intervals_and_cost(results: ResultsPaths) -> N
     assert rows["pending"].state == "not summarized" and rows["pending"].resolve_rate is None
     # 6 of the test split's 65 problems and 5 of all 80: subsets, never marked as the published settings
     assert strong.marks == () and rows["tokens-only"].marks == ()
-
-
-def make_whole_split_run(tmp_path: Path, model: str, **overrides: str) -> Settings:
-    """A run of every problem of the test split (65 one-step problems, the first passing), no background."""
-    return make_summarized_run(
-        tmp_path, model, [True] + [False] * 64, split="test", with_background="false", **overrides
-    )
 
 
 def test_only_a_run_that_is_the_published_setting_is_marked(tmp_path: Path) -> None:

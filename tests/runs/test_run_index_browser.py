@@ -1,5 +1,5 @@
 """The run index page in headless Chromium: every run listed, filters by setting, sorting, the plots with
-their Pareto fronts and marked settings, and links to each run's report (tests/summarize/test_report_browser.py drives
+their Pareto fronts and marked settings, and links to each run's report (tests/support/browser.py drives
 the browser)."""
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from stages.runs.page import write_run_index
-from tests.runs.test_run_index import results  # noqa: F401 - the runs fixture
-from tests.summarize.test_report_browser import browser, open_page  # noqa: F401 - the browser fixture
-from tests.summarize.test_summarize import make_settings
+from tests.support.browser import browser, open_page  # noqa: F401 - the browser fixture
+from tests.support.run_artifacts import (
+    make_settings,
+    results,  # noqa: F401 - the runs fixture
+)
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +88,7 @@ return Array.from(document.querySelectorAll('figure svg g.point text')).map(t =>
 def test_run_labels_in_the_cost_plot_do_not_overlap(browser, tmp_path: Path) -> None:  # noqa: F811
     """Runs of one setting at the same rate and nearly the same cost (local models scoring 0%): each label gets
     its own place, and the page shows every one."""
-    from tests.runs.test_run_index import PRICED, make_summarized_run
+    from tests.support.run_artifacts import PRICED, make_summarized_run
 
     for model in ("smollm2-135m", "smollm2-135m-chatml", "qwen2.5-0.5b", "tinyllama-1.1b"):
         make_summarized_run(tmp_path, model, [False, False], split="validation", **PRICED)

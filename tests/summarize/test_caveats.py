@@ -12,12 +12,12 @@ from stages.records.summary import read_summary_file
 from stages.runs.page import write_run_index
 from stages.storage.artifacts import read_artifact, write_artifact
 from stages.summarize.stage import run_summarize
-from tests.runs.test_run_index import make_whole_split_run
-from tests.summarize.test_summarize import (
+from tests.support.run_artifacts import (
     DERIVED,
     FIXED_NOW,
     OFFICIAL,
     make_settings,
+    make_whole_split_run,
     selection_entry,
     write_details,
     write_selection,

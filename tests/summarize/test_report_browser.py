@@ -12,15 +12,14 @@ Outside CI the tests skip when Chromium or chromedriver is missing; with CI=true
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, ToolCallSpec
+from tests.support.browser import browser, open_page, wait_for_step  # noqa: F401 - the browser fixture
 from tests.support.pipeline_support import (
     DEAD_URL,
     PROBE_REPLY,
@@ -38,56 +37,12 @@ from tests.support.run_files import report_file, summary_file
 pytestmark = pytest.mark.slow
 
 PROBLEMS = ("1", "3", "4", "19")
-BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
-DRIVER_NAMES = ("chromedriver",)
 PAGE_LOAD_LIMIT_SECONDS = 1.0
 TOOL_CODE = "print('tool says hello')\nprint(6 * 7)"
 SCRIPT_MARKER = "<script>document.title = 'injected'; window.injected = true;</script>"
 PRINT_MARKER = "checking <b>shapes</b> before the failure"
 REASONING_MARKER = "I should <i>test</i> the solver first & then answer"
 FINAL_REASONING = "the tool printed 42, so the interpreter works"
-
-
-# ---------------------------------------------------------------------------
-# The browser
-# ---------------------------------------------------------------------------
-
-
-def _first_found(names: tuple[str, ...]) -> str | None:
-    return next((found for name in names if (found := shutil.which(name))), None)
-
-
-def _missing_browser(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI must run the browser tests: .ci/run installs chromium and chromium-driver)")
-    pytest.skip(f"{reason}: install Debian's chromium and chromium-driver to run the browser tests")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    chromium, driver_binary = _first_found(BROWSER_NAMES), _first_found(DRIVER_NAMES)
-    if chromium is None or driver_binary is None:
-        _missing_browser(f"no {'chromium' if chromium is None else 'chromedriver'} on PATH")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _missing_browser("the selenium package is not installed")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1000",
-        "--allow-file-access-from-files",
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(executable_path=driver_binary), options=options)
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
 
 
 # ---------------------------------------------------------------------------
@@ -197,24 +152,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> dict
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-
-
-def open_page(driver, path: Path, fragment: str = "") -> float:
-    """Open `path` from disk and return the time to its load event (navigation timing, seconds)."""
-    driver.get(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
-    timing = driver.execute_script(
-        "var n = performance.getEntriesByType('navigation')[0]; return n ? n.loadEventEnd : null;"
-    )
-    return float(timing) / 1000.0 if timing else float("nan")
-
-
-def wait_for_step(driver, anchor: str) -> None:
-    """Step views are inflated asynchronously: wait until the panel shows `anchor`."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, 10).until(
-        lambda d: d.execute_script("return document.getElementById('step-view').dataset.step") == anchor
-    )
 
 
 def visible_text(driver, css: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.summarize.test_report_browser import browser, open_page, wait_for_step  # noqa: F401 - the browser fixture
+from tests.support.browser import browser, open_page, wait_for_step  # noqa: F401 - the browser fixture
 from tests.support.pipeline_support import DEAD_URL, load_json, reference_answer, run_doit, steps_of
 from tests.support.run_files import report_file
 

@@ -13,7 +13,7 @@ import pytest
 from stages.select.stage import write_run_config
 from stages.summarize.provenance import project_record
 from stages.summarize.stage import run_summarize
-from tests.summarize.test_summarize import (
+from tests.support.run_artifacts import (
     FIXED_NOW,
     OFFICIAL,
     make_settings,

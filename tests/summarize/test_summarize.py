@@ -7,7 +7,6 @@ import gzip
 import json
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -15,136 +14,30 @@ import pytest
 from markdown_it import MarkdownIt
 
 from stages.benchmark.problems import Problem, load_problems
-from stages.config.settings import Settings, load_settings
+from stages.config.settings import Settings
 from stages.select.stage import step_layout
-from stages.storage.artifacts import fingerprint, read_artifact, write_artifact
+from stages.storage.artifacts import read_artifact, write_artifact
 from stages.storage.paths import DataPaths
 from stages.summarize.stage import (
     SummarizeError,
-    TargetsInfo,
     ratio,
     run_summarize,
     summary_fingerprint,
     summary_is_current,
 )
 from tests.support.hostile import ESCAPES, FAKE_TABLE
-
-FIXED_NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-OFFICIAL = TargetsInfo("official", "data/scicode/test_data.h5")
-DERIVED = TargetsInfo("derived", "data/scicode/derived_targets.h5")
-ZERO_SHA = "0" * 64
-
-
-# ---------------------------------------------------------------------------
-# Builders of schema-valid run artifacts
-# ---------------------------------------------------------------------------
-
-
-def make_settings(tmp_path: Path, data_dir: Path | None = None, **overrides: str) -> Settings:
-    words = {
-        "model": "test-model",
-        "split": "test",
-        "results_dir": str(tmp_path / "results"),
-        "data_dir": str(data_dir or tmp_path / "no-data"),
-        **overrides,
-    }
-    return load_settings(words, cwd=tmp_path)
-
-
-def selection_entry(
-    problem_id: str,
-    category: str,
-    steps: int,
-    scored: int,
-    split: str = "test",
-    problem_fingerprint: str | None = None,
-    layout: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """A selection entry; its layout is the given one, else `<id>.1..<id>.<steps>` with the unscored steps last."""
-    layout = layout or [
-        {"step_id": f"{problem_id}.{index + 1}", "prefilled": index >= scored} for index in range(steps)
-    ]
-    return {
-        "problem_id": problem_id,
-        "category": category,
-        "fingerprint": problem_fingerprint or fingerprint(problem_id),
-        "split": split,
-        "steps": steps,
-        "scored_steps": scored,
-        "layout": layout,
-    }
-
-
-def write_selection(settings: Settings, entries: Sequence[dict[str, Any]]) -> None:
-    write_artifact(
-        settings.run_paths.selection,
-        "selection",
-        {
-            "fingerprint": fingerprint([e["problem_id"] for e in entries]),
-            "status": "complete",
-            "split": settings.split,
-            "category": list(settings.category),
-            "sample_ids": list(settings.sample_ids),
-            "problems": list(entries),
-        },
-    )
-
-
-def step_verdict(step_id: str, status: str) -> dict[str, Any]:
-    passed = status == "pass"
-    return {
-        "step_id": step_id,
-        "status": status,
-        "correct": passed,
-        "tests": {"total": 2, "passed": 2 if passed else 0},
-        "returncode": {"pass": 0, "fail": 1, "skipped": None}.get(status, None),
-        "stdout": "",
-        "stderr": "",
-        "duration_s": 0.25,
-        "reason": "official prefilled step" if status == "skipped" else f"{status} reason",
-    }
-
-
-def write_details(
-    settings: Settings,
-    problem_id: str,
-    category: str,
-    steps: Sequence[tuple[str, str]],
-    *,
-    status: str = "complete",
-    error: str | None = None,
-    meta: dict[str, Any] | None = None,
-    reasons: dict[str, str] | None = None,
-) -> Path:
-    verdicts = [step_verdict(step_id, verdict) for step_id, verdict in steps]
-    for verdict in verdicts:
-        verdict["reason"] = (reasons or {}).get(verdict["step_id"], verdict["reason"])
-    scored = [v for v in verdicts if v["status"] != "skipped"]
-    correct = status == "complete" and all(v["correct"] for v in scored)
-    evaluation = {
-        "problem_id": problem_id,
-        "problem_correct": correct,
-        "total_correct": sum(v["correct"] for v in scored),
-        "total_steps": len(scored),
-        "subproblem_correctness": [v["correct"] for v in scored],
-        "steps": verdicts,
-        "error": error,
-    }
-    attempt = {
-        "final_answer": {"step_codes": {}},
-        "artifacts": {"step_codes": {}},
-        "trajectory": [],
-        "correct": correct,
-        "score": 1.0 if correct else 0.0,
-        "meta": {"evaluation": evaluation, **(meta or {})},
-    }
-    path = settings.run_paths.details(problem_id)
-    write_artifact(
-        path,
-        "details",
-        {"fingerprint": ZERO_SHA, "status": status, "task_id": problem_id, "category": category, "attempts": [attempt]},
-    )
-    return path
+from tests.support.run_artifacts import (
+    DERIVED,
+    FIXED_NOW,
+    OFFICIAL,
+    ZERO_SHA,
+    make_settings,
+    selection_entry,
+    step_verdict,
+    without_code_spans,
+    write_details,
+    write_selection,
+)
 
 
 def write_generation(settings: Settings, problem_id: str, usage: dict[str, int], latency_s: float) -> None:
@@ -637,10 +530,6 @@ def test_recorded_settings_come_from_config_json(mixed_run: Settings) -> None:
 HOSTILE_REASON = (
     f"test 1 failed: {ESCAPES} {FAKE_TABLE} ``x`` | a | b |\n## Scores\n| main_problem_resolve_rate | 15/15 |"
 )
-
-
-def without_code_spans(html: str) -> str:
-    return re.sub(r"<code>.*?</code>", "", html, flags=re.DOTALL)
 
 
 def page_and_step_views(page: str) -> str:

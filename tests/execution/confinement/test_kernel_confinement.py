@@ -33,6 +33,7 @@ from stages.execution.confinement.kernel import (
     UNIFIED_SYSCALL_NUMBERS,
     UNPRIVILEGED_ID,
 )
+from tests.execution.confinement.probes import RAW, confined, last_json, unconfined
 from tests.score.score_helpers import run_code
 
 pytestmark = pytest.mark.skipif(
@@ -42,22 +43,6 @@ pytestmark = pytest.mark.skipif(
 KEY_SPEC_USER_KEYRING = -4
 KEYCTL_UNLINK, KEYCTL_SEARCH = 9, 10
 TENSOR_BODY = "    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return M\n"
-# Prelude of every probe program: errno of a raw system call (0 when it succeeded).
-RAW = textwrap.dedent("""\
-    import ctypes, errno, json, os, socket, sys
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    def raw(number, *args):
-        ctypes.set_errno(0)
-        result = libc.syscall(number, *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
-        return errno.errorcode.get(ctypes.get_errno(), "0") if result < 0 else "0"
-    def outcome(action):
-        try:
-            action()
-            return "0"
-        except OSError as error:
-            return errno.errorcode.get(error.errno, str(error.errno))
-""")
 
 
 def syscall_number(name: str) -> int | None:
@@ -65,46 +50,6 @@ def syscall_number(name: str) -> int | None:
 
     number = int(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name))
     return number if number >= 0 else UNIFIED_SYSCALL_NUMBERS.get(name)
-
-
-def confined(
-    code: str, scratch: Path, *, scratch_limit_mb: int = 64, timeout: float = 120, readable: tuple[Path, ...] = ()
-) -> subprocess.CompletedProcess:
-    """`code` run by the snippet launcher in `scratch`, as a tool snippet is (`readable`: more read rules)."""
-    command = [
-        sys.executable,
-        str(CONFINE_SCRIPT),
-        *(word for path in readable for word in ("--read", str(path))),
-        "--scratch",
-        str(scratch),
-        "--scratch-limit-mb",
-        str(scratch_limit_mb),
-        "--memory-mb",
-        "1024",
-        *binding_arguments(),
-        "--python",
-        "--",
-        "-c",
-        code,
-    ]
-    return subprocess.run(
-        command,
-        cwd=scratch,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={"PATH": os.defpath},
-    )
-
-
-def unconfined(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60)
-
-
-def last_json(result: subprocess.CompletedProcess) -> dict:
-    assert result.returncode == 0, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture

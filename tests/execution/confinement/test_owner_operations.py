@@ -20,7 +20,7 @@ import pytest
 from stages.execution.confinement import confinement_of
 from stages.execution.confinement.kernel import UNPRIVILEGED_ID
 from stages.storage.paths import PROJECT_ROOT, STATE_DIR_NAME
-from tests.execution.confinement.test_kernel_confinement import RAW, confined, last_json, unconfined
+from tests.execution.confinement.probes import RAW, confined, last_json, unconfined
 
 pytestmark = pytest.mark.skipif(
     not confinement_of(sys.executable).get("seccomp"), reason="no seccomp filter on this machine"

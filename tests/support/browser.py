@@ -1,0 +1,72 @@
+"""Headless Chromium driven through chromedriver (selenium), for the tests that open the pipeline's pages:
+the `browser` fixture (one browser per test module) and the page helpers.
+
+Outside CI the tests skip when Chromium, chromedriver or selenium is missing; with CI=true they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
+DRIVER_NAMES = ("chromedriver",)
+
+
+def _first_found(names: tuple[str, ...]) -> str | None:
+    return next((found for name in names if (found := shutil.which(name))), None)
+
+
+def _missing_browser(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI must run the browser tests: .ci/run installs chromium and chromium-driver)")
+    pytest.skip(f"{reason}: install Debian's chromium and chromium-driver to run the browser tests")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    chromium, driver_binary = _first_found(BROWSER_NAMES), _first_found(DRIVER_NAMES)
+    if chromium is None or driver_binary is None:
+        _missing_browser(f"no {'chromium' if chromium is None else 'chromedriver'} on PATH")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        _missing_browser("the selenium package is not installed")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--allow-file-access-from-files",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_binary), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def open_page(driver, path: Path, fragment: str = "") -> float:
+    """Open `path` from disk and return the time to its load event (navigation timing, seconds)."""
+    driver.get(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
+    timing = driver.execute_script(
+        "var n = performance.getEntriesByType('navigation')[0]; return n ? n.loadEventEnd : null;"
+    )
+    return float(timing) / 1000.0 if timing else float("nan")
+
+
+def wait_for_step(driver, anchor: str) -> None:
+    """Step views are inflated asynchronously: wait until the panel shows `anchor`."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 10).until(
+        lambda d: d.execute_script("return document.getElementById('step-view').dataset.step") == anchor
+    )

@@ -61,7 +61,12 @@ produces. The API key itself is never a setting: it is read from the environment
 def default_text(item: Field[Any], record: Declared) -> str:
     if record.shown_default:
         return record.shown_default
-    value = item.default if item.default is not MISSING else item.default_factory()  # type: ignore[misc]
+    if item.default is not MISSING:
+        value = item.default
+    elif callable(item.default_factory):
+        value = item.default_factory()
+    else:
+        raise ValueError(f"the setting {item.name} has no default")
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, tuple):

@@ -12,6 +12,7 @@ from stages.compare.stage import CompareError, compare_runs, write_comparison
 from stages.config.settings import Settings
 from stages.storage.artifacts import fingerprint, read_artifact, write_artifact
 from stages.storage.paths import RunPaths
+from tests.support.run_artifacts import read_record
 
 # ---------------------------------------------------------------------------
 # Building runs
@@ -369,7 +370,7 @@ def test_runs_whose_steps_all_agree_get_an_interval_of_width(
         )[1]
         == shown
     )
-    steps = read_artifact(path.with_suffix(".json"), "compare")["paired"]["steps"]
+    steps = read_record(path.with_suffix(".json"), "compare")["paired"]["steps"]
     assert steps["method"] == "newcombe_clustered" and steps["correlation"] == 0.0
     assert steps["high"] - steps["low"] > 0 and steps["description"].startswith("Newcombe's hybrid score interval")
 

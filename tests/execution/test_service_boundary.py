@@ -244,10 +244,10 @@ def test_a_usage_count_that_is_not_a_whole_number_is_unknown(tmp_path: Path, pro
 
 
 def test_the_caps_are_the_stated_figures() -> None:
-    from tests import test_untrusted_services
+    from tests.support import hostile_services
 
-    assert ENDPOINT_REPLY_BYTES == test_untrusted_services.ENDPOINT_REPLY_BYTES == 8 * 1024 * 1024
-    assert SANDBOX_REPLY_BYTES == test_untrusted_services.SANDBOX_REPLY_BYTES == 2 * 1024 * 1024
+    assert ENDPOINT_REPLY_BYTES == hostile_services.ENDPOINT_REPLY_BYTES == 8 * 1024 * 1024
+    assert SANDBOX_REPLY_BYTES == hostile_services.SANDBOX_REPLY_BYTES == 2 * 1024 * 1024
 
 
 def test_whole_counts_and_reply_json_by_hand() -> None:

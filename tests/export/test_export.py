@@ -184,24 +184,34 @@ def test_any_reason_survives_the_csv_guarded(reason: str) -> None:
 
 
 def test_inspect_ai_reads_the_log(exported) -> None:
-    from inspect_ai.log import list_eval_logs, read_eval_log
+    from inspect_ai.log import EvalSample, list_eval_logs, read_eval_log
+    from inspect_ai.model import ChatMessageAssistant, ContentReasoning
+    from inspect_ai.scorer import Score
+
+    def scores(sample: EvalSample) -> dict[str, Score]:
+        assert sample.scores is not None
+        return sample.scores
 
     settings, files = exported
     log_path = files[2]
     assert log_path.parent == settings.run_paths.export_inspect_dir
     log = read_eval_log(str(log_path))
     assert log.status == "success" and log.eval.task == "scicode" and log.eval.model == "acme-coder"
+    assert log.samples is not None and log.results is not None
     assert [sample.id for sample in log.samples] == ["P1", "P2", "P3"]
     p1, p2, p3 = log.samples
-    assert p1.scores["steps"].value == {"P1.1": "pass", "P1.2": "pass"}
-    assert p2.scores["steps"].value == {"P2.1": "pass", "P2.2": "fail", "P2.3": "skipped"}
-    assert p3.scores["steps"].value == {"P3.1": "no_verdict"}
-    assert [s.scores["main_problem_resolved"].value for s in log.samples] == [1, 0, 0]
-    assert p2.scores["subproblem"].value == 0.5
+    assert scores(p1)["steps"].value == {"P1.1": "pass", "P1.2": "pass"}
+    assert scores(p2)["steps"].value == {"P2.1": "pass", "P2.2": "fail", "P2.3": "skipped"}
+    assert scores(p3)["steps"].value == {"P3.1": "no_verdict"}
+    assert [scores(s)["main_problem_resolved"].value for s in log.samples] == [1, 0, 0]
+    assert scores(p2)["subproblem"].value == 0.5
     assert [message.role for message in p1.messages] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
-    assert p1.messages[1].tool_calls[0].arguments == {"code": "print(42)"}
-    assert p1.messages[3].content[0].type == "reasoning" and p1.messages[3].content[0].reasoning == REASONING
-    assert p1.messages[3].text == SCRIPT_ANSWER
+    tool_call, answer = p1.messages[1], p1.messages[3]
+    assert isinstance(tool_call, ChatMessageAssistant) and tool_call.tool_calls is not None
+    assert tool_call.tool_calls[0].arguments == {"code": "print(42)"}
+    assert not isinstance(answer.content, str) and isinstance(answer.content[0], ContentReasoning)
+    assert answer.content[0].type == "reasoning" and answer.content[0].reasoning == REASONING
+    assert answer.text == SCRIPT_ANSWER
     assert p1.input == "prompt of P1.1" and p1.output.completion == SCRIPT_ANSWER
     resolve = next(score for score in log.results.scores if score.name == "main_problem_resolved")
     # 1 of 3 resolved; Wilson: centre = (1 + 1.920729) / 6.841459 = 0.426916,
@@ -209,6 +219,7 @@ def test_inspect_ai_reads_the_log(exported) -> None:
     assert resolve.metrics["accuracy"].value == pytest.approx(1 / 3)
     assert resolve.metrics["ci_low"].value == pytest.approx(0.061492, abs=2e-6)
     assert resolve.metrics["ci_high"].value == pytest.approx(0.792340, abs=2e-6)
+    assert resolve.metadata is not None
     assert resolve.metadata["interval"].startswith("95% Wilson score interval over problems")
     steps = next(score for score in log.results.scores if score.name == "subproblem")
     # steps (passed, scored) (2, 2), (1, 2), (0, 1): N = 5, p = 0.6; sums 0.8, -0.2, -0.6: V_cl = 1.04 / 25 = 0.0416
@@ -217,6 +228,7 @@ def test_inspect_ai_reads_the_log(exported) -> None:
     assert steps.metrics["stderr"].value == pytest.approx(math.sqrt(0.0416), abs=1e-9)
     assert steps.metrics["ci_low"].value == pytest.approx(0.230723, abs=2e-6)
     assert steps.metrics["ci_high"].value == pytest.approx(0.882379, abs=2e-6)
+    assert steps.metadata is not None
     assert steps.metadata["interval"].startswith("95% clustered Wilson") and steps.metadata["effective_n"] == 5.0
     listed = list_eval_logs(str(log_path.parent))
     assert [Path(info.name.removeprefix("file://")).name for info in listed] == [log_path.name]

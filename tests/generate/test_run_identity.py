@@ -3,26 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from stages.config.settings import load_settings
+from stages.config.settings import Settings, load_settings
 from stages.generate.identity import check_identity, recorded_identity
 
 
-def settings_in(folder: Path, **values: str):
+def settings_in(folder: Path, **values: str) -> Settings:
     return load_settings({"model": "m", "mode": "naive", **values}, cwd=folder)
+
+
+def identity_of(settings: Settings) -> dict[str, Any]:
+    """The identity recorded for the run folder of `settings`, which must have one."""
+    recorded = recorded_identity(settings)
+    assert recorded is not None
+    return recorded
 
 
 def test_a_folder_without_generations_takes_the_new_configuration(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     first = settings_in(tmp_path, api_protocol="openai-responses")
     assert check_identity(first, record=True) is None
-    assert recorded_identity(first)["api_protocol"] == "openai-responses"
+    assert identity_of(first)["api_protocol"] == "openai-responses"
     # the first run stopped before any answer (e.g. in the endpoint preflight): nothing pins the folder yet
     second = settings_in(tmp_path, api_protocol="openai-chat")
     assert check_identity(second, record=True) is None
-    assert recorded_identity(second)["api_protocol"] == "openai-chat"
+    assert identity_of(second)["api_protocol"] == "openai-chat"
 
 
 def test_a_folder_with_a_generation_refuses_another_configuration(tmp_path: Path, monkeypatch) -> None:
@@ -33,7 +41,7 @@ def test_a_folder_with_a_generation_refuses_another_configuration(tmp_path: Path
     (first.run_paths.generations_dir / "1.json").write_text("{}")
     found = check_identity(settings_in(tmp_path, api_protocol="openai-responses"), record=True)
     assert found is not None and [name for name, _, _ in found.changes] == ["api_protocol"]
-    assert recorded_identity(first)["api_protocol"] == "openai-chat"
+    assert identity_of(first)["api_protocol"] == "openai-chat"
 
 
 @pytest.mark.parametrize("record", [True, False])

@@ -56,7 +56,7 @@ PRICES = {"a": ("2.5", "10"), "b": ("0.5", "2")}
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> dict[str, Path]:
-    from conftest import STAGED_FILES
+    from tests.conftest import STAGED_FILES
 
     workdir = tmp_path_factory.mktemp("publish")
     (workdir / "data" / "scicode").mkdir(parents=True)

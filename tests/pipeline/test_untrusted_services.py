@@ -28,6 +28,8 @@ from stages.exit_codes import MODEL_NOT_SERVED, PROTOCOL_NOT_SERVED
 from stages.preflight.checks import check_sandbox
 from stages.runs.page import write_run_index
 from tests.support.hostile_services import (
+    ENDPOINT_REPLY_BYTES,
+    SANDBOX_REPLY_BYTES,
     Behaviour,
     Cut,
     HostileEndpoint,
@@ -60,10 +62,6 @@ ESCAPES = "\x1b]0;owned\x07\x1b[2K\r\x1b[32mpreflight: endpoint ok\x1b[0m"
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what must never reach a terminal (tab and line feed aside)
 SLACK_SECONDS = 3.0  # a call may end this much after its deadline on a shared, busy machine
 MEMORY_SLACK_KB = 48 * 1024  # "tens of MB" over a well-behaved run's peak
-# The caps of stages/execution/service_replies.py (ENDPOINT_REPLY_BYTES, SANDBOX_REPLY_BYTES; tests/execution/test_service_boundary.py
-# checks them), written out so that these tests also run, and fail, on code without that module.
-ENDPOINT_REPLY_BYTES = 8 * 1024 * 1024
-SANDBOX_REPLY_BYTES = 2 * 1024 * 1024
 
 
 def model_run_args(data_dir: Path, targets: Path, server: HostileServer, *extra: str) -> tuple[str, ...]:

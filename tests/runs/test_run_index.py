@@ -9,16 +9,16 @@ import pytest
 
 from stages.runs.index import index_rows, pareto_front
 from stages.runs.page import nice_ticks, plot_groups, write_run_index
-from stages.storage.artifacts import read_artifact, write_artifact
+from stages.storage.artifacts import write_artifact
 from stages.storage.paths import ResultsPaths
 from stages.summarize.stage import run_summarize
-from tests.support.run_artifacts import (  # noqa: F401 - the runs fixture
+from tests.support.run_artifacts import (
     FIXED_NOW,
     OFFICIAL,
     make_settings,
     make_summarized_run,
     make_whole_split_run,
-    results,
+    read_record,  # noqa: F401 - the runs fixture
     selection_entry,
     write_details,
     write_selection,
@@ -127,8 +127,8 @@ def test_a_summary_of_earlier_interval_methods_is_stale_and_its_step_interval_no
     at 5 of 5) still reads; the index says to summarize again instead of showing that interval."""
     settings = make_summarized_run(tmp_path, "older", [True] * 5)
     path = settings.run_paths.summary_json
-    record = read_artifact(path, "summary")
-    earlier = read_artifact(
+    record = read_record(path, "summary")
+    earlier = read_record(
         Path(__file__).resolve().parents[1] / "golden" / "before_intervals" / "summary.json", "summary"
     )
     record["uncertainty"] = earlier["uncertainty"]

@@ -150,9 +150,8 @@ def test_doit_with_executor_dask_without_distributed_stops_before_any_work(
 
 
 def validation_reference_jobs(shared_scicode: Path) -> list[StepJob]:
-    from score_helpers import shared_data_paths
-
     from stages.benchmark.problems import load_split
+    from tests.score.score_helpers import shared_data_paths
 
     return [
         make_job(shared_scicode, prob, step.step_id, timeout=900)

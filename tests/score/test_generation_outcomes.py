@@ -11,9 +11,10 @@ from stages.benchmark.problems import problems_by_id
 from stages.config.settings import load_settings
 from stages.score.parent.stage import run_score
 from stages.score.parent.truncation import truncation_note
-from stages.storage.artifacts import read_artifact, write_artifact
+from stages.storage.artifacts import write_artifact
 from stages.targets import ResolvedTargets
 from tests.score.score_helpers import reference_codes, write_generation
+from tests.support.run_artifacts import read_record
 
 
 @pytest.fixture
@@ -32,14 +33,14 @@ def dev_targets(shared_scicode: Path) -> ResolvedTargets:
 
 def rewrite_steps(settings, problem_id: str, changes: dict[str, dict]) -> None:
     path = settings.run_paths.generation(problem_id)
-    record = read_artifact(path, "generation")
+    record = read_record(path, "generation")
     for step in record["steps"]:
         step.update(changes.get(step["step_id"], {}))
     write_artifact(path, "generation", record)
 
 
 def verdicts(settings, problem_id: str) -> dict[str, tuple[str, str]]:
-    details = read_artifact(settings.run_paths.details(problem_id), "details")
+    details = read_record(settings.run_paths.details(problem_id), "details")
     return {s["step_id"]: (s["status"], s["reason"]) for s in details["attempts"][0]["meta"]["evaluation"]["steps"]}
 
 
@@ -105,7 +106,7 @@ def test_a_prompt_too_long_fails_its_step_and_the_later_ones_with_the_way_out(se
     found = verdicts(settings, "19")
     assert found == {"19.1": ("fail", way_out), "19.2": ("fail", "not generated: the prompt of step 19.1 did not fit")}
     assert summary == {"problem_id": "19", "passed": 0, "scored": 2, "resolved": False}
-    details = read_artifact(settings.run_paths.details("19"), "details")
+    details = read_record(settings.run_paths.details("19"), "details")
     assert details["status"] == "complete"  # final outcomes, not a generation error to retry
 
 

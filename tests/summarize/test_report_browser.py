@@ -108,7 +108,7 @@ class ReferenceModel:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> dict[str, Path]:
-    from conftest import STAGED_FILES
+    from tests.conftest import STAGED_FILES
 
     workdir = tmp_path_factory.mktemp("browser-runs")
     data_dir = workdir / "data"
@@ -416,12 +416,11 @@ def write_large_run(settings, problems) -> None:
 
 @pytest.fixture(scope="module")
 def large_report(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> tuple[Path, float]:
-    from conftest import STAGED_FILES
-
     from stages.benchmark.problems import load_problems
     from stages.config.settings import load_settings
     from stages.storage.paths import DataPaths
     from stages.summarize.stage import TargetsInfo, run_summarize
+    from tests.conftest import STAGED_FILES
 
     workdir = tmp_path_factory.mktemp("large-run")
     (workdir / "data" / "scicode").mkdir(parents=True)

@@ -46,7 +46,7 @@ def _args(workdir: Path) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def replay_run(tmp_path_factory: pytest.TempPathFactory, shared_scicode: Path) -> dict[str, Path]:
-    from conftest import STAGED_FILES
+    from tests.conftest import STAGED_FILES
 
     workdir = tmp_path_factory.mktemp("conversation")
     (workdir / "data" / "scicode").mkdir(parents=True)

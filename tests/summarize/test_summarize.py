@@ -32,6 +32,7 @@ from tests.support.run_artifacts import (
     OFFICIAL,
     ZERO_SHA,
     make_settings,
+    read_record,
     selection_entry,
     step_verdict,
     without_code_spans,
@@ -153,7 +154,7 @@ def test_mixed_run_counts_match_hand_computed(mixed_run: Settings) -> None:
 
 def test_mixed_run_headline_intervals_by_hand(mixed_run: Settings) -> None:
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
-    record = read_artifact(mixed_run.run_paths.summary_json, "summary")
+    record = read_record(mixed_run.run_paths.summary_json, "summary")
     resolve, steps = record["intervals"]["main_problem_resolve_rate"], record["intervals"]["subproblem"]
     # Wilson, 1 of 5: centre = (1 + 1.920729) / 8.841459 = 0.330345,
     # half = 0.221679 * sqrt(1 * 4 / 5 + 0.960365) = 0.221679 * 1.326787 = 0.294120 -> [0.036225, 0.624465]
@@ -223,7 +224,7 @@ def test_terminal_line_and_summary_never_show_a_zero_width_interval(
     settings = boundary_run(tmp_path, outcomes)
     outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
     assert f": {resolve}, {steps}, " in outcome.one_line
-    record = read_artifact(settings.run_paths.summary_json, "summary")
+    record = read_record(settings.run_paths.summary_json, "summary")
     for rate in record["intervals"].values():
         assert rate["high"] > rate["low"]
     text = settings.run_paths.summary_md.read_text(encoding="utf-8")
@@ -243,7 +244,7 @@ def test_groups_of_five_problems_get_intervals(tmp_path: Path) -> None:
     for n, pid in enumerate(ids):
         write_details(settings, pid, "optics" if n < 5 else "acoustics", [(f"{pid}.1", "pass" if n < 2 else "fail")])
     run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
-    record = read_artifact(settings.run_paths.summary_json, "summary")
+    record = read_record(settings.run_paths.summary_json, "summary")
     optics, acoustics = record["by_category"]["optics"], record["by_category"]["acoustics"]
     assert optics["intervals"]["main_problem_resolve_rate"]["problems"] == 5  # 2 of 5: [0.117621, 0.769277]
     assert optics["intervals"]["main_problem_resolve_rate"]["low"] == pytest.approx(0.117621, abs=2e-6)
@@ -264,7 +265,7 @@ def test_groups_of_five_problems_get_intervals(tmp_path: Path) -> None:
 
 def test_mixed_run_problem_rows(mixed_run: Settings) -> None:
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
-    problems = {p["problem_id"]: p for p in read_artifact(mixed_run.run_paths.summary_json, "summary")["problems"]}
+    problems = {p["problem_id"]: p for p in read_record(mixed_run.run_paths.summary_json, "summary")["problems"]}
     assert [p for p in problems] == ["P1", "P2", "P3", "P4", "P5"]
     assert problems["P1"]["resolved"] and problems["P1"]["first_failure"] is None
     assert problems["P2"]["first_failure"]["step_id"] == "P2.2" and problems["P2"]["first_failure"]["status"] == "fail"
@@ -283,7 +284,7 @@ def test_mixed_run_problem_rows(mixed_run: Settings) -> None:
 
 def test_usage_and_latency_from_details_then_generation(mixed_run: Settings) -> None:
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
-    record = read_artifact(mixed_run.run_paths.summary_json, "summary")
+    record = read_record(mixed_run.run_paths.summary_json, "summary")
     assert record["usage"] == {
         "input_tokens": 110,
         "output_tokens": 55,
@@ -320,7 +321,7 @@ def test_derived_targets_stated_in_the_first_lines(mixed_run: Settings) -> None:
     first_lines = "\n".join(mixed_run.run_paths.summary_md.read_text(encoding="utf-8").splitlines()[:4])
     assert "targets derived from reference code, not the official test_data.h5" in first_lines
     assert "targets derived from reference code" in outcome.one_line
-    assert read_artifact(mixed_run.run_paths.summary_json, "summary")["targets"]["kind"] == "derived"
+    assert read_record(mixed_run.run_paths.summary_json, "summary")["targets"]["kind"] == "derived"
 
 
 def test_run_started_is_the_earliest_details_or_generation_time(mixed_run: Settings) -> None:
@@ -329,12 +330,12 @@ def test_run_started_is_the_earliest_details_or_generation_time(mixed_run: Setti
 
     os.utime(paths.details("P3"), (1_600_000_000, 1_600_000_000))
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
-    assert read_artifact(paths.summary_json, "summary")["run_started"] == "2020-09-13T12:26:40Z"
+    assert read_record(paths.summary_json, "summary")["run_started"] == "2020-09-13T12:26:40Z"
 
 
 def test_fingerprint_tracks_details_files(mixed_run: Settings) -> None:
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
-    assert read_artifact(mixed_run.run_paths.summary_json, "summary")["fingerprint"] == summary_fingerprint(mixed_run)
+    assert read_record(mixed_run.run_paths.summary_json, "summary")["fingerprint"] == summary_fingerprint(mixed_run)
     assert summary_is_current(mixed_run)
     write_details(mixed_run, "P5", "physics", [("P5.1", "pass"), ("P5.2", "pass")])
     assert not summary_is_current(mixed_run)
@@ -365,7 +366,7 @@ def test_invalid_details_file_is_an_error_never_dropped(tmp_path: Path) -> None:
     assert (outcome.total, outcome.errors, outcome.resolved) == (2, 1, 1)
     assert (outcome.subproblem_correct, outcome.subproblem_total) == (2, 3)
     assert outcome.failed_problems == ("B",)
-    row = read_artifact(settings.run_paths.summary_json, "summary")["problems"][1]
+    row = read_record(settings.run_paths.summary_json, "summary")["problems"][1]
     assert row["state"] == "invalid_details" and "does not validate" in row["error"]
 
 
@@ -427,7 +428,7 @@ def test_denominators_come_from_the_problem_data(
     write_selection(settings, real_entries(chosen))
     write_all_pass(settings, chosen)
     outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
-    record = read_artifact(settings.run_paths.summary_json, "summary")
+    record = read_record(settings.run_paths.summary_json, "summary")
     assert (outcome.total, outcome.resolved, outcome.errors) == (problems, problems, 0)
     assert (outcome.subproblem_correct, outcome.subproblem_total, outcome.skipped_steps) == (scored, scored, skipped)
     assert record["status_counts"]["skipped"] == skipped and record["status_counts"]["pass"] == scored
@@ -443,7 +444,7 @@ def test_missing_details_keep_prefilled_steps_skipped(tmp_path: Path, shared_sci
     write_selection(settings, real_entries(chosen))
     write_all_pass(settings, [p for p in chosen if p.problem_id != "13"])
     outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
-    record = read_artifact(settings.run_paths.summary_json, "summary")
+    record = read_record(settings.run_paths.summary_json, "summary")
     assert (outcome.subproblem_total, outcome.skipped_steps) == (338, 3)
     assert outcome.subproblem_correct == 338 - 14 and record["status_counts"]["no_verdict"] == 14
     assert (outcome.total, outcome.errors, outcome.resolved) == (80, 1, 79)
@@ -483,7 +484,7 @@ def test_several_attempts_add_pass_at_k_and_both_strategies(tmp_path: Path) -> N
     write_attempts(settings, "B", [[("B.1", "pass")], [("B.1", "fail")]])
     outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
     assert (outcome.resolved, outcome.subproblem_correct, outcome.subproblem_total) == (1, 2, 4)  # attempt 1
-    attempts = read_artifact(settings.run_paths.summary_json, "summary")["attempts"]
+    attempts = read_record(settings.run_paths.summary_json, "summary")["attempts"]
     assert attempts["strategy"] == "pass" and attempts["attempts"] == 2
     assert attempts["any_attempt"]["main_problem_resolved"] == 2  # A (2nd attempt), B (1st); C never
     assert attempts["any_attempt"]["subproblem_correct"] == 3
@@ -496,7 +497,7 @@ def test_several_attempts_add_pass_at_k_and_both_strategies(tmp_path: Path) -> N
 
 def test_single_attempt_has_no_attempts_section(mixed_run: Settings) -> None:
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
-    assert read_artifact(mixed_run.run_paths.summary_json, "summary")["attempts"] is None
+    assert read_record(mixed_run.run_paths.summary_json, "summary")["attempts"] is None
     assert "## Attempts" not in mixed_run.run_paths.summary_md.read_text()
 
 

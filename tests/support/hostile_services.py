@@ -35,6 +35,12 @@ from typing import Any
 from stages.benchmark.problems import Step
 from tests.support.pipeline_support import doit_command, doit_environment, is_preflight_probe, step_asked
 
+# The caps of stages/execution/service_replies.py (ENDPOINT_REPLY_BYTES, SANDBOX_REPLY_BYTES), written out so that
+# the tests against these stand-ins also run, and fail, on code without that module
+# (tests/execution/test_service_boundary.py checks that the two agree).
+ENDPOINT_REPLY_BYTES = 8 * 1024 * 1024
+SANDBOX_REPLY_BYTES = 2 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class RawJson:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from stages.config.settings import Settings, load_settings
-from stages.storage.artifacts import fingerprint, write_artifact
+from stages.storage.artifacts import fingerprint, read_artifact, write_artifact
 from stages.storage.paths import ResultsPaths
 from stages.summarize.stage import TargetsInfo, run_summarize
 
@@ -178,3 +178,10 @@ def results(tmp_path: Path) -> ResultsPaths:
     unsummarized = make_settings(tmp_path, model="pending", split="test")
     write_selection(unsummarized, [selection_entry("P1", "physics", 1, 1)])
     return ResultsPaths(tmp_path / "results")
+
+
+def read_record(path: Path, kind: str) -> dict[str, Any]:
+    """The artifact at `path`, which must exist, parse and validate (where `read_artifact` would give None)."""
+    record = read_artifact(path, kind)
+    assert record is not None, f"no valid {kind} artifact at {path}"
+    return record

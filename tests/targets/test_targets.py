@@ -45,6 +45,7 @@ from stages.targets import (
     write_targets_file,
 )
 from tests.support.pipeline_support import EmbeddedDefaultRun
+from tests.support.run_artifacts import read_record
 from tests.support.targets_diff import target_file_differences
 
 DEV_TARGETS = "test_data_dev.h5"
@@ -474,7 +475,7 @@ def test_resolve_derived_targets_when_official_ones_are_missing(
     shutil.copytree(source_dir, data_dir)
     _download(data_dir, verify_checksums="false")  # the staged problem file holds a subset of the problems
     settings = load_settings({"data_dir": str(data_dir)})
-    assert read_artifact(settings.data_paths.manifest, "manifest")["targets"]["kind"] == "missing"
+    assert read_record(settings.data_paths.manifest, "manifest")["targets"]["kind"] == "missing"
     resolved = resolve_targets(settings)
     assert resolved == ResolvedTargets("derived", settings.data_paths.derived_targets, record["sha256"], resolved.note)
     assert resolved.note.endswith("validation steps")

@@ -13,7 +13,7 @@ import pytest
 from stages.config.settings import ConfigError, load_settings
 from stages.execution.confinement import CONFINE_SCRIPT, ConfinementUnavailable, check_confinement, confinement_of
 from stages.select.stage import run_select
-from stages.storage.artifacts import read_artifact
+from tests.support.run_artifacts import read_record
 
 DODO = Path(__file__).resolve().parents[3] / "dodo.py"
 
@@ -53,7 +53,7 @@ def test_confinement_setting_values(tmp_path: Path) -> None:
 def test_config_json_records_the_confinement(tmp_path: Path, staged_data_dir: Path) -> None:
     settings = load_settings({"data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results")}, cwd=tmp_path)
     run_select(settings)
-    config = read_artifact(settings.run_paths.config, "config")
+    config = read_record(settings.run_paths.config, "config")
     assert config["confinement"] == confinement_of(sys.executable)["description"]
 
 

@@ -7,14 +7,17 @@ import json
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletion, ChatCompletionFunctionToolParam, ChatCompletionMessageParam
+from openai.types.responses import ResponseInputParam
 
 from stages.benchmark.problems import load_problems
 from stages.benchmark.protocol import extract_fenced_code
-from stages.config.settings import ConfigError, load_settings
+from stages.config.settings import ConfigError, Settings, load_settings
 from stages.generate.builtin import (
     LATENCY_VARIABLE,
     STEP_HEADER,
@@ -24,8 +27,9 @@ from stages.generate.builtin import (
     is_builtin_model,
     no_recorded_answer,
 )
+from tests.generate.openai_values import function_calls, item_sent_back, sent_back
 
-TOOLS_CHAT = [
+TOOLS_CHAT: list[ChatCompletionFunctionToolParam] = [
     {
         "type": "function",
         "function": {
@@ -35,6 +39,8 @@ TOOLS_CHAT = [
         },
     }
 ]
+# The Responses API tool as the pipeline sends it: without the `strict` key the SDK's FunctionToolParam requires, so
+# it goes in the request body as the JSON it is (`extra_body`).
 TOOLS_RESPONSES = [{"type": "function", **TOOLS_CHAT[0]["function"]}]
 
 
@@ -44,7 +50,7 @@ def service():
     BuiltinModelService.stop_all()
 
 
-def gold_settings(data_dir: Path, **extra: str):
+def gold_settings(data_dir: Path, **extra: str) -> Settings:
     return load_settings({"data_dir": str(data_dir), **extra}, cwd=data_dir.parent)
 
 
@@ -53,6 +59,7 @@ def reference(data_dir: Path, step_id: str) -> str:
     for problem in load_problems(settings.data_paths, "validation"):
         for step in problem.steps:
             if step.step_id == step_id:
+                assert step.ground_truth_code is not None, f"step {step_id} has no reference code"
                 return step.ground_truth_code
     raise AssertionError(f"no step {step_id}")
 
@@ -61,10 +68,26 @@ def client(base_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
 
 
-def ask_chat(base_url: str, step_id: str | None, messages: list[dict], model: str = "gold", tools=None):
+def ask_chat(
+    base_url: str,
+    step_id: str | None,
+    messages: Sequence[ChatCompletionMessageParam],
+    model: str = "gold",
+    tools: list[ChatCompletionFunctionToolParam] | None = None,
+) -> ChatCompletion:
     headers = {STEP_HEADER: step_id} if step_id else {}
-    options = {"tools": tools} if tools else {}
-    return client(base_url).chat.completions.create(model=model, messages=messages, extra_headers=headers, **options)
+    chat = client(base_url).chat.completions
+    if tools:
+        return chat.create(model=model, messages=messages, extra_headers=headers, tools=tools)
+    return chat.create(model=model, messages=messages, extra_headers=headers)
+
+
+def code_of(answer: str | None) -> str:
+    """The fenced code of an answer, which must have some."""
+    assert answer is not None
+    code = extract_fenced_code(answer)
+    assert code is not None, answer
+    return code
 
 
 def test_is_builtin_model() -> None:
@@ -83,32 +106,33 @@ def test_gold_naive_answers_fenced_reference_code(staged_data_dir: Path, service
     base_url = service.base_url_for(gold_settings(staged_data_dir))
     completion = ask_chat(base_url, "10.3", [{"role": "user", "content": "write step 10.3"}])
     answer = completion.choices[0].message.content
-    assert answer.startswith("```python\n")
-    assert extract_fenced_code(answer).strip() == reference(staged_data_dir, "10.3").strip()
+    assert answer is not None and answer.startswith("```python\n")
+    assert code_of(answer).strip() == reference(staged_data_dir, "10.3").strip()
     assert completion.choices[0].message.tool_calls is None
+    assert completion.usage is not None
     assert completion.usage.prompt_tokens > 0 and completion.usage.completion_tokens > 0
 
 
 def test_gold_tool_use_runs_code_once_then_submits(staged_data_dir: Path, service) -> None:
     base_url = service.base_url_for(gold_settings(staged_data_dir))
-    history = [{"role": "user", "content": "write step 10.1"}]
+    history: list[ChatCompletionMessageParam] = [{"role": "user", "content": "write step 10.1"}]
     first = ask_chat(base_url, "10.1", history, tools=TOOLS_CHAT)
-    [call] = first.choices[0].message.tool_calls
+    [call] = function_calls(first.choices[0].message)
     assert first.choices[0].finish_reason == "tool_calls"
     assert call.function.name == "code_interpreter"
     assert json.loads(call.function.arguments) == {"code": reference(staged_data_dir, "10.1")}
     history += [
-        first.choices[0].message.model_dump(exclude_none=True),
+        sent_back(first.choices[0].message),
         {"role": "tool", "tool_call_id": call.id, "content": "(no output)"},
     ]
     second = ask_chat(base_url, "10.1", history, tools=TOOLS_CHAT)
     assert second.choices[0].message.tool_calls is None
-    assert extract_fenced_code(second.choices[0].message.content).strip() == reference(staged_data_dir, "10.1").strip()
+    assert code_of(second.choices[0].message.content).strip() == reference(staged_data_dir, "10.1").strip()
 
 
 def test_gold_tool_use_tool_results_of_an_earlier_step_do_not_count(staged_data_dir: Path, service) -> None:
     base_url = service.base_url_for(gold_settings(staged_data_dir))
-    history = [
+    history: list[ChatCompletionMessageParam] = [
         {"role": "user", "content": "step 10.1"},
         {
             "role": "assistant",
@@ -129,22 +153,27 @@ def test_gold_tool_use_over_responses_protocol(staged_data_dir: Path, service) -
     base_url = service.base_url_for(gold_settings(staged_data_dir, api_protocol="openai-responses"))
     api = client(base_url)
     headers = {STEP_HEADER: "10.2"}
-    first = api.responses.create(model="gold", input="step 10.2", tools=TOOLS_RESPONSES, extra_headers=headers)
+    first = api.responses.create(
+        model="gold", input="step 10.2", extra_body={"tools": TOOLS_RESPONSES}, extra_headers=headers
+    )
     [call] = [item for item in first.output if item.type == "function_call"]
     assert json.loads(call.arguments)["code"] == reference(staged_data_dir, "10.2")
-    follow_up = [
+    follow_up: ResponseInputParam = [
         {"role": "user", "content": "step 10.2"},
-        call.model_dump(exclude_none=True),
+        item_sent_back(call),
         {"type": "function_call_output", "call_id": call.call_id, "output": ""},
     ]
-    second = api.responses.create(model="gold", input=follow_up, tools=TOOLS_RESPONSES, extra_headers=headers)
-    assert extract_fenced_code(second.output_text).strip() == reference(staged_data_dir, "10.2").strip()
+    second = api.responses.create(
+        model="gold", input=follow_up, extra_body={"tools": TOOLS_RESPONSES}, extra_headers=headers
+    )
+    assert code_of(second.output_text).strip() == reference(staged_data_dir, "10.2").strip()
 
 
 def test_gold_without_step_header_is_a_clear_400(staged_data_dir: Path, service) -> None:
     base_url = service.base_url_for(gold_settings(staged_data_dir))
     with pytest.raises(openai.BadRequestError) as raised:
         ask_chat(base_url, None, [{"role": "user", "content": "x"}])
+    assert isinstance(raised.value.body, dict)
     assert STEP_HEADER in raised.value.body["message"]
 
 
@@ -153,6 +182,7 @@ def test_gold_step_without_reference_code_is_an_error_naming_the_problem(staged_
     with pytest.raises(openai.BadRequestError) as raised:
         ask_chat(base_url, "77.1", [{"role": "user", "content": "x"}])
     assert raised.value.code == "no_reference_code"
+    assert isinstance(raised.value.body, dict)
     assert "problem 77" in raised.value.body["message"]
 
 
@@ -266,10 +296,7 @@ def test_latency_variable_slows_every_answer(staged_data_dir: Path, service, mon
         started = time.monotonic()
         completion = ask_chat(base_url, step_id, [{"role": "user", "content": f"write step {step_id}"}])
         assert time.monotonic() - started >= 0.6
-        assert (
-            extract_fenced_code(completion.choices[0].message.content).strip()
-            == reference(staged_data_dir, step_id).strip()
-        )
+        assert code_of(completion.choices[0].message.content).strip() == reference(staged_data_dir, step_id).strip()
 
 
 @pytest.mark.parametrize("value", ["slow", "-1", "1e9", "nan"])

@@ -7,9 +7,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
+from openai.types.responses import ResponseInputParam
 
 from stages.generate.server import (
     ErrorReply,
@@ -17,11 +20,13 @@ from stages.generate.server import (
     ModelRequest,
     ModelServer,
     RawReply,
+    Reply,
     StallReply,
     ToolCallSpec,
 )
+from tests.generate.openai_values import function_calls, item_sent_back, sent_back
 
-CODE_TOOL_CHAT = {
+CODE_TOOL_CHAT: ChatCompletionFunctionToolParam = {
     "type": "function",
     "function": {
         "name": "code_interpreter",
@@ -29,6 +34,8 @@ CODE_TOOL_CHAT = {
         "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
     },
 }
+# The Responses API tool as the pipeline sends it (stages.generate.tools.tool_schemas): without the `strict` key
+# the SDK's FunctionToolParam requires, so it goes in the request body as the JSON it is (`extra_body`).
 CODE_TOOL_RESPONSES = {
     "type": "function",
     "name": "code_interpreter",
@@ -66,6 +73,7 @@ def test_chat_text_reply_and_usage() -> None:
     assert choice.finish_reason == "stop"
     assert choice.message.tool_calls is None
     assert completion.model == "m1"
+    assert completion.usage is not None
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.total_tokens) == (
         11,
         7,
@@ -93,13 +101,13 @@ def test_chat_several_tool_calls_and_tool_results_normalized() -> None:
         )
         message = first.choices[0].message
         assert first.choices[0].finish_reason == "tool_calls"
-        assert [(c.id, c.type, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [
+        assert [(c.id, c.type, c.function.name, json.loads(c.function.arguments)) for c in function_calls(message)] == [
             ("call_a", "function", "code_interpreter", {"code": "print(1)"}),
             ("call_b", "function", "code_interpreter", {"code": "print(2)"}),
         ]
-        history = [
+        history: list[ChatCompletionMessageParam] = [
             {"role": "user", "content": "go"},
-            message.model_dump(exclude_none=True),
+            sent_back(message),
             {"role": "tool", "tool_call_id": "call_a", "content": "1\n"},
             {"role": "tool", "tool_call_id": "call_b", "content": [{"type": "text", "text": "2\n"}]},
         ]
@@ -136,6 +144,7 @@ def test_responses_text_reply_instructions_and_usage() -> None:
     assert response.output_text == "answer"
     assert response.status == "completed"
     assert response.object == "response"
+    assert response.usage is not None
     assert (response.usage.input_tokens, response.usage.output_tokens, response.usage.total_tokens) == (20, 4, 24)
     [request] = server.requests
     assert request.protocol == "openai-responses"
@@ -147,6 +156,7 @@ def test_responses_length_is_incomplete() -> None:
     with ModelServer(lambda request: ModelReply(text="cut", finish_reason="length")) as server:
         response = client_for(server).responses.create(model="r", input="q")
     assert response.status == "incomplete"
+    assert response.incomplete_details is not None
     assert response.incomplete_details.reason == "max_output_tokens"
 
 
@@ -159,7 +169,7 @@ def test_responses_function_calls_and_output_round_trip() -> None:
     with ModelServer(lambda request: next(replies)) as server:
         client = client_for(server)
         first = client.responses.create(
-            model="r", input=[{"role": "user", "content": "compute"}], tools=[CODE_TOOL_RESPONSES]
+            model="r", input=[{"role": "user", "content": "compute"}], extra_body={"tools": [CODE_TOOL_RESPONSES]}
         )
         function_calls = [item for item in first.output if item.type == "function_call"]
         assert first.output_text == "let me check"
@@ -167,13 +177,13 @@ def test_responses_function_calls_and_output_round_trip() -> None:
             ("call_1", "code_interpreter", {"code": "print(6*7)"}),
             ("call_2", "code_interpreter", {"code": "print(1)"}),
         ]
-        follow_up = [{"role": "user", "content": "compute"}]
-        follow_up += [item.model_dump(exclude_none=True) for item in first.output]
+        follow_up: ResponseInputParam = [{"role": "user", "content": "compute"}]
+        follow_up += [item_sent_back(item) for item in first.output]
         follow_up += [
             {"type": "function_call_output", "call_id": "call_1", "output": "42\n"},
             {"type": "function_call_output", "call_id": "call_2", "output": "1\n"},
         ]
-        second = client.responses.create(model="r", input=follow_up, tools=[CODE_TOOL_RESPONSES])
+        second = client.responses.create(model="r", input=follow_up, extra_body={"tools": [CODE_TOOL_RESPONSES]})
     assert second.output_text == "42"
     second_request = server.requests[1]
     assert second_request.tools == ("code_interpreter",)
@@ -205,7 +215,7 @@ def test_responses_function_calls_and_output_round_trip() -> None:
     ],
 )
 def test_error_statuses_reach_client_as_openai_exceptions(
-    status: int, exception: type, code: str | None, error_type: str
+    status: int, exception: type[openai.APIStatusError], code: str | None, error_type: str
 ) -> None:
     reply = ErrorReply(status, message=f"scripted {status}", headers={"Retry-After": "1"}, code=code)
     with ModelServer(lambda request: reply) as server:
@@ -214,6 +224,7 @@ def test_error_statuses_reach_client_as_openai_exceptions(
     error = raised.value
     assert error.status_code == status
     assert error.response.headers["retry-after"] == "1"
+    assert isinstance(error.body, dict)
     assert error.body["message"] == f"scripted {status}"
     assert error.code == code
     assert error.type == error_type
@@ -234,7 +245,7 @@ def test_raw_malformed_body_fails_client_parsing() -> None:
 
 def test_stall_reply_makes_client_time_out_and_server_keeps_working() -> None:
     stall = StallReply(seconds=1.5, then=ModelReply(text="late"))
-    answers = iter([stall, ModelReply(text="on time")])
+    answers: Iterator[Reply] = iter([stall, ModelReply(text="on time")])
     with ModelServer(lambda request: next(answers)) as server:
         client = client_for(server, timeout=0.3)
         started = time.monotonic()
@@ -252,6 +263,7 @@ def test_responder_exception_becomes_server_error() -> None:
     with ModelServer(broken) as server:
         with pytest.raises(openai.InternalServerError) as raised:
             client_for(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    assert isinstance(raised.value.body, dict)
     assert "KeyError" in raised.value.body["message"]
 
 
@@ -287,7 +299,7 @@ def test_concurrent_requests_are_all_logged_with_distinct_indexes() -> None:
         time.sleep(0.05)
         return ModelReply(text=request.messages[-1]["content"])
 
-    results: dict[int, str] = {}
+    results: dict[int, str | None] = {}
     with ModelServer(slow_echo) as server:
         client = client_for(server)
 

@@ -9,7 +9,7 @@ import pytest
 
 from stages.compare.record import ComparisonRecord, read_comparison_record
 from stages.compare.stage import CompareError, compare_runs, write_comparison
-from stages.config.settings import Settings
+from stages.config.settings import Mode, Settings, Split
 from stages.storage.artifacts import fingerprint, read_artifact, write_artifact
 from stages.storage.paths import RunPaths
 from tests.support.run_artifacts import read_record
@@ -33,10 +33,10 @@ SPLIT_OF = {"1": "validation", "2": "validation", "3": "validation", "4": "valid
 def make_run(
     results: Path,
     model: str,
-    split: str,
+    split: Split,
     problem_ids: list[str],
     *,
-    mode: str = "tool_use",
+    mode: Mode = "tool_use",
     config_extra: dict | None = None,
     **settings_extra: Any,
 ) -> RunPaths:

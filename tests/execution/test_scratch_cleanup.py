@@ -47,7 +47,8 @@ def decoy_state(decoys: dict[str, Path]) -> dict[str, object]:
     }
 
 
-UNTOUCHED = {"755": 0o755, "1777": 0o1777, "file": (0o644, "untouched"), "listing": ["precious.txt"]}
+UNTOUCHED_FILE = (0o644, "untouched")
+UNTOUCHED = {"755": 0o755, "1777": 0o1777, "file": UNTOUCHED_FILE, "listing": ["precious.txt"]}
 
 
 def plant(scratch: Path, decoys: dict[str, Path]) -> None:
@@ -125,7 +126,7 @@ def test_as_a_user_who_owns_the_decoys_nothing_outside_changes() -> None:
     assert os.waitstatus_to_exitcode(status) == 0, report
     remove_tree(report["home"])
     assert report["scratch_left"] is False
-    assert report["decoys"] == {**UNTOUCHED, "file": list(UNTOUCHED["file"])}
+    assert report["decoys"] == {**UNTOUCHED, "file": list(UNTOUCHED_FILE)}
 
 
 PLANT_CODE = """

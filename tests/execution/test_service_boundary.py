@@ -29,6 +29,7 @@ from stages.generate import client as client_module
 from stages.generate.client import ModelCallError, ModelClient
 from stages.generate.tools import run_in_sandbox, run_tool
 from tests.support.hostile_services import (
+    Behaviour,
     Cut,
     Huge,
     Json,
@@ -288,8 +289,8 @@ SANDBOX_REPLIES = {
 
 
 @pytest.mark.parametrize("behaviour,expected", SANDBOX_REPLIES.values(), ids=SANDBOX_REPLIES.keys())
-def test_a_hostile_sandbox_reply_is_a_sandbox_error(tmp_path: Path, behaviour: object, expected: str) -> None:
-    with Server(lambda request: behaviour) as server:  # type: ignore[arg-type,return-value]
+def test_a_hostile_sandbox_reply_is_a_sandbox_error(tmp_path: Path, behaviour: Behaviour, expected: str) -> None:
+    with Server(lambda request: behaviour) as server:
         outcome = run_in_sandbox("print(1)", sandbox_settings(tmp_path, server))
     assert outcome.status == "sandbox_error" and expected in outcome.output, outcome.output
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """`<venv>/bin/python` (a link to this interpreter) whose site-packages alone hold PACKAGE. When the suite
     itself runs in a venv (as the README installs it, over a Python that may lack numpy), that venv is the one:
     a venv built from it would see only the bare base's packages."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
@@ -72,6 +73,7 @@ def test_chat_answer_with_tool_calls_usage_and_params(tmp_path, sleeps):
     assert [(c.id, c.arguments) for c in response.tool_calls] == [("c1", '{"code": "1"}'), ("c2", '{"code": "2"}')]
     assert response.finish_reason == "tool_calls"
     assert response.call.usage.to_record() == {"input_tokens": 11, "output_tokens": 7, "total_tokens": 18}
+    assert response.call.response_id is not None
     assert response.call.response_id.startswith("chatcmpl-") and response.call.retries == ()
     request = server.requests[0]
     assert request.protocol == "openai-chat" and request.model == "test-model"
@@ -84,7 +86,8 @@ def test_chat_answer_with_tool_calls_usage_and_params(tmp_path, sleeps):
 def test_chat_conversation_with_tool_results_round_trips(tmp_path):
     with ModelServer(Script(ModelReply(text="```python\ndef f(): pass\n```"))) as server:
         settings = make_settings(tmp_path, server)
-        messages = PROMPT + [
+        messages: list[Mapping[str, object]] = [
+            *PROMPT,
             {
                 "role": "assistant",
                 "content": None,
@@ -121,6 +124,7 @@ def test_responses_protocol_items_and_function_call_outputs(tmp_path):
         one = model.complete(PROMPT, tools=TOOLS_RESPONSES, step_id="1.1")
         assert one.text is None and one.finish_reason == "tool_calls"
         assert [c.id for c in one.tool_calls] == ["call_a"]
+        assert one.call.response_id is not None
         assert one.call.response_id.startswith("resp_") and one.call.usage.input_tokens == 5
         conversation = PROMPT + [
             one.assistant_message(),
@@ -310,9 +314,13 @@ TOOL_TURN = {
 
 def test_an_assistant_turn_with_tool_calls_is_sent_with_empty_content(tmp_path, sleeps):
     with ModelServer(strict_server) as server:
-        messages = PROMPT + [TOOL_TURN, {"role": "tool", "tool_call_id": "c1", "content": "out"}]
+        messages: list[Mapping[str, object]] = [
+            *PROMPT,
+            TOOL_TURN,
+            {"role": "tool", "tool_call_id": "c1", "content": "out"},
+        ]
         response = ModelClient(make_settings(tmp_path, server)).complete(messages, tools=TOOLS_CHAT, step_id="1.1")
-    assert response.text.startswith("```python")
+    assert response.text is not None and response.text.startswith("```python")
     assert server.requests[0].messages[1]["content"] == "" and messages[1]["content"] is None  # kept as answered
     assert sleeps == []
 

@@ -11,6 +11,7 @@ start (tests/conftest.py: `llamacpp_server`).
 from __future__ import annotations
 
 import json
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def server_args(server: LlamaServer, **extra: str) -> tuple[str, ...]:
 
 def run_against(
     server: LlamaServer, workdir: Path, data_dir: Path, targets: Path | None, *args: str
-) -> tuple[object, Counter[str]]:
+) -> tuple[subprocess.CompletedProcess[str], Counter[str]]:
     """A doit run of problems 1 and 4, and the requests the server saw during it (by `METHOD path status`)."""
     before = len(server.requests())
     result = run_doit(

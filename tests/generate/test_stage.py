@@ -26,6 +26,7 @@ from stages.generate.stage import (
 )
 from stages.storage.artifacts import read_artifact
 from tests.generate.scripted import FakeTime, InFlightCounter
+from tests.support.run_artifacts import read_record
 
 NEXT_FUNCTION = re.compile(r"NEXT STEP.*?^(?:def|class) (\w+)", re.DOTALL | re.MULTILINE)
 
@@ -123,7 +124,7 @@ def test_exhausted_5xx_stops_the_problem_with_an_error_and_others_go_on(make_set
         assert responder.asked == ["normalize"] + ["inner_product"] * 3
         assert "generate 29: failed at step 29.2" in capsys.readouterr().err
         assert not generation_current(settings, "29")
-        assert read_artifact(generation_path(settings, "29"), "generation")["status"] == "error"
+        assert read_record(generation_path(settings, "29"), "generation")["status"] == "error"
         other = run_generate(settings, "1")  # a transient failure never trips the breaker
         assert other["status"] == "complete"
 
@@ -150,9 +151,9 @@ def test_resume_after_a_crash_between_steps(make_settings, monkeypatch):
     """A crash (not an API error) after step 3's answer arrived, before it was recorded, leaves an artifact that
     resumes at step 3, whose answer is read back from the reply journal: it is not bought again."""
     from stages.generate import stage as stage_module
+    from stages.storage.artifacts import write_artifact as real_write
 
     responder = StepResponder()
-    real_write = stage_module.write_artifact
     writes = {"count": 0}
 
     def crash_on_third_write(path, kind, record):
@@ -166,7 +167,7 @@ def test_resume_after_a_crash_between_steps(make_settings, monkeypatch):
         monkeypatch.setattr(stage_module, "write_artifact", crash_on_third_write)
         with pytest.raises(KeyboardInterrupt):
             run_generate(settings, "29")
-        interim = read_artifact(generation_path(settings, "29"), "generation")
+        interim = read_record(generation_path(settings, "29"), "generation")
         assert interim["status"] == "error" and interim["error"] == "incomplete: stopped before step 29.3"
         assert len(interim["steps"]) == 2
         monkeypatch.setattr(stage_module, "write_artifact", real_write)
@@ -237,7 +238,7 @@ def test_404_trips_the_breaker_for_the_rest_of_the_run(make_settings):
             match=r"model call failed for every problem \(model=nope\): HTTP 404 .*does not exist; check model= and base_url=",
         ):
             run_generate(settings, "1")
-        record = read_artifact(generation_path(settings, "1"), "generation")
+        record = read_record(generation_path(settings, "1"), "generation")
         assert record["status"] == "error" and "HTTP 404" in record["error"]
         assert len(server.requests) == 1  # permanent: not retried
         with pytest.raises(RunAborted, match=r"model call failed for every problem \(model=nope\): HTTP 404"):
@@ -268,7 +269,7 @@ def test_missing_api_key_trips_the_breaker(make_settings, monkeypatch):
     settings = make_settings(model="gpt-x", api_key_env="SCICODE_NO_SUCH_KEY")
     with pytest.raises(RunAborted, match="SCICODE_NO_SUCH_KEY"):
         run_generate(settings, "1")
-    record = read_artifact(generation_path(settings, "1"), "generation")
+    record = read_record(generation_path(settings, "1"), "generation")
     assert record["status"] == "error" and "SCICODE_NO_SUCH_KEY" in record["error"]
     with pytest.raises(RunAborted, match="SCICODE_NO_SUCH_KEY"):
         run_generate(settings, "3")
@@ -375,6 +376,7 @@ def test_gold_end_to_end_writes_the_reference_codes_and_never_asks_twice(make_se
         assert read_artifact(generation_path(settings, problem.problem_id), "generation") == record
         for step, generated in zip(problem.steps, record["steps"]):
             assert generated["status"] == "ok"
+            assert step.ground_truth_code is not None
             assert generated["code"].strip() == remove_top_level_imports(step.ground_truth_code).strip()
             if mode == "tool_use":
                 assert [r["status"] for r in generated["trajectory"]["tool_results"]] == ["ok"]
@@ -436,7 +438,7 @@ def test_a_key_refused_mid_run_stops_the_run_after_saving_the_problem(make_setti
             run_generate(settings, "29")
         assert raised.value.exit_code == 22
         assert len(server.requests) == 2  # one attempt
-    record = read_artifact(generation_path(settings, "29"), "generation")
+    record = read_record(generation_path(settings, "29"), "generation")
     assert record["status"] == "error" and "HTTP 401" in record["error"]
 
 

@@ -415,7 +415,7 @@ def test_sandbox_failed_run_is_an_error_with_stderr(sandbox_settings) -> None:
 
 
 def test_sandbox_500_then_success_is_retried(sandbox_settings) -> None:
-    script = [
+    script: list[tuple[int, dict[str, object]]] = [
         (500, {"detail": "busy"}),
         (200, {"status": "SandboxError", "message": "worker died", "run_result": None}),
         (200, run_result(stdout="ok\n")),

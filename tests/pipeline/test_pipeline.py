@@ -301,9 +301,9 @@ def test_first_problem_is_scored_while_generation_is_still_running(
 
     # Slowest to score first, the very first admission included (doit starts the threads in a burst; the
     # problem pool lets them all queue before it admits one).
-    ranked = sorted(generations, key=generations.get)
+    ranked = sorted(generations, key=generations.__getitem__)
     assert ranked == ["1", "29", "38", "19"], ranked
-    assert min(details, key=details.get) == ranked[0]
+    assert min(details, key=details.__getitem__) == ranked[0]
     # When problem 1's details appeared, later problems were still being generated (19, the last one, at least).
     timeline = f"unfinished: {unfinished_at_first_details}, generations: {generations}, details: {details}"
     assert unfinished_at_first_details[-1] == "checked" and "19" in unfinished_at_first_details, timeline

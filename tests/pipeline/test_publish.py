@@ -17,6 +17,7 @@ parse_error 2; resolved 19, 29 and 38 (3/5).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -199,7 +200,13 @@ def test_export_of_run_a_is_read_by_inspect_ai(published) -> None:
     logs = list((published["a"] / "export" / "inspect").glob("*_scicode_*.json"))
     assert len(logs) == 1
     log = read_eval_log(str(logs[0]))
-    statuses = [status for sample in log.samples for status in sample.scores["steps"].value.values()]
+    assert log.samples is not None
+    statuses = []
+    for sample in log.samples:
+        assert sample.scores is not None
+        steps = sample.scores["steps"].value
+        assert isinstance(steps, Mapping), steps
+        statuses += list(steps.values())
     assert {status: statuses.count(status) for status in set(statuses)} == {
         "pass": 9,
         "fail": 2,

@@ -36,7 +36,7 @@ def test_the_slowest_to_score_first_then_turns_of_test_seconds_per_answer_and_an
     order = problems_in_generation_order(settings)
     assert len(order) == 15
     # With no measured durations, the pinned reference durations decide: 51.4 is the slowest step.
-    assert max(reference_seconds(), key=reference_seconds().get) == "51.4"
+    assert max(reference_seconds(), key=reference_seconds().__getitem__) == "51.4"
     assert order[0] == expected_work(settings, "51")
     assert order[0].answers == 4 and order[0].test_seconds > 80
     # Then 47 (~12 s of tests per answer), 7 (one answer, a 10 s test), 10 (eleven answers), 6 (one answer, a 6 s

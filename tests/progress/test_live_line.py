@@ -128,7 +128,7 @@ def test_any_status_fits_any_terminal_and_keeps_the_times_from_sixty_columns(
         assert "elapsed " in line.text and "ETA 00:35" in line.text
 
 
-def test_the_width_of_a_stream_that_is_not_a_terminal_is_columns_else_80(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_width_of_a_stream_that_is_not_a_terminal_is_columns_else_80(monkeypatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
     assert columns_of(io.StringIO()) == 80
     monkeypatch.setenv("COLUMNS", "132")

@@ -28,6 +28,7 @@ from stages.summarize.metrics import metrics_of
 from stages.summarize.rows import collect_rows
 from stages.summarize.stage import INTERVAL_METHODS_PART, summary_fingerprint_parts
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT, MODEL, PROBLEM_ID, RUN, staged_data
+from tests.support.run_artifacts import json_at
 
 FORMATS = {"current": CURRENT, "before_parts": BEFORE_PARTS}
 # summary.json and compare.json of the same run as written before the interval methods changed (a step interval
@@ -157,7 +158,8 @@ def test_a_summary_and_a_comparison_of_the_earlier_interval_methods_still_read()
         validate(kind, golden(BEFORE_INTERVALS, kind))
         assert read_artifact(BEFORE_INTERVALS / f"{kind}.json", kind) == golden(BEFORE_INTERVALS, kind)
     summary = read_summary_file(BEFORE_INTERVALS / "summary.json")
-    assert summary is not None and summary.headline["intervals"]["subproblem"]["method"] == "clustered by problem"
+    assert summary is not None
+    assert json_at(summary.headline, "intervals", "subproblem", "method") == "clustered by problem"
     record = read_comparison_record(BEFORE_INTERVALS / "compare.json")
     assert record is not None and record.paired.step_method == "wald_clustered"
     assert "written before the method was recorded" in record.paired.step_description

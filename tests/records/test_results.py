@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from stages.records.generation import GeneratedStep, Generation
 from stages.records.results import ResultsError, SelectionEntry, ToolStats, is_resolved, read_run
 from stages.records.usage import Usage
 from stages.storage.artifacts import fingerprint, write_artifact
+from stages.storage.json_values import freeze_object
 from stages.storage.paths import RunPaths
 
 ZERO_SHA = "0" * 64
@@ -25,6 +27,13 @@ def test_resolved_rule() -> None:
     assert is_resolved(["pass", "pass", "pass"], 2, True)  # extra passing verdicts still resolve (as before)
 
 
+def step_of(generation: Generation, step_id: str) -> GeneratedStep:
+    """The generated step `step_id`, which the generation must hold."""
+    step = generation.step(step_id)
+    assert step is not None, step_id
+    return step
+
+
 def tool_step(step_id: str, results: list[tuple[str, str]]) -> dict[str, Any]:
     calls = [
         {
@@ -34,7 +43,7 @@ def tool_step(step_id: str, results: list[tuple[str, str]]) -> dict[str, Any]:
         }
         for index, _ in enumerate(results)
     ]
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": f"PROMPT OF {step_id}"},
         {"role": "assistant", "content": None, "tool_calls": calls},
     ]
@@ -172,14 +181,14 @@ def test_read_run_records(tmp_path: Path) -> None:
     assert a.state == "complete" and a.resolved() and a.details is not None
     assert [v.stdout for v in a.details.attempts[0].verdicts] == ["out", "out"]
     generation = a.generation(0)
-    assert generation is not None and generation.step("A.1").prompt == "PROMPT OF A.1"
-    calls = generation.step("A.2").tool_calls
+    assert generation is not None and step_of(generation, "A.1").prompt == "PROMPT OF A.1"
+    calls = step_of(generation, "A.2").tool_calls
     assert [(call.code, call.status, call.output) for call in calls] == [
         ("print(0)", "sandbox_error", "down"),
         ("print(1)", "error", "Traceback"),
         ("print(2)", "weird", "?"),
     ]
-    assert generation.step("A.1").tool_stats == ToolStats(calls=2, ok=1, timeout=1)
+    assert step_of(generation, "A.1").tool_stats == ToolStats(calls=2, ok=1, timeout=1)
     assert run.tool_stats == ToolStats(calls=5, ok=1, error=1, timeout=1, sandbox_error=1, other=1)
     # usage: the details meta has none, so the generation's steps give it (calls counted from the trajectory)
     assert a.cost(0).usage == Usage(20, 10, 30, 4) and a.cost(0).latency_s == pytest.approx(3.0)
@@ -222,10 +231,12 @@ def test_selection_entry_categories() -> None:
         "layout": [{"step_id": f"2.{n}", "prefilled": False} for n in (1, 2, 3)],
     }
     recorded = SelectionEntry.from_record(
-        {**base, "category": "Physics / Optics", "field": "Physics", "subfield": "Optics"}
+        freeze_object({**base, "category": "Physics / Optics", "field": "Physics", "subfield": "Optics"})
     )
     assert (recorded.taxonomy.field, recorded.taxonomy.subfield) == ("Physics", "Optics")
-    older = SelectionEntry.from_record({**base, "category": "unclassified"})  # written before categories existed
+    older = SelectionEntry.from_record(
+        freeze_object({**base, "category": "unclassified"})
+    )  # written before categories existed
     assert (older.taxonomy.field, older.taxonomy.subfield) == ("Physics", "Optics")
-    named = SelectionEntry.from_record({**base, "category": "physics"})
+    named = SelectionEntry.from_record(freeze_object({**base, "category": "physics"}))
     assert (named.taxonomy.field, named.taxonomy.subfield) == ("unclassified", "physics")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from stages.config.settings import ConfigError, load_settings
-from stages.execution import live_processes, redaction
-from stages.execution.isolation import Limits, is_secret_name, run_isolated, scrubbed_environment
+from stages.execution import isolation, live_processes, redaction
+from stages.execution.isolation import Limits, run_isolated, scrubbed_environment
 from stages.pipeline.runlock import RunLock, RunLocked
 from stages.pipeline.wiring import guarded
 from stages.records.run_conditions import (
@@ -53,7 +53,7 @@ def test_sandbox_memory_limit_zero_means_no_limit() -> None:
 
 
 def test_one_list_of_secret_markers_for_files_and_environments(monkeypatch) -> None:
-    assert is_secret_name is redaction.is_secret_name
+    assert vars(isolation)["is_secret_name"] is redaction.is_secret_name  # the function isolation reads
     params = '{"api_credential": "c1", "temperature": 0, "extra_body": {"auth_token": "t1", "top_k": 5}}'
     redacted = settings(model_params=params).redacted()["model_params"]
     assert redacted == {
@@ -62,7 +62,7 @@ def test_one_list_of_secret_markers_for_files_and_environments(monkeypatch) -> N
         "extra_body": {"auth_token": "<redacted>", "top_k": 5},
     }
     for name in ("API_CREDENTIAL", "MY_PASSWD", "GITHUB_AUTH", "OPENAI_API_KEY", "HF_TOKEN"):
-        assert is_secret_name(name)
+        assert redaction.is_secret_name(name)
         with pytest.raises(ValueError, match="secret-looking"):
             scrubbed_environment({name: "x"})
 

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from stages.benchmark.problems import Problem, load_split
+from stages.benchmark.problems import Problem, ProblemSplit, load_split
 from stages.benchmark.protocol import DEFAULT_CARRY, Carry
 from stages.config.settings import Settings
 from stages.records.verdict import StepVerdict
@@ -26,8 +26,8 @@ def shared_data_paths(shared_scicode: Path) -> DataPaths:
     return DataPaths(shared_scicode.parent)
 
 
-def problem(shared_scicode: Path, problem_id: str, split: str = "validation") -> Problem:
-    return next(p for p in load_split(shared_data_paths(shared_scicode), split) if p.problem_id == problem_id)  # type: ignore[arg-type]
+def problem(shared_scicode: Path, problem_id: str, split: ProblemSplit = "validation") -> Problem:
+    return next(p for p in load_split(shared_data_paths(shared_scicode), split) if p.problem_id == problem_id)
 
 
 def reference_codes(prob: Problem) -> dict[str, str | None]:
@@ -84,7 +84,7 @@ def write_generation(
     stop_after: int | None = None,
 ) -> dict:
     """A generation.schema-valid record for `prob` with the given codes."""
-    steps = []
+    steps: list[dict[str, object]] = []
     for step in prob.steps:
         if stop_after is not None and len(steps) >= stop_after:
             break
@@ -115,3 +115,10 @@ def write_generation(
         "error": error,
     }
     return write_artifact(settings.run_paths.generation(prob.problem_id), "generation", record)
+
+
+def reference_code(prob: Problem, step_id: str) -> str:
+    """The reference code of step `step_id` of `prob`, which must have one (every validation step has)."""
+    code = reference_codes(prob)[step_id]
+    assert code is not None, f"step {step_id} has no reference code"
+    return code

@@ -36,7 +36,8 @@ def test_a_wrong_numeric_answer_records_its_shape_dtype_and_elements_only(shared
 def test_a_value_of_another_type_is_described_by_type_and_a_bounded_repr(shared_scicode: Path) -> None:
     verdict = run_code(shared_scicode, "19", "19.1", TEXT_TENSOR)
     assert verdict.status == "fail" and "raised while comparing" in verdict.reason
-    [value] = verdict.compared["values"]  # type: ignore[index]
+    assert verdict.compared is not None
+    [value] = verdict.compared["values"]
     assert value["description"]["type"] == "str" and "shape" not in value["description"]
     assert len(value["description"]["repr"]) <= REPR_CHARS and value["description"]["repr"].startswith("'a tensor")
 

@@ -90,7 +90,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {str(TESTS_SCORE)!r})
 import stages.score.parent.stage as stage
-from tests.score.score_helpers import reference_codes, write_generation
+from score_helpers import reference_codes, write_generation
 from stages.config.settings import load_settings
 from stages.benchmark.problems import problems_by_id
 settings = load_settings({{"data_dir": {str(staged_data_dir)!r}, "results_dir": "results", "score_workers": "2"}},
@@ -186,7 +186,7 @@ def local_reference_verdicts(scoring: ReferenceScoring) -> dict[str, StepVerdict
     from stages.benchmark.problems import load_split
     from stages.records.details import read_details_file
 
-    verdicts = {}
+    verdicts: dict[str, StepVerdict] = {}
     for prob in load_split(scoring.settings.data_paths, "validation"):
         details = read_details_file(scoring.settings.run_paths.details(prob.problem_id))
         assert details is not None

@@ -13,7 +13,7 @@ from stages.score.parent.stage import run_score
 from stages.score.parent.truncation import truncation_note
 from stages.storage.artifacts import write_artifact
 from stages.targets import ResolvedTargets
-from tests.score.score_helpers import reference_codes, write_generation
+from tests.score.score_helpers import reference_code, reference_codes, write_generation
 from tests.support.run_artifacts import read_record
 
 
@@ -55,7 +55,8 @@ def call(finish_reason: str) -> dict:
 def test_every_step_a_truncated_answer_affected_says_so_code_or_not(settings, dev_targets) -> None:
     problem = problems_by_id(settings.data_paths)["19"]
     codes = reference_codes(problem)
-    cut = codes["19.1"][: len(codes["19.1"]) // 2]  # an answer cut mid-function: code that does not compile
+    reference = reference_code(problem, "19.1")
+    cut = reference[: len(reference) // 2]  # an answer cut mid-function: code that does not compile
     write_generation(settings, problem, {"19.1": cut, "19.2": codes["19.2"]})
     rewrite_steps(
         settings,
@@ -113,7 +114,6 @@ def test_a_prompt_too_long_fails_its_step_and_the_later_ones_with_the_way_out(se
 def test_truncation_note_reads_any_record() -> None:
     assert truncation_note({}) is None
     assert truncation_note({"trajectory": {"calls": "not a list"}}) is None
-    assert truncation_note({"trajectory": {"calls": [None, 3, {"finish_reason": "length"}]}}).startswith(
-        "truncated: 1 of 3"
-    )
+    note = truncation_note({"trajectory": {"calls": [None, 3, {"finish_reason": "length"}]}})
+    assert note is not None and note.startswith("truncated: 1 of 3")
     assert truncation_note({"status": "ok", "trajectory": {"calls": [{"finish_reason": "stop"}]}}) is None

@@ -68,7 +68,9 @@ def test_a_function_of_the_cell_given_model_values_runs_in_the_test_process() ->
 def test_names_of_the_dependencies_are_the_checkers_even_when_model_code_rebinds_them() -> None:
     item = split("assert np.allclose(f(), pi / 2)\n", "import numpy as np\nfrom math import *")
     assert captured(item) == ["f()"]
-    assert "pi" in item.check  # the checker's own math.pi, whatever the test process's `pi` became
+    assert (
+        item.check is not None and "pi" in item.check
+    )  # the checker's own math.pi, whatever the test process's `pi` became
 
 
 def test_statements_of_the_dependencies_the_checker_can_evaluate_are_part_of_its_scope() -> None:

@@ -26,8 +26,8 @@ RUNTIME = Path(__file__).resolve().parents[2] / "stages" / "score" / "shared" / 
 
 def _load(relative: str, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, RUNTIME / relative)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
     spec.loader.exec_module(module)
     return module
 
@@ -119,7 +119,7 @@ def test_simps_shim_has_the_old_signature() -> None:
 
 
 def _all_test_cases(shared_scicode: Path) -> list[tuple[str, int, str, str]]:
-    cases = []
+    cases: list[tuple[str, int, str, str]] = []
     for name in ("problems_dev.jsonl", "problems_test.jsonl"):
         for line in (shared_scicode / name).read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
@@ -129,6 +129,12 @@ def _all_test_cases(shared_scicode: Path) -> list[tuple[str, int, str, str]]:
                     for i, t in enumerate(step["test_cases"])
                 )
     return cases
+
+
+def constant_value(node: ast.expr) -> object:
+    """The value of a constant expression (the temp name a capture call is given)."""
+    assert isinstance(node, ast.Constant), ast.dump(node)
+    return node.value
 
 
 def test_every_official_test_case_splits_and_every_assertion_is_checked(shared_scicode: Path) -> None:
@@ -145,7 +151,7 @@ def test_every_official_test_case_splits_and_every_assertion_is_checked(shared_s
         check = ast.parse(item.check)
         assert any(isinstance(node, ast.Assert) for node in ast.walk(check))
         captured = {
-            node.args[0].value
+            constant_value(node.args[0])
             for node in ast.walk(prefetch)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == CAPTURE_FUNCTION
         }

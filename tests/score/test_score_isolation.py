@@ -78,6 +78,7 @@ def test_fresh_process_fallback_when_the_zygote_dies(shared_scicode: Path) -> No
     client = launcher.zygote_for(sys.executable)
     assert client is not None and client.alive
     assert run_code(shared_scicode, "19", "19.1", TENSOR).launch_mode == "zygote"
+    assert client._process is not None  # noqa: SLF001
     launcher.kill_group(client._process.pid)  # noqa: SLF001 - simulate a crash
     deadline = time.monotonic() + 5
     while client.alive and time.monotonic() < deadline:
@@ -133,6 +134,7 @@ def test_a_zygote_that_dies_takes_its_running_steps_with_it(shared_scicode: Path
     while not processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_with(marker), "the step never started"
+    assert client._process is not None  # noqa: SLF001
     os.kill(client._process.pid, signal.SIGKILL)  # noqa: SLF001 - the zygote crashes mid-step
     worker.join(timeout=60)
     assert verdicts and verdicts[0].status != "pass"

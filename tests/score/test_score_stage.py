@@ -19,7 +19,7 @@ from stages.score.parent.request import StepRequest
 from stages.score.parent.stage import run_score, score_fingerprint
 from stages.storage.artifacts import is_current, read_artifact
 from stages.targets import ResolvedTargets
-from tests.score.score_helpers import reference_codes, write_generation
+from tests.score.score_helpers import reference_code, reference_codes, write_generation
 
 
 @pytest.fixture
@@ -81,14 +81,14 @@ def test_reference_problem_passes_and_cache_reruns_only_changed_scripts(settings
     assert executions() == before, "rescoring unchanged generations must not start a test process"
     assert all(s["cached"] for s in evaluation_of(settings, "19")["steps"])
 
-    write_generation(settings, prob, codes | {"19.2": codes["19.2"] + "\n# regenerated\n"})
+    write_generation(settings, prob, codes | {"19.2": reference_code(prob, "19.2") + "\n# regenerated\n"})
     fingerprint_before = score_fingerprint(settings, "19", dev_targets)
     assert not is_current(settings.run_paths.details("19"), "details", fingerprint_before)
     before = executions()
     run_score(settings, "19", dev_targets)
     assert executions() - before == 1, "only the regenerated step's script changed"
 
-    write_generation(settings, prob, codes | {"19.1": codes["19.1"].replace("return M", "return -M")})
+    write_generation(settings, prob, codes | {"19.1": reference_code(prob, "19.1").replace("return M", "return -M")})
     before = executions()
     summary = run_score(settings, "19", dev_targets)
     assert executions() - before == 2

@@ -97,7 +97,7 @@ def test_grid_cells_carry_the_status_colours(tmp_path: Path) -> None:
     colours = {tuple(pixel) for pixel in pixels.reshape(-1, 3)}
 
     def rgb(hex_colour: str) -> tuple[int, int, int]:
-        return tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
+        return int(hex_colour[1:3], 16), int(hex_colour[3:5], 16), int(hex_colour[5:7], 16)
 
     for state in ("pass", "fail", "timeout"):
         assert rgb(STATE_COLORS[state]) in colours, state

@@ -48,7 +48,7 @@ def test_prices_are_settings_that_change_no_generation_or_scoring_fingerprint() 
         }
     )
     for stage in ("download", "select", "generate", "score"):
-        assert plain.fingerprint(stage) == priced.fingerprint(stage)  # type: ignore[arg-type]
+        assert plain.fingerprint(stage) == priced.fingerprint(stage)
     assert prices_of(plain) is None
     assert prices_of(priced) == Prices(2.5, 10.0, 1.25)
     assert prices_of(priced.redacted()) == Prices(2.5, 10.0, 1.25)  # as config.json records them

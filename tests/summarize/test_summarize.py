@@ -349,10 +349,11 @@ def test_fingerprint_tracks_details_files(mixed_run: Settings) -> None:
 def test_fingerprint_covers_the_interval_methods(mixed_run: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     """A summary written with other interval methods is not current: it is made again, its intervals with it."""
     import stages.summarize.stage
+    from stages.summarize.uncertainty.intervals import methods_record
 
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
     assert summary_is_current(mixed_run)
-    current = stages.summarize.stage.methods_record()
+    current = methods_record()
     monkeypatch.setattr(stages.summarize.stage, "methods_record", lambda: {**current, "subproblem": "another method"})
     assert not summary_is_current(mixed_run)
 

@@ -10,6 +10,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -21,7 +22,7 @@ def _first_found(names: tuple[str, ...]) -> str | None:
     return next((found for name in names if (found := shutil.which(name))), None)
 
 
-def _missing_browser(reason: str) -> None:
+def _missing_browser(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason} (CI must run the browser tests: .ci/run installs chromium and chromium-driver)")
     pytest.skip(f"{reason}: install Debian's chromium and chromium-driver to run the browser tests")
@@ -32,6 +33,7 @@ def browser() -> Iterator[object]:
     chromium, driver_binary = _first_found(BROWSER_NAMES), _first_found(DRIVER_NAMES)
     if chromium is None or driver_binary is None:
         _missing_browser(f"no {'chromium' if chromium is None else 'chromedriver'} on PATH")
+        return
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service

@@ -26,10 +26,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from stages.benchmark.problems import Step
@@ -269,6 +268,13 @@ def models_body(ids: tuple[str, ...]) -> dict[str, Any]:
     return {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "x"} for model in ids]}
 
 
+@dataclass(frozen=True)
+class RequestMessages:
+    """The messages of a raw chat request, as the step helpers of tests/support/pipeline_support.py read them."""
+
+    messages: Sequence[Mapping[str, Any]]
+
+
 @dataclass
 class HostileEndpoint:
     """A script for `HostileServer`: `GET /v1/models` lists `models`; the preflight's probes get `probe` (a well-
@@ -285,10 +291,10 @@ class HostileEndpoint:
         if request.method == "GET" and request.path.endswith("/models"):
             return Json(models_body(self.models))
         messages = request.json()["messages"]
-        conversation = SimpleNamespace(messages=messages)
-        if is_preflight_probe(conversation):  # type: ignore[arg-type]
+        conversation = RequestMessages(messages)
+        if is_preflight_probe(conversation):
             return self.probe
-        step_id = step_asked(conversation, self.steps)  # type: ignore[arg-type]
+        step_id = step_asked(conversation, self.steps)
         self.asked.append(step_id)
         reply = self.replies.get(step_id)
         if callable(reply):

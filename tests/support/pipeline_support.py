@@ -10,10 +10,10 @@ import sys
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from stages.benchmark.problems import Step, load_problems
 from stages.config.settings import Settings
@@ -186,7 +186,14 @@ def steps_of(data_dir: Path, problem_ids: Iterable[str], split: str = "all") -> 
     }
 
 
-def is_preflight_probe(request: ModelRequest) -> bool:
+class Conversation(Protocol):
+    """What the helpers below read of a request: its messages (a `ModelRequest`'s, or those of a raw request)."""
+
+    @property
+    def messages(self) -> Sequence[Mapping[str, Any]]: ...
+
+
+def is_preflight_probe(request: Conversation) -> bool:
     """A request of the endpoint preflight (stages.preflight.endpoint): one short user message, no step prompt."""
     return not any(NEXT_STEP_MARKER in (message.get("content") or "") for message in request.messages)
 
@@ -194,7 +201,7 @@ def is_preflight_probe(request: ModelRequest) -> bool:
 PROBE_REPLY = ModelReply(text="ok", prompt_tokens=8, completion_tokens=1)
 
 
-def next_step_block(request: ModelRequest) -> str:
+def next_step_block(request: Conversation) -> str:
     """The next-step part of the step prompt (the last user message holding it)."""
     for message in reversed(request.messages):
         content = message.get("content") or ""
@@ -203,7 +210,7 @@ def next_step_block(request: ModelRequest) -> str:
     raise AssertionError("no step prompt in the request")
 
 
-def step_asked(request: ModelRequest, steps: Mapping[str, Step]) -> str:
+def step_asked(request: Conversation, steps: Mapping[str, Step]) -> str:
     """The id of the step whose header and return line end the prompt's next-step block (exactly one)."""
     block = next_step_block(request).rstrip()
     matches = [
@@ -302,7 +309,11 @@ class ScriptedModel:
         reply = self.replies.get(step_id) or self.default(self.steps[step_id])
         if isinstance(reply, str):
             reply = text_reply(reply)
-        return StallReply(self.stall_seconds, reply) if self.stall_seconds else reply
+        if not self.stall_seconds:
+            return reply
+        if isinstance(reply, StallReply):  # a scripted stall comes on top of the model's own
+            return StallReply(self.stall_seconds + reply.seconds, reply.then)
+        return StallReply(self.stall_seconds, reply)
 
     def counts(self) -> Counter[str]:
         with self._lock:

@@ -4,7 +4,7 @@ whole summarized runs built from them (the run index's runs)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ import pytest
 
 from stages.config.settings import Settings, load_settings
 from stages.storage.artifacts import fingerprint, read_artifact, write_artifact
+from stages.storage.json_values import JSONValue
 from stages.storage.paths import ResultsPaths
 from stages.summarize.stage import TargetsInfo, run_summarize
 
@@ -45,7 +46,7 @@ def selection_entry(
     scored: int,
     split: str = "test",
     problem_fingerprint: str | None = None,
-    layout: list[dict[str, Any]] | None = None,
+    layout: Sequence[JSONValue] | None = None,
 ) -> dict[str, Any]:
     """A selection entry; its layout is the given one, else `<id>.1..<id>.<steps>` with the unscored steps last."""
     layout = layout or [
@@ -148,7 +149,7 @@ USAGE = {"input_tokens": 200_000, "output_tokens": 50_000, "total_tokens": 250_0
 
 def make_summarized_run(tmp_path: Path, model: str, passes: list[bool], **overrides: str) -> Settings:
     """A run of len(passes) one-step problems; problem i passes when passes[i]; each costs USAGE."""
-    settings = make_settings(tmp_path, model=model, **overrides)
+    settings = make_settings(tmp_path, None, model=model, **overrides)
     ids = [f"P{n}" for n in range(1, len(passes) + 1)]
     write_selection(settings, [selection_entry(pid, "physics", 1, 1) for pid in ids])
     for pid, passed in zip(ids, passes):
@@ -185,3 +186,11 @@ def read_record(path: Path, kind: str) -> dict[str, Any]:
     record = read_artifact(path, kind)
     assert record is not None, f"no valid {kind} artifact at {path}"
     return record
+
+
+def json_at(value: object, *keys: str) -> object:
+    """The value at `keys` down nested JSON objects (each level must be an object holding the next key)."""
+    for key in keys:
+        assert isinstance(value, Mapping) and key in value, (key, value)
+        value = value[key]
+    return value

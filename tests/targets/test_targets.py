@@ -154,6 +154,16 @@ def test_capture_program_refuses_helpers_used_outside_the_target_assert() -> Non
         capture_program(source)
 
 
+def dataset(node: H5Dataset | H5Group) -> H5Dataset:
+    assert isinstance(node, H5Dataset), node
+    return node
+
+
+def group(node: H5Dataset | H5Group) -> H5Group:
+    assert isinstance(node, H5Group), node
+    return node
+
+
 def test_evaluate_step_shares_one_namespace_and_evaluates_each_expression_once() -> None:
     job = DerivationJob(
         "9.1",
@@ -171,13 +181,13 @@ def test_evaluate_step_shares_one_namespace_and_evaluates_each_expression_once()
     layouts = evaluate_step(job)
     assert len(layouts) == 4
     first = dict(layouts[0].members)
-    assert list(first) == ["var1"] and np.array_equal(first["var1"].data, np.arange(3))
+    assert list(first) == ["var1"] and np.array_equal(dataset(first["var1"]).data, np.arange(3))
     second = dict(layouts[1].members)
     assert list(second) == ["var1", "var2"]
-    assert np.array_equal(second["var1"].data, np.arange(4)) and second["var2"] == H5Dataset(2)
+    assert np.array_equal(dataset(second["var1"]).data, np.arange(4)) and second["var2"] == H5Dataset(2)
     assert layouts[2] == H5Group((("var1", H5Dataset("None")),))  # the third test passed: f ran exactly twice
     fourth = dict(layouts[3].members)
-    assert np.array_equal(fourth["var1"].data, np.arange(1)) and fourth["var2"] == H5Dataset("label")
+    assert np.array_equal(dataset(fourth["var1"]).data, np.arange(1)) and fourth["var2"] == H5Dataset("label")
 
 
 def test_evaluate_step_fails_on_a_wrong_assert_in_a_test_without_target() -> None:
@@ -202,12 +212,19 @@ def _write_and_read(tmp_path: Path, value: object) -> dict[str, object]:
     return found
 
 
+def array_at(found: dict[str, object], name: str) -> np.ndarray:
+    """The dataset `name` of `_write_and_read` as an array (it must be a numeric dataset, not a group)."""
+    value = found[name]
+    assert isinstance(value, (np.ndarray, np.generic)), (name, value)
+    return np.asarray(value)
+
+
 def test_layout_of_tuples_ragged_lists_dicts_and_strings(tmp_path: Path) -> None:
     found = _write_and_read(tmp_path, (np.ones(2), [1.0, np.zeros(3)], {"a": 1.5, "b": [1, 2]}, "text", None))
-    assert np.array_equal(found["var1"], np.ones(2))
+    assert np.array_equal(array_at(found, "var1"), np.ones(2))
     assert found["var2"] == "group" and found["var2/list"] == "group"
-    assert found["var2/list/var1"] == 1.0 and np.array_equal(found["var2/list/var2"], np.zeros(3))
-    assert found["var3/a"] == 1.5 and np.array_equal(found["var3/b"], [1, 2])
+    assert found["var2/list/var1"] == 1.0 and np.array_equal(array_at(found, "var2/list/var2"), np.zeros(3))
+    assert found["var3/a"] == 1.5 and np.array_equal(array_at(found, "var3/b"), [1, 2])
     assert found["var4"] == b"text" and found["var5"] == b"None"
 
 
@@ -217,7 +234,7 @@ def test_layout_keeps_the_official_writer_type_dispatch() -> None:
     assert value_layout(np.int32(7)) == H5Dataset("7")
     assert value_layout(object.__new__(type("Thing", (), {"__str__": lambda self: "thing"}))) == H5Dataset("thing")
     assert isinstance(value_layout(["a", "b"]), H5Group)
-    assert dict(value_layout({"k": np.int64(3)}).members)["k"] == H5Dataset("3")  # type: ignore[union-attr]
+    assert dict(group(value_layout({"k": np.int64(3)})).members)["k"] == H5Dataset("3")
     with pytest.raises(DerivationError, match="dict key"):
         value_layout({1.5: 1})
 
@@ -230,10 +247,10 @@ def test_layout_keeps_the_official_writer_type_dispatch() -> None:
         (scipy.sparse.bsr_matrix(np.eye(4), blocksize=(2, 2)), {"data", "shape", "indices", "indptr", "blocksize"}),
     ],
 )
-def test_layout_of_sparse_matrices(tmp_path: Path, matrix: object, names: set[str]) -> None:
+def test_layout_of_sparse_matrices(tmp_path: Path, matrix: scipy.sparse.spmatrix, names: set[str]) -> None:
     found = _write_and_read(tmp_path, matrix)
     assert {name.rsplit("/", 1)[1] for name in found if name.startswith("var1/sparse_matrix/")} == names
-    assert list(found["var1/sparse_matrix/shape"]) == list(matrix.shape)  # type: ignore[attr-defined]
+    assert list(array_at(found, "var1/sparse_matrix/shape")) == list(matrix.shape)
 
 
 def test_large_arrays_are_gzip_compressed(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from tests.support.run_artifacts import (
     make_settings,
     make_summarized_run,
     make_whole_split_run,
-    read_record,  # noqa: F401 - the runs fixture
+    read_record,
+    results,  # noqa: F401 - the runs fixture
     selection_entry,
     write_details,
     write_selection,

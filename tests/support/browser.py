@@ -10,9 +10,12 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
 DRIVER_NAMES = ("chromedriver",)
@@ -29,11 +32,10 @@ def _missing_browser(reason: str) -> NoReturn:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[WebDriver]:
     chromium, driver_binary = _first_found(BROWSER_NAMES), _first_found(DRIVER_NAMES)
     if chromium is None or driver_binary is None:
         _missing_browser(f"no {'chromium' if chromium is None else 'chromedriver'} on PATH")
-        return
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -56,7 +58,7 @@ def browser() -> Iterator[object]:
     driver.quit()
 
 
-def open_page(driver, path: Path, fragment: str = "") -> float:
+def open_page(driver: WebDriver, path: Path, fragment: str = "") -> float:
     """Open `path` from disk and return the time to its load event (navigation timing, seconds)."""
     driver.get(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
     timing = driver.execute_script(
@@ -65,7 +67,7 @@ def open_page(driver, path: Path, fragment: str = "") -> float:
     return float(timing) / 1000.0 if timing else float("nan")
 
 
-def wait_for_step(driver, anchor: str) -> None:
+def wait_for_step(driver: WebDriver, anchor: str) -> None:
     """Step views are inflated asynchronously: wait until the panel shows `anchor`."""
     from selenium.webdriver.support.ui import WebDriverWait
 

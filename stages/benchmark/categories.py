@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 CATEGORIES_FILE = Path(__file__).with_name("categories.json")
 UNCLASSIFIED = "unclassified"
@@ -40,9 +40,24 @@ class Category:
 UNKNOWN_CATEGORY = Category(UNCLASSIFIED, UNCLASSIFIED)
 
 
+class TableEntry(TypedDict):
+    field: str
+    name: str
+    subfield: str
+
+
+class CategoryTable(TypedDict):
+    """categories.json: where the table comes from, the fields in order, and each problem's entry by id."""
+
+    source: str
+    about: str
+    fields: list[str]
+    problems: dict[str, TableEntry]
+
+
 @lru_cache(maxsize=1)
-def category_table() -> dict[str, Any]:
-    table: dict[str, Any] = json.loads(CATEGORIES_FILE.read_text(encoding="utf-8"))  # this package's own file
+def category_table() -> CategoryTable:
+    table: CategoryTable = json.loads(CATEGORIES_FILE.read_text(encoding="utf-8"))  # this package's own file
     return table
 
 

@@ -52,7 +52,8 @@ from stages.storage.artifacts import fingerprint, is_current, read_artifact, sha
 ChecksumState = Literal["verified", "unpinned", "mismatch-allowed"]
 
 WARNING_PREFIX = "warning: download: "
-PIN_KEYS = ("files", "required_files", "upstream_names", "targets_file", "wheel")
+PinKey = Literal["files", "required_files", "upstream_names", "targets_file", "wheel"]
+PIN_KEYS: tuple[PinKey, ...] = ("files", "required_files", "upstream_names", "targets_file", "wheel")
 
 
 class DownloadError(PipelineError, RuntimeError):

@@ -52,7 +52,7 @@ from stages.records.stamp import Stamp
 from stages.records.usage import Tokens
 from stages.statuses import GenerationStepStatus
 from stages.storage.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
-from stages.storage.json_values import freeze_object, integer
+from stages.storage.json_values import freeze_object, integer, objects
 from stages.storage.paths import DataPaths
 
 if TYPE_CHECKING:  # the model client and its loops load only when a model is really asked
@@ -234,6 +234,7 @@ def not_generated_step_record(step: Step, reason: str) -> GeneratedStep:
 
 
 def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> GeneratedStep:
+    trajectory = freeze_object(outcome.trajectory)
     return GeneratedStep(
         step_id=prompt.step_id,
         prefilled=False,
@@ -243,8 +244,8 @@ def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> Generated
         raw_answer=outcome.raw_answer,
         error=outcome.error,
         finish_reason=outcome.finish_reason,
-        trajectory=freeze_object(outcome.trajectory),
-        tool_outcomes=freeze_object(tool_outcome_counts(outcome.trajectory.get("tool_results") or ())),
+        trajectory=trajectory,
+        tool_outcomes=freeze_object(tool_outcome_counts(objects(trajectory.get("tool_results")))),
         usage_record=freeze_object(outcome.usage.to_record(calls=outcome.calls)),
         latency_s=round(outcome.latency_s, 6),
     )

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from stages.benchmark.pins import pins
+from stages.benchmark.pins import reference_step_seconds
 from stages.benchmark.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.benchmark.protocol import is_code, no_code_reason
 from stages.config.fingerprints import FingerprintParts, digest, run_relative, settings_slice
@@ -263,7 +263,7 @@ class ScoringContext:
 @lru_cache(maxsize=1)
 def reference_seconds() -> dict[str, float]:
     """Measured wall times of the slow reference steps (pins.json): longest first on a first run too."""
-    return {str(k): float(v) for k, v in pins().get("reference_step_seconds", {}).items()}
+    return reference_step_seconds()
 
 
 def expected_step_seconds(cache: VerdictCache, step_id: str) -> float:

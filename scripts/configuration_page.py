@@ -31,7 +31,7 @@ TYPE_WORDS: dict[str, str] = {
     "int | None": "whole number, or empty",
     "float | None": "number, or empty",
     "tuple[str, ...]": "comma or JSON list",
-    "Mapping[str, Any]": "JSON object",
+    "Mapping[str, JSONValue]": "JSON object",
 }
 SECRECY_NOTES: dict[str, str] = {
     "url credentials": "credentials in the URL are redacted in config.json",

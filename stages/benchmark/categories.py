@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 CATEGORIES_FILE = Path(__file__).with_name("categories.json")
 UNCLASSIFIED = "unclassified"
@@ -40,9 +40,24 @@ class Category:
 UNKNOWN_CATEGORY = Category(UNCLASSIFIED, UNCLASSIFIED)
 
 
+class TableEntry(TypedDict):
+    field: str
+    name: str
+    subfield: str
+
+
+class CategoryTable(TypedDict):
+    """categories.json: where the table comes from, the fields in order, and each problem's entry by id."""
+
+    source: str
+    about: str
+    fields: list[str]
+    problems: dict[str, TableEntry]
+
+
 @lru_cache(maxsize=1)
-def category_table() -> dict[str, Any]:
-    table: dict[str, Any] = json.loads(CATEGORIES_FILE.read_text(encoding="utf-8"))  # this package's own file
+def category_table() -> CategoryTable:
+    table: CategoryTable = json.loads(CATEGORIES_FILE.read_text(encoding="utf-8"))  # this package's own file
     return table
 
 
@@ -69,7 +84,7 @@ def _field_of_subfield(subfield: str) -> str | None:
     return next((field for field, subs in subfields_by_field().items() if subfield in subs), None)
 
 
-def _from_record(record: Mapping[str, Any]) -> Category | None:
+def _from_record(record: Mapping[str, object]) -> Category | None:
     """The category a problem record states itself, if any."""
     field, subfield = record.get("field"), record.get("subfield")
     stated = record.get("category")
@@ -77,14 +92,14 @@ def _from_record(record: Mapping[str, Any]) -> Category | None:
         if stated in fields():
             field = stated
         else:
-            subfield, field = stated, _field_of_subfield(stated)
+            subfield, field = stated, _field_of_subfield(str(stated))
     if not field and not subfield:
         return None
     subfield = str(subfield or field)
     return Category(str(field or _field_of_subfield(subfield) or UNCLASSIFIED), subfield)
 
 
-def category_of(problem_id: str, record: Mapping[str, Any] | None = None) -> Category:
+def category_of(problem_id: str, record: Mapping[str, object] | None = None) -> Category:
     """The record's own category when it states one, else the table's; `unclassified` for an unknown id."""
     own = _from_record(record or {})
     if own is not None:

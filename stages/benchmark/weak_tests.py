@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 WEAK_TESTS_FILE = Path(__file__).with_name("weak_tests.json")
 FLAG = "weak official test"
@@ -31,10 +31,37 @@ class WeakTest:
         return f"{FLAG}: {self.reason}"
 
 
+class SurveyedTargets(TypedDict):
+    file: str
+    sha256: str
+
+
+class WeakStep(TypedDict):
+    """A listed step: the trivial answers that pass it, on how many tests, and why."""
+
+    passed_by: list[str]
+    tests: int
+    reason: str
+
+
+class Survey(TypedDict):
+    """weak_tests.json: how the survey was made, against which targets, what it tried, and the weak steps."""
+
+    about: str
+    produced_by: str
+    produced_at: str
+    targets: SurveyedTargets
+    environment: dict[str, str]
+    trivial_answers: dict[str, str]  # name (pattern) -> what that answer is
+    trials: int
+    surveyed: list[str]  # step ids
+    steps: dict[str, WeakStep]
+
+
 @lru_cache(maxsize=1)
-def survey() -> dict[str, Any]:
+def survey() -> Survey:
     """The whole data file (its provenance and the surveyed steps, besides the list)."""
-    table: dict[str, Any] = json.loads(WEAK_TESTS_FILE.read_text(encoding="utf-8"))  # this package's own file
+    table: Survey = json.loads(WEAK_TESTS_FILE.read_text(encoding="utf-8"))  # this package's own file
     return table
 
 

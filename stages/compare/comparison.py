@@ -30,6 +30,7 @@ from stages.records.results import (
     read_run,
 )
 from stages.records.summary import Caveat, read_summary_file
+from stages.storage.json_values import JSONObject, JSONValue
 from stages.storage.paths import RunPaths
 from stages.summarize.markdown import ratio
 from stages.summarize.metrics import Metrics, ReportedCost, metrics_of, reported_cost, status_counts
@@ -274,18 +275,17 @@ def _identity_rows(run_a: RunInfo, run_b: RunInfo) -> list[Row]:
 NOT_A_DIFFERENCE: frozenset[str] = frozenset({"model", "run", "runs"})
 
 
-def _recorded(run: RunInfo) -> dict[str, Any]:
+def _recorded(run: RunInfo) -> JSONObject:
     """Every setting, library version and the confinement line config.json recorded, by one flat name."""
     config = run.results.config or {}
-    settings = config.get("settings") if isinstance(config.get("settings"), Mapping) else {}
     versions = config.get("versions") if isinstance(config.get("versions"), Mapping) else {}
-    found: dict[str, Any] = {name: value for name, value in (settings or {}).items() if name not in NOT_A_DIFFERENCE}
+    found = {name: value for name, value in run.results.settings.items() if name not in NOT_A_DIFFERENCE}
     found.update({f"version of {name}": value for name, value in (versions or {}).items()})
     found["confinement"] = config.get("confinement")
     return found
 
 
-def _value_text(value: Any) -> str:
+def _value_text(value: JSONValue) -> str:
     if value is None:
         return "(not recorded)"
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from stages.records.results import ERROR_STATES, SelectionEntry
+from stages.storage.json_values import JSONObject
 from stages.summarize.metrics import Metrics
 from stages.summarize.rows import ProblemRow
 from stages.summarize.uncertainty.intervals import Interval, headline_intervals
@@ -87,7 +87,7 @@ class PairedSection:
         ]
         return [(label, ids) for label, ids in groups if ids]
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {
             "problems": [problem.problem_id for problem in self.problems],
             "only_scored_a": list(self.only_scored_a),

@@ -8,15 +8,27 @@ Counts are those of the compared problems, attempt 1 (as compare.md); deltas are
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stages.compare.comparison import AttemptMetrics, ComparedRun, Comparison, StepFlip
 from stages.compare.paired import PairedSection
 from stages.records.results import CELL_STATUSES, CellStatus
-from stages.storage.artifacts import read_artifact
+from stages.storage.artifacts import read_typed
+from stages.storage.json_values import (
+    Frozen,
+    FrozenObject,
+    JSONObject,
+    JSONValue,
+    integer,
+    number,
+    obj,
+    objects,
+    optional_number,
+    optional_text,
+    text,
+    texts,
+)
 from stages.summarize.uncertainty.paired import STEP_DIFFERENCE_DESCRIPTION, STEP_DIFFERENCE_METHOD
 
 # What `paired.steps` low and high were in comparisons written before the method was recorded.
@@ -26,12 +38,16 @@ EARLIER_STEP_DESCRIPTION = "D +- 1.96 SE, the SE clustered by problem (written b
 COMPARE_KIND = "compare"  # schemas/compare.schema.json
 
 
-def _ids(value: Any) -> tuple[str, ...]:
-    return tuple(str(item) for item in value)
-
-
-def _optional_float(value: Any) -> float | None:
+def _optional_float(value: float | None) -> float | None:
     return None if value is None else float(value)
+
+
+def _optional_int(value: Frozen) -> int | None:
+    return None if value is None else integer(value)
+
+
+def _id_list(values: tuple[str, ...]) -> list[JSONValue]:
+    return list(values)
 
 
 @dataclass(frozen=True)
@@ -45,7 +61,7 @@ class RunCounts:
     errors: int
     no_details: int
 
-    def to_record(self) -> dict[str, int]:
+    def to_record(self) -> JSONObject:
         return {
             "main_problem_total": self.problems,
             "main_problem_resolved": self.resolved,
@@ -56,14 +72,14 @@ class RunCounts:
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> RunCounts:
+    def from_record(cls, record: FrozenObject) -> RunCounts:
         return cls(
-            problems=int(record["main_problem_total"]),
-            resolved=int(record["main_problem_resolved"]),
-            steps_passed=int(record["subproblem_correct"]),
-            steps_scored=int(record["subproblem_total"]),
-            errors=int(record["Error"]),
-            no_details=int(record["no_details"]),
+            problems=integer(record.get("main_problem_total")),
+            resolved=integer(record.get("main_problem_resolved")),
+            steps_passed=integer(record.get("subproblem_correct")),
+            steps_scored=integer(record.get("subproblem_total")),
+            errors=integer(record.get("Error")),
+            no_details=integer(record.get("no_details")),
         )
 
 
@@ -79,7 +95,7 @@ class RunCost:
     attempts_reporting: int
     attempts_total: int
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -91,15 +107,15 @@ class RunCost:
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> RunCost:
+    def from_record(cls, record: FrozenObject) -> RunCost:
         return cls(
-            input_tokens=int(record["input_tokens"]),
-            output_tokens=int(record["output_tokens"]),
-            total_tokens=int(record["total_tokens"]),
-            calls=int(record["calls"]),
-            latency_s=float(record["latency_s"]),
-            attempts_reporting=int(record["attempts_reporting"]),
-            attempts_total=int(record["attempts_total"]),
+            input_tokens=integer(record.get("input_tokens")),
+            output_tokens=integer(record.get("output_tokens")),
+            total_tokens=integer(record.get("total_tokens")),
+            calls=integer(record.get("calls")),
+            latency_s=number(record.get("latency_s")),
+            attempts_reporting=integer(record.get("attempts_reporting")),
+            attempts_total=integer(record.get("attempts_total")),
         )
 
 
@@ -130,7 +146,7 @@ class RunAttempts:
             steps_passed_any=int(any_attempt["subproblem_correct"]),
         )
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {
             "attempts": self.attempts,
             "mean_main_problem_resolve_rate": self.mean_resolve_rate,
@@ -142,18 +158,16 @@ class RunAttempts:
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> RunAttempts:
-        def whole(key: str) -> int | None:
-            return None if record[key] is None else int(record[key])
-
+    def from_record(cls, record: FrozenObject) -> RunAttempts:
+        pass_at_k = obj(record.get("pass_at_k"))
         return cls(
-            attempts=whole("attempts"),
-            mean_resolve_rate=_optional_float(record["mean_main_problem_resolve_rate"]),
-            mean_step_rate=_optional_float(record["mean_subproblem_rate"]),
-            pass_at_k=tuple(sorted((int(k), float(value)) for k, value in record["pass_at_k"].items())),
-            resolved_any=whole("resolved_by_any_attempt"),
-            steps_passed_any=whole("steps_passed_by_any_attempt"),
-            error=None if record["error"] is None else str(record["error"]),
+            attempts=_optional_int(record.get("attempts")),
+            mean_resolve_rate=optional_number(record.get("mean_main_problem_resolve_rate")),
+            mean_step_rate=optional_number(record.get("mean_subproblem_rate")),
+            pass_at_k=tuple(sorted((int(k), number(value)) for k, value in pass_at_k.items())),
+            resolved_any=_optional_int(record.get("resolved_by_any_attempt")),
+            steps_passed_any=_optional_int(record.get("steps_passed_by_any_attempt")),
+            error=optional_text(record.get("error")),
         )
 
 
@@ -205,7 +219,7 @@ class ComparedRunRecord:
             attempts=None if attempts is None else RunAttempts.of(attempts),
         )
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {
             "run_dir": self.run_dir,
             "model": self.model,
@@ -221,21 +235,22 @@ class ComparedRunRecord:
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> ComparedRunRecord:
-        counts = record["status_counts"]
+    def from_record(cls, record: FrozenObject) -> ComparedRunRecord:
+        counts = obj(record.get("status_counts"))
+        attempts = record.get("attempts")
         return cls(
-            run_dir=str(record["run_dir"]),
-            model=str(record["model"]),
-            run=str(record["run"]),
-            split=str(record["split"]),
-            mode=str(record["mode"]),
-            with_background=str(record["with_background"]),
-            problems_selected=int(record["problems_selected"]),
-            counts=RunCounts.from_record(record["counts"]),
+            run_dir=text(record.get("run_dir")),
+            model=text(record.get("model")),
+            run=text(record.get("run")),
+            split=text(record.get("split")),
+            mode=text(record.get("mode")),
+            with_background=text(record.get("with_background")),
+            problems_selected=integer(record.get("problems_selected")),
+            counts=RunCounts.from_record(obj(record.get("counts"))),
             # a comparison written before `not_generated` was counted has no such key
-            statuses=tuple((status, int(counts[status])) for status in CELL_STATUSES if status in counts),
-            cost=RunCost.from_record(record["cost"]),
-            attempts=None if record["attempts"] is None else RunAttempts.from_record(record["attempts"]),
+            statuses=tuple((status, integer(counts[status])) for status in CELL_STATUSES if status in counts),
+            cost=RunCost.from_record(obj(record.get("cost"))),
+            attempts=None if attempts is None else RunAttempts.from_record(obj(attempts)),
         )
 
 
@@ -284,12 +299,12 @@ class PairedRecord:
             step_correlation=s.correlation,
         )
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {
-            "problems": list(self.problems),
-            "only_scored_a": list(self.only_scored_a),
-            "only_scored_b": list(self.only_scored_b),
-            "neither_scored": list(self.neither_scored),
+            "problems": _id_list(self.problems),
+            "only_scored_a": _id_list(self.only_scored_a),
+            "only_scored_b": _id_list(self.only_scored_b),
+            "neither_scored": _id_list(self.neither_scored),
             "resolved": {
                 "both": self.resolved_both,
                 "neither": self.resolved_neither,
@@ -311,27 +326,27 @@ class PairedRecord:
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> PairedRecord:
-        resolved, steps = record["resolved"], record["steps"]
+    def from_record(cls, record: FrozenObject) -> PairedRecord:
+        resolved, steps = obj(record.get("resolved")), obj(record.get("steps"))
         return cls(
-            problems=_ids(record["problems"]),
-            only_scored_a=_ids(record["only_scored_a"]),
-            only_scored_b=_ids(record["only_scored_b"]),
-            neither_scored=_ids(record["neither_scored"]),
-            resolved_both=int(resolved["both"]),
-            resolved_neither=int(resolved["neither"]),
-            resolved_only_a=int(resolved["only_a"]),
-            resolved_only_b=int(resolved["only_b"]),
-            mcnemar_p=float(resolved["mcnemar_p"]),
-            steps=int(steps["compared"]),
-            step_difference=_optional_float(steps["difference"]),
-            step_se=_optional_float(steps["se"]),
-            step_low=_optional_float(steps["low"]),
-            step_high=_optional_float(steps["high"]),
-            step_p=_optional_float(steps["p_value"]),
-            step_method=str(steps.get("method", EARLIER_STEP_METHOD)),
-            step_description=str(steps.get("description", EARLIER_STEP_DESCRIPTION)),
-            step_correlation=_optional_float(steps.get("correlation")),
+            problems=texts(record.get("problems")),
+            only_scored_a=texts(record.get("only_scored_a")),
+            only_scored_b=texts(record.get("only_scored_b")),
+            neither_scored=texts(record.get("neither_scored")),
+            resolved_both=integer(resolved.get("both")),
+            resolved_neither=integer(resolved.get("neither")),
+            resolved_only_a=integer(resolved.get("only_a")),
+            resolved_only_b=integer(resolved.get("only_b")),
+            mcnemar_p=number(resolved.get("mcnemar_p")),
+            steps=integer(steps.get("compared")),
+            step_difference=optional_number(steps.get("difference")),
+            step_se=optional_number(steps.get("se")),
+            step_low=optional_number(steps.get("low")),
+            step_high=optional_number(steps.get("high")),
+            step_p=optional_number(steps.get("p_value")),
+            step_method=text(steps.get("method"), EARLIER_STEP_METHOD),
+            step_description=text(steps.get("description"), EARLIER_STEP_DESCRIPTION),
+            step_correlation=optional_number(steps.get("correlation")),
         )
 
 
@@ -344,7 +359,7 @@ class SettingDifference:
     b: str
 
 
-def _flip_record(flip: StepFlip) -> dict[str, str]:
+def _flip_record(flip: StepFlip) -> JSONObject:
     return {
         "problem_id": flip.problem_id,
         "step_id": flip.step_id,
@@ -353,8 +368,18 @@ def _flip_record(flip: StepFlip) -> dict[str, str]:
     }
 
 
-def _flip_of(record: Mapping[str, Any]) -> StepFlip:
-    return StepFlip(str(record["problem_id"]), str(record["step_id"]), record["status_a"], record["status_b"])
+def _flip_of(record: FrozenObject) -> StepFlip:
+    return StepFlip(
+        text(record.get("problem_id")),
+        text(record.get("step_id")),
+        _cell_status(record.get("status_a")),
+        _cell_status(record.get("status_b")),
+    )
+
+
+def _cell_status(value: Frozen) -> CellStatus:
+    """A recorded cell status (the schema allows only these; anything else reads as no verdict)."""
+    return next((status for status in CELL_STATUSES if status == value), "no_verdict")
 
 
 @dataclass(frozen=True)
@@ -397,45 +422,45 @@ class ComparisonRecord:
             steps_gained=tuple(c.steps_gained),
         )
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {
             "runs": {"A": self.run_a.to_record(), "B": self.run_b.to_record()},
-            "compared_problems": list(self.compared_problems),
+            "compared_problems": _id_list(self.compared_problems),
             "narrowed_to": self.narrowed_to,
-            "only_in_a": list(self.only_in_a),
-            "only_in_b": list(self.only_in_b),
-            "statement_differs": list(self.statement_differs),
+            "only_in_a": _id_list(self.only_in_a),
+            "only_in_b": _id_list(self.only_in_b),
+            "statement_differs": _id_list(self.statement_differs),
             "setting_differences": [{"name": d.name, "a": d.a, "b": d.b} for d in self.differences],
             "paired": self.paired.to_record(),
-            "problems_lost": list(self.problems_lost),
-            "problems_gained": list(self.problems_gained),
+            "problems_lost": _id_list(self.problems_lost),
+            "problems_gained": _id_list(self.problems_gained),
             "steps_lost": [_flip_record(flip) for flip in self.steps_lost],
             "steps_gained": [_flip_record(flip) for flip in self.steps_gained],
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> ComparisonRecord:
-        narrowed = record["narrowed_to"]
+    def from_record(cls, record: FrozenObject) -> ComparisonRecord:
+        runs = obj(record.get("runs"))
         return cls(
-            run_a=ComparedRunRecord.from_record(record["runs"]["A"]),
-            run_b=ComparedRunRecord.from_record(record["runs"]["B"]),
-            compared_problems=_ids(record["compared_problems"]),
-            narrowed_to=None if narrowed is None else str(narrowed),
-            only_in_a=_ids(record["only_in_a"]),
-            only_in_b=_ids(record["only_in_b"]),
-            statement_differs=_ids(record["statement_differs"]),
+            run_a=ComparedRunRecord.from_record(obj(runs.get("A"))),
+            run_b=ComparedRunRecord.from_record(obj(runs.get("B"))),
+            compared_problems=texts(record.get("compared_problems")),
+            narrowed_to=optional_text(record.get("narrowed_to")),
+            only_in_a=texts(record.get("only_in_a")),
+            only_in_b=texts(record.get("only_in_b")),
+            statement_differs=texts(record.get("statement_differs")),
             differences=tuple(
-                SettingDifference(str(d["name"]), str(d["a"]), str(d["b"])) for d in record["setting_differences"]
+                SettingDifference(text(d.get("name")), text(d.get("a")), text(d.get("b")))
+                for d in objects(record.get("setting_differences"))
             ),
-            paired=PairedRecord.from_record(record["paired"]),
-            problems_lost=_ids(record["problems_lost"]),
-            problems_gained=_ids(record["problems_gained"]),
-            steps_lost=tuple(_flip_of(flip) for flip in record["steps_lost"]),
-            steps_gained=tuple(_flip_of(flip) for flip in record["steps_gained"]),
+            paired=PairedRecord.from_record(obj(record.get("paired"))),
+            problems_lost=texts(record.get("problems_lost")),
+            problems_gained=texts(record.get("problems_gained")),
+            steps_lost=tuple(_flip_of(flip) for flip in objects(record.get("steps_lost"))),
+            steps_gained=tuple(_flip_of(flip) for flip in objects(record.get("steps_gained"))),
         )
 
 
 def read_comparison_record(path: Path) -> ComparisonRecord | None:
-    """The compare.json at `path` when it exists and validates; None otherwise."""
-    record = read_artifact(path, COMPARE_KIND)
-    return None if record is None else ComparisonRecord.from_record(record)
+    """The compare.json at `path` when it exists and validates (parsed once per file version); None otherwise."""
+    return read_typed(path, COMPARE_KIND, ComparisonRecord.from_record)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from stages.storage.artifacts import fingerprint
+from stages.storage.json_values import JSONObject, JSONValue
 
 if TYPE_CHECKING:
     from stages.config.settings import Settings, Stage
@@ -34,15 +35,18 @@ class FingerprintParts:
     """A stage's fingerprint (`value`, as the stage computes it) and what it covers, by named part."""
 
     value: str
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-    code: Mapping[str, Any] = field(default_factory=dict)
-    libraries: Mapping[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, JSONValue] = field(default_factory=dict)
+    inputs: Mapping[str, JSONValue] = field(default_factory=dict)
+    code: Mapping[str, JSONValue] = field(default_factory=dict)
+    libraries: Mapping[str, JSONValue] = field(default_factory=dict)
 
-    def parts(self) -> dict[str, dict[str, Any]]:
-        return {name: dict(getattr(self, name)) for name in PART_NAMES}
+    def part(self, name: PartName) -> Mapping[str, JSONValue]:
+        return {"settings": self.settings, "inputs": self.inputs, "code": self.code, "libraries": self.libraries}[name]
 
-    def record(self) -> dict[str, Any]:
+    def parts(self) -> JSONObject:
+        return {name: dict(self.part(name)) for name in PART_NAMES}
+
+    def record(self) -> JSONObject:
         """The two fields an artifact carries: `fingerprint` and `fingerprint_parts`."""
         return {"fingerprint": self.value, "fingerprint_parts": self.parts()}
 
@@ -52,7 +56,7 @@ def digest(value: Any) -> str:
     return fingerprint(value)[:16]
 
 
-def settings_slice(settings: Settings, stage: Stage) -> dict[str, Any]:
+def settings_slice(settings: Settings, stage: Stage) -> JSONObject:
     """The settings `stage`'s fingerprint covers, by name, with the values config.json shows (no secret)."""
     shown = settings.redacted()
     return {name: shown[name] for name in settings.stage_inputs(stage)}
@@ -71,20 +75,26 @@ def run_relative(settings: Settings, path: Path) -> str:
 # ---------------------------------------------------------------------------
 
 
-def changed_parts(stored: Mapping[str, Any], current: FingerprintParts) -> list[str]:
+def changed_parts(stored: JSONObject, current: FingerprintParts) -> list[str]:
     """One line per named part that differs between a stored artifact record and `current`; empty when the
     fingerprint is the current one. A record written before parts were stored says so."""
     if stored.get("fingerprint") == current.value:
         return []
     recorded = stored.get("fingerprint_parts")
-    if not isinstance(recorded, Mapping):
+    if not isinstance(recorded, dict):
         return ["fingerprint changed (the artifact predates fingerprint parts, so which part changed is not recorded)"]
-    now = current.parts()
-    lines = [line for name in PART_NAMES if (line := _part_line(name, recorded.get(name) or {}, now[name]))]
+    lines = [
+        line for name in PART_NAMES if (line := _part_line(name, _stored_part(recorded, name), current.part(name)))
+    ]
     return lines or ["fingerprint changed (no recorded part differs: the fingerprint covers more than its parts)"]
 
 
-def _part_line(part: PartName, before: Mapping[str, Any], after: Mapping[str, Any]) -> str | None:
+def _stored_part(parts: JSONObject, name: PartName) -> JSONObject:
+    part = parts.get(name)
+    return part if isinstance(part, dict) else {}
+
+
+def _part_line(part: PartName, before: Mapping[str, JSONValue], after: Mapping[str, JSONValue]) -> str | None:
     names = sorted(set(before) | set(after))
     changed = [name for name in names if before.get(name) != after.get(name)]
     if not changed:
@@ -105,7 +115,7 @@ def _part_line(part: PartName, before: Mapping[str, Any], after: Mapping[str, An
     )
 
 
-def _input_change(name: str, before: Any, after: Any) -> str:
+def _input_change(name: str, before: JSONValue, after: JSONValue) -> str:
     if before is None:
         return f"{name} appeared"
     if after is None:
@@ -113,7 +123,7 @@ def _input_change(name: str, before: Any, after: Any) -> str:
     return f"{name} {_INPUT_VERBS[name.endswith('.json')]}"
 
 
-def _shown(value: Any) -> str:
+def _shown(value: JSONValue) -> str:
     import json
 
     return "(unset)" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +50,7 @@ from stages.config.view import View
 from stages.execution.confinement import DEFAULT_SCRATCH_LIMIT_MB
 from stages.execution.redaction import redact_mapping
 from stages.storage.artifacts import fingerprint
+from stages.storage.json_values import JSONObject, JSONValue
 from stages.storage.paths import STATE_DIR_NAME, DataPaths, RunPaths, StatePaths
 
 Split = Literal["validation", "test", "all"]
@@ -115,7 +116,7 @@ def _tool_list(name: str, value: Any) -> tuple[str, ...]:
     return tools
 
 
-def _model_params(name: str, value: Any) -> dict[str, Any]:
+def _model_params(name: str, value: Any) -> JSONObject:
     params = to_dict(name, value)
     reserved = sorted(RESERVED_MODEL_PARAMS.intersection(params))
     if reserved:
@@ -228,7 +229,7 @@ class Settings:
             group=ENDPOINT,
         ),
     )
-    model_params: Mapping[str, Any] = setting_from(
+    model_params: Mapping[str, JSONValue] = setting_from(
         dict,
         Declared(
             _model_params,
@@ -675,7 +676,7 @@ class Settings:
             {"stage": stage, **{name: _jsonable(getattr(self, name)) for name in self.stage_inputs(stage)}}
         )
 
-    def redacted(self) -> dict[str, Any]:
+    def redacted(self) -> JSONObject:
         """Every setting as JSON, for `config.json`; no secret value is ever present."""
         record = {name: _shown(DECLARED[name].secrecy, _jsonable(getattr(self, name))) for name in VARIABLES}
         record["api_key_present"] = bool(self.api_key)
@@ -737,17 +738,20 @@ def _strip_url_credentials(url: str) -> str:
 # ---------------------------------------------------------------------------
 
 
-def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Mapping[str, object], override: Mapping[str, object]) -> dict[str, object]:
+    """`override` over `base`; tables in both are merged the same way. The values are as given (each setting's
+    coercer checks its own)."""
     merged = dict(base)
     for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = deep_merge(merged[key], value)
+        current = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            merged[key] = deep_merge(current, value)
         else:
             merged[key] = value
     return merged
 
 
-def _check_names(names: Any, origin: str) -> None:
+def _check_names(names: Iterable[object], origin: str) -> None:
     for name in names:
         if name not in ACCEPTED_NAMES:
             raise ConfigError(
@@ -756,7 +760,7 @@ def _check_names(names: Any, origin: str) -> None:
             )
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path) -> dict[str, object]:
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
@@ -768,9 +772,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _expand_blocks(layer: Mapping[str, Any], origin: str) -> dict[str, Any]:
+def _expand_blocks(layer: Mapping[str, object], origin: str) -> dict[str, object]:
     """Lift the keys of benchmark_params/harness_params into the layer; model_params stays a dict."""
-    flat: dict[str, Any] = {}
+    flat: dict[str, object] = {}
     for block in PARAM_BLOCKS:
         if block in layer:
             content = to_dict(block, layer[block])
@@ -808,7 +812,7 @@ def load_settings(
     # Order: TOML (with its own blocks) < command-line JSON blocks < command-line name=value.
     toml_values = _expand_blocks(toml_layer, "in the config file")
     cli_blocks = _expand_blocks({k: v for k, v in cli_vars.items() if k in PARAM_BLOCKS}, "on the command line")
-    cli_words: dict[str, Any] = {k: v for k, v in cli_vars.items() if k not in PARAM_BLOCKS}
+    cli_words: dict[str, object] = {k: v for k, v in cli_vars.items() if k not in PARAM_BLOCKS}
     if "model_params" in cli_words:
         cli_words["model_params"] = to_dict("model_params", cli_words["model_params"])
     raw = deep_merge(deep_merge(toml_values, cli_blocks), cli_words)

@@ -19,13 +19,14 @@ source's bytes are fetched (copy, resumable download, zip-slip-safe extraction, 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from stages.benchmark.pins import pinned_sha256, pins, required_files
 from stages.config.fingerprints import FingerprintParts, digest, settings_slice
@@ -45,14 +46,16 @@ from stages.download.fetch import (
 )
 from stages.errors import PipelineError
 from stages.records.manifest import KIND as MANIFEST_KIND
-from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
+from stages.records.manifest import Manifest, ManifestFile, ManifestTargets, read_manifest_file
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
+from stages.storage.json_values import JSONObject
 
 ChecksumState = Literal["verified", "unpinned", "mismatch-allowed"]
 
 WARNING_PREFIX = "warning: download: "
-PIN_KEYS = ("files", "required_files", "upstream_names", "targets_file", "wheel")
+PinKey = Literal["files", "required_files", "upstream_names", "targets_file", "wheel"]
+PIN_KEYS: tuple[PinKey, ...] = ("files", "required_files", "upstream_names", "targets_file", "wheel")
 
 
 class DownloadError(PipelineError, RuntimeError):
@@ -111,20 +114,20 @@ def download_fingerprint(settings: Settings) -> str:
 def download_fingerprint_parts(settings: Settings) -> FingerprintParts:
     """`download_fingerprint` and what it covers by named part (settings slice; pins and staged files as inputs)."""
     paths = settings.data_paths
-    covered: dict[str, Any] = {
+    pinned = {key: pins()[key] for key in PIN_KEYS}
+    staged = {"scicode_dir": _folder_identity(paths.scicode_dir), "data_dir": _folder_identity(paths.data_dir)}
+    explicit = _file_identity(settings.explicit_targets_file())
+    covered = {
         "settings": settings.fingerprint("download"),
-        "pins": {key: pins()[key] for key in PIN_KEYS},
-        "staged": {
-            "scicode_dir": _folder_identity(paths.scicode_dir),
-            "data_dir": _folder_identity(paths.data_dir),
-        },
-        "explicit_targets": _file_identity(settings.explicit_targets_file()),
+        "pins": pinned,
+        "staged": staged,
+        "explicit_targets": explicit,
     }
     inputs = {
-        "pinned checksums": digest(covered["pins"]),
-        f"files staged in {paths.scicode_dir}": digest(covered["staged"]["scicode_dir"]),
-        f"files staged in {paths.data_dir}": digest(covered["staged"]["data_dir"]),
-        "h5py_file": digest(covered["explicit_targets"]),
+        "pinned checksums": digest(pinned),
+        f"files staged in {paths.scicode_dir}": digest(staged["scicode_dir"]),
+        f"files staged in {paths.data_dir}": digest(staged["data_dir"]),
+        "h5py_file": digest(explicit),
     }
     return FingerprintParts(fingerprint(covered), settings=settings_slice(settings, "download"), inputs=inputs)
 
@@ -262,7 +265,7 @@ def _checksum_state(staged: StagedFile, verify: bool, report: _Report) -> Checks
     return "mismatch-allowed"
 
 
-def _verify_and_place(batch: list[StagedFile], dest: Path, verify: bool, report: _Report) -> dict[str, dict[str, Any]]:
+def _verify_and_place(batch: list[StagedFile], dest: Path, verify: bool, report: _Report) -> dict[str, ManifestFile]:
     """Check every file of one source against the pins, then move them all into place."""
     try:
         states = {staged.name: _checksum_state(staged, verify, report) for staged in batch}
@@ -273,13 +276,7 @@ def _verify_and_place(batch: list[StagedFile], dest: Path, verify: bool, report:
         if not is_placed(staged, dest):
             os.replace(staged.path, dest / staged.name)
     return {
-        staged.name: {
-            "size": staged.size,
-            "sha256": staged.sha256,
-            "source": staged.source,
-            "checksum": states[staged.name],
-        }
-        for staged in batch
+        staged.name: ManifestFile(staged.size, staged.sha256, staged.source, states[staged.name]) for staged in batch
     }
 
 
@@ -289,12 +286,12 @@ def _wanted_names(settings: Settings) -> list[str]:
     return [*required_files(), *optional]
 
 
-def _collect(settings: Settings, report: _Report) -> dict[str, dict[str, Any]]:
+def _collect(settings: Settings, report: _Report) -> dict[str, ManifestFile]:
     """Ask each source in turn for the files still missing; returns the manifest entries of placed files."""
     dest = settings.data_paths.scicode_dir
     dest.mkdir(parents=True, exist_ok=True)
     wanted = _wanted_names(settings)
-    entries: dict[str, dict[str, Any]] = {}
+    entries: dict[str, ManifestFile] = {}
     for source in _sources(settings):
         names = [name for name in wanted if name not in entries and name in source.offers]
         if not names:
@@ -327,16 +324,16 @@ def _require_explicit_targets(settings: Settings) -> None:
         raise DownloadError(f"invalid h5py_file={settings.h5py_file}: no such file {explicit.resolve()}")
 
 
-def _explicit_targets(settings: Settings, explicit: Path) -> tuple[bool, dict[str, Any]]:
+def _explicit_targets(settings: Settings, explicit: Path) -> tuple[bool, ManifestTargets]:
     sha256 = sha256_file(explicit)
     official = sha256 == pinned_sha256(targets_file_name())
     note = f"explicit targets file from h5py_file={settings.h5py_file}"
     if official:
         note += f" (identical to the official {targets_file_name()})"
-    return official, {"kind": "explicit", "path": str(explicit), "sha256": sha256, "note": note}
+    return official, ManifestTargets("explicit", str(explicit), sha256, note)
 
 
-def _targets(settings: Settings, entries: dict[str, dict[str, Any]], report: _Report) -> tuple[bool, dict[str, Any]]:
+def _targets(settings: Settings, entries: dict[str, ManifestFile], report: _Report) -> tuple[bool, ManifestTargets]:
     """(`official_targets`, `targets`) of the manifest; missing official targets get a warning line."""
     explicit = settings.explicit_targets_file()
     if explicit is not None:
@@ -350,31 +347,32 @@ def _targets(settings: Settings, entries: dict[str, dict[str, Any]], report: _Re
             "(validation split, from reference code) can be used"
         )
         report.warn(note)
-        return False, {"kind": "missing", "path": None, "sha256": None, "note": note}
-    verified = entry["checksum"] == "verified"
+        return False, ManifestTargets("missing", None, None, note)
+    verified = entry.checksum == "verified"
     note = (
         "official targets, sha256 verified"
         if verified
         else "sha256 differs from the official pin (verify_checksums=false)"
     )
     path = str(settings.data_paths.file(name))
-    return verified, {"kind": "official", "path": path, "sha256": entry["sha256"], "note": note}
+    return verified, ManifestTargets("official", path, entry.sha256, note)
 
 
 def _keep_provenance(
-    entries: dict[str, dict[str, Any]], previous: dict[str, Any] | None, in_place_label: str
-) -> dict[str, dict[str, Any]]:
+    entries: dict[str, ManifestFile], previous: Manifest | None, in_place_label: str
+) -> dict[str, ManifestFile]:
     """A file found in place keeps the source an earlier manifest recorded for the same bytes."""
-    earlier = (previous or {}).get("files", {})
-    return {
-        name: {**entry, "source": earlier[name]["source"]}
-        if entry["source"] == in_place_label and earlier.get(name, {}).get("sha256") == entry["sha256"]
-        else entry
-        for name, entry in entries.items()
-    }
+    earlier = previous.by_name if previous is not None else {}
+    return {name: _with_earlier_source(entry, earlier.get(name), in_place_label) for name, entry in entries.items()}
 
 
-def run_download(settings: Settings) -> dict[str, Any]:
+def _with_earlier_source(entry: ManifestFile, earlier: ManifestFile | None, in_place_label: str) -> ManifestFile:
+    if earlier is None or entry.source != in_place_label or earlier.sha256 != entry.sha256:
+        return entry
+    return dataclasses.replace(entry, source=earlier.source)
+
+
+def run_download(settings: Settings) -> JSONObject:
     """Stage the SciCode data files and return the manifest record (unchanged when already current)."""
     paths = settings.data_paths
     if is_current(paths.manifest, "manifest", download_fingerprint(settings)):
@@ -382,7 +380,7 @@ def run_download(settings: Settings) -> dict[str, Any]:
         if current is not None:
             return current
     _require_explicit_targets(settings)
-    previous = read_artifact(paths.manifest, "manifest")
+    previous = read_manifest_file(paths.manifest)
     paths.manifest.unlink(missing_ok=True)  # a stale manifest must not outlive a failed run
 
     report = _Report()
@@ -396,8 +394,8 @@ def run_download(settings: Settings) -> dict[str, Any]:
         stamp=Stamp.of(download_fingerprint_parts(settings)),
         verify_checksums=settings.verify_checksums,
         official_targets=official,
-        targets=ManifestTargets.from_record(targets),
-        files=tuple((name, ManifestFile.from_record(entry)) for name, entry in files.items()),
+        targets=targets,
+        files=tuple(files.items()),
         warnings=tuple(report.warnings),
     )
     return write_artifact(paths.manifest, MANIFEST_KIND, manifest.to_record())

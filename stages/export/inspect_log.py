@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
 
 from stages.execution.untrusted import valid_text
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.usage import Usage
 from stages.storage.artifacts import fingerprint
+from stages.storage.json_values import JSONObject, JSONValue
 from stages.summarize.rows import ProblemRow, cell_status, ungenerated_steps
 from stages.summarize.uncertainty.intervals import (
     RESOLVE_DESCRIPTION,
@@ -61,7 +61,7 @@ def log_file_name(run: RunResults, created: str) -> str:
 # ---------------------------------------------------------------------------
 
 
-def plain(value: Any, depth: int = 0) -> Any:
+def plain(value: object, depth: int = 0) -> JSONValue:
     """`value` as JSON-native data every writer accepts: texts made valid, mapping keys made texts, numbers that
     JSON cannot hold (NaN, infinities) and anything else as text, nesting deeper than MAX_DEPTH as text."""
     if value is None or isinstance(value, bool) or isinstance(value, int):
@@ -79,12 +79,12 @@ def plain(value: Any, depth: int = 0) -> Any:
     return valid_text(value)
 
 
-def plain_record(record: Mapping[str, Any]) -> dict[str, Any]:
+def plain_record(record: JSONObject) -> JSONObject:
     """A record (a mapping of texts) made `plain`, field by field."""
     return {valid_text(key): plain(item, 1) for key, item in record.items()}
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
@@ -92,25 +92,30 @@ def _text(value: Any) -> str:
     return json.dumps(plain(value), ensure_ascii=False)
 
 
-def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+def _arguments(raw: JSONValue) -> tuple[JSONObject, str | None]:
     """A tool call's arguments as a mapping, and the parse error when they are not a JSON object."""
-    if isinstance(raw, Mapping):
-        return plain(raw), None
+    if isinstance(raw, dict):
+        return plain_record(raw), None
     try:
         parsed = json.loads(raw) if isinstance(raw, str) else None
     except (ValueError, RecursionError) as error:
         return {"raw": _text(raw)}, f"arguments are not JSON: {type(error).__name__}"
     if isinstance(parsed, dict):
-        return plain(parsed), None
+        return plain_record(parsed), None
     return {"raw": _text(raw)}, "arguments are not a JSON object"
 
 
-def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
-    function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
-    arguments, error = _arguments((function or {}).get("arguments", ""))
-    record: dict[str, Any] = {
+def _objects(value: JSONValue) -> list[JSONObject]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _tool_call(call: JSONObject) -> JSONObject:
+    function = call.get("function")
+    function = function if isinstance(function, dict) else {}
+    arguments, error = _arguments(function.get("arguments", ""))
+    record: JSONObject = {
         "id": _text(call.get("id")),
-        "function": _text((function or {}).get("name")),
+        "function": _text(function.get("name")),
         "arguments": arguments,
         "type": "function",
     }
@@ -119,10 +124,10 @@ def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
     return record
 
 
-def chat_message(message: Mapping[str, Any], step_id: str, model: str) -> dict[str, Any] | None:
+def chat_message(message: JSONObject, step_id: str, model: str) -> JSONObject | None:
     """A trajectory message (OpenAI chat layout) as an inspect ChatMessage; None for an unknown role."""
     role = message.get("role")
-    metadata = {"step_id": step_id}
+    metadata: JSONObject = {"step_id": step_id}
     if role in ("system", "user", "developer"):
         return {
             "role": "system" if role == "developer" else role,
@@ -131,17 +136,17 @@ def chat_message(message: Mapping[str, Any], step_id: str, model: str) -> dict[s
         }
     if role == "assistant":
         reasoning = message.get("reasoning")
-        content: str | list[dict[str, Any]] = _text(message.get("content"))
+        content: JSONValue = _text(message.get("content"))
         if isinstance(reasoning, str) and reasoning:  # inspect's reasoning block, then the answer's text
             content = [{"type": "reasoning", "reasoning": _text(reasoning)}, {"type": "text", "text": content}]
-        record: dict[str, Any] = {
+        record: JSONObject = {
             "role": "assistant",
             "content": content,
             "source": "generate",
             "model": model,
             "metadata": metadata,
         }
-        calls = [_tool_call(call) for call in message.get("tool_calls") or () if isinstance(call, Mapping)]
+        calls: list[JSONValue] = [_tool_call(call) for call in _objects(message.get("tool_calls"))]
         if calls:
             record["tool_calls"] = calls
         return record
@@ -156,8 +161,8 @@ def chat_message(message: Mapping[str, Any], step_id: str, model: str) -> dict[s
     return None
 
 
-def step_messages(step: GeneratedStep, model: str) -> list[dict[str, Any]]:
-    found = [chat_message(message, step.step_id, model) for message in step.messages if isinstance(message, Mapping)]
+def step_messages(step: GeneratedStep, model: str) -> list[JSONObject]:
+    found = [chat_message(message, step.step_id, model) for message in step.messages]
     return [message for message in found if message is not None]
 
 
@@ -166,11 +171,11 @@ def step_messages(step: GeneratedStep, model: str) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 
-def model_usage(usage: Usage | None) -> dict[str, int]:
+def model_usage(usage: Usage | None) -> JSONObject:
     """Our usage in inspect's terms (its input_tokens exclude the cached ones)."""
     if usage is None:
         return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    record = {
+    record: JSONObject = {
         "input_tokens": usage.input_tokens - usage.cached_input_tokens,
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
@@ -197,12 +202,14 @@ def _statuses(result: ProblemResult, attempt: int) -> list[tuple[str, str, str, 
     return found
 
 
-def sample(result: ProblemResult, attempt: int, model: str) -> dict[str, Any]:
+def sample(result: ProblemResult, attempt: int, model: str) -> JSONObject:
     generation = result.generation(attempt)
     steps = _statuses(result, attempt)
     scored = [(step_id, status) for step_id, status, _, _ in steps if status != "skipped"]
     passed = sum(status == "pass" for _, status in scored)
-    messages = [message for step in (generation.steps if generation else ()) for message in step_messages(step, model)]
+    messages: list[JSONValue] = [
+        message for step in (generation.steps if generation else ()) for message in step_messages(step, model)
+    ]
     first_prompt = next((step.prompt for step in (generation.steps if generation else ()) if step.prompt), None)
     last_answer = next(
         (step.raw_answer for step in reversed(generation.steps if generation else ()) if step.raw_answer), None
@@ -212,7 +219,7 @@ def sample(result: ProblemResult, attempt: int, model: str) -> dict[str, Any]:
     explanation = "; ".join(
         f"{step_id} {status}" + (f": {reason}" if reason else "") for step_id, status, reason, _ in steps
     )
-    record: dict[str, Any] = {
+    record: JSONObject = {
         "id": result.problem_id,
         "epoch": attempt + 1,
         "input": _text(first_prompt) or f"SciCode problem {result.problem_id}",
@@ -261,20 +268,20 @@ def sample(result: ProblemResult, attempt: int, model: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def _metric(name: str, value: float | None) -> dict[str, dict[str, Any]]:
+def _metric(name: str, value: float | None) -> JSONObject:
     return {} if value is None else {name: {"name": name, "value": value, "params": {}}}
 
 
-def results_record(rows: Sequence[ProblemRow], samples: int) -> dict[str, Any]:
+def results_record(rows: Sequence[ProblemRow], samples: int) -> JSONObject:
     """Attempt 1's headline numbers, as inspect scores with metrics (the intervals as ci_low / ci_high)."""
     intervals = headline_intervals([ProblemTally(row.resolved, row.steps_passed, row.steps_scored) for row in rows])
     resolve, steps = intervals.resolve, intervals.steps
-    resolve_metrics = {
+    resolve_metrics: JSONObject = {
         **_metric("accuracy", resolve.rate),
         **_metric("ci_low", resolve.interval.low if resolve.interval else None),
         **_metric("ci_high", resolve.interval.high if resolve.interval else None),
     }
-    step_metrics = {
+    step_metrics: JSONObject = {
         **_metric("mean", steps.rate),
         **_metric("stderr", steps.se),
         **_metric("ci_low", steps.interval.low if steps.interval else None),
@@ -327,14 +334,14 @@ def eval_log(
     model: str,
     created: str,
     completed: str,
-    project: Mapping[str, Any],
+    project: Mapping[str, JSONValue],
     caveats: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> JSONObject:
     """The whole log of the run as inspect_ai's JSON log (a JSON-native mapping); `caveats` (the summary's) are in
     the eval's metadata beside the headline's results."""
     settings = run.settings
     attempts = max((result.attempt_count for result in run.problems), default=1)
-    samples = [
+    samples: list[JSONValue] = [
         sample(result, attempt, model)
         for attempt in range(attempts)
         for result in run.problems
@@ -342,7 +349,7 @@ def eval_log(
     ]
     usage = sum((cost.usage or Usage() for result in run.problems for cost in result.costs()), Usage())
     identity = log_id(run)
-    spec: dict[str, Any] = {
+    spec: JSONObject = {
         "eval_id": identity,
         "run_id": identity,
         "created": created,

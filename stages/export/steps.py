@@ -16,7 +16,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -127,7 +127,3 @@ def csv_text(rows: Iterable[StepRow]) -> str:
 
 def jsonl_text(rows: Iterable[StepRow]) -> str:
     return "".join(json.dumps(asdict(row), ensure_ascii=False) + "\n" for row in rows)
-
-
-def as_records(rows: Iterable[StepRow]) -> list[Mapping[str, Any]]:
-    return [asdict(row) for row in rows]

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from stages.execution.service_replies import UnreadableReply, refusal_in, reply_json, reply_text
 from stages.execution.untrusted import flattened, valid_text
+from stages.storage.json_values import JSONObject
 
 FailureKind = Literal[
     "transient", "unavailable", "rejected", "reply_refused", "context_length", "auth", "not_found", "no_key"
@@ -60,7 +61,7 @@ class RetryRecord:
     error: str
     delay_s: float
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {"attempt": self.attempt, "error": self.error, "delay_s": round(self.delay_s, 3)}
 
 

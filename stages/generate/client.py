@@ -69,6 +69,7 @@ from stages.generate.api_format import (
 )
 from stages.generate.journal import ReceivedReply
 from stages.records.usage import Tokens
+from stages.storage.json_values import JSONObject
 
 __all__ = ["MalformedResponse", "ModelCallError", "ModelClient", "ModelResponse", "RetryRecord", "ToolCall"]
 
@@ -131,13 +132,13 @@ class CallRecord:
             return None
         return min(math.fsum(part for part in parts if part is not None) / 1000.0, self.latency_s)
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         service = self.service_s
-        record: dict[str, Any] = {
+        record: JSONObject = {
             "latency_s": round(self.latency_s, 6),
             **({} if service is None else {"service_s": round(service, 6)}),
             **({} if service is None else {"queued_s": round(self.latency_s - service, 6)}),
-            "usage": self.usage.to_record(),
+            "usage": dict(self.usage.to_record()),
             "finish_reason": self.finish_reason,
             "response_id": self.response_id,
             "retries": len(self.retries),
@@ -155,14 +156,14 @@ class ModelResponse:
     finish_reason: str | None
     call: CallRecord
     # Responses API: the raw output items, replayed verbatim in later requests (reasoning items included).
-    output_items: tuple[dict[str, Any], ...] = ()
+    output_items: tuple[JSONObject, ...] = ()
     reasoning: str | None = None  # the reasoning text the API returned with the answer (never sent back)
     replayed: bool = False  # read back from the reply journal, not asked again
 
-    def assistant_message(self) -> dict[str, Any]:
+    def assistant_message(self) -> JSONObject:
         """The answer as a chat-form assistant message, as kept in the trajectory (with `reasoning` when the API
         returned reasoning text)."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        message: JSONObject = {"role": "assistant", "content": self.text}
         if self.reasoning is not None:
             message["reasoning"] = self.reasoning
         if self.tool_calls:
@@ -297,7 +298,7 @@ def output_cap_name(protocol: ApiProtocol, base_url: str) -> str:
     return "max_completion_tokens" if is_openai_endpoint(base_url) else "max_tokens"
 
 
-def tool_choice_payload(choice: str, protocol: ApiProtocol) -> str | dict[str, Any]:
+def tool_choice_payload(choice: str, protocol: ApiProtocol) -> str | JSONObject:
     """`auto` / `none` / `required` as they are; a tool's name in the named-function form of the protocol."""
     if choice in TOOL_CHOICE_MODES:
         return choice
@@ -362,9 +363,9 @@ class ModelClient:
 
     def complete(
         self,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[JSONObject],
         *,
-        tools: Sequence[dict[str, Any]] | None,
+        tools: Sequence[JSONObject] | None,
         step_id: str,
         tool_choice: str | None = None,
         max_tokens: int | None = None,
@@ -448,8 +449,8 @@ class ModelClient:
     # ---- one request -----------------------------------------------------
     def _attempt(
         self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[dict[str, Any]] | None,
+        messages: Sequence[JSONObject],
+        tools: Sequence[JSONObject] | None,
         step_id: str,
         tool_choice: str | None,
         max_tokens: int | None,
@@ -486,9 +487,10 @@ class ModelClient:
         )
 
     def request_options(
-        self, tools: Sequence[dict[str, Any]] | None, tool_choice: str | None, max_tokens: int | None
+        self, tools: Sequence[JSONObject] | None, tool_choice: str | None, max_tokens: int | None
     ) -> dict[str, Any]:
-        """Everything a request carries besides the conversation."""
+        """Everything a request carries besides the conversation: the keyword arguments of the `openai` client's
+        `create` (whose own request types our JSON does not claim to be)."""
         body = dict(self.settings.model_params)
         cap = max_tokens if max_tokens is not None else self.settings.max_tokens
         if cap is not None:
@@ -504,8 +506,8 @@ class ModelClient:
 
     def _send(
         self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[dict[str, Any]] | None,
+        messages: Sequence[JSONObject],
+        tools: Sequence[JSONObject] | None,
         step_id: str,
         tool_choice: str | None,
         max_tokens: int | None,

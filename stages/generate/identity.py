@@ -21,14 +21,14 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from stages.config.fingerprints import settings_slice
 from stages.config.settings import ConfigError, Settings
 from stages.execution.versions import package_versions
 from stages.records.generation import read_generation_file
-from stages.storage.artifacts import read_artifact, sha256_file, write_artifact
-from stages.storage.json_values import obj, thaw_object
+from stages.storage.artifacts import read_frozen, sha256_file, write_artifact
+from stages.storage.json_values import FrozenObject, JSONObject, JSONValue, obj, thaw_object
 
 Origin = Literal["first run", "adopted from generations"]
 REPLAY_KEY = "replay file"
@@ -56,7 +56,7 @@ class IdentityDifference:
     """The generation settings that differ between a run folder's identity and the current settings."""
 
     run_dir: str
-    changes: tuple[tuple[str, Any, Any], ...]
+    changes: tuple[tuple[str, JSONValue, JSONValue], ...]  # (setting, recorded value, current value)
 
     def names(self) -> str:
         return ", ".join(name for name, _, _ in self.changes)
@@ -77,7 +77,7 @@ class IdentityDifference:
         return f"note: run folder {self.run_dir} was generated with other generation settings ({self.shown()})"
 
 
-def _shown(name: str, value: Any) -> str:
+def _shown(name: str, value: JSONValue) -> str:
     if value is None:
         return "(unset)"
     if name == INTERPRETER_KEY and isinstance(value, str):
@@ -142,15 +142,15 @@ def snippets_run_locally(settings: Settings) -> bool:
     return settings.mode == "tool_use" and not settings.sandbox_url
 
 
-def identity_of(settings: Settings) -> dict[str, Any]:
+def identity_of(settings: Settings) -> JSONObject:
     """The run identity of `settings` (see the module docstring)."""
-    identity: dict[str, Any] = settings_slice(settings, "generate")
+    identity = settings_slice(settings, "generate")
     identity.update(_extra_parts(settings))
     return identity
 
 
-def _extra_parts(settings: Settings) -> dict[str, Any]:
-    parts: dict[str, Any] = {}
+def _extra_parts(settings: Settings) -> dict[str, str]:
+    parts: dict[str, str] = {}
     if settings.model.startswith("replay:"):
         parts[REPLAY_KEY] = _replay_digest(settings.model)
     if snippets_run_locally(settings):
@@ -158,14 +158,14 @@ def _extra_parts(settings: Settings) -> dict[str, Any]:
     return parts
 
 
-def recorded_identity(settings: Settings) -> dict[str, Any] | None:
+def recorded_identity(settings: Settings) -> JSONObject | None:
     """The folder's identity.json settings, else those its generations were made with (a folder from before
     identities existed), else None (a new folder)."""
     recorded = _identity_file_settings(settings)
     return recorded if recorded is not None else _adopted(settings)
 
 
-def _adopted(settings: Settings) -> dict[str, Any] | None:
+def _adopted(settings: Settings) -> JSONObject | None:
     """The settings slice recorded by the folder's generations, with the parts generations do not record (the
     replay digest, the snippet interpreter) taken from the current settings."""
     generations = settings.run_paths.generations_dir
@@ -178,7 +178,7 @@ def _adopted(settings: Settings) -> dict[str, Any] | None:
     return None
 
 
-def difference(recorded: Mapping[str, Any], current: Mapping[str, Any], run_dir: str) -> IdentityDifference | None:
+def difference(recorded: JSONObject, current: JSONObject, run_dir: str) -> IdentityDifference | None:
     """The settings whose values differ (a setting absent on one side is unset there); None when none does."""
     names = sorted(set(recorded) | set(current))
     changes = tuple(
@@ -187,9 +187,10 @@ def difference(recorded: Mapping[str, Any], current: Mapping[str, Any], run_dir:
     return IdentityDifference(run_dir, changes) if changes else None
 
 
-def _identity_file_settings(settings: Settings) -> dict[str, Any] | None:
-    record = read_artifact(settings.run_paths.identity, "identity")
-    return dict(record["settings"]) if record is not None and isinstance(record.get("settings"), Mapping) else None
+def _identity_file_settings(settings: Settings) -> JSONObject | None:
+    record = read_frozen(settings.run_paths.identity, "identity")
+    recorded = record.get("settings") if record is not None else None
+    return thaw_object(recorded) if isinstance(recorded, Mapping) else None
 
 
 def holds_generations(settings: Settings) -> bool:
@@ -216,7 +217,7 @@ def check_identity(settings: Settings, *, record: bool) -> IdentityDifference | 
     return difference(recorded, current, str(settings.run_paths.run_dir))
 
 
-def write_identity(settings: Settings, identity: Mapping[str, Any], origin: Origin) -> None:
+def write_identity(settings: Settings, identity: JSONObject, origin: Origin) -> None:
     settings.run_paths.run_dir.mkdir(parents=True, exist_ok=True)
     write_artifact(
         settings.run_paths.identity, "identity", {"status": "complete", "settings": dict(identity), "origin": origin}
@@ -232,7 +233,7 @@ def forget_identity(settings: Settings) -> bool:
     return False
 
 
-def where_snippets_ran(config_settings: Mapping[str, Any]) -> str:
+def where_snippets_ran(config_settings: FrozenObject) -> str:
     """One phrase for the summary and report header: where tool snippets ran, from config.json's settings."""
     if config_settings.get("mode") != "tool_use":
         return "no snippets (naive mode)"

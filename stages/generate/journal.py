@@ -20,7 +20,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from stages.execution.untrusted import valid_text
 
@@ -37,7 +36,20 @@ class ReceivedReply:
     latency_s: float
 
 
-def _entry(line: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class JournalEntry:
+    """One line of the journal: which call of which step (and prompt) the reply answered."""
+
+    step_id: str
+    prompt_fingerprint: str
+    call: int
+    reply: ReceivedReply
+
+    def answers(self, step_id: str, prompt_fingerprint: str, call: int) -> bool:
+        return (self.step_id, self.prompt_fingerprint, self.call) == (step_id, prompt_fingerprint, call)
+
+
+def _entry(line: str) -> JournalEntry | None:
     try:
         entry = json.loads(line)
     except ValueError:
@@ -54,7 +66,10 @@ def _entry(line: str) -> dict[str, Any] | None:
         and all(isinstance(value, str) for value in headers.values())
         and isinstance(entry["latency_s"], (int, float))
     )
-    return entry if valid else None
+    if not valid:
+        return None
+    reply = ReceivedReply(entry["body"], dict(headers), float(entry["latency_s"]))
+    return JournalEntry(entry["step_id"], entry["prompt_fingerprint"], entry["call"], reply)
 
 
 @dataclass
@@ -62,9 +77,9 @@ class ReplyJournal:
     """The journal of one problem's attempt (see the module docstring)."""
 
     path: Path
-    _entries: list[dict[str, Any]] | None = field(default=None, repr=False)
+    _entries: list[JournalEntry] | None = field(default=None, repr=False)
 
-    def _read(self) -> list[dict[str, Any]]:
+    def _read(self) -> list[JournalEntry]:
         if self._entries is None:
             try:
                 lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -76,26 +91,29 @@ class ReplyJournal:
     def recorded(self, step_id: str, prompt_fingerprint: str, call: int) -> ReceivedReply | None:
         """The last reply saved for call number `call` of the step, if any."""
         for entry in reversed(self._read()):
-            if (entry["step_id"], entry["prompt_fingerprint"], entry["call"]) == (step_id, prompt_fingerprint, call):
-                return ReceivedReply(entry["body"], dict(entry["headers"]), float(entry["latency_s"]))
+            if entry.answers(step_id, prompt_fingerprint, call):
+                return entry.reply
         return None
 
     def record(self, step_id: str, prompt_fingerprint: str, call: int, reply: ReceivedReply) -> None:
         """Append the reply and flush it to the disk (OSError when the run folder cannot be written)."""
-        entry = {
+        kept = ReceivedReply(
+            valid_text(reply.body), {name: valid_text(value) for name, value in reply.headers.items()}, reply.latency_s
+        )
+        line = {
             "step_id": step_id,
             "prompt_fingerprint": prompt_fingerprint,
             "call": call,
-            "body": valid_text(reply.body),
-            "headers": {name: valid_text(value) for name, value in reply.headers.items()},
-            "latency_s": reply.latency_s,
+            "body": kept.body,
+            "headers": dict(kept.headers),
+            "latency_s": kept.latency_s,
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        self._read().append(entry)
+        self._read().append(JournalEntry(step_id, prompt_fingerprint, call, kept))
 
     def clear(self) -> None:
         """Forget every reply (the step they answered is recorded in the generation file)."""

@@ -30,7 +30,6 @@ import dataclasses
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from stages.benchmark.protocol import answer_to_code
 from stages.config.settings import Settings
@@ -42,6 +41,7 @@ from stages.generate.journal import StepReplies
 from stages.generate.prompts import StepPrompt
 from stages.records.usage import Tokens
 from stages.statuses import GenerationStepStatus
+from stages.storage.json_values import JSONObject
 
 REMINDER = (
     "Your answer has no code block. Reply with the complete implementation of the next step "
@@ -71,7 +71,7 @@ class StepOutcome:
     raw_answer: str | None
     finish_reason: str | None
     error: str | None
-    trajectory: dict[str, Any]
+    trajectory: JSONObject  # written as it is into the generation file
     usage: Tokens
     calls: int
     latency_s: float
@@ -96,10 +96,10 @@ class Conversation:
     model: ModelClient
     step_id: str
     defines: str | None
-    messages: list[dict[str, Any]]
+    messages: list[JSONObject]  # sent to the model, and kept in the trajectory
     replies: StepReplies | None = None  # the reply journal of this step (stages.generate.journal)
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[JSONObject] = field(default_factory=list)
+    tool_results: list[JSONObject] = field(default_factory=list)
     usage: Tokens = Tokens()
     started: float = field(default_factory=time.monotonic)
 
@@ -117,7 +117,7 @@ class Conversation:
     def call_count(self) -> int:
         return len(self.calls)
 
-    def ask(self, tool_schemas: list[dict[str, Any]] | None, tool_choice: str | None = None) -> ModelResponse:
+    def ask(self, tool_schemas: list[JSONObject] | None, tool_choice: str | None = None) -> ModelResponse:
         """The next answer: read back from the reply journal when it holds this call's reply, else asked (and
         journaled before it is parsed)."""
         live_processes.raise_if_stopping()  # no model call once the run is being stopped
@@ -167,13 +167,13 @@ class Conversation:
                 }
             )
 
-    def trajectory(self) -> dict[str, Any]:
+    def trajectory(self) -> JSONObject:
         """`turns_recorded`: the messages hold every turn as answered, reasoning text included (generations
         written before it was recorded lack the marker, and their reports say so)."""
         return {
-            "messages": self.messages,
-            "calls": self.calls,
-            "tool_results": self.tool_results,
+            "messages": list(self.messages),
+            "calls": list(self.calls),
+            "tool_results": list(self.tool_results),
             "turns_recorded": True,
         }
 
@@ -215,10 +215,10 @@ class Conversation:
         )
 
 
-def _failed_call_record(error: ModelCallError) -> dict[str, Any]:
+def _failed_call_record(error: ModelCallError) -> JSONObject:
     return {
         "latency_s": 0.0,
-        "usage": Tokens().to_record(),
+        "usage": dict(Tokens().to_record()),
         "finish_reason": None,
         "response_id": None,
         "retries": len(error.retries),

@@ -22,7 +22,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
+
+from stages.storage.json_values import JSONObject, JSONValue
 
 Protocol = Literal["openai-chat", "openai-responses"]
 CHAT_PATH = "/v1/chat/completions"
@@ -56,15 +58,35 @@ class ToolCallSpec:
     arguments: str  # JSON text
 
 
+class RequestCall(TypedDict):
+    """A tool call of a normalized assistant message, its fields as the request sent them."""
+
+    id: JSONValue
+    name: JSONValue
+    arguments: JSONValue
+
+
+class _MessageText(TypedDict):
+    role: str
+    content: str | None
+
+
+class RequestMessage(_MessageText, total=False):
+    """One message of a normalized request: chat-style whatever the protocol."""
+
+    tool_calls: list[RequestCall]
+    tool_call_id: JSONValue
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     """Normalized view of one API request, either protocol."""
 
     protocol: Protocol
     model: str
-    messages: tuple[dict[str, Any], ...]
+    messages: tuple[RequestMessage, ...]
     tools: tuple[str, ...]
-    params: dict[str, Any]
+    params: JSONObject  # the body's other fields
     headers: dict[str, str]
     index: int
 
@@ -76,7 +98,7 @@ class ModelReply:
     finish_reason: str = "stop"
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)  # more fields of the body (e.g. llama.cpp's `timings`)
+    extra: JSONObject = field(default_factory=dict)  # more fields of the body (e.g. llama.cpp's `timings`)
     headers: dict[str, str] = field(default_factory=dict)  # response headers (e.g. `openai-processing-ms`)
     # Reasoning text, returned as local servers and gateways do: chat, in the message field `reasoning_field`
     # (`reasoning_content` or `reasoning`); responses, as a reasoning item before the answer, each paragraph a
@@ -147,10 +169,10 @@ def _normalize_role(role: Any) -> str:
     raise RequestFormatError(f"unsupported message role {role!r}")
 
 
-def _normalize_chat_message(message: Any) -> dict[str, Any]:
+def _normalize_chat_message(message: Any) -> RequestMessage:
     if not isinstance(message, dict):
         raise RequestFormatError("each message must be a JSON object")
-    normalized: dict[str, Any] = {
+    normalized: RequestMessage = {
         "role": _normalize_role(message.get("role")),
         "content": _text_of_content(message.get("content")),
     }
@@ -168,15 +190,15 @@ def _normalize_chat_message(message: Any) -> dict[str, Any]:
     return normalized
 
 
-def normalize_chat_messages(messages: Any) -> tuple[dict[str, Any], ...]:
+def normalize_chat_messages(messages: Any) -> tuple[RequestMessage, ...]:
     if not isinstance(messages, list):
         raise RequestFormatError("'messages' must be a list")
     return tuple(_normalize_chat_message(message) for message in messages)
 
 
-def _append_function_call(messages: list[dict[str, Any]], item: dict[str, Any]) -> None:
+def _append_function_call(messages: list[RequestMessage], item: JSONObject) -> None:
     """A function_call item joins the preceding assistant message, or starts one."""
-    call = {
+    call: RequestCall = {
         "id": item.get("call_id") or item.get("id", ""),
         "name": item.get("name", ""),
         "arguments": item.get("arguments", ""),
@@ -188,8 +210,8 @@ def _append_function_call(messages: list[dict[str, Any]], item: dict[str, Any]) 
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def normalize_responses_input(instructions: Any, input_value: Any) -> tuple[dict[str, Any], ...]:
-    messages: list[dict[str, Any]] = []
+def normalize_responses_input(instructions: Any, input_value: Any) -> tuple[RequestMessage, ...]:
+    messages: list[RequestMessage] = []
     if instructions:
         messages.append({"role": "system", "content": _text_of_content(instructions)})
     if isinstance(input_value, str):
@@ -275,8 +297,8 @@ def chat_finish_reason(reply: ModelReply) -> str:
     return reply.finish_reason
 
 
-def render_chat(reply: ModelReply, model: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+def render_chat(reply: ModelReply, model: str) -> JSONObject:
+    message: JSONObject = {"role": "assistant", "content": reply.text, "refusal": None}
     if reply.reasoning is not None:
         message[reply.reasoning_field] = reply.reasoning
     if reply.tool_calls:
@@ -298,9 +320,9 @@ def render_chat(reply: ModelReply, model: str) -> dict[str, Any]:
     }
 
 
-def _reasoning_item(reply: ModelReply) -> dict[str, Any]:
+def _reasoning_item(reply: ModelReply) -> JSONObject:
     paragraphs = [part for part in (reply.reasoning or "").split("\n\n") if part]
-    item: dict[str, Any] = {"id": f"rs_{_short_id()}", "type": "reasoning", "summary": []}
+    item: JSONObject = {"id": f"rs_{_short_id()}", "type": "reasoning", "summary": []}
     if reply.reasoning_parts == "summary":
         item["summary"] = [{"type": "summary_text", "text": part} for part in paragraphs]
     else:
@@ -308,8 +330,8 @@ def _reasoning_item(reply: ModelReply) -> dict[str, Any]:
     return item
 
 
-def _responses_output(reply: ModelReply) -> list[dict[str, Any]]:
-    output: list[dict[str, Any]] = [_reasoning_item(reply)] if reply.reasoning is not None else []
+def _responses_output(reply: ModelReply) -> list[JSONValue]:
+    output: list[JSONValue] = [_reasoning_item(reply)] if reply.reasoning is not None else []
     if reply.text is not None:
         output.append(
             {
@@ -334,7 +356,7 @@ def _responses_output(reply: ModelReply) -> list[dict[str, Any]]:
     return output
 
 
-def _responses_status(reply: ModelReply) -> tuple[str, dict[str, Any] | None]:
+def _responses_status(reply: ModelReply) -> tuple[str, JSONObject | None]:
     if reply.finish_reason == "length":
         return "incomplete", {"reason": "max_output_tokens"}
     if reply.finish_reason == "content_filter":
@@ -342,7 +364,7 @@ def _responses_status(reply: ModelReply) -> tuple[str, dict[str, Any] | None]:
     return "completed", None
 
 
-def render_responses(reply: ModelReply, model: str) -> dict[str, Any]:
+def render_responses(reply: ModelReply, model: str) -> JSONObject:
     status, incomplete_details = _responses_status(reply)
     return {
         "id": f"resp_{_short_id()}",
@@ -370,7 +392,7 @@ def render_responses(reply: ModelReply, model: str) -> dict[str, Any]:
     }
 
 
-def error_body(status: int, message: str, code: str | None) -> dict[str, Any]:
+def error_body(status: int, message: str, code: str | None) -> JSONObject:
     error_type = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
@@ -389,7 +411,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         if self.path.rstrip("/") == MODELS_PATH and self.server.owner.models is not None:
-            data = [
+            data: list[JSONValue] = [
                 {"id": name, "object": "model", "created": 0, "owned_by": "local"} for name in self.server.owner.models
             ]
             self._send_json(200, {"object": "list", "data": data})
@@ -440,7 +462,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, status: int, message: str, code: str | None, headers: dict[str, str] | None = None) -> None:
         self._send_json(status, error_body(status, message, code), headers)
 
-    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    def _send_json(self, status: int, payload: JSONValue, headers: dict[str, str] | None = None) -> None:
         self._send_bytes(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
 
     def _send_bytes(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
@@ -501,7 +523,7 @@ class ModelServer:
         models: tuple[str, ...] | None = (),
         latency_seconds: float = 0.0,
         protocols: tuple[Protocol, ...] = ("openai-chat", "openai-responses"),
-        pages: dict[str, Any] | None = None,
+        pages: dict[str, JSONValue] | None = None,
     ) -> None:
         """`models`: the ids `GET /v1/models` lists (None: no such route); `protocols`: the routes served; `pages`:
         the JSON other GET routes answer with, by path (`{"/props": {...}}`)."""
@@ -511,7 +533,7 @@ class ModelServer:
         self.port = port
         self.models = None if models is None else tuple(models)
         self.protocols = tuple(protocols)
-        self.pages: dict[str, Any] = dict(pages or {})
+        self.pages: dict[str, JSONValue] = dict(pages or {})
         self.requests: list[ModelRequest] = []
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None

@@ -31,7 +31,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from tqdm import tqdm
 
@@ -52,7 +52,7 @@ from stages.records.stamp import Stamp
 from stages.records.usage import Tokens
 from stages.statuses import GenerationStepStatus
 from stages.storage.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
-from stages.storage.json_values import freeze_object, integer
+from stages.storage.json_values import JSONObject, freeze_object, integer, objects
 from stages.storage.paths import DataPaths
 
 if TYPE_CHECKING:  # the model client and its loops load only when a model is really asked
@@ -203,7 +203,7 @@ BREAKER = ModelBreaker()
 # ---------------------------------------------------------------------------
 
 
-def _empty_trajectory() -> dict[str, Any]:
+def _empty_trajectory() -> JSONObject:
     return {"messages": [], "calls": [], "tool_results": []}
 
 
@@ -234,6 +234,7 @@ def not_generated_step_record(step: Step, reason: str) -> GeneratedStep:
 
 
 def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> GeneratedStep:
+    trajectory = freeze_object(outcome.trajectory)
     return GeneratedStep(
         step_id=prompt.step_id,
         prefilled=False,
@@ -243,8 +244,8 @@ def generated_step_record(prompt: StepPrompt, outcome: StepOutcome) -> Generated
         raw_answer=outcome.raw_answer,
         error=outcome.error,
         finish_reason=outcome.finish_reason,
-        trajectory=freeze_object(outcome.trajectory),
-        tool_outcomes=freeze_object(tool_outcome_counts(outcome.trajectory.get("tool_results") or ())),
+        trajectory=trajectory,
+        tool_outcomes=freeze_object(tool_outcome_counts(objects(trajectory.get("tool_results")))),
         usage_record=freeze_object(outcome.usage.to_record(calls=outcome.calls)),
         latency_s=round(outcome.latency_s, 6),
     )
@@ -330,7 +331,7 @@ class ProblemRun:
         step = self.problem.steps[len(self.steps) - 1]
         self.carried.append(carried_forward(step, record.code, self.settings.data_paths, self.settings.carry))
 
-    def recorded(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
+    def recorded(self, status: GenerationStatus, error: str | None) -> JSONObject:
         """Write the generation file; then the replies of its last step are in it, unless that step is an error
         (its journal is kept, to be read back when it is asked again)."""
         record = self.write(status, error)
@@ -338,7 +339,7 @@ class ProblemRun:
             self.journal.clear()
         return record
 
-    def write(self, status: GenerationStatus, error: str | None) -> dict[str, Any]:
+    def write(self, status: GenerationStatus, error: str | None) -> JSONObject:
         usage = Tokens()
         calls = 0
         for step in self.steps:
@@ -373,7 +374,7 @@ class ProblemRun:
                 BREAKER.check(self.settings)
 
 
-def _walk_steps(run: ProblemRun, previous: dict[str, GeneratedStep]) -> tuple[dict[str, Any], str | None]:
+def _walk_steps(run: ProblemRun, previous: dict[str, GeneratedStep]) -> tuple[JSONObject, str | None]:
     """Every step in order, the artifact written after each; the final record and the error that stopped it."""
     steps = run.problem.steps
     for index, step in enumerate(steps):
@@ -409,7 +410,7 @@ def _record_never_asked(run: ProblemRun, start: int, exceeded_step: str) -> None
             run.add(not_generated_step_record(step, reason))
 
 
-def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> dict[str, Any]:
+def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> JSONObject:
     """Generate (or resume) every step of one problem; returns the written generation record.
 
     RunAborted when the model failed with a permanent model-level error for every problem so far."""
@@ -454,7 +455,14 @@ def problem_slots(settings: Settings) -> PrioritySlots:
     return named_slots("problems generated", settings.concurrency, PROBLEM_ADMISSION_SETTLE_S)
 
 
-def run_generate_attempts(settings: Settings, problem_id: str, priority: float = 0.0) -> dict[str, Any]:
+class AttemptStatuses(TypedDict):
+    """What `run_generate_attempts` returns (doit keeps it as the task's values)."""
+
+    problem_id: str
+    attempts: list[str]  # each attempt's generation status, in order
+
+
+def run_generate_attempts(settings: Settings, problem_id: str, priority: float = 0.0) -> AttemptStatuses:
     """Generate (or resume) attempts 0..settings.attempts-1 of one problem, in order; each is independent and
     resumable on its own (`run_generate`). Returns a small JSON-native dict: each attempt's status.
 
@@ -466,5 +474,5 @@ def run_generate_attempts(settings: Settings, problem_id: str, priority: float =
     RunAborted (from `run_generate`) stops the remaining attempts. Its start and end are recorded in the run's
     invocations.jsonl (`stages.records.invocations`), the wait for a slot included."""
     with invocations.recorded(settings.run_paths, "generate", problem_id), problem_slots(settings).slot(priority):
-        statuses = [run_generate(settings, problem_id, attempt)["status"] for attempt in range(settings.attempts)]
+        statuses = [str(run_generate(settings, problem_id, attempt)["status"]) for attempt in range(settings.attempts)]
     return {"problem_id": problem_id, "attempts": statuses}

@@ -27,6 +27,7 @@ import functools
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from stages.execution.isolation import Limits, ProcessResult, ScratchDir, run_is
 from stages.execution.safe_ast import MAX_PARSED_CHARS
 from stages.execution.untrusted import UntrustedJSONError, parse_json, valid_text
 from stages.statuses import ToolStatus
+from stages.storage.json_values import JSONObject, JSONValue
 
 CODE_INTERPRETER = "code_interpreter"
 OUTPUT_LIMIT = 20_000  # characters of output returned to the model
@@ -56,7 +58,7 @@ TOOL_DESCRIPTION = (
     "uses. numpy, scipy and sympy are available; print what you want to see. No network, no "
     "subprocesses, and the benchmark's data files are not accessible."
 )
-CODE_PARAMETERS: dict[str, Any] = {
+CODE_PARAMETERS: JSONObject = {
     "type": "object",
     "properties": {"code": {"type": "string", "description": "Python source code to execute."}},
     "required": ["code"],
@@ -76,17 +78,17 @@ class ToolOutcome:
 # Schemas
 # ---------------------------------------------------------------------------
 
-TOOL_SPECS: dict[str, tuple[str, dict[str, Any]]] = {CODE_INTERPRETER: (TOOL_DESCRIPTION, CODE_PARAMETERS)}
+TOOL_SPECS: dict[str, tuple[str, JSONObject]] = {CODE_INTERPRETER: (TOOL_DESCRIPTION, CODE_PARAMETERS)}
 
 
-def tool_schemas(tool_names: Any, protocol: str) -> list[dict[str, Any]]:
+def tool_schemas(tool_names: Iterable[str], protocol: str) -> list[JSONObject]:
     """The `tools` request parameter for `protocol` (openai-chat or openai-responses)."""
-    schemas = []
+    schemas: list[JSONObject] = []
     for name in tool_names:
         if name not in TOOL_SPECS:
             raise ValueError(f"unknown tool {name!r}: available tools are {', '.join(TOOL_SPECS)}")
         description, parameters = TOOL_SPECS[name]
-        spec = {"name": name, "description": description, "parameters": parameters}
+        spec: JSONObject = {"name": name, "description": description, "parameters": parameters}
         if protocol == "openai-chat":
             schemas.append({"type": "function", "function": spec})
         elif protocol == "openai-responses":
@@ -308,9 +310,9 @@ def sandbox_program(code: str, settings: Settings) -> str:
     )
 
 
-def sandbox_payload(code: str, settings: Settings) -> dict[str, Any]:
+def sandbox_payload(code: str, settings: Settings) -> JSONObject:
     """The /run_code request; `sandbox_memory_limit_mb=0` sends no limit at all."""
-    payload: dict[str, Any] = {
+    payload: JSONObject = {
         "code": sandbox_program(code, settings),
         "language": "python",
         "run_timeout": settings.code_timeout_seconds,
@@ -326,11 +328,15 @@ def sandbox_deadline_seconds(settings: Settings) -> float:
     return settings.code_timeout_seconds + settings.sandbox_api_timeout_seconds
 
 
-def _text_field(value: Any) -> str:
+def _text_field(value: JSONValue) -> str:
     return value if isinstance(value, str) else ""
 
 
-def post_run_code(code: str, settings: Settings) -> dict[str, Any]:
+def _object_field(value: JSONValue) -> JSONObject:
+    return value if isinstance(value, dict) else {}
+
+
+def post_run_code(code: str, settings: Settings) -> JSONObject:
     """One POST to `<sandbox_url>/run_code` through the reply boundary; the reply JSON (an object with a
     `run_result` object), or SandboxUnavailable / SandboxRefused."""
     import httpx2
@@ -382,14 +388,14 @@ def split_output_totals(stderr: str) -> tuple[str, int | None]:
     return head, stdout_total + stderr_total
 
 
-def _return_code(value: Any) -> int | None:
+def _return_code(value: JSONValue) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def outcome_from_sandbox(reply: dict[str, Any], duration_s: float, timeout_seconds: float) -> ToolOutcome:
+def outcome_from_sandbox(reply: JSONObject, duration_s: float, timeout_seconds: float) -> ToolOutcome:
     """The outcome a /run_code reply states; any field of the wrong type reads as absent (no output, no return
     code), so a reply that lies about its types is an `error`, never an `ok` it did not state."""
-    run = reply["run_result"]
+    run = _object_field(reply.get("run_result"))
     stdout, stderr = _text_field(run.get("stdout")), _text_field(run.get("stderr"))
     stderr, total_bytes = split_output_totals(stderr)
     output, truncated = truncate_output(join_streams(stdout, stderr), total_bytes)

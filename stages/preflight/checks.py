@@ -17,13 +17,13 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stages.benchmark.pins import split_files
 from stages.benchmark.problems import Problem, ProblemDataError
 from stages.config.settings import ConfigError, Settings
 from stages.execution.safe_ast import parse_module
 from stages.execution.untrusted import shown
+from stages.storage.json_values import JSONObject
 from stages.targets import ResolvedTargets, resolve_targets
 
 SANDBOX_PROBE = "import numpy, scipy, sympy\nprint('probe', numpy.__version__, scipy.__version__, sympy.__version__)\n"
@@ -183,7 +183,7 @@ def environment_probe_code(modules: tuple[str, ...]) -> str:
     return f"MODULES = {list(modules)!r}\nMARKER = {ENVIRONMENT_PROBE_MARKER!r}\n" + ENVIRONMENT_PROBE
 
 
-def probe_environment(settings: Settings, modules: tuple[str, ...]) -> dict[str, Any]:
+def probe_environment(settings: Settings, modules: tuple[str, ...]) -> JSONObject:
     """What `python_binary` imports as a local snippet does (same launcher, confinement and environment, without
     the execution_preamble); ConfigError when the probe itself cannot run."""
     from stages.generate.tools import run_local
@@ -215,7 +215,8 @@ def check_environment(settings: Settings, problems: tuple[Problem, ...]) -> str:
 
     modules = required_modules(problems)
     report = probe_environment(settings, modules)
-    missing = report.get("missing") if isinstance(report.get("missing"), dict) else {}
+    missing = report.get("missing")
+    missing = missing if isinstance(missing, dict) else {}
     if missing:
         names = ", ".join(name for name in sorted(missing) if not any(name.startswith(f"{m}.") for m in missing))
         first = str(next(iter(missing.values())))

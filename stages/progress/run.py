@@ -175,7 +175,7 @@ class RunProgress(ConsoleReporter):  # type: ignore[misc]  # doit ships no types
     def __init__(
         self,
         outstream: TextIO,
-        options: dict[str, Any],
+        options: dict[str, object],  # doit's, handed on to its reporter
         *,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from stages.errors import PipelineError
 from stages.execution.untrusted import shown, valid_text
-from stages.storage.artifacts import read_artifact, write_artifact
+from stages.storage.artifacts import read_frozen, write_artifact
+from stages.storage.json_values import optional_text, text
 from stages.storage.paths import RunPaths
 
 REASON_LIMIT = 500
@@ -78,7 +79,8 @@ class FailureRecords:
 
     def read(self, paths: RunPaths, problem_id: str) -> ProblemFailure | None:
         """The problem's record, if its last task of this stage failed."""
-        found = read_artifact(self.path_of(paths, problem_id), self.kind)
-        if found is None or found["problem_id"] != problem_id:
+        found = read_frozen(self.path_of(paths, problem_id), self.kind)
+        if found is None or found.get("problem_id") != problem_id:
             return None
-        return ProblemFailure(problem_id, shown(found["reason"], limit=REASON_LIMIT), found["detail"], self.prefix)
+        reason = shown(text(found.get("reason")), limit=REASON_LIMIT)
+        return ProblemFailure(problem_id, reason, optional_text(found.get("detail")), self.prefix)

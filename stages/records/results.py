@@ -30,6 +30,7 @@ from stages.records.summary import Summary, read_summary_file
 from stages.records.usage import AttemptCost
 from stages.statuses import STEP_STATUSES
 from stages.storage.artifacts import read_artifact
+from stages.storage.json_values import JSONObject
 from stages.storage.paths import RunPaths
 
 __all__ = [  # the records every report reads, named here beside the readers that return them
@@ -166,9 +167,10 @@ class RunResults:
         return RunPaths(self.run_dir)
 
     @property
-    def settings(self) -> Mapping[str, Any]:
+    def settings(self) -> JSONObject:
+        """config.json's settings (none when the run has no readable config.json)."""
         settings = (self.config or {}).get("settings")
-        return settings if isinstance(settings, Mapping) else {}
+        return settings if isinstance(settings, dict) else {}
 
     @property
     def by_id(self) -> dict[str, ProblemResult]:

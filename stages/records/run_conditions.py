@@ -5,21 +5,21 @@ details and summary, and the reason a run whose tool calls mostly failed on the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from stages.statuses import TOOL_STATUSES
+from stages.storage.json_values import FrozenObject, JSONObject, obj, objects, text
 
 # How the reason of an eval_error step scored without targets begins (score stage, targets_io). Only the
 # trusted side gives a step an eval_error, so only it writes these.
 TARGETS_MISSING_MARKERS: tuple[str, ...] = ("targets missing", "no targets file", "targets of step ", "targets file ")
 
 
-def tool_outcome_counts(tool_results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def tool_outcome_counts(tool_results: Iterable[FrozenObject]) -> dict[str, int]:
     """{status: count} over every status, for the tool results of one step (or several)."""
     counts: dict[str, int] = dict.fromkeys(TOOL_STATUSES, 0)
     for result in tool_results:
         status = result.get("status")
-        if status in counts:
+        if isinstance(status, str) and status in counts:
             counts[status] += 1
     return counts
 
@@ -28,20 +28,20 @@ def add_counts(total: dict[str, int], more: Mapping[str, int]) -> dict[str, int]
     return {status: total.get(status, 0) + more.get(status, 0) for status in TOOL_STATUSES}
 
 
-def step_tool_outcomes(step: Mapping[str, Any]) -> dict[str, int]:
-    return tool_outcome_counts((step.get("trajectory") or {}).get("tool_results") or ())
+def step_tool_outcomes(step: FrozenObject) -> dict[str, int]:
+    return tool_outcome_counts(objects(obj(step.get("trajectory")).get("tool_results")))
 
 
-def generation_tool_outcomes(generation: Mapping[str, Any] | None) -> dict[str, Any]:
+def generation_tool_outcomes(generation: FrozenObject | None) -> JSONObject:
     """{"total": counts, "steps": {step_id: counts}} of one generation record (steps that called a tool only)."""
-    steps = {}
+    steps: JSONObject = {}
     total: dict[str, int] = dict.fromkeys(TOOL_STATUSES, 0)
-    for step in (generation or {}).get("steps") or ():
+    for step in objects((generation or {}).get("steps")):
         counts = step_tool_outcomes(step)
         if any(counts.values()):
-            steps[step["step_id"]] = counts
+            steps[text(step.get("step_id"))] = dict(counts)
             total = add_counts(total, counts)
-    return {"total": total, "steps": steps}
+    return {"total": dict(total), "steps": steps}
 
 
 def sandbox_failure_line(counts: Mapping[str, int]) -> str | None:

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stages.storage.json_values import Frozen, FrozenObject
+
 
 @dataclass(frozen=True)
 class Usage:
@@ -94,7 +96,7 @@ class Tokens:
         )
 
     @classmethod
-    def of_record(cls, record: Mapping[str, Any]) -> Tokens:
+    def of_record(cls, record: FrozenObject) -> Tokens:
         """The counts of a usage record this pipeline wrote (anything else in it is read as 0)."""
         return cls(*(_count(record.get(name)) for name in ("input_tokens", "output_tokens", "unknown_calls")))
 
@@ -104,7 +106,7 @@ class Tokens:
         return dataclasses.replace(usage, unknown_calls=self.unknown_calls).to_record(include_calls=calls is not None)
 
 
-def _count(value: Any) -> int:
+def _count(value: Frozen) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 

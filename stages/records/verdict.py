@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from stages.statuses import StepStatus
+from stages.statuses import STEP_STATUSES, StepStatus
+from stages.storage.json_values import Frozen, FrozenObject, JSONObject, integer, number, obj, text, thaw_object
 
 
 @dataclass(frozen=True)
@@ -27,15 +28,15 @@ class StepVerdict:
     executed_on: str = ""  # the dask worker that ran the test process ("" when run by this process)
     # A `fail` decided by a failed check: what its statement compared, model-side values only (the checker's
     # `compared_values`); the report adds the target side. Never a target value.
-    compared: Mapping[str, Any] | None = None
+    compared: JSONObject | None = None
 
     @property
     def correct(self) -> bool:
         return self.status == "pass"
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> JSONObject:
         """The step's entry in a details file."""
-        record = {
+        record: JSONObject = {
             "step_id": self.step_id,
             "status": self.status,
             "correct": self.correct,
@@ -54,27 +55,38 @@ class StepVerdict:
         return record
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> StepVerdict:
+    def from_record(cls, record: FrozenObject) -> StepVerdict:
         """The verdict of a details file's step entry (where it ran is not read back)."""
-        tests = record.get("tests") or {}
+        tests = obj(record.get("tests"))
+        compared = record.get("compared")
         return cls(
-            str(record["step_id"]),
-            record["status"],
-            str(record.get("reason", "")),
-            int(tests.get("total", 0)),
-            int(tests.get("passed", 0)),
-            record.get("returncode"),
-            str(record.get("stdout", "")),
-            str(record.get("stderr", "")),
-            float(record.get("duration_s", 0.0)),
+            text(record.get("step_id")),
+            _step_status(record.get("status")),
+            text(record.get("reason")),
+            integer(tests.get("total")),
+            integer(tests.get("passed")),
+            _returncode(record.get("returncode")),
+            text(record.get("stdout")),
+            text(record.get("stderr")),
+            number(record.get("duration_s")),
             bool(record.get("cached", False)),
-            compared=record["compared"] if isinstance(record.get("compared"), Mapping) else None,
+            compared=thaw_object(compared) if isinstance(compared, Mapping) else None,
         )
 
-    def to_cache(self) -> dict[str, Any]:
+    def to_cache(self) -> JSONObject:
         return asdict(self)
 
     @classmethod
     def from_cache(cls, record: dict[str, Any]) -> StepVerdict:
+        """The verdict a cache file holds (`to_cache`, parsed JSON): TypeError when its fields do not fit."""
         known = {name: record[name] for name in cls.__dataclass_fields__ if name in record}
         return cls(**{**known, "cached": True})
+
+
+def _step_status(value: Frozen) -> StepStatus:
+    """A recorded step status (the schema allows only these; anything else reads as an evaluation error)."""
+    return next((status for status in STEP_STATUSES if status == value), "eval_error")
+
+
+def _returncode(value: Frozen) -> int | None:
+    return None if value is None else integer(value)

@@ -14,18 +14,18 @@ view of the run never is); a plot is captioned with the setting its split and ba
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from stages.benchmark.pins import split_problem_count
 from stages.benchmark.protocol import DEFAULT_CARRY
 from stages.execution.untrusted import shown
 from stages.records.results import cached_selection
 from stages.records.summary import Caveat, Summary, caveats_text, read_summary_file
-from stages.storage.artifacts import read_artifact
-from stages.storage.json_values import EMPTY, Frozen, obj, optional_number, optional_text, thaw
+from stages.storage.artifacts import read_frozen
+from stages.storage.json_values import EMPTY, Frozen, FrozenObject, obj, optional_number, optional_text, thaw
 from stages.storage.markdown_table import markdown_table
 from stages.storage.paths import COMPARE_DIR_NAME, ResultsPaths, RunPaths
 from stages.summarize.markdown import CAVEATS_LIMIT, name_span, ratio
@@ -186,11 +186,12 @@ def newest_input_time(run_dir: Path) -> float:
     return max(times, default=0.0)
 
 
-def _interval(record: Mapping[str, Any] | None, method: str) -> tuple[float, float] | None:
+def _interval(record: FrozenObject, method: str) -> tuple[float, float] | None:
     """(low, high) of an interval record computed by `method`; None otherwise (an earlier method is not shown)."""
-    if not record or record.get("method") != method or record.get("low") is None or record.get("high") is None:
+    low, high = optional_number(record.get("low")), optional_number(record.get("high"))
+    if record.get("method") != method or low is None or high is None:
         return None
-    return float(record["low"]), float(record["high"])
+    return low, high
 
 
 def _report_of(run_dir: Path, summary_path: Path | None) -> Path | None:
@@ -211,8 +212,8 @@ def _tag_of(summary_path: Path | None) -> str:
 def index_row(run_dir: Path) -> IndexRow:
     """The row of one run folder."""
     path, summary, any_summary = chosen_summary(run_dir)
-    config = read_artifact(RunPaths(run_dir).recorded_config(), "config") or {}
-    settings: Mapping[str, Any] = config.get("settings") or {}
+    config = read_frozen(RunPaths(run_dir).recorded_config(), "config") or EMPTY
+    settings = obj(config.get("settings"))
     selection = cached_selection(RunPaths(run_dir))
     state, note = _state(run_dir, path, any_summary, summary)
     identity = summary.identity if summary else None
@@ -223,11 +224,13 @@ def index_row(run_dir: Path) -> IndexRow:
         run_dir=run_dir,
         model=str((identity and identity.model) or settings.get("model") or run_dir.parent.name),
         run=run_dir.name,
-        split=(identity and identity.split) or settings.get("split") or (selection.split if selection else None),
-        mode=(identity and identity.mode) or settings.get("mode"),
+        split=(identity and identity.split)
+        or optional_text(settings.get("split"))
+        or (selection.split if selection else None),
+        mode=(identity and identity.mode) or optional_text(settings.get("mode")),
         with_background=None if background is None else bool(background),
-        carry=(identity and optional_text(identity.carry)) or settings.get("carry"),
-        attempts=(identity and _whole(identity.attempts_per_problem)) or settings.get("attempts"),
+        carry=(identity and optional_text(identity.carry)) or optional_text(settings.get("carry")),
+        attempts=(identity and _whole(identity.attempts_per_problem)) or _whole(settings.get("attempts")),
         summary_tag=_tag_of(path),
         selected=_whole(headline.get("Total")),
         resolved=_whole(headline.get("main_problem_resolved")),

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from doit.exceptions import TaskFailed
 
@@ -13,9 +13,10 @@ from stages.config.task_kind import ArtifactCheck, TaskKind
 if TYPE_CHECKING:
     from stages.config.settings import Settings
     from stages.records.details import Details
+    from stages.score.parent.stage import ScoreSummary
 
 
-def score_and_count(settings: Settings, problem_id: str) -> dict[str, Any] | TaskFailed | None:
+def score_and_count(settings: Settings, problem_id: str) -> ScoreSummary | TaskFailed | None:
     """`run_score`, its attempt-0 step counts published to the live view.
 
     One problem never takes the others down: should scoring fail for any reason (a bug included), the failure

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-from typing import Any
 
 from stages.benchmark.categories import allowed_names_text, table_digest, unknown_names
 from stages.benchmark.pins import prefilled_steps
@@ -19,7 +18,7 @@ from stages.records.results import cached_selection
 from stages.records.selection import KIND, LayoutStep, Selection, SelectionEntry, StepLayout
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import fingerprint, write_artifact
-from stages.storage.json_values import JSONValue
+from stages.storage.json_values import JSONObject, JSONValue
 
 VERSIONED_PACKAGES: tuple[str, ...] = ("doit", "openai", "numpy", "scipy", "sympy", "h5py")
 
@@ -90,11 +89,11 @@ def selection_fingerprint_parts(settings: Settings) -> FingerprintParts:
     )
 
 
-def _layout_identity() -> dict[str, Any]:
+def _layout_identity() -> dict[str, int | list[str]]:
     return {"format": LAYOUT_FORMAT, "prefilled": sorted(prefilled_steps())}
 
 
-def _problem_files_identity(settings: Settings) -> Any:
+def _problem_files_identity(settings: Settings) -> dict[str, str] | None:
     manifest = read_manifest_file(settings.data_paths.manifest)
     if manifest is None:
         return None
@@ -119,16 +118,16 @@ def library_versions(settings: Settings) -> dict[str, str]:
     }
 
 
-def write_run_config(settings: Settings) -> dict[str, Any]:
+def write_run_config(settings: Settings) -> JSONObject:
     """config.json: every resolved setting (secrets redacted) and each stage's fingerprint."""
-    record = {
+    record: JSONObject = {
         **config_fingerprint_parts(settings).record(),
         "status": "complete",
         "settings": settings.redacted(),
         "stage_fingerprints": {
             stage: settings.fingerprint(stage) for stage in ("download", "select", "generate", "score")
         },
-        "versions": library_versions(settings),
+        "versions": dict(library_versions(settings)),
         "confinement": check_confinement("auto", settings.python_binary),
     }
     return write_artifact(settings.run_paths.config, "config", record)
@@ -159,7 +158,7 @@ def selection_entry(problem: Problem) -> SelectionEntry:
     )
 
 
-def run_select(settings: Settings) -> dict[str, Any]:
+def run_select(settings: Settings) -> JSONObject:
     """Write `<run>/selection.json` and `<run>/config.json`; returns the selection record."""
     problems = select_problems(settings)
     parts = selection_fingerprint_parts(settings)

@@ -18,9 +18,9 @@ from referencing.jsonschema import DRAFT202012
 from stages.errors import PipelineError
 from stages.execution import live_processes
 from stages.execution.untrusted import valid_text
-from stages.storage.json_values import FrozenObject, thaw_object
+from stages.storage.json_values import FrozenObject, JSONObject, thaw_object
 from stages.storage.paths import SCHEMAS_DIR
-from stages.storage.store import MEMO
+from stages.storage.store import MEMO, Validate
 
 SCHEMA_VERSION = 1
 
@@ -68,7 +68,7 @@ def _validator(kind: str) -> jsonschema.protocols.Validator:
     return validator_cls(schema, registry=registry)
 
 
-def validate(kind: str, record: dict[str, Any]) -> None:
+def validate(kind: str, record: JSONObject) -> None:
     errors = sorted(_validator(kind).iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
@@ -110,7 +110,7 @@ def _read_umask() -> int:
 _FILE_MODE = 0o666 & ~_read_umask()  # read once at import: os.umask is process-wide, not thread-safe
 
 
-def write_artifact(path: Path, kind: str, record: dict[str, Any]) -> dict[str, Any]:
+def write_artifact(path: Path, kind: str, record: JSONObject) -> JSONObject:
     """Validate `record` against `schemas/<kind>.schema.json` and write it atomically; the process's memo of
     parsed artifacts then holds it as written (`stages.storage.store`). Returns the record."""
     record = {"schema_version": SCHEMA_VERSION, **record}
@@ -123,7 +123,7 @@ def write_artifact(path: Path, kind: str, record: dict[str, Any]) -> dict[str, A
     return record
 
 
-def is_valid(kind: str, record: dict[str, Any]) -> bool:
+def is_valid(kind: str, record: JSONObject) -> bool:
     """Whether a parsed object is a valid artifact of `kind` in the current format."""
     if record.get("schema_version") != SCHEMA_VERSION:
         return False
@@ -134,11 +134,11 @@ def is_valid(kind: str, record: dict[str, Any]) -> bool:
     return True
 
 
-def _validity(kind: str) -> Callable[[dict[str, Any]], bool]:
+def _validity(kind: str) -> Validate:
     return _VALIDITY.setdefault(kind, partial(is_valid, kind))
 
 
-_VALIDITY: dict[str, Callable[[dict[str, Any]], bool]] = {}
+_VALIDITY: dict[str, Validate] = {}
 
 
 def read_frozen(path: Path, kind: str) -> FrozenObject | None:
@@ -152,7 +152,7 @@ def read_typed(path: Path, kind: str, build: Callable[[FrozenObject], R]) -> R |
     return MEMO.cached_record(Path(path), kind, _validity(kind), build)
 
 
-def read_artifact(path: Path, kind: str) -> dict[str, Any] | None:
+def read_artifact(path: Path, kind: str) -> JSONObject | None:
     """The artifact at `path` if it exists, parses and validates, as a plain dict of its own; None otherwise."""
     frozen = read_frozen(path, kind)
     return None if frozen is None else thaw_object(frozen)

@@ -28,14 +28,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from stages.benchmark.pins import pins, prefilled_steps, split_files
+from stages.benchmark.pins import prefilled_steps, reference_step_seconds, split_files
 from stages.benchmark.problems import Problem, Step, load_split, prefilled_code
 from stages.config.fingerprints import FingerprintParts
 from stages.config.settings import Settings
 from stages.execution.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 from stages.execution.versions import package_versions
 from stages.progress.phase import DEFAULT_UNIT_SECONDS, PhaseProgress
-from stages.storage.artifacts import fingerprint, read_artifact, sha256_file, write_artifact
+from stages.storage.artifacts import fingerprint, read_artifact, read_frozen, sha256_file, write_artifact
+from stages.storage.json_values import FrozenObject, JSONObject, JSONValue, number, objects, text
 from stages.storage.paths import PROJECT_ROOT, DataPaths
 from stages.targets.comparison import CAPTURE_NAME, capture_program, find_target_comparison
 from stages.targets.errors import DerivationError, TargetsError
@@ -67,7 +68,7 @@ class DerivationOutcome:
     reason: str = ""
     layouts: tuple[H5Group, ...] = field(default=(), repr=False)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONObject:
         return {
             "step_id": self.step_id,
             "status": self.status,
@@ -106,7 +107,7 @@ def _reference_code(data_paths: DataPaths, step: Step) -> str:
 
 def evaluate_step(job: DerivationJob) -> tuple[H5Group, ...]:
     """Run the job in this process (the child's work): the layout of every test case's target."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": builtins}
     for label, code in job.preamble:
         exec(compile(code, label, "exec"), namespace)  # noqa: S102 - reference code, in an isolated child
     layouts: list[H5Group] = []
@@ -129,23 +130,32 @@ def evaluate_step(job: DerivationJob) -> tuple[H5Group, ...]:
     return tuple(layouts)
 
 
+@dataclass(frozen=True)
+class ChildResult:
+    """What the child pickles back: `ok` and the layouts, or how it failed and why."""
+
+    status: DerivationStepStatus
+    reason: str = ""
+    layouts: tuple[H5Group, ...] = ()
+
+
 def child_main(job_path: str) -> int:
     """Entry point of the child process: read the job, evaluate it, pickle the result next to it."""
     job_file = Path(job_path)
     spec = json.loads(job_file.read_text(encoding="utf-8"))
     job = DerivationJob(spec["step_id"], tuple(tuple(p) for p in spec["preamble"]), tuple(spec["test_cases"]))
     try:
-        result: dict[str, Any] = {"status": "ok", "layouts": evaluate_step(job)}
+        result = ChildResult("ok", layouts=evaluate_step(job))
     except BaseException as error:  # noqa: BLE001 - every failure (even SystemExit) is reported, not raised
         # Running out of memory depends on the limit and the load, not only on the code: not deterministic.
-        status = "crashed" if isinstance(error, MemoryError) else "error"
-        result = {"status": status, "reason": _error_line(error) + _error_location(error)}
+        status: DerivationStepStatus = "crashed" if isinstance(error, MemoryError) else "error"
+        result = ChildResult(status, _error_line(error) + _error_location(error))
     output = Path(spec["output"])
     partial = output.with_suffix(".partial")
     with open(partial, "wb") as stream:
         pickle.dump(result, stream, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(partial, output)
-    return 0 if result["status"] == "ok" else 1
+    return 0 if result.status == "ok" else 1
 
 
 def _error_line(error: BaseException) -> str:
@@ -193,10 +203,10 @@ def _outcome(job: DerivationJob, process: ProcessResult, output: Path, limits: L
     if not output.is_file():
         return DerivationOutcome(job.step_id, "crashed", tests, duration, _crash_reason(process))
     with open(output, "rb") as stream:
-        result = pickle.load(stream)  # written by our own child process
-    if result["status"] != "ok":
-        return DerivationOutcome(job.step_id, result["status"], tests, duration, result["reason"])
-    return DerivationOutcome(job.step_id, "ok", tests, duration, layouts=tuple(result["layouts"]))
+        result: ChildResult = pickle.load(stream)  # written by our own child process
+    if result.status != "ok":
+        return DerivationOutcome(job.step_id, result.status, tests, duration, result.reason)
+    return DerivationOutcome(job.step_id, "ok", tests, duration, layouts=result.layouts)
 
 
 def _crash_reason(process: ProcessResult) -> str:
@@ -217,30 +227,48 @@ def derived_record_path(data_paths: DataPaths) -> Path:
 
 def derived_targets_fingerprint(settings: Settings) -> str:
     """sha256 over every input of the derived targets: problem and prefilled files, this code, libraries."""
-    return fingerprint(_fingerprint_inputs(settings.data_paths))
+    return fingerprint(_fingerprint_inputs(settings.data_paths).to_record())
 
 
 def derived_targets_fingerprint_parts(settings: Settings) -> FingerprintParts:
     """`derived_targets_fingerprint` and what it covers by named part (no setting: inputs, code, libraries)."""
     covered = _fingerprint_inputs(settings.data_paths)
-    files = {**covered["problems"], **covered["prefilled"]}
+    files = {**covered.problems, **covered.prefilled}
     return FingerprintParts(
-        fingerprint(covered),
+        fingerprint(covered.to_record()),
         inputs={name: sha and sha[:16] for name, sha in files.items()},
-        code={"targets derivation": covered["code"], "format": str(covered["format"])},
-        libraries=dict(covered["environment"]),
+        code={"targets derivation": covered.code, "format": str(DERIVATION_FORMAT)},
+        libraries=dict(covered.environment),
     )
 
 
-def _fingerprint_inputs(data_paths: DataPaths) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DerivationInputs:
+    """What the derived targets are made from (sha256 by file name; None: not staged); the record's `inputs`."""
+
+    problems: dict[str, str | None]
+    prefilled: dict[str, str | None]
+    code: str
+    environment: dict[str, str]
+
+    def to_record(self) -> JSONObject:
+        return {
+            "format": DERIVATION_FORMAT,
+            "problems": dict(self.problems),
+            "prefilled": dict(self.prefilled),
+            "code": self.code,
+            "environment": dict(self.environment),
+        }
+
+
+def _fingerprint_inputs(data_paths: DataPaths) -> DerivationInputs:
     problems_file = data_paths.file(split_files()["validation"])
-    return {
-        "format": DERIVATION_FORMAT,
-        "problems": {problems_file.name: _small_file_sha256(problems_file)},
-        "prefilled": {name: _small_file_sha256(data_paths.file(name)) for name in sorted(prefilled_steps().values())},
-        "code": _code_sha256(),
-        "environment": derivation_environment(),
-    }
+    return DerivationInputs(
+        problems={problems_file.name: _small_file_sha256(problems_file)},
+        prefilled={name: _small_file_sha256(data_paths.file(name)) for name in sorted(prefilled_steps().values())},
+        code=_code_sha256(),
+        environment=derivation_environment(),
+    )
 
 
 def _small_file_sha256(path: Path) -> str | None:
@@ -271,26 +299,26 @@ def derived_targets_current(settings: Settings) -> bool:
     A `partial` record counts as current only when every failed step failed deterministically
     (`error`); steps that timed out or crashed are retried on the next run.
     """
-    record = read_artifact(derived_record_path(settings.data_paths), RECORD_KIND)
+    record = read_frozen(derived_record_path(settings.data_paths), RECORD_KIND)
     return (
         record is not None
         and _record_usable(record, settings)
-        and record["fingerprint"] == derived_targets_fingerprint(settings)
+        and record.get("fingerprint") == derived_targets_fingerprint(settings)
     )
 
 
-def _record_usable(record: dict[str, Any], settings: Settings) -> bool:
-    if record["status"] == "failed":
+def _record_usable(record: FrozenObject, settings: Settings) -> bool:
+    if record.get("status") == "failed":
         return False
-    if any(step["status"] in ("timeout", "crashed") for step in record["steps"]):
+    if any(step.get("status") in ("timeout", "crashed") for step in objects(record.get("steps"))):
         return False
     try:
-        return bool(settings.data_paths.derived_targets.stat().st_size == record["size"])
+        return settings.data_paths.derived_targets.stat().st_size == record.get("size")
     except OSError:
         return False
 
 
-def derive_targets(settings: Settings) -> dict[str, Any]:
+def derive_targets(settings: Settings) -> JSONObject:
     """Derive the targets of every validation step from reference code; returns the written record.
 
     An up-to-date record is returned as is. Steps run longest-first on `score_workers` isolated
@@ -306,8 +334,7 @@ def derive_targets(settings: Settings) -> dict[str, Any]:
     jobs = step_jobs(data_paths, problems)
     if not jobs:
         raise TargetsError(f"no problem in {split_files()['validation']} ships reference code: nothing to derive")
-    previous = read_artifact(record_path, RECORD_KIND)
-    outcomes = run_step_jobs(jobs, settings, expected_durations(previous))
+    outcomes = run_step_jobs(jobs, settings, expected_durations(read_frozen(record_path, RECORD_KIND)))
     record_path.unlink(missing_ok=True)  # a stale record must not describe the new file
     ordered = [outcomes[job.step_id] for job in jobs]
     succeeded = {o.step_id: o.layouts for o in ordered if o.status == "ok"}
@@ -317,15 +344,15 @@ def derive_targets(settings: Settings) -> dict[str, Any]:
     return write_artifact(record_path, RECORD_KIND, record)
 
 
-def expected_durations(previous_record: dict[str, Any] | None) -> dict[str, float]:
+def expected_durations(previous_record: FrozenObject | None) -> dict[str, float]:
     """Expected step durations, to start the longest steps first.
 
     Measured by the previous derivation when there is one; else the optional `reference_step_seconds`
     table of pins.json (seconds per step id, measured once); steps in neither are ordered by code size.
     """
-    durations = {str(k): float(v) for k, v in pins().get("reference_step_seconds", {}).items()}
-    for step in (previous_record or {}).get("steps", []):
-        durations[step["step_id"]] = float(step["duration_s"])
+    durations = reference_step_seconds()
+    for step in objects((previous_record or {}).get("steps")):
+        durations[text(step.get("step_id"))] = number(step.get("duration_s"))
     return durations
 
 
@@ -389,7 +416,7 @@ def _derivation_record(
     digest: str,
     target_path: Path,
     duration: float,
-) -> dict[str, Any]:
+) -> JSONObject:
     failed = [o for o in outcomes if o.status != "ok"]
     status: DerivationStatus = "complete" if not failed else ("failed" if len(failed) == len(outcomes) else "partial")
     inputs = _fingerprint_inputs(settings.data_paths)
@@ -406,7 +433,7 @@ def _derivation_record(
         "file": target_path.name,
         "sha256": digest,
         "size": target_path.stat().st_size,
-        "inputs": inputs,
+        "inputs": inputs.to_record(),
         "layout": {"gzip_min_bytes": GZIP_MIN_BYTES, "gzip_level": GZIP_LEVEL},
         "counts": {
             "problems": len(problems),
@@ -432,14 +459,10 @@ def main(argv: Sequence[str]) -> int:
 
     settings = load_settings({"data_dir": argv[0]} if argv else {})
     record = derive_targets(settings)
-    print(
-        json.dumps(
-            {
-                "status": record["status"],
-                "counts": record["counts"],
-                "failed": [s for s in record["steps"] if s["status"] != "ok"],
-            },
-            indent=2,
-        )
-    )
+    failed: list[JSONValue] = [step for step in _objects(record.get("steps")) if step.get("status") != "ok"]
+    print(json.dumps({"status": record["status"], "counts": record["counts"], "failed": failed}, indent=2))
     return 0 if record["status"] == "complete" else 1
+
+
+def _objects(value: JSONValue) -> list[JSONObject]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []

@@ -166,7 +166,8 @@ def write_layout(parent: Any, name: str, node: H5Node) -> None:
         parent.create_dataset(name, data=node.data, **_compression(node.data))
 
 
-def _compression(data: Any) -> dict[str, Any]:
+def _compression(data: Any) -> dict[str, str | int | bool]:
+    """The `create_dataset` options of `data`: gzip for a large numeric array, none otherwise."""
     import numpy as np
 
     if isinstance(data, np.ndarray) and data.ndim > 0 and data.nbytes >= GZIP_MIN_BYTES and data.dtype.kind in "biufc":

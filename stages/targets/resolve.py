@@ -9,7 +9,8 @@ from typing import Literal
 
 from stages.config.settings import Settings
 from stages.records.manifest import read_manifest_file
-from stages.storage.artifacts import read_artifact
+from stages.storage.artifacts import read_frozen
+from stages.storage.json_values import integer, obj, objects, optional_text, text
 from stages.targets.derive import RECORD_KIND, derived_record_path, derived_targets_current
 
 TargetsKind = Literal["official", "explicit", "derived", "missing"]
@@ -36,13 +37,13 @@ def resolve_targets(settings: Settings) -> ResolvedTargets:
         return from_manifest
     if settings.explicit_targets_file() is not None:  # an explicit file is never silently replaced
         return ResolvedTargets("missing", None, None, manifest_note)
-    record = read_artifact(derived_record_path(data_paths), RECORD_KIND)
+    record = read_frozen(derived_record_path(data_paths), RECORD_KIND)
     if record is not None and derived_targets_current(settings):
-        failed = [s["step_id"] for s in record["steps"] if s["status"] != "ok"]
-        note = f"{record['counts']['steps_ok']} validation steps"
+        failed = [text(step.get("step_id")) for step in objects(record.get("steps")) if step.get("status") != "ok"]
+        note = f"{integer(obj(record.get('counts')).get('steps_ok'))} validation steps"
         if failed:
             note += f"; no targets for {len(failed)} steps whose derivation failed: {', '.join(failed)}"
-        return ResolvedTargets("derived", data_paths.derived_targets, record["sha256"], note)
+        return ResolvedTargets("derived", data_paths.derived_targets, optional_text(record.get("sha256")), note)
     derived_note = (
         "derived targets are out of date (run the targets stage)" if record is not None else "no derived targets"
     )

@@ -15,7 +15,6 @@ import json
 import subprocess
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 CONFINE_SCRIPT = Path(__file__).resolve().parent / "confine.py"
 PROBE_TIMEOUT_SECONDS = 120
@@ -50,8 +49,9 @@ def binding_arguments() -> list[str]:
 
 
 @lru_cache(maxsize=8)
-def confinement_of(python_binary: str) -> dict[str, Any]:
-    """The probe's record (`description`, `full`, Landlock ABI, namespaces, capabilities)."""
+def confinement_of(python_binary: str) -> dict[str, object]:
+    """The probe's record (`description`, `full`, Landlock ABI, namespaces, capabilities): its JSON, read only
+    by what it says (`check_confinement`)."""
     from stages.execution.isolation import scrubbed_environment
 
     try:

@@ -62,7 +62,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 
 def _load_sibling(name: str) -> ModuleType:
@@ -84,6 +84,8 @@ def _load_sibling(name: str) -> ModuleType:
 
 
 if TYPE_CHECKING:
+    import argparse
+
     from stages.execution.confinement import kernel
 else:
     kernel = _load_sibling("kernel")
@@ -157,7 +159,8 @@ class Confinement:
         )
         return ", ".join(parts)
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> dict[str, object]:
+        """What the probe prints (JSON): every field, the description and whether the confinement is full."""
         return dict(asdict(self), description=self.description, full=self.full)
 
 
@@ -512,29 +515,44 @@ def exit_like(code: int) -> None:
 PROBE_SCRATCH_LIMIT_MB = 1
 
 
+class ProbeReport(TypedDict, total=False):
+    """What B of the probe found it could do (JSON, read by `probe`)."""
+
+    namespaces: str
+    namespace_reason: str
+    problems: list[str]
+    scratch_tmpfs: bool
+    task_limit: int
+    scratch_reason: str
+    capabilities_dropped: bool
+    identity: str
+    seccomp: bool
+
+
 def _probe_confined(scratch: str, write_fd: int) -> int:
     """In B of the probe: the real steps 1, 4 and 5 on a throw-away folder; what worked goes to `write_fd`."""
-    report: dict[str, Any] = {
+    problems: list[str] = []
+    report: ProbeReport = {
         "namespaces": _SUPERVISED_NAMESPACES,
         "namespace_reason": _SUPERVISED_NAMESPACES_REASON,
-        "problems": [],
+        "problems": problems,
     }
     try:
         tmpfs, task_limit, reason = prepare_mounts(scratch, PROBE_SCRATCH_LIMIT_MB)
-        report.update(scratch_tmpfs=tmpfs, task_limit=task_limit, scratch_reason=reason)
     except OSError as error:
-        report.update(scratch_tmpfs=False, task_limit=0, scratch_reason=str(error))
+        tmpfs, task_limit, reason = False, 0, str(error)
+    report["scratch_tmpfs"], report["task_limit"], report["scratch_reason"] = tmpfs, task_limit, reason
     try:
         report["capabilities_dropped"] = kernel.drop_capabilities()
         report["identity"] = kernel.identity_line()
     except ConfinementError as error:
-        report["problems"].append(str(error))
+        problems.append(str(error))
     try:
         kernel.set_no_new_privs()
         report["seccomp"] = kernel.install_seccomp() and kernel.seccomp_mode() == 2
     except ConfinementError as error:
         report["seccomp"] = False
-        report["problems"].append(str(error))
+        problems.append(str(error))
     os.write(write_fd, json.dumps(report).encode("utf-8"))
     return 0
 
@@ -588,7 +606,7 @@ def probe(seccomp_binding: str | None = None) -> Confinement:
 # ---------------------------------------------------------------------------
 
 
-def _parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     import argparse
 
     if "--" not in argv:
@@ -604,7 +622,7 @@ def _parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     parser.add_argument("--python", action="store_true", help="the command's arguments are for this interpreter")
     options = parser.parse_args(argv[:split])
     command = argv[split + 1 :]
-    return vars(options), [python_as_invoked()] + command if options.python else command
+    return options, [python_as_invoked()] + command if options.python else command
 
 
 def python_as_invoked() -> str:
@@ -627,17 +645,17 @@ def main(argv: list[str] | None = None) -> None:
     options, command = _parse(argv)
     if not command:
         raise SystemExit("confine: no program given after --")
-    scratch = os.path.abspath(options["scratch"]) if options["scratch"] else None
-    read_paths = interpreter_read_paths() + options["read"] + options["write"] + ([scratch] if scratch else [])
-    prepare_seccomp(options["seccomp_binding"])  # here, so that every snippet's B inherits it ready
+    scratch = os.path.abspath(options.scratch) if options.scratch else None
+    read_paths = interpreter_read_paths() + options.read + options.write + ([scratch] if scratch else [])
+    prepare_seccomp(options.seccomp_binding)  # here, so that every snippet's B inherits it ready
 
     def run_command() -> int:
         enter_sandbox(
             read_paths,
-            options["write"],
-            options["memory_mb"] or None,
+            options.write,
+            options.memory_mb or None,
             scratch=scratch,
-            scratch_limit_mb=options["scratch_limit_mb"] or None,
+            scratch_limit_mb=options.scratch_limit_mb or None,
         )
         os.execv(command[0], command)
         return 127

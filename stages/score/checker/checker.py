@@ -35,8 +35,8 @@ import os
 import pickle
 import sys
 import traceback
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
 
 _SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared")
 if _SHARED not in sys.path:
@@ -63,6 +63,48 @@ DESCRIBED_VALUES = 4  # captured values described per failed statement, at most
 TARGET_PATH_DEPTH = 4  # `target[0][1]...`: constant subscripts followed, at most
 STATEMENT_CHARS = 500
 REPLY_BYTES = 48 * 1024  # a reply's bound (the engine reads up to 64 KiB): a larger description is dropped
+
+
+class CheckSpec(TypedDict):
+    index: int
+    check: str | None  # None: the test checks nothing
+    temps: list[str]  # the names of the values the test process sends, in order
+
+
+class CheckerSpec(TypedDict):
+    """What the engine sends first (`StepJob.checker_spec`, JSON; the targets follow)."""
+
+    protocol: int
+    step_id: str
+    deps: str  # what the checker runs of the step's dependencies
+    tests: list[CheckSpec]
+
+
+class ComparedValue(TypedDict):
+    name: str
+    description: Mapping[str, object]  # `value_description.describe`
+    target: list[int | str] | None  # the target part it was compared with: the subscripts ([]: the whole target)
+
+
+class Compared(TypedDict):
+    """What the failed statement of a test compared (see `compared_values`)."""
+
+    test: int
+    statement: str
+    uses_target: bool
+    values: list[ComparedValue]
+
+
+class _Judged(TypedDict):
+    test: int | None
+    passed: bool
+    reason: str
+
+
+class Reply(_Judged, total=False):
+    """The checker's reply to one values frame (JSON)."""
+
+    compared: Compared
 
 
 class EmptyComparison(AssertionError):
@@ -192,8 +234,8 @@ def _paired_targets(statement: ast.stmt, temps: list[str], refs: list[list[int |
 
 
 def compared_values(
-    source: str, filename: str, error: BaseException, namespace: dict[str, Any], index: int
-) -> dict[str, Any] | None:
+    source: str, filename: str, error: BaseException, namespace: dict[str, object], index: int
+) -> Compared | None:
     """What the failed statement of test `index` compared: its captured values, each described (model-side
     values only: the target is never described here) with the target part it was compared with (`target`:
     the subscripts, [] for the whole target; null when the statement pairs it with none). None when the
@@ -225,21 +267,21 @@ def check_filename(index: int) -> str:
 
 
 class Checker:
-    def __init__(self, fd: int, spec: dict[str, Any], targets: list[bytes]) -> None:
+    def __init__(self, fd: int, spec: CheckerSpec, targets: list[bytes]) -> None:
         self.fd = fd
-        self.compared: dict[str, Any] | None = None
+        self.compared: Compared | None = None
         self.tests = {int(test["index"]): test for test in spec["tests"]}
         self.codes = {
-            index: compile(test["check"], check_filename(index), "exec")
+            index: compile(check, check_filename(index), "exec")
             for index, test in self.tests.items()
-            if test.get("check")
+            if (check := test.get("check"))
         }
         self.targets = targets
-        self.base: dict[str, Any] = {"__builtins__": builtins}
+        self.base: dict[str, object] = {"__builtins__": builtins}
         exec(compile(spec["deps"], "<scicode-check dependencies>", "exec"), self.base)
 
-    def reply(self, test: int | None, passed: bool, reason: str, compared: dict[str, Any] | None = None) -> None:
-        record: dict[str, Any] = {"test": test, "passed": passed, "reason": reason[:REASON_LIMIT]}
+    def reply(self, test: int | None, passed: bool, reason: str, compared: Compared | None = None) -> None:
+        record: Reply = {"test": test, "passed": passed, "reason": reason[:REASON_LIMIT]}
         if compared is not None:
             record["compared"] = compared
         try:
@@ -260,9 +302,10 @@ class Checker:
             test, passed, reason = None, False, f"the checker failed on the values sent: {short_exception(error)}"
         self.reply(test, passed, reason, self.compared)
 
-    def _describe_failure(self, index: int, error: BaseException, namespace: dict[str, Any]) -> None:
+    def _describe_failure(self, index: int, error: BaseException, namespace: dict[str, object]) -> None:
         try:
-            self.compared = compared_values(self.tests[index]["check"], check_filename(index), error, namespace, index)
+            source = self.tests[index]["check"] or ""
+            self.compared = compared_values(source, check_filename(index), error, namespace, index)
         except BaseException:  # noqa: BLE001 - no description, the verdict stands
             self.compared = None
 
@@ -293,7 +336,7 @@ class Checker:
             namespace.clear()
         return index, True, f"{label} passed"
 
-    def _values(self, frame: bytes, wire: Any) -> tuple[int, dict[str, Any]]:
+    def _values(self, frame: bytes, wire: Any) -> tuple[int, dict[str, object]]:
         if frame[:1] != b"V" or len(frame) < 5:
             raise ValueError("a frame that is not a values frame")
         size = int.from_bytes(frame[1:5], "big")
@@ -315,7 +358,7 @@ class Checker:
                 if missing
                 else f"test {index + 1}: unexpected or repeated values"
             )
-        values: dict[str, Any] = {}
+        values: dict[str, object] = {}
         offset = 5 + size
         for name, length in entries:
             if type(length) is not int or length < 0 or offset + length > len(frame):

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import reprlib
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 REPR_CHARS = 200
 ELEMENTS_RECORDED = 256
@@ -68,19 +69,39 @@ def _numeric_array(value: Any) -> Any:
     return array if array.dtype.kind in NUMERIC_KINDS else None
 
 
-def describe(value: Any) -> dict[str, Any]:
+class _Shown(TypedDict):
+    type: str
+    repr: str
+
+
+class Description(_Shown, total=False):
+    """What `describe` records of a value; a number or numeric array also has its shape, dtype, element count and
+    first elements."""
+
+    shape: list[int]
+    dtype: str
+    size: int
+    elements: list[object]  # each an int, a float, `[re, im]` or the text of a non-finite float
+
+
+class Differences(TypedDict):
+    max_abs: float
+    max_rel: float | None
+    compared: int  # elements compared
+    size: int  # elements of the target
+
+
+def describe(value: Any) -> Description:
     """The bounded description of `value` (see the module docstring); never raises."""
     try:
-        record: dict[str, Any] = {"type": type(value).__name__, "repr": _bounded_repr(value)}
+        record: Description = {"type": type(value).__name__, "repr": _bounded_repr(value)}
         array = _numeric_array(value)
         if array is not None:
             flat = array.reshape(-1)[:ELEMENTS_RECORDED].tolist()
-            record.update(
-                shape=[int(length) for length in array.shape],
-                dtype=str(array.dtype),
-                size=int(array.size),
-                elements=[_number(element) for element in flat],
-            )
+            record["shape"] = [int(length) for length in array.shape]
+            record["dtype"] = str(array.dtype)
+            record["size"] = int(array.size)
+            record["elements"] = [_number(element) for element in flat]
         return record
     except BaseException as error:  # noqa: BLE001 - whatever the value does, a description that says so
         return {"type": "unknown", "repr": f"(not describable: {type(error).__name__})"}
@@ -102,7 +123,7 @@ def _as_complex(element: Any) -> complex | None:
     return None
 
 
-def differences(model: dict[str, Any], target: dict[str, Any]) -> dict[str, Any] | None:
+def differences(model: Mapping[str, object], target: Mapping[str, object]) -> Differences | None:
     """The largest absolute and relative difference between the recorded elements of two numeric descriptions
     of the same shape (relative: over elements whose target is not 0); None when they are not comparable
     elementwise. `compared`: how many elements (fewer than `size` when more were not recorded)."""

@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import signal
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from stages.execution.untrusted import valid_data, valid_text
 from stages.statuses import StepStatus
+from stages.storage.json_values import JSONObject, JSONValue
 
 MAX_VALUES_HEADER_BYTES = 1 << 20  # the JSON header of a values frame (a name and a size per value)
 MAX_RECORD_BYTES = 64 * 1024  # a record of the test process (its reasons are bounded to 2000 characters)
@@ -47,7 +48,7 @@ class SessionLog:
     total: int
     forwarded: list[int] = field(default_factory=list)
     results: dict[int, tuple[bool, str]] = field(default_factory=dict)
-    compared: dict[int, dict[str, Any]] = field(default_factory=dict)  # what each failed check compared
+    compared: dict[int, JSONObject] = field(default_factory=dict)  # what each failed check compared
     failure: tuple[int | None, str] | None = None  # (test, reason) of the first failure the test process reported
     complete: bool = False
     tamper: str | None = None
@@ -66,7 +67,7 @@ class SessionLog:
         failed = sorted((index, reason) for index, (passed, reason) in self.results.items() if not passed)
         return failed[0] if failed else None
 
-    def deciding_comparison(self, reason: str) -> dict[str, Any] | None:
+    def deciding_comparison(self, reason: str) -> JSONObject | None:
         """What the failed check behind a `fail` with `reason` compared (None when another failure decided)."""
         failed = self.first_failed_check()
         return self.compared.get(failed[0]) if failed is not None and failed[1] == reason else None
@@ -96,7 +97,7 @@ class SessionLog:
         return (self.test_closed or self.failure is not None or self.complete) and answered and checker_known
 
 
-def _json_record(frame: bytes, limit: int) -> dict[str, Any] | None:
+def _json_record(frame: bytes, limit: int) -> JSONObject | None:
     """A `J` record of at most `limit` bytes, parsed; None for anything else (never raises)."""
     if frame[:1] != b"J" or len(frame) > limit:
         return None
@@ -120,7 +121,7 @@ def _announced_test(frame: bytes) -> int | None:
     return test if type(test) is int else None
 
 
-def _text(value: Any, default: str) -> str:
+def _text(value: JSONValue, default: str) -> str:
     """A reason from a record: text only, valid UTF-8, bounded."""
     return valid_text(value)[:REASON_LIMIT] if isinstance(value, str) and value else default
 

@@ -17,7 +17,6 @@ import json
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from stages.records.verdict import StepVerdict
 from stages.score.parent.limits import StepLimits
@@ -119,7 +118,7 @@ class VerdictCache:
     def put(self, key: str, verdict: StepVerdict) -> None:
         if verdict.status not in CACHEABLE:
             return
-        record: dict[str, Any] = {**verdict.to_cache(), "key": key}
+        record = {**verdict.to_cache(), "key": key}
         record.pop("cached", None)
         atomic_write_text(self._path(key), json.dumps(record, ensure_ascii=False) + "\n")
         self.record_duration(verdict.step_id, verdict.duration_s)

@@ -35,6 +35,7 @@ from stages.score.checker.verdict_rules import SessionLog, decide, on_checker_fr
 from stages.score.parent.launcher import Launched, LaunchError, LaunchSpec, Role, kill_group, launch
 from stages.score.parent.limits import StepLimits
 from stages.score.shared import child_runtime
+from stages.storage.json_values import JSONObject
 
 OUTPUT_LIMIT_BYTES = DEFAULT_OUTPUT_LIMIT
 CHECKER_ERROR_LIMIT = 8 * 1024
@@ -58,7 +59,7 @@ class StepJob:
     targets_file: str | None
     use_zygote: bool = True
 
-    def test_spec(self) -> dict[str, Any]:
+    def test_spec(self) -> JSONObject:
         """What the test process receives: code and each cell's model side; no target, no comparison."""
         return {
             "protocol": PROTOCOL_VERSION,
@@ -69,7 +70,7 @@ class StepJob:
             "modules": list(self.modules),
         }
 
-    def checker_spec(self) -> dict[str, Any]:
+    def checker_spec(self) -> JSONObject:
         """What the checker receives: what it runs of the dependencies and each test's comparisons (targets
         follow)."""
         return {

@@ -77,6 +77,14 @@ def kill_group(pid: int) -> None:
             pass
 
 
+@dataclass(frozen=True)
+class _SpawnReply:
+    """The zygote's answer to a spawn request: the pid it forked, or (None) why it could not."""
+
+    pid: int | None
+    error: str
+
+
 class ZygoteClient:
     """The engine's side of one zygote."""
 
@@ -86,7 +94,7 @@ class ZygoteClient:
         self.versions: dict[str, str] = {}
         self._send_lock = threading.Lock()
         self._state = threading.Condition()
-        self._spawned: dict[int, dict[str, Any]] = {}
+        self._spawned: dict[int, _SpawnReply] = {}
         self._exits: dict[int, int | None] = {}
         self._spares: set[int] = set()
         self._ids = itertools.count(1)
@@ -152,9 +160,10 @@ class ZygoteClient:
             self._spares.add(int(record["pid"]))
             live_processes.register(int(record["pid"]))
         elif op in ("spawned", "spawn_failed"):
-            if op == "spawned":
-                self._spares.discard(int(record["pid"]))
-            self._spawned[int(record["id"])] = record
+            pid = int(record["pid"]) if op == "spawned" else None
+            if pid is not None:
+                self._spares.discard(pid)
+            self._spawned[int(record["id"])] = _SpawnReply(pid, str(record.get("error")))
         elif op == "exited":
             pid = int(record["pid"])
             if pid in self._spares:
@@ -194,9 +203,9 @@ class ZygoteClient:
                     raise LaunchError("the zygote stopped answering")
                 self._state.wait(remaining)
             reply = self._spawned.pop(request_id)
-        if reply.get("op") != "spawned":
-            raise LaunchError(f"the zygote could not fork: {reply.get('error')}")
-        pid = int(reply["pid"])
+        if reply.pid is None:
+            raise LaunchError(f"the zygote could not fork: {reply.error}")
+        pid = reply.pid
         live_processes.register(pid)  # stopped at once by a Ctrl-C / SIGTERM; the engine unregisters it when reaped
         return Launched(pid=pid, mode="zygote", wait=functools.partial(self._wait, pid))
 

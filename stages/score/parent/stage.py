@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
-from stages.benchmark.pins import pins
+from stages.benchmark.pins import reference_step_seconds
 from stages.benchmark.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.benchmark.protocol import is_code, no_code_reason
 from stages.config.fingerprints import FingerprintParts, digest, run_relative, settings_slice
@@ -56,7 +56,7 @@ from stages.score.parent.script import StepScript, build_step_script
 from stages.score.parent.truncation import truncation_note, with_note
 from stages.statuses import NEVER_ANSWERED_STATUSES, StepStatus
 from stages.storage.artifacts import fingerprint, sha256_file, write_artifact
-from stages.storage.json_values import freeze_object
+from stages.storage.json_values import JSONObject, freeze_object
 from stages.targets import ResolvedTargets, resolve_targets
 
 if TYPE_CHECKING:  # the engine, its executors and the launcher load only when a step is really scored
@@ -75,7 +75,7 @@ _SHA_CACHE: dict[tuple[str, int, int], str] = {}
 _SHA_LOCK = threading.Lock()
 
 
-def targets_identity(targets: ResolvedTargets) -> dict[str, Any]:
+def targets_identity(targets: ResolvedTargets) -> dict[str, str | None]:
     """Kind, path and sha256 of the targets (hashing the file once per process when no sha256 is known)."""
     sha = targets.sha256
     if sha is None and targets.path is not None and Path(targets.path).is_file():
@@ -93,7 +93,7 @@ def targets_identity(targets: ResolvedTargets) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def _generation_content(generation: Generation | None) -> Any:
+def _generation_content(generation: Generation | None) -> JSONObject | None:
     if generation is None:
         return None
     return {
@@ -103,47 +103,67 @@ def _generation_content(generation: Generation | None) -> Any:
     }
 
 
+@dataclass(frozen=True)
+class ScoreInputs:
+    """What the score fingerprint covers (the fingerprint is that of `record`), and the generation files it read
+    (one per attempt, beside the content of each)."""
+
+    settings: str
+    problem: str
+    generations: tuple[tuple[Path, JSONObject | None], ...]
+    targets: dict[str, str | None]
+    scoring_code: str
+    libraries: tuple[tuple[str, str], ...]
+
+    def record(self) -> JSONObject:
+        return {
+            "settings": self.settings,
+            "problem": self.problem,
+            "generation": [content for _, content in self.generations],
+            "targets": dict(self.targets),
+            "scoring_code": self.scoring_code,
+            "libraries": [list(pair) for pair in self.libraries],
+        }
+
+
 def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> str:
     """sha256 of everything a problem's details depend on (see the module docstring)."""
-    return fingerprint(_score_inputs(settings, problem_id, targets)[0])
+    return fingerprint(_score_inputs(settings, problem_id, targets).record())
 
 
-def _score_inputs(
-    settings: Settings, problem_id: str, targets: ResolvedTargets | None
-) -> tuple[dict[str, Any], list[Path]]:
-    """What the score fingerprint covers, and the generation files it read (one per attempt)."""
+def _score_inputs(settings: Settings, problem_id: str, targets: ResolvedTargets | None) -> ScoreInputs:
     targets = targets or resolve_targets(settings)
     problem = problem_by_id(settings.data_paths, problem_id)
     paths = [settings.run_paths.generation(problem_id, attempt) for attempt in range(settings.attempts)]
-    return {
-        "settings": settings.fingerprint("score"),
-        "problem": problem.fingerprint,
-        "generation": [_generation_content(read_generation_file(path)) for path in paths],
-        "targets": targets_identity(targets),
-        "scoring_code": scoring_code_hash(),
-        "libraries": scoring_library_versions(settings.python_binary),
-    }, paths
+    return ScoreInputs(
+        settings=settings.fingerprint("score"),
+        problem=problem.fingerprint,
+        generations=tuple((path, _generation_content(read_generation_file(path))) for path in paths),
+        targets=targets_identity(targets),
+        scoring_code=scoring_code_hash(),
+        libraries=scoring_library_versions(settings.python_binary),
+    )
 
 
 def score_fingerprint_parts(
     settings: Settings, problem_id: str, targets: ResolvedTargets | None = None
 ) -> FingerprintParts:
     """`score_fingerprint` and what it covers by named part (settings, inputs, code, libraries)."""
-    covered, paths = _score_inputs(settings, problem_id, targets)
+    covered = _score_inputs(settings, problem_id, targets)
     generations = {
         run_relative(settings, path): None if content is None else digest(content)
-        for path, content in zip(paths, covered["generation"])
+        for path, content in covered.generations
     }
     return FingerprintParts(
-        fingerprint(covered),
+        fingerprint(covered.record()),
         settings=settings_slice(settings, "score"),
         inputs={
-            f"problem {problem_id}": digest(covered["problem"]),
-            "targets": digest(covered["targets"]),
+            f"problem {problem_id}": digest(covered.problem),
+            "targets": digest(covered.targets),
             **generations,
         },
-        code={"scoring harness": covered["scoring_code"]},
-        libraries=dict(covered["libraries"]),
+        code={"scoring harness": covered.scoring_code},
+        libraries=dict(covered.libraries),
     )
 
 
@@ -263,7 +283,7 @@ class ScoringContext:
 @lru_cache(maxsize=1)
 def reference_seconds() -> dict[str, float]:
     """Measured wall times of the slow reference steps (pins.json): longest first on a first run too."""
-    return {str(k): float(v) for k, v in pins().get("reference_step_seconds", {}).items()}
+    return reference_step_seconds()
 
 
 def expected_step_seconds(cache: VerdictCache, step_id: str) -> float:
@@ -398,7 +418,11 @@ def attempt_record(
     codes = freeze_object({sid: step.code for sid, step in records.items() if step.code is not None})
     trajectory = tuple(MappingProxyType({"step_id": sid, **step.trajectory}) for sid, step in records.items())
     error = None if status == "complete" else (generation.error if generation else None) or status.replace("_", " ")
-    targets_record = {"kind": targets.kind, "sha256": targets_identity(targets)["sha256"], "note": targets.note}
+    targets_record: JSONObject = {
+        "kind": targets.kind,
+        "sha256": targets_identity(targets)["sha256"],
+        "note": targets.note,
+    }
     evaluation = Evaluation.of(problem.problem_id, verdicts, error, targets_record)
     correct = evaluation.problem_correct and status == "complete"
     return ScoredAttempt(
@@ -472,14 +496,28 @@ def report_rescored(problem_id: str, rescored: list[tuple[str, str, str]]) -> No
     print("\n".join(lines), flush=True)
 
 
-def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> dict[str, Any]:
+class _ScoreCounts(TypedDict):
+    problem_id: str
+    passed: int  # attempt 1's passed and scored steps
+    scored: int
+    resolved: bool
+
+
+class ScoreSummary(_ScoreCounts, total=False):
+    """What `run_score` returns (doit keeps it as the task's values): attempt 1's counts, and with several
+    attempts whether each resolved the problem."""
+
+    attempts_resolved: list[bool]
+
+
+def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | None = None) -> ScoreSummary:
     """Score every attempt of one problem and write its details file; returns a small summary for doit. Its start
     and end are recorded in the run's invocations.jsonl (`stages.records.invocations`)."""
     with invocations.recorded(settings.run_paths, "score", problem_id):
         return _score_problem(settings, problem_id, targets)
 
 
-def _score_problem(settings: Settings, problem_id: str, targets: ResolvedTargets | None) -> dict[str, Any]:
+def _score_problem(settings: Settings, problem_id: str, targets: ResolvedTargets | None) -> ScoreSummary:
     problem = problem_by_id(settings.data_paths, problem_id)
     executor = _executor(settings)
     targets = targets or resolve_targets(settings)
@@ -516,7 +554,7 @@ def _score_problem(settings: Settings, problem_id: str, targets: ResolvedTargets
     not_scored.clear(settings.run_paths, problem_id)  # first: never a stale record beside current details
     write_artifact(settings.run_paths.details(problem_id), DETAILS_KIND, details.to_record())
     evaluations = [attempt.evaluation for attempt in details.attempts]
-    summary: dict[str, Any] = {
+    summary: ScoreSummary = {
         "problem_id": problem_id,
         "passed": evaluations[0].total_correct,
         "scored": evaluations[0].total_steps,

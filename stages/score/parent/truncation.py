@@ -9,18 +9,17 @@ reads as what it is. Reads the generation record only (our own, schema-validated
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 LENGTH_FINISH = "length"
 
 
-def _calls(step: Mapping[str, Any]) -> list[Any]:
+def _calls(step: Mapping[str, object]) -> list[object]:
     trajectory = step.get("trajectory")
     calls = trajectory.get("calls") if isinstance(trajectory, Mapping) else None
     return list(calls) if isinstance(calls, list) else []
 
 
-def truncation_note(step: Mapping[str, Any]) -> str | None:
+def truncation_note(step: Mapping[str, object]) -> str | None:
     """`truncated: ...` for a step an answer cut at the output limit affected; None otherwise."""
     calls = _calls(step)
     cut = sum(1 for call in calls if isinstance(call, Mapping) and call.get("finish_reason") == LENGTH_FINISH)

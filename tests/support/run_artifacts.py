@@ -13,7 +13,7 @@ import pytest
 
 from stages.config.settings import Settings, load_settings
 from stages.storage.artifacts import fingerprint, read_artifact, write_artifact
-from stages.storage.json_values import JSONValue
+from stages.storage.json_values import JSONObject, JSONValue
 from stages.storage.paths import ResultsPaths
 from stages.summarize.stage import TargetsInfo, run_summarize
 
@@ -109,16 +109,16 @@ def write_details(
         verdict["reason"] = (reasons or {}).get(verdict["step_id"], verdict["reason"])
     scored = [v for v in verdicts if v["status"] != "skipped"]
     correct = status == "complete" and all(v["correct"] for v in scored)
-    evaluation = {
+    evaluation: JSONObject = {
         "problem_id": problem_id,
         "problem_correct": correct,
         "total_correct": sum(v["correct"] for v in scored),
         "total_steps": len(scored),
         "subproblem_correctness": [v["correct"] for v in scored],
-        "steps": verdicts,
+        "steps": list(verdicts),
         "error": error,
     }
-    attempt = {
+    attempt: JSONObject = {
         "final_answer": {"step_codes": {}},
         "artifacts": {"step_codes": {}},
         "trajectory": [],
@@ -188,9 +188,57 @@ def read_record(path: Path, kind: str) -> dict[str, Any]:
     return record
 
 
-def json_at(value: object, *keys: str) -> object:
-    """The value at `keys` down nested JSON objects (each level must be an object holding the next key)."""
+def json_at(value: object, *keys: str | int) -> object:
+    """The value at `keys` down nested JSON: a str key into an object that must hold it, an int index into an
+    array that must be long enough."""
     for key in keys:
-        assert isinstance(value, Mapping) and key in value, (key, value)
-        value = value[key]
+        if isinstance(key, str):
+            assert isinstance(value, Mapping) and key in value, (key, value)
+            value = value[key]
+        else:
+            assert isinstance(value, (list, tuple)) and -len(value) <= key < len(value), (key, value)
+            value = value[key]
     return value
+
+
+# Narrowing of JSON values read back (`JSONValue`) to the shape a test expects; a wrong shape fails the test.
+
+
+def json_object(value: object) -> JSONObject:
+    """`value`, which must be a JSON object."""
+    assert isinstance(value, dict), value
+    return value
+
+
+def json_list(value: object) -> list[JSONValue]:
+    """`value`, which must be a JSON array."""
+    assert isinstance(value, list), value
+    return value
+
+
+def json_objects(value: object) -> list[JSONObject]:
+    """`value`, which must be a JSON array of objects."""
+    return [json_object(item) for item in json_list(value)]
+
+
+def json_str(value: object) -> str:
+    """`value`, which must be a JSON string."""
+    assert isinstance(value, str), value
+    return value
+
+
+def json_int(value: object) -> int:
+    """`value`, which must be a JSON integer (not a boolean)."""
+    assert isinstance(value, int) and not isinstance(value, bool), value
+    return value
+
+
+def json_number(value: object) -> float:
+    """`value`, which must be a JSON number (not a boolean)."""
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), value
+    return value
+
+
+def steps_of(record: object) -> list[JSONObject]:
+    """The `steps` array of a record (a generation's, an evaluation's), each step an object."""
+    return json_objects(json_at(record, "steps"))

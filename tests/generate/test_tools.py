@@ -20,6 +20,7 @@ from stages.generate.tools import CODE_INTERPRETER, OUTPUT_LIMIT, run_tool, tool
 from tests.support.fake_sandbox import FakeSandbox, run_result
 from tests.support.hostile import hostile_text
 from tests.support.process_scan import assert_no_process_with, unique_sleep_seconds
+from tests.support.run_artifacts import json_at, json_str
 
 
 def call(code: str, settings):
@@ -50,13 +51,13 @@ def leftover_snippet_dirs(settings) -> list[str]:
 def test_tool_schemas_for_both_protocols() -> None:
     [chat] = tool_schemas(("code_interpreter",), "openai-chat")
     assert chat["type"] == "function"
-    assert chat["function"]["name"] == "code_interpreter"
-    assert chat["function"]["parameters"]["required"] == ["code"]
-    assert chat["function"]["parameters"]["properties"]["code"]["type"] == "string"
+    assert json_at(chat, "function", "name") == "code_interpreter"
+    assert json_at(chat, "function", "parameters", "required") == ["code"]
+    assert json_at(chat, "function", "parameters", "properties", "code", "type") == "string"
     [responses] = tool_schemas(["code_interpreter"], "openai-responses")
     assert responses["type"] == "function" and responses["name"] == "code_interpreter"
-    assert responses["parameters"] == chat["function"]["parameters"]
-    assert str(OUTPUT_LIMIT) in responses["description"]
+    assert responses["parameters"] == json_at(chat, "function", "parameters")
+    assert str(OUTPUT_LIMIT) in json_str(responses["description"])
     with pytest.raises(ValueError, match="unknown tool 'shell'"):
         tool_schemas(("shell",), "openai-chat")
 

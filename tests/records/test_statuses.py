@@ -18,8 +18,11 @@ from tests.support.run_artifacts import (
     FIXED_NOW,
     OFFICIAL,
     ZERO_SHA,
+    json_at,
+    json_objects,
     make_settings,
     selection_entry,
+    steps_of,
     write_details,
     write_selection,
 )
@@ -69,7 +72,7 @@ def write_generation_steps(settings: Settings, problem_id: str, steps: list[dict
             "error": error,
             "usage": {"calls": 1, "input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
             "latency_s": 0.0,
-            "steps": steps,
+            "steps": list(steps),
         },
     )
 
@@ -106,9 +109,9 @@ def test_a_step_never_generated_is_not_generated_not_fail(tmp_path: Path) -> Non
     assert (outcome.subproblem_correct, outcome.subproblem_total) == (1, 4)
     record = read_artifact(settings.run_paths.summary_json, "summary")
     assert record is not None
-    assert record["status_counts"]["fail"] == 1 and record["status_counts"]["not_generated"] == 2
-    problem = next(row for row in record["problems"] if row["problem_id"] == "P2")
-    assert [step["status"] for step in problem["steps"]] == ["pass", "not_generated", "not_generated"]
+    assert json_at(record, "status_counts", "fail") == 1 and json_at(record, "status_counts", "not_generated") == 2
+    problem = next(row for row in json_objects(record["problems"]) if row["problem_id"] == "P2")
+    assert [step["status"] for step in steps_of(problem)] == ["pass", "not_generated", "not_generated"]
     text = settings.run_paths.summary_md.read_text(encoding="utf-8")
     table = text.split("## Step statuses", 1)[1].split("\n## ", 1)[0]
     assert "| fail          |     1 |" in table and "| not_generated |     2 |" in table

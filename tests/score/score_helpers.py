@@ -16,6 +16,7 @@ from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import build_step_script
 from stages.score.parent.targets_io import load_step_targets
 from stages.storage.artifacts import write_artifact
+from stages.storage.json_values import JSONObject, JSONValue
 from stages.storage.paths import DataPaths
 
 DEV_TARGETS = "test_data_dev.h5"
@@ -84,7 +85,7 @@ def write_generation(
     stop_after: int | None = None,
 ) -> dict:
     """A generation.schema-valid record for `prob` with the given codes."""
-    steps: list[dict[str, object]] = []
+    steps: list[JSONValue] = []
     for step in prob.steps:
         if stop_after is not None and len(steps) >= stop_after:
             break
@@ -103,7 +104,7 @@ def write_generation(
                 "latency_s": 0.0,
             }
         )
-    record = {
+    record: JSONObject = {
         "fingerprint": "0" * 64,
         "status": status,
         "problem_id": prob.problem_id,

@@ -11,6 +11,7 @@ import pytest
 
 from stages.score.checker.value_description import ELEMENTS_RECORDED, REPR_CHARS, describe, differences
 from tests.score.score_helpers import run_code
+from tests.support.run_artifacts import json_object, json_objects, json_str
 
 WRONG_TENSOR = "def tensor(*args):\n    M = 1\n    for a in args:\n        M = np.kron(M, a)\n    return 2 * M + 0.5\n"
 TEXT_TENSOR = "def tensor(*args):\n    return 'a tensor, surely' * 40\n"
@@ -21,10 +22,11 @@ def test_a_wrong_numeric_answer_records_its_shape_dtype_and_elements_only(shared
     assert verdict.status == "fail" and "test 1 failed" in verdict.reason
     compared = verdict.compared
     assert compared is not None and compared["test"] == 0 and compared["uses_target"] is True
-    assert "target" in compared["statement"] and "allclose" in compared["statement"]
-    [value] = compared["values"]
+    statement = json_str(compared["statement"])
+    assert "target" in statement and "allclose" in statement
+    [value] = json_objects(compared["values"])
     assert value["target"] == []  # compared with the whole target
-    described = value["description"]
+    described = json_object(value["description"])
     assert described["shape"] == [4] and described["dtype"] == "float64" and described["size"] == 4
     assert described["elements"] == [0.5, 0.5, 0.5, 2.5]  # 2 * kron([0, 1], [0, 1]) + 0.5
     record = verdict.as_record()
@@ -37,9 +39,11 @@ def test_a_value_of_another_type_is_described_by_type_and_a_bounded_repr(shared_
     verdict = run_code(shared_scicode, "19", "19.1", TEXT_TENSOR)
     assert verdict.status == "fail" and "raised while comparing" in verdict.reason
     assert verdict.compared is not None
-    [value] = verdict.compared["values"]
-    assert value["description"]["type"] == "str" and "shape" not in value["description"]
-    assert len(value["description"]["repr"]) <= REPR_CHARS and value["description"]["repr"].startswith("'a tensor")
+    [value] = json_objects(verdict.compared["values"])
+    described = json_object(value["description"])
+    assert described["type"] == "str" and "shape" not in described
+    shown = json_str(described["repr"])
+    assert len(shown) <= REPR_CHARS and shown.startswith("'a tensor")
 
 
 def test_a_pass_records_nothing_compared(shared_scicode: Path) -> None:
@@ -64,8 +68,9 @@ def test_a_pass_records_nothing_compared(shared_scicode: Path) -> None:
 )
 def test_descriptions(value, expected) -> None:
     described = describe(value)
+    fields = dict(described)
     for name, wanted in expected.items():
-        assert described[name] == wanted, name
+        assert fields[name] == wanted, name
     assert len(described["repr"]) <= REPR_CHARS
 
 

@@ -29,6 +29,7 @@ from tests.support.pipeline_support import (
     step_statuses,
     steps_of,
 )
+from tests.support.run_artifacts import json_str
 from tests.support.run_files import report_file, summary_file
 
 
@@ -68,7 +69,8 @@ def test_a_failed_scoring_is_recorded_and_fails_the_task_only_when_no_summary_fo
     assert not stale.exists()  # no details: the problem is scored again on the next run
     record = read_artifact(settings.run_paths.not_scored("7"), "not_scored")
     assert record is not None and record["reason"] == line.removeprefix("not scored: ")
-    assert "Traceback" in record["detail"] and "broken_scoring" in record["detail"]
+    detail = json_str(record["detail"])
+    assert "Traceback" in detail and "broken_scoring" in detail
     found = read_details(settings.run_paths, "7")
     assert (found.details, found.state, found.missing_reason) == (None, "missing_details", line)
     assert ACTIVITY.not_scored("7") == (line, record["detail"])

@@ -20,6 +20,7 @@ from stages.score.parent.stage import run_score, score_fingerprint
 from stages.storage.artifacts import is_current, read_artifact
 from stages.targets import ResolvedTargets
 from tests.score.score_helpers import reference_code, reference_codes, write_generation
+from tests.support.run_artifacts import json_at, json_object
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def executions() -> int:
 def evaluation_of(settings, problem_id: str) -> dict:
     details = read_artifact(settings.run_paths.details(problem_id), "details")
     assert details is not None
-    return details["attempts"][0]["meta"]["evaluation"] | {"_details": details}
+    return json_object(json_at(details, "attempts", 0, "meta", "evaluation")) | {"_details": details}
 
 
 def test_reference_problem_passes_and_cache_reruns_only_changed_scripts(settings, dev_targets) -> None:

@@ -10,6 +10,7 @@ import pytest
 from stages.config.settings import ConfigError, load_settings
 from stages.select.stage import run_select, select_problems, selected_problem_ids
 from stages.storage.artifacts import read_artifact
+from tests.support.run_artifacts import json_objects, json_str
 
 DEV_ORDER = ["10", "1", "3", "4", "6", "7", "19", "78", "29", "38", "44", "47", "49", "51", "70"]
 
@@ -123,11 +124,12 @@ def test_run_select_writes_selection_and_redacted_config(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
     settings = _settings(tmp_path, staged_data_dir, sample_ids="1,3")
     record = run_select(settings)
-    assert [p["problem_id"] for p in record["problems"]] == ["1", "3"]
-    assert all(p["field"] == "Mathematics" and p["subfield"] == "Numerical Linear Algebra" for p in record["problems"])
+    problems = json_objects(record["problems"])
+    assert [p["problem_id"] for p in problems] == ["1", "3"]
+    assert all(p["field"] == "Mathematics" and p["subfield"] == "Numerical Linear Algebra" for p in problems)
     assert all(
-        p["category"] == "Mathematics / Numerical Linear Algebra" and len(p["fingerprint"]) == 64
-        for p in record["problems"]
+        p["category"] == "Mathematics / Numerical Linear Algebra" and len(json_str(p["fingerprint"])) == 64
+        for p in problems
     )
     assert read_artifact(settings.run_paths.selection, "selection") == record
     config_text = settings.run_paths.config.read_text(encoding="utf-8")

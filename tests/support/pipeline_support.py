@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from stages.benchmark.problems import Step, load_problems
 from stages.config.settings import Settings
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, StallReply
+from stages.score.parent.stage import ScoreSummary
 from stages.storage.artifacts import validate
 from stages.storage.paths import DataPaths
 
@@ -437,5 +438,5 @@ class ReferenceScoring:
     """Every validation problem, answered with its reference code, scored through `run_score` in one carry mode."""
 
     settings: Settings
-    summaries: tuple[dict[str, Any], ...]
+    summaries: tuple[ScoreSummary, ...]
     executions: int  # test processes the scoring started (verdicts not served from the cache)

@@ -18,6 +18,7 @@ from stages.config.settings import load_settings
 from stages.download.stage import run_download
 from stages.execution.isolation import Limits
 from stages.storage.artifacts import read_artifact
+from stages.storage.json_values import freeze_object
 from stages.targets import (
     CAPTURE_NAME,
     GZIP_MIN_BYTES,
@@ -45,7 +46,7 @@ from stages.targets import (
     write_targets_file,
 )
 from tests.support.pipeline_support import EmbeddedDefaultRun
-from tests.support.run_artifacts import read_record
+from tests.support.run_artifacts import json_at, json_number, json_str, read_record, steps_of
 from tests.support.targets_diff import target_file_differences
 
 DEV_TARGETS = "test_data_dev.h5"
@@ -307,7 +308,7 @@ def test_longest_steps_start_first() -> None:
         for step, size in (("1.1", 10), ("2.1", 500), ("3.1", 20), ("4.1", 1))
     ]
     durations = expected_durations(
-        {"steps": [{"step_id": "3.1", "duration_s": 9.0}, {"step_id": "4.1", "duration_s": 30.0}]}
+        freeze_object({"steps": [{"step_id": "3.1", "duration_s": 9.0}, {"step_id": "4.1", "duration_s": 30.0}]})
     )
     assert [job.step_id for job in longest_first(jobs, durations)] == ["4.1", "3.1", "2.1", "1.1"]
 
@@ -418,7 +419,8 @@ def test_a_failing_step_is_reported_and_left_out(tmp_path: Path, shared_scicode:
     settings = load_settings({"data_dir": str(data_dir)})
     record = derive_targets(settings)
     assert record["status"] == "failed"
-    assert record["steps"][0]["status"] == "error" and "broken reference" in record["steps"][0]["reason"]
+    first = steps_of(record)[0]
+    assert first["status"] == "error" and "broken reference" in json_str(first["reason"])
     assert not derived_targets_current(settings)
     assert resolve_targets(settings).kind == "missing"
 
@@ -433,15 +435,15 @@ def test_full_derivation_matches_all_fifty_validation_steps(
     record = read_artifact(derived_record_path(settings.data_paths), "targets")
     assert record is not None, embedded_default_run.result.stderr[-2000:]
     assert derived_targets_current(settings)
-    assert record["status"] == "complete", [s for s in record["steps"] if s["status"] != "ok"]
-    assert record["counts"]["steps"] == 50 and record["counts"]["tests"] == 167
+    assert record["status"] == "complete", [s for s in steps_of(record) if s["status"] != "ok"]
+    assert json_at(record, "counts", "steps") == 50 and json_at(record, "counts", "tests") == 167
     assert target_file_differences(settings.data_paths.derived_targets, shared_scicode / DEV_TARGETS) == []
     with (
         h5py.File(settings.data_paths.derived_targets, "r") as derived,
         h5py.File(shared_scicode / DEV_TARGETS, "r") as official,
     ):
         assert sorted(derived.keys()) == sorted(official.keys())
-    assert record["duration_s"] < 600
+    assert json_number(record["duration_s"]) < 600
 
 
 # ---------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from stages.compare.record import ComparisonRecord, read_comparison_record
 from stages.compare.stage import CompareError, compare_runs, write_comparison
 from stages.config.settings import Mode, Settings, Split
 from stages.storage.artifacts import fingerprint, read_artifact, write_artifact
+from stages.storage.json_values import JSONObject, freeze_object
 from stages.storage.paths import RunPaths
-from tests.support.run_artifacts import read_record
+from tests.support.run_artifacts import json_list, json_objects, read_record
 
 # ---------------------------------------------------------------------------
 # Building runs
@@ -97,7 +98,7 @@ def attempt_record(
     statuses: list[str],
     *,
     error: str | None = None,
-    usage: dict[str, int] | None = None,
+    usage: JSONObject | None = None,
     latency_s: float | None = None,
 ) -> dict[str, Any]:
     step_ids = PROBLEMS[pid][0]
@@ -144,8 +145,8 @@ def write_details(paths: RunPaths, pid: str, *attempts: dict[str, Any], status: 
     )
 
 
-def usage(input_tokens: int, output_tokens: int, calls: int | None = None) -> dict[str, int]:
-    record = {
+def usage(input_tokens: int, output_tokens: int, calls: int | None = None) -> JSONObject:
+    record: JSONObject = {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "total_tokens": input_tokens + output_tokens,
@@ -155,7 +156,7 @@ def usage(input_tokens: int, output_tokens: int, calls: int | None = None) -> di
     return record
 
 
-def generation_step(step_id: str, step_usage: dict[str, int], latency_s: float, calls: int) -> dict[str, Any]:
+def generation_step(step_id: str, step_usage: JSONObject, latency_s: float, calls: int) -> dict[str, Any]:
     return {
         "step_id": step_id,
         "prefilled": False,
@@ -181,7 +182,7 @@ def write_generation(paths: RunPaths, pid: str, steps: list[dict[str, Any]]) -> 
             "attempt": 0,
             "model": "alpha",
             "mode": "tool_use",
-            "steps": steps,
+            "steps": list(steps),
             "usage": usage(999, 999),
             "error": None,
         },
@@ -692,10 +693,10 @@ def test_compare_reads_the_view_its_sample_ids_name(two_runs: tuple[Path, Path])
         view = RunPaths(run, "ids-1_2").selection
         record = read_artifact(full, "selection")
         assert record is not None
-        record["problems"] = [entry for entry in record["problems"] if entry["problem_id"] in ("1", "2")]
+        record["problems"] = [entry for entry in json_objects(record["problems"]) if entry["problem_id"] in ("1", "2")]
         write_artifact(view, "selection", {key: value for key, value in record.items() if key != "schema_version"})
         latest = RunPaths(run, "ids-1").selection
-        record["problems"] = record["problems"][:1]
+        record["problems"] = json_list(record["problems"])[:1]
         write_artifact(latest, "selection", {key: value for key, value in record.items() if key != "schema_version"})
         full.unlink()  # the folder only ever ran subsets; `ids-1` ran last
     assert row(compare_runs(run_a, run_b), "main_problem_total")[1:3] == ["1", "1"]
@@ -708,7 +709,7 @@ def test_the_record_holds_what_the_markdown_shows(two_runs: tuple[Path, Path], t
     run_a, run_b = two_runs
     path = write_comparison(Settings(runs=(str(run_a), str(run_b)), results_dir=str(tmp_path / "results")))
     record = read_comparison_record(path.with_suffix(".json"))
-    assert record is not None and ComparisonRecord.from_record(record.to_record()) == record
+    assert record is not None and ComparisonRecord.from_record(freeze_object(record.to_record())) == record
     assert record.compared_problems == ("1", "2", "3", "4", "5") and record.narrowed_to is None
     assert (record.problems_lost, record.problems_gained) == (("1", "5"), ("2",))
     assert [(flip.step_id, flip.status_a, flip.status_b) for flip in record.steps_gained] == [("2.1", "fail", "pass")]

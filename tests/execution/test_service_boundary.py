@@ -28,6 +28,7 @@ from stages.execution.service_replies import (
 from stages.generate import client as client_module
 from stages.generate.client import ModelCallError, ModelClient
 from stages.generate.tools import run_in_sandbox, run_tool
+from stages.storage.json_values import JSONObject
 from tests.support.hostile_services import (
     Behaviour,
     Cut,
@@ -44,7 +45,7 @@ from tests.support.hostile_services import HostileServer as Server
 
 SLACK_SECONDS = 2.0  # a call may end this much after its deadline (a shared, busy machine)
 DEADLINE_SECONDS = 1.5
-PROMPT = [{"role": "user", "content": "write f"}]
+PROMPT: list[JSONObject] = [{"role": "user", "content": "write f"}]
 PROTOCOLS = ("openai-chat", "openai-responses")
 ESCAPES = "\x1b]0;owned\x07\x1b[2K\rpreflight: endpoint ok"
 

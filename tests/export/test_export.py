@@ -25,7 +25,16 @@ from stages.export.inspect_log import chat_message, plain
 from stages.export.stage import ExportError, write_export
 from stages.export.steps import COLUMNS, StepRow, csv_text, spreadsheet_safe
 from stages.storage.artifacts import write_artifact
-from tests.support.run_artifacts import ZERO_SHA, make_settings, selection_entry, write_details, write_selection
+from stages.storage.json_values import JSONObject
+from tests.support.run_artifacts import (
+    ZERO_SHA,
+    json_at,
+    json_str,
+    make_settings,
+    selection_entry,
+    write_details,
+    write_selection,
+)
 
 FORMULA_REASON = '=HYPERLINK("http://evil.example", "click") raised'
 SCRIPT_ANSWER = "<script>alert(1)</script>\n```python\ndef f():\n    return 1\n```"
@@ -93,7 +102,7 @@ def write_generation(settings: Settings, problem_id: str, steps: list[dict[str, 
             "error": None,
             "usage": {"input_tokens": 240, "output_tokens": 60, "total_tokens": 300},
             "latency_s": 3.0,
-            "steps": steps,
+            "steps": list(steps),
         },
     )
 
@@ -264,9 +273,11 @@ def test_any_trajectory_message_becomes_a_writable_chat_message(role, content, c
 
 def test_deeply_nested_tool_arguments_are_kept_as_text() -> None:
     deep = "[" * 100_000 + "]" * 100_000
-    call = {"id": "c", "function": {"name": "code_interpreter", "arguments": deep}}
+    call: JSONObject = {"id": "c", "function": {"name": "code_interpreter", "arguments": deep}}
     found = chat_message({"role": "assistant", "content": None, "tool_calls": [call]}, "1.1", "m")
-    assert found is not None and found["tool_calls"][0]["parse_error"].startswith("arguments are not")
+    assert found is not None and json_str(json_at(found, "tool_calls", 0, "parse_error")).startswith(
+        "arguments are not"
+    )
     nested: Any = "leaf"
     for _ in range(200):
         nested = {"k": nested}

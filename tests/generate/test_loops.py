@@ -13,6 +13,7 @@ from stages.generate.loops import FINAL_ANSWER_REQUEST, REMINDER, final_status, 
 from stages.generate.prompts import StepPrompt
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, ToolCallSpec
 from tests.generate.scripted import FakeTime, Script
+from tests.support.run_artifacts import json_str
 
 CODE_ANSWER = "Here:\n```python\nimport numpy as np\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n```"
 CODE = "\n\ndef f(x):\n    import math\n    return np.sqrt(x)\n"
@@ -103,8 +104,8 @@ def test_every_tool_call_of_a_response_is_answered_in_order(tmp_path, protocol):
     assert all(request.tools == ("code_interpreter",) for request in server.requests)
     tool_messages = [m for m in server.requests[2].messages if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_messages] == ["call_1", "call_2", "call_3"]
-    assert "42" in tool_messages[0]["content"] and "second" in tool_messages[1]["content"]
-    assert "boom" in tool_messages[2]["content"]
+    assert "42" in json_str(tool_messages[0]["content"]) and "second" in json_str(tool_messages[1]["content"])
+    assert "boom" in json_str(tool_messages[2]["content"])
     results = outcome.trajectory["tool_results"]
     assert [(r["call_id"], r["status"]) for r in results] == [("call_1", "ok"), ("call_2", "ok"), ("call_3", "error")]
     roles = [m["role"] for m in outcome.trajectory["messages"]]

@@ -25,6 +25,7 @@ from stages.benchmark.protocol import carried_forward
 from stages.config.settings import load_settings
 from stages.generate.builtin import STEP_HEADER, BuiltinModelService, responder_identity
 from stages.generate.stage import BREAKER, run_generate
+from tests.support.run_artifacts import json_str
 
 OFFICIAL_PROMPTS = "official_prompts.json.gz"
 OFFICIAL_RUN = {"full": "fresh", "definition": "resumed"}
@@ -121,7 +122,7 @@ def generate_split(settings, problems: tuple[Problem, ...]) -> tuple[dict[str, s
         step_id = request.headers[STEP_HEADER.lower()]
         assert step_id not in received, f"step {step_id} was asked twice"
         assert [message["role"] for message in request.messages] == ["user"]
-        received[step_id] = request.messages[0]["content"]
+        received[step_id] = json_str(request.messages[0]["content"])
     return received, records
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from stages.config.fingerprints import FingerprintParts, changed_parts
 from stages.storage.artifacts import fingerprint, validate
+from stages.storage.json_values import JSONObject
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download uses staged files
@@ -139,7 +140,7 @@ def test_changed_parts_names_each_changed_part() -> None:
 
 
 def test_an_artifact_without_parts_is_stale_with_a_clear_reason() -> None:
-    older = {"fingerprint": fingerprint(1)}
+    older: JSONObject = {"fingerprint": fingerprint(1)}
     assert changed_parts(older, _parts(fingerprint(2), 60.0, "aaaa")) == [
         "fingerprint changed (the artifact predates fingerprint parts, so which part changed is not recorded)"
     ]

@@ -23,6 +23,7 @@ from stages.records.not_scored import read as read_not_scored
 from stages.records.results import read_details, read_run, read_selection
 from stages.records.summary import read_summary_file
 from stages.storage.artifacts import read_artifact, validate
+from stages.storage.json_values import freeze_object
 from stages.storage.paths import RunPaths
 from stages.summarize.metrics import metrics_of
 from stages.summarize.rows import collect_rows
@@ -144,7 +145,7 @@ def test_the_golden_comparison_reads_as_its_record(name: str) -> None:
     assert record is not None
     stored = golden(FORMATS[name], "compare")
     assert record.to_record() == {key: value for key, value in stored.items() if key != "schema_version"}
-    assert ComparisonRecord.from_record(record.to_record()) == record
+    assert ComparisonRecord.from_record(freeze_object(record.to_record())) == record
     assert record.compared_problems == (PROBLEM_ID,) and record.narrowed_to is None
     for side in (record.run_a, record.run_b):
         assert (side.model, side.run, side.counts.resolved, side.counts.steps_passed) == (MODEL, RUN, 1, 2)
@@ -163,7 +164,7 @@ def test_a_summary_and_a_comparison_of_the_earlier_interval_methods_still_read()
     record = read_comparison_record(BEFORE_INTERVALS / "compare.json")
     assert record is not None and record.paired.step_method == "wald_clustered"
     assert "written before the method was recorded" in record.paired.step_description
-    assert ComparisonRecord.from_record(record.to_record()) == record
+    assert ComparisonRecord.from_record(freeze_object(record.to_record())) == record
 
 
 def test_a_summary_of_the_earlier_interval_methods_is_made_again(settings: Settings) -> None:

@@ -12,7 +12,7 @@ from stages.records.generation import GeneratedStep, Generation
 from stages.records.results import ResultsError, SelectionEntry, ToolStats, is_resolved, read_run
 from stages.records.usage import Usage
 from stages.storage.artifacts import fingerprint, write_artifact
-from stages.storage.json_values import freeze_object
+from stages.storage.json_values import JSONValue, freeze_object
 from stages.storage.paths import RunPaths
 
 ZERO_SHA = "0" * 64
@@ -84,7 +84,7 @@ def tool_step(step_id: str, results: list[tuple[str, str]]) -> dict[str, Any]:
 def write_run(run_dir: Path, *, details_for: dict[str, str]) -> RunPaths:
     """Problems A (details + generation), B (no details file), C (details of another task)."""
     paths = RunPaths(run_dir)
-    entries = [
+    entries: list[JSONValue] = [
         {
             "problem_id": pid,
             "category": "unclassified",
@@ -127,7 +127,7 @@ def write_run(run_dir: Path, *, details_for: dict[str, str]) -> RunPaths:
         },
     )
     for problem_id, task_id in details_for.items():
-        verdicts = [
+        verdicts: list[JSONValue] = [
             {
                 "step_id": f"{problem_id}.{n}",
                 "status": "pass",

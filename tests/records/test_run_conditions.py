@@ -26,6 +26,7 @@ from stages.records.run_conditions import (
     tool_outcome_counts,
 )
 from stages.storage.artifacts import atomic_write_text
+from tests.support.run_artifacts import json_object
 
 
 @pytest.fixture(autouse=True)
@@ -105,7 +106,7 @@ def test_tool_outcomes_are_counted_per_step_and_in_total() -> None:
     record = generation(("1.1", ["ok", "sandbox_error"]), ("1.2", []), ("1.3", ["error"]))
     outcomes = generation_tool_outcomes(record)
     assert outcomes["total"] == {"ok": 1, "error": 1, "timeout": 0, "sandbox_error": 1}
-    assert sorted(outcomes["steps"]) == ["1.1", "1.3"]
+    assert sorted(json_object(outcomes["steps"])) == ["1.1", "1.3"]
     assert generation_tool_outcomes(None)["total"] == {"ok": 0, "error": 0, "timeout": 0, "sandbox_error": 0}
 
 

@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from stages.storage.artifacts import read_artifact, read_frozen, write_artifact
+from stages.storage.json_values import JSONObject
 from stages.storage.store import parse_counts
 from tests.support.pipeline_support import assert_ok, data_args, run_dir, run_doit_counting_parses
+from tests.support.run_artifacts import json_object
 
 PROBLEMS = ("1", "3", "4")
 RUN = "validation-tool_use-bg"  # sample_ids runs share the folder of their split, mode and background
 
 
-def _manifest(files: dict[str, object] | None = None) -> dict[str, object]:
+def _manifest(files: JSONObject | None = None) -> JSONObject:
     return {
         "fingerprint": "f" * 64,
         "status": "complete",
@@ -74,7 +76,7 @@ def test_the_shared_record_cannot_be_changed_and_plain_reads_are_copies(tmp_path
         record["status"] = "partial"  # type: ignore[index]
     plain = read_artifact(path, "manifest")
     assert plain is not None
-    plain["files"]["x"] = 1
+    json_object(plain["files"])["x"] = 1
     assert read_artifact(path, "manifest") == {"schema_version": 1, **_manifest()}
 
 

@@ -13,7 +13,9 @@ from hypothesis import example, given
 from stages.execution.untrusted import valid_text
 from stages.storage import artifacts
 from stages.storage.artifacts import atomic_write_text, fingerprint, read_artifact, write_artifact
+from stages.storage.json_values import JSONObject
 from tests.support.hostile import hostile_text
+from tests.support.run_artifacts import json_at, json_object
 
 
 def _manifest() -> dict:
@@ -58,10 +60,12 @@ def test_any_untrusted_text_can_be_written_hashed_and_read_back(text: str) -> No
     # issue 20: a lone surrogate in an answer or an exception message failed the first UTF-8 write
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "manifest.json"
-        entry = {"size": 0, "sha256": "0" * 64, "source": text, "checksum": "verified"}
+        entry: JSONObject = {"size": 0, "sha256": "0" * 64, "source": text, "checksum": "verified"}
         write_artifact(path, "manifest", {**_manifest(), "files": {text[:50]: entry}})
         record = read_artifact(path, "manifest")
-        assert record is not None and [e["source"] for e in record["files"].values()] == [valid_text(text)]
+        assert record is not None and [json_at(e, "source") for e in json_object(record["files"]).values()] == [
+            valid_text(text)
+        ]
         atomic_write_text(Path(folder) / "summary.md", text)
         assert (Path(folder) / "summary.md").read_bytes().decode("utf-8") == valid_text(text)
     assert len(fingerprint({"code": text})) == 64

@@ -13,7 +13,7 @@ import pytest
 from stages.config.settings import ConfigError, load_settings
 from stages.execution.confinement import CONFINE_SCRIPT, ConfinementUnavailable, check_confinement, confinement_of
 from stages.select.stage import run_select
-from tests.support.run_artifacts import read_record
+from tests.support.run_artifacts import json_str, read_record
 
 DODO = Path(__file__).resolve().parents[3] / "dodo.py"
 
@@ -30,10 +30,11 @@ def failing_interpreter(tmp_path: Path) -> str:
 def test_this_machine_gives_full_confinement() -> None:
     record = confinement_of(sys.executable)
     assert record["full"] is True, record
-    assert record["description"].startswith(f"landlock ABI {record['landlock_abi']}, fs+net+scope")
-    assert "pid+net+ipc+mount namespaces" in record["description"]
-    assert "seccomp filter" in record["description"] and "no seccomp" not in record["description"]
-    assert record["description"].endswith("scratch on a size-limited tmpfs")
+    description = json_str(record["description"])
+    assert description.startswith(f"landlock ABI {record['landlock_abi']}, fs+net+scope")
+    assert "pid+net+ipc+mount namespaces" in description
+    assert "seccomp filter" in description and "no seccomp" not in description
+    assert description.endswith("scratch on a size-limited tmpfs")
     assert check_confinement("required", sys.executable) == record["description"]
 
 

@@ -21,6 +21,7 @@ from stages.execution.confinement import confinement_of
 from stages.execution.confinement.kernel import UNPRIVILEGED_ID
 from stages.storage.paths import PROJECT_ROOT, STATE_DIR_NAME
 from tests.execution.confinement.probes import RAW, confined, last_json, unconfined
+from tests.support.run_artifacts import json_str
 
 pytestmark = pytest.mark.skipif(
     not confinement_of(sys.executable).get("seccomp"), reason="no seccomp filter on this machine"
@@ -157,7 +158,7 @@ def test_the_confinement_line_is_full_in_this_mode() -> None:
     """As a normal user on a kernel that allows user namespaces, the mount namespace, the tmpfs scratch and the
     task limit are in force (they were lost: the id map was written with the ids read inside the namespace)."""
     record = confinement_of(sys.executable)
-    line = record["description"]
+    line = json_str(record["description"])
     if AS_ROOT:
         assert "runs as ids 65534:65534 owning nothing on the host" in line, line
         assert "pid+net+ipc+mount namespaces" in line, line

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from stages.storage.artifacts import fingerprint, validate
+from stages.storage.json_values import JSONObject
 from stages.summarize.passk import (
     PassKError,
     attempt_metrics,
@@ -64,7 +65,7 @@ def attempt(problem_id: str, statuses: dict[str, str], error: str | None = None)
 
 
 def details(problem_id: str, *attempts: dict[str, Any], status: str = "complete") -> dict[str, Any]:
-    record = {
+    record: JSONObject = {
         "schema_version": 1,
         "fingerprint": fingerprint(problem_id),
         "status": status,

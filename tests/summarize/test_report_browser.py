@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Reply, ToolCallSpec
+from stages.storage.json_values import JSONValue
 from tests.support.browser import browser, open_page, wait_for_step  # noqa: F401 - the browser fixture
 from tests.support.pipeline_support import (
     DEAD_URL,
@@ -355,7 +356,7 @@ def write_large_run(settings, problems) -> None:
     run_select(settings)
     paths = settings.run_paths
     for number, problem in enumerate(problems):
-        attempts = []
+        attempts: list[JSONValue] = []
         for attempt in range(LARGE_ATTEMPTS):
             steps, verdicts, prompt = [], [], ""
             for index, step in enumerate(problem.steps):
@@ -395,7 +396,7 @@ def write_large_run(settings, problems) -> None:
                             "total_correct": sum(v["correct"] for v in scored),
                             "total_steps": len(scored),
                             "subproblem_correctness": [v["correct"] for v in scored],
-                            "steps": verdicts,
+                            "steps": list(verdicts),
                             "error": None,
                         }
                     },

@@ -17,6 +17,7 @@ from stages.benchmark.problems import Problem, load_problems
 from stages.config.settings import Settings
 from stages.select.stage import step_layout
 from stages.storage.artifacts import read_artifact, write_artifact
+from stages.storage.json_values import JSONObject
 from stages.storage.paths import DataPaths
 from stages.summarize.stage import (
     SummarizeError,
@@ -31,6 +32,9 @@ from tests.support.run_artifacts import (
     FIXED_NOW,
     OFFICIAL,
     ZERO_SHA,
+    json_at,
+    json_object,
+    json_objects,
     make_settings,
     read_record,
     selection_entry,
@@ -41,7 +45,7 @@ from tests.support.run_artifacts import (
 )
 
 
-def write_generation(settings: Settings, problem_id: str, usage: dict[str, int], latency_s: float) -> None:
+def write_generation(settings: Settings, problem_id: str, usage: JSONObject, latency_s: float) -> None:
     write_artifact(
         settings.run_paths.generation(problem_id),
         "generation",
@@ -130,7 +134,7 @@ def test_mixed_run_counts_match_hand_computed(mixed_run: Settings) -> None:
         "not_generated": 0,
         "no_verdict": 3,
     }
-    assert record["by_category"]["physics"] | {} == {
+    assert json_object(json_at(record, "by_category", "physics")) == {
         "main_problem_resolve_rate": pytest.approx(1 / 3),
         "subproblem": pytest.approx(4 / 8),
         "Total": 3,
@@ -143,11 +147,11 @@ def test_mixed_run_counts_match_hand_computed(mixed_run: Settings) -> None:
         "skipped_steps": 1,
         "intervals": None,  # 3 problems: counts only
     }
-    chemistry = record["by_category"]["chemistry"]
+    chemistry = json_object(json_at(record, "by_category", "chemistry"))
     assert (chemistry["Total"], chemistry["Error"], chemistry["main_problem_resolved"]) == (2, 1, 0)
     assert (chemistry["subproblem_correct"], chemistry["subproblem_total"]) == (2, 5)
-    assert list(record["by_category"]) == ["physics", "chemistry"]
-    assert [f["problem_id"] for f in record["failed_problems"]] == ["P3", "P4", "P5"]
+    assert list(json_object(record["by_category"])) == ["physics", "chemistry"]
+    assert [f["problem_id"] for f in json_objects(record["failed_problems"])] == ["P3", "P4", "P5"]
     assert record["status"] == "partial"
     assert record["targets"] == {"kind": "official", "note": "data/scicode/test_data.h5"}
 
@@ -576,7 +580,7 @@ def test_a_pass_on_a_known_weak_official_test_is_flagged_and_stays_a_pass(tmp_pa
     assert "78.1" not in weak and "78.3" not in weak  # not listed / not a pass
     record = read_artifact(settings.run_paths.summary_json, "summary")
     assert record is not None and record["subproblem_correct"] == 2  # the verdict is unchanged
-    assert [entry["step_id"] for entry in record["weak_official_tests"]] == ["78.2"]
+    assert [entry["step_id"] for entry in json_objects(record["weak_official_tests"])] == ["78.2"]
     page = settings.run_paths.report_html.read_text(encoding="utf-8")
     assert 'class="cell st-pass weak" href="#s-78.2-a0"' in page and 'id="weak-passes"' in page
     assert "weak official test" in page_and_step_views(page).split('id="t-s-78.2-a0"', 1)[1].split("</template>")[0]

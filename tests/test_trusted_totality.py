@@ -22,7 +22,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stages.benchmark.problems import Problem, problems_by_id
-from stages.benchmark.protocol import CARRY_MODES
+from stages.benchmark.protocol import CARRY_MODES, Carry
 from stages.execution.activity import Activity, StepFailure
 from stages.execution.untrusted import valid_data
 from stages.generate.loops import final_status
@@ -75,7 +75,7 @@ def test_a_model_response_cleaned_where_it_enters_can_always_be_written(value: o
 
 
 @given(HOSTILE, HOSTILE, st.sampled_from(CARRY_MODES))
-def test_the_test_script_of_hostile_code_is_built_and_keyed(problem_19, first: str, second: str, carry: str) -> None:
+def test_the_test_script_of_hostile_code_is_built_and_keyed(problem_19, first: str, second: str, carry: Carry) -> None:
     problem, data_paths = problem_19
     codes: dict[str, str | None] = {"19.1": first, "19.2": second}
     record = {"status": "ok", "code": second, "raw_answer": second}
@@ -84,12 +84,12 @@ def test_the_test_script_of_hostile_code_is_built_and_keyed(problem_19, first: s
     verdict = _pre_verdict(problem.steps[1], generation, step)
     assert verdict is None or (verdict.status == "parse_error" and encodes(verdict.reason))
     if verdict is None:
-        script = build_step_script(problem, 1, codes, data_paths, carry)  # type: ignore[arg-type]
+        script = build_step_script(problem, 1, codes, data_paths, carry)
         key = verdict_key(
             script.official_text("<targets>"), None, {}, StepLimits("python", 1.0, None, "none (test)", 512)
         )
         assert len(key) == 64
-    parts, note = _script_of(problem, 1, codes, None, data_paths, carry)  # type: ignore[arg-type]
+    parts, note = _script_of(problem, 1, codes, None, data_paths, carry)
     assert compressed(note + "".join(part.numbered for part in parts))  # what the report stores of it
 
 

@@ -35,7 +35,7 @@ from stages.execution import safe_ast
 from stages.storage.paths import DataPaths
 
 Carry = Literal["full", "definition"]
-CARRY_MODES: tuple[str, ...] = ("full", "definition")
+CARRY_MODES: tuple[Carry, ...] = ("full", "definition")
 DEFAULT_CARRY: Carry = "full"
 
 _FENCE = re.compile(r"```([^\n`]*)(.*?)(?:```|\Z)", re.DOTALL)

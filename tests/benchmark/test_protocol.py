@@ -219,5 +219,5 @@ def test_extraction_is_total(answer: str, defines: str | None) -> None:
 def test_import_removal_and_carried_code_are_total(code: str, header: str) -> None:
     assert isinstance(remove_top_level_imports(code), str)
     for carry in CARRY_MODES:
-        assert isinstance(carried_code(code, header, carry), str)  # type: ignore[arg-type]
+        assert isinstance(carried_code(code, header, carry), str)
     assert isinstance(is_unfenced_code(code, "f"), bool)

@@ -124,7 +124,7 @@ def _mode_text(summary: Summary) -> str:
     return f"tool_use (tools: {', '.join(setup.tool_names)}, at most {setup.tool_use_max_loops} model calls per step)"
 
 
-def _attempts_line(summary: Summary) -> list[str]:
+def _attempts_lines(summary: Summary) -> list[str]:
     attempts = _attempts_per_problem(summary)
     if attempts <= 1:
         return []
@@ -164,7 +164,7 @@ def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     settings_text = _recorded_settings_text(setup.settings)
     if settings_text:
         lines.append(f"- settings: {settings_text}")
-    lines += _attempts_line(summary) + invocation_lines(summary.invocations)
+    lines += _attempts_lines(summary) + invocation_lines(summary.invocations)
     return lines + [_cached_timeouts_line(summary.cached_timeouts), ""]
 
 

@@ -1,5 +1,5 @@
 """summary.json: the typed `Summary` record (`stages.records.summary`) of the problem rows and their metrics;
-the summarize stage writes its `to_record()`."""
+the summarize stage writes its `to_record()` and renders summary.md from it (`stages.summarize.markdown`)."""
 
 from __future__ import annotations
 

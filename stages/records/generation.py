@@ -81,6 +81,13 @@ class ToolStats:
         known = {status: counts.get(status, 0) for status in TOOL_STATUSES}
         return cls(sum(counts.values()), other=sum(counts.values()) - sum(known.values()), **known)
 
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> ToolStats:
+        """The counts of a `to_record` record (summary.json's per-step and per-run tool counts)."""
+        return cls(
+            *(integer(record.get(name)) for name in ("calls", "ok", "error", "timeout", "sandbox_error", "other"))
+        )
+
     def to_record(self) -> dict[str, int]:
         return {
             "calls": self.calls,

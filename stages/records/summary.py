@@ -29,6 +29,7 @@ from stages.storage.json_values import (
     integer,
     obj,
     objects,
+    optional_number,
     optional_text,
     text,
     texts,
@@ -354,6 +355,93 @@ class Groups:
 
 
 @dataclass(frozen=True)
+class RateInterval:
+    """The 95% interval of a rate, [low, high]."""
+
+    low: float
+    high: float
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> RateInterval | None:
+        """The interval of an interval record (`{"low", "high", ...}`); None where it has no ends."""
+        low, high = optional_number(record.get("low")), optional_number(record.get("high"))
+        return None if low is None or high is None else cls(low, high)
+
+
+@dataclass(frozen=True)
+class GroupMetrics:
+    """The counts of a group of problems (the headline's, a field's, a subfield's, a split's) and the 95% intervals of
+    both rates, read from their record (HEADLINE_KEYS but the rates); a group too small for intervals has none."""
+
+    total: int
+    evaluated: int
+    errors: int
+    resolved: int
+    steps_passed: int
+    steps_scored: int
+    steps_skipped: int
+    resolve_interval: RateInterval | None
+    step_interval: RateInterval | None
+    effective_n: float | None  # what the scored steps are worth clustered by problem (None: not estimated)
+    interval_steps: int  # the steps the step interval covers
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> GroupMetrics:
+        intervals = obj(record.get("intervals"))
+        steps = obj(intervals.get("subproblem"))
+        return cls(
+            total=integer(record.get("Total")),
+            evaluated=integer(record.get("Evaluated")),
+            errors=integer(record.get("Error")),
+            resolved=integer(record.get("main_problem_resolved")),
+            steps_passed=integer(record.get("subproblem_correct")),
+            steps_scored=integer(record.get("subproblem_total")),
+            steps_skipped=integer(record.get("skipped_steps")),
+            resolve_interval=RateInterval.from_record(obj(intervals.get("main_problem_resolve_rate"))),
+            step_interval=RateInterval.from_record(steps),
+            effective_n=optional_number(steps.get("effective_n")),
+            interval_steps=integer(steps.get("steps")),
+        )
+
+
+def group_metrics(groups: FrozenObject) -> dict[str, GroupMetrics]:
+    """Each group's metrics by name, in recorded order (`Groups`' blocks)."""
+    return {name: GroupMetrics.from_record(obj(record)) for name, record in groups.items()}
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """How the run was set up beyond its identity, as summary.md's header states it: the model's endpoint, the tools
+    of tool_use, where tool snippets ran, and the recorded settings that shape the scores (those of
+    `stages.config.settings.RECORDED_SETTINGS` that config.json records with a value, by name)."""
+
+    base_url: str | None = None  # as config.json records it (no credentials); None where it records none
+    tool_names: tuple[str, ...] = ()
+    tool_use_max_loops: int = 0
+    snippets_ran: str = "unknown"
+    settings: FrozenObject = dataclasses.field(default_factory=lambda: EMPTY)
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> RunSetup:
+        return cls(
+            base_url=optional_text(record.get("base_url")),
+            tool_names=texts(record.get("tool_names")),
+            tool_use_max_loops=integer(record.get("tool_use_max_loops")),
+            snippets_ran=text(record.get("snippets_ran")),
+            settings=obj(record.get("settings")),
+        )
+
+    def to_record(self) -> JSONObject:
+        return {
+            "base_url": self.base_url,
+            "tool_names": _texts_list(self.tool_names),
+            "tool_use_max_loops": self.tool_use_max_loops,
+            "snippets_ran": self.snippets_ran,
+            "settings": thaw_object(self.settings),
+        }
+
+
+@dataclass(frozen=True)
 class Summary:
     stamp: Stamp
     status: str
@@ -385,6 +473,8 @@ class Summary:
     # reads back as it was); invocations are empty for a run recorded before invocations.jsonl was written
     recorded_caveats: tuple[Caveat, ...] | None = None
     recorded_invocations: tuple[RecordedInvocation, ...] | None = None
+    recorded_setup: RunSetup | None = None
+    recorded_cached_timeouts: int | None = None  # timeout verdicts of scored steps served from the verdict cache
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Summary:
@@ -424,6 +514,8 @@ class Summary:
                 if "invocations" in record
                 else None
             ),
+            recorded_setup=RunSetup.from_record(obj(record["setup"])) if "setup" in record else None,
+            recorded_cached_timeouts=integer(record["cached_timeouts"]) if "cached_timeouts" in record else None,
         )
 
     def to_record(self) -> JSONObject:
@@ -461,6 +553,10 @@ class Summary:
             record["caveats"] = [caveat.to_record() for caveat in self.recorded_caveats]
         if self.recorded_invocations is not None:
             record["invocations"] = [invocation.to_record() for invocation in self.recorded_invocations]
+        if self.recorded_setup is not None:
+            record["setup"] = self.recorded_setup.to_record()
+        if self.recorded_cached_timeouts is not None:
+            record["cached_timeouts"] = self.recorded_cached_timeouts
         return record
 
     @property
@@ -476,6 +572,20 @@ class Summary:
     def invocations(self) -> tuple[RecordedInvocation, ...]:
         """The invocations that generated or scored (`stages.records.invocations`); none where not recorded."""
         return self.recorded_invocations or ()
+
+    @property
+    def setup(self) -> RunSetup:
+        """How the run was set up; the defaults (snippets `unknown`) in a summary written before it was recorded."""
+        return self.recorded_setup or RunSetup()
+
+    @property
+    def cached_timeouts(self) -> int:
+        """Timeouts served from the verdict cache; 0 in a summary written before they were counted."""
+        return self.recorded_cached_timeouts or 0
+
+    @property
+    def headline_metrics(self) -> GroupMetrics:
+        return GroupMetrics.from_record(self.headline)
 
 
 def freeze_headline(record: Mapping[str, object]) -> FrozenObject:

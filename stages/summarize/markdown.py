@@ -1,38 +1,41 @@
-"""summary.md: the Markdown rendering of the problem rows and their metrics."""
+"""summary.md: the Markdown rendering of the run's `Summary` record (`stages.records.summary`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from stages.config.settings import RECORDED_SETTINGS, Settings
+from stages.benchmark.weak_tests import FLAG as WEAK_TEST_FLAG
 from stages.execution.untrusted import shown
-from stages.generate.identity import where_snippets_ran
 from stages.records.results import CELL_STATUSES, OCCASIONAL_STATUSES, ToolStats
+from stages.records.run_conditions import conditions_markdown
 from stages.records.status_glossary import GLOSSARY_LINK, glossary_markdown, verdict_entry
-from stages.records.summary import Caveat, RecordedInvocation, caveats_text
-from stages.storage.markdown_table import markdown_table
-from stages.summarize.metrics import (
-    InspectView,
-    Metrics,
-    behaved_as_naive,
-    cost_record,
-    field_metrics,
-    grouped_metrics,
-    inspect_view,
-    metrics_of,
-    status_counts,
-    subfield_metrics,
-    tool_totals,
-    total_latency,
-    total_usage,
+from stages.records.summary import (
+    Caveat,
+    GroupMetrics,
+    RecordedInvocation,
+    Summary,
+    SummaryStep,
+    SummaryTargets,
+    caveats_text,
+    group_metrics,
 )
-from stages.summarize.pricing import Prices, cost_of, money, prices_of, total_cost
-from stages.summarize.provenance import TargetsInfo
-from stages.summarize.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
-from stages.summarize.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals
+from stages.storage.json_values import (
+    FrozenObject,
+    flag,
+    integer,
+    items,
+    number,
+    obj,
+    objects,
+    optional_number,
+    text,
+    thaw,
+)
+from stages.storage.markdown_table import markdown_table
+from stages.summarize.pricing import money
+from stages.summarize.uncertainty.intervals import MIN_GROUP_PROBLEMS
 from stages.summarize.uncertainty.text import (
     CLUSTERED_SHORT,
     INTERVALS_SENTENCE,
@@ -70,7 +73,7 @@ def caveat_lines(caveats: tuple[Caveat, ...]) -> list[str]:
     return [f"**Caveats:** {shown(caveats_text(caveats), limit=CAVEATS_LIMIT)}", ""] if caveats else []
 
 
-def _targets_lines(targets: TargetsInfo) -> list[str]:
+def _targets_lines(targets: SummaryTargets) -> list[str]:
     note = f" ({targets.note})" if targets.note else ""
     if targets.kind == "derived":
         return [f"**Note: targets derived from reference code, not the official test_data.h5.**{note}", ""]
@@ -85,7 +88,7 @@ def _targets_lines(targets: TargetsInfo) -> list[str]:
     return []
 
 
-def _targets_text(targets: TargetsInfo) -> str:
+def _targets_text(targets: SummaryTargets) -> str:
     names = {
         "official": "official test_data.h5",
         "explicit": "targets file given by h5py_file",
@@ -93,95 +96,111 @@ def _targets_text(targets: TargetsInfo) -> str:
         "missing": "missing",
         "unknown": "unknown",
     }
-    return names[targets.kind] + (f" ({targets.note})" if targets.note else "")
+    return names.get(targets.kind, targets.kind) + (f" ({targets.note})" if targets.note else "")
 
 
-def _recorded_settings_text(recorded: Mapping[str, Any]) -> str:
+def _setting_text(value: object) -> str:
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else f"{value}"
+
+
+def _recorded_settings_text(recorded: FrozenObject) -> str:
     """The settings from config.json that shape the scores but are not in the lines above."""
-    parts = []
-    for name in RECORDED_SETTINGS:
-        if name in recorded and recorded[name] not in ("", {}, None):
-            value = recorded[name]
-            parts.append(f"{name}={json.dumps(value, sort_keys=True) if isinstance(value, dict) else value}")
-    return ", ".join(parts)
+    return ", ".join(f"{name}={_setting_text(thaw(value))}" for name, value in recorded.items())
 
 
-def _header_lines(
-    settings: Settings,
-    targets: TargetsInfo,
-    config: Mapping[str, Any] | None,
-    started: str | None,
-    summarized_at: str,
-    caveats: tuple[Caveat, ...],
-) -> list[str]:
-    recorded = (config or {}).get("settings", {})
-    categories = ", ".join(settings.category)
-    samples = ", ".join(settings.sample_ids) or "(all)"
-    model, run = name_span(settings.model), name_span(settings.run_name)
-    lines = [f"# SciCode results: {model} / {run}", ""]
-    lines += _targets_lines(targets) + caveat_lines(caveats)  # the first lines: what to know about the numbers
-    lines += [
-        f"- model: {model}" + (f" at {name_span(recorded['base_url'])}" if recorded.get("base_url") else ""),
-        f"- run: {run} ({name_span(settings.run_paths.run_dir)})",
-        f"- split: {settings.split}; category: {categories}; sample_ids: {samples}",
-        f"- mode: {settings.mode}"
-        + (
-            f" (tools: {', '.join(settings.tool_names)}, at most {settings.tool_use_max_loops} model calls per step)"
-            if settings.mode == "tool_use"
-            else ""
-        ),
-        f"- background: {'with step background' if settings.with_background else 'without step background'}",
-        f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
-        f"- snippets ran: {where_snippets_ran(recorded)}",
-        f"- confinement of model code: {(config or {}).get('confinement') or 'unknown (config.json has none)'}",
-        f"- run started: {started or 'unknown'}; summarized at: {summarized_at} (UTC)",
+def scored_attempt_number(summary: Summary) -> int:
+    """The 1-based number of the attempt the tables score."""
+    return integer(summary.attempt_scored) + 1
+
+
+def _attempts_per_problem(summary: Summary) -> int:
+    return integer(summary.identity.attempts_per_problem, 1)
+
+
+def _mode_text(summary: Summary) -> str:
+    setup = summary.setup
+    if summary.identity.mode != "tool_use":
+        return summary.identity.mode
+    return f"tool_use (tools: {', '.join(setup.tool_names)}, at most {setup.tool_use_max_loops} model calls per step)"
+
+
+def _attempts_lines(summary: Summary) -> list[str]:
+    attempts = _attempts_per_problem(summary)
+    if attempts <= 1:
+        return []
+    strategy = text(obj(summary.attempts).get("strategy"))
+    scored = scored_attempt_number(summary)
+    return [
+        f"- attempts: {attempts} per problem (strategy {strategy}); the tables score attempt {scored}, the Attempts "
+        "section covers all of them; token usage and latency sum all attempts"
     ]
-    shown = _recorded_settings_text(recorded)
-    if shown:
-        lines.append(f"- settings: {shown}")
-    if settings.attempts > 1:
-        lines.append(
-            f"- attempts: {settings.attempts} per problem (strategy {settings.attempt_strategy}); the tables "
-            f"score attempt {SCORED_ATTEMPT + 1}, the Attempts section covers all of them; token usage and "
-            f"latency sum all attempts"
-        )
-    return lines + [""]
 
 
-def resolve_range(intervals: HeadlineIntervals | None) -> str:
+def _cached_timeouts_line(count: int) -> str:
+    """How many timeout verdicts came from the verdict cache (a timeout on a loaded machine stays cached until
+    `rescore=timeouts` runs it again)."""
+    hint = ": `rescore=timeouts` executes them again" if count else ""
+    return f"- timeouts served from the verdict cache: {count}{hint}"
+
+
+def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
+    identity, setup, targets = summary.identity, summary.setup, summary.targets
+    categories = ", ".join(identity.category)
+    samples = ", ".join(identity.sample_ids) or "(all)"
+    model, run = name_span(identity.model), name_span(identity.run)
+    lines = [f"# SciCode results: {model} / {run}", ""]
+    lines += _targets_lines(targets) + caveat_lines(summary.caveats)  # the first lines: what to know about the numbers
+    lines += [
+        f"- model: {model}" + (f" at {name_span(setup.base_url)}" if setup.base_url else ""),
+        f"- run: {run} ({name_span(run_dir)})",
+        f"- split: {identity.split}; category: {categories}; sample_ids: {samples}",
+        f"- mode: {_mode_text(summary)}",
+        f"- background: {'with step background' if identity.with_background else 'without step background'}",
+        f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
+        f"- snippets ran: {setup.snippets_ran}",
+        f"- confinement of model code: {text(summary.confinement) or 'unknown (config.json has none)'}",
+        f"- run started: {summary.run_started or 'unknown'}; summarized at: {summary.summarized_at} (UTC)",
+    ]
+    settings_text = _recorded_settings_text(setup.settings)
+    if settings_text:
+        lines.append(f"- settings: {settings_text}")
+    lines += _attempts_lines(summary) + invocation_lines(summary.invocations)
+    return lines + [_cached_timeouts_line(summary.cached_timeouts), ""]
+
+
+def resolve_range(metrics: GroupMetrics) -> str:
     """`3.6% to 62.4%`; `-` for a group too small for an interval."""
-    found = intervals.resolve.interval if intervals else None
+    found = metrics.resolve_interval
     return "-" if found is None else rate_range(found.low, found.high)
 
 
-def step_range(intervals: HeadlineIntervals | None) -> str:
+def step_range(metrics: GroupMetrics) -> str:
     """`13.0% to 79.3%`; `-` for a group too small for an interval."""
-    found = intervals.steps.interval if intervals else None
+    found = metrics.step_interval
     return "-" if found is None else rate_range(found.low, found.high)
 
 
-def resolve_interval_text(intervals: HeadlineIntervals | None) -> str:
+def resolve_interval_text(metrics: GroupMetrics) -> str:
     """`3.6% to 62.4% (Wilson)`."""
-    shown = resolve_range(intervals)
+    shown = resolve_range(metrics)
     return shown if shown == "-" else f"{shown} ({RESOLVE_SHORT})"
 
 
-def step_interval_text(intervals: HeadlineIntervals | None) -> str:
+def step_interval_text(metrics: GroupMetrics) -> str:
     """`13.0% to 79.3% (clustered Wilson, effective n 8.7 of 13 steps)`."""
-    shown = step_range(intervals)
-    if shown == "-" or intervals is None or intervals.steps.size is None:
+    shown = step_range(metrics)
+    if shown == "-" or metrics.effective_n is None:
         return shown
-    return f"{shown} ({step_interval_label(intervals.steps.size.effective, intervals.steps.steps)})"
+    return f"{shown} ({step_interval_label(metrics.effective_n, metrics.interval_steps)})"
 
 
 SMALL_GROUPS_NOTE = f"Rows of fewer than {MIN_GROUP_PROBLEMS} problems show their counts only (no interval)."
 
 
-def _headline_lines(metrics: Metrics) -> list[str]:
-    intervals = metrics.intervals(min_problems=0)
+def _headline_lines(metrics: GroupMetrics) -> list[str]:
     rows = [
-        ("main_problem_resolve_rate", ratio(metrics.resolved, metrics.evaluated), resolve_interval_text(intervals)),
-        ("subproblem", ratio(metrics.steps_passed, metrics.steps_scored), step_interval_text(intervals)),
+        ("main_problem_resolve_rate", ratio(metrics.resolved, metrics.evaluated), resolve_interval_text(metrics)),
+        ("subproblem", ratio(metrics.steps_passed, metrics.steps_scored), step_interval_text(metrics)),
         ("Total / Evaluated / Error", f"{metrics.total} / {metrics.evaluated} / {metrics.errors}", ""),
     ]
     raw = [
@@ -200,14 +219,13 @@ def _headline_lines(metrics: Metrics) -> list[str]:
     )
 
 
-def _group_rates(m: Metrics) -> tuple[str, str, str, str]:
-    """A group's two rates, each followed by its interval (only from MIN_GROUP_PROBLEMS problems on)."""
-    intervals = m.intervals()
+def _group_rates(m: GroupMetrics) -> tuple[str, str, str, str]:
+    """A group's two rates, each followed by its interval (recorded from MIN_GROUP_PROBLEMS problems on)."""
     return (
         ratio(m.resolved, m.evaluated),
-        resolve_range(intervals),
+        resolve_range(m),
         ratio(m.steps_passed, m.steps_scored),
-        step_range(intervals),
+        step_range(m),
     )
 
 
@@ -220,26 +238,32 @@ GROUP_RATE_HEADER = (
 GROUP_RATE_RIGHT = (True, True, True, True)
 
 
-def _group_lines(title: str, label: str, groups: Mapping[str, Metrics]) -> list[str]:
+def _group_lines(title: str, label: str, groups: Mapping[str, GroupMetrics]) -> list[str]:
     rows = [(name, *_group_rates(m), m.total, m.evaluated, m.errors, m.steps_skipped) for name, m in groups.items()]
     header = (label, *GROUP_RATE_HEADER, "Total", "Evaluated", "Error", "skipped")
     right = (False, *GROUP_RATE_RIGHT, True, True, True, True)
     return [f"## {title}", ""] + markdown_table(header, rows, right) + ["", SMALL_GROUPS_NOTE, ""]
 
 
-def _subfield_lines(groups: Mapping[str, tuple[str, Metrics]]) -> list[str]:
-    rows = [(field, name, *_group_rates(m), m.total, m.errors, m.steps_skipped) for name, (field, m) in groups.items()]
+def _subfield_lines(groups: FrozenObject) -> list[str]:
+    fields = {name: text(obj(record).get("field")) for name, record in groups.items()}
+    rows = [
+        (fields[name], name, *_group_rates(m), m.total, m.errors, m.steps_skipped)
+        for name, m in group_metrics(groups).items()
+    ]
     header = ("field", "subfield", *GROUP_RATE_HEADER, "Total", "Error", "skipped")
     right = (False, False, *GROUP_RATE_RIGHT, True, True, True)
     return ["## By subfield", ""] + markdown_table(header, rows, right) + ["", SMALL_GROUPS_NOTE, ""]
 
 
-def _inspect_view_lines(view: InspectView) -> list[str]:
+def _inspect_view_lines(view: FrozenObject) -> list[str]:
+    steps_passed, steps_total = integer(view.get("subproblem_correct")), integer(view.get("subproblem_total"))
+    resolved, problems = integer(view.get("main_problem_resolved")), integer(view.get("main_problem_total"))
     rows = [
-        ("subproblem (all steps, prefilled counted as not passed)", ratio(view.steps_passed, view.steps_total)),
+        ("subproblem (all steps, prefilled counted as not passed)", ratio(steps_passed, steps_total)),
         (
             "main_problem_resolve_rate (a problem with a prefilled step never resolves)",
-            ratio(view.resolved, view.problems),
+            ratio(resolved, problems),
         ),
     ]
     return (
@@ -256,18 +280,18 @@ def _inspect_view_lines(view: InspectView) -> list[str]:
     )
 
 
-def _failed_step_lines(rows: Sequence[ProblemRow]) -> list[str]:
-    failed = [(row.problem_id, step) for row in rows for step in row.scored_rows if step.status != "pass"]
+def _failed_step_lines(summary: Summary) -> list[str]:
+    failed = [step for problem in summary.problems for step in problem.steps if step.status not in ("skipped", "pass")]
     lines = ["## Failed steps", ""]
     if not failed:
         return lines + ["None: every scored step passed.", ""]
-    lines += [f"{len(failed)} scored step(s) did not pass (attempt {SCORED_ATTEMPT + 1}); the reason of each:", ""]
-    lines += [f"- {step.step_id} ({step.status}): {_reason(step.reason)}" for _, step in failed]
+    scored = scored_attempt_number(summary)
+    lines += [f"{len(failed)} scored step(s) did not pass (attempt {scored}); the reason of each:", ""]
+    lines += [f"- {step.step_id} ({step.status}): {_reason(step.reason)}" for step in failed]
     return lines + [""]
 
 
-def _weak_test_lines(rows: Sequence[ProblemRow]) -> list[str]:
-    flagged = weak_passes(rows)
+def _weak_test_lines(flagged: Sequence[FrozenObject]) -> list[str]:
     if not flagged:
         return []
     lines = [
@@ -277,7 +301,8 @@ def _weak_test_lines(rows: Sequence[ProblemRow]) -> list[str]:
         "the official verdict stays a pass:",
         "",
     ]
-    return lines + [f"- {step_id} (pass, {weak.note})" for step_id, weak in flagged] + [""]
+    listed = [f"- {text(weak.get('step_id'))} (pass, {WEAK_TEST_FLAG}: {text(weak.get('reason'))})" for weak in flagged]
+    return lines + listed + [""]
 
 
 NAIVE_BEHAVIOUR_LINE = (
@@ -287,21 +312,29 @@ NAIVE_BEHAVIOUR_LINE = (
 )
 
 
-def _tool_lines(rows: Sequence[ProblemRow], attempts: int, mode: str) -> list[str]:
-    scored = tool_totals(rows)
-    every = sum((row.tools for row in rows), ToolStats())
+def _step_tools(step: SummaryStep) -> ToolStats:
+    return ToolStats.from_record(step.tools)
+
+
+def _tool_lines(summary: Summary) -> list[str]:
+    tool_use = obj(summary.tool_use)
+    scored = ToolStats.from_record(obj(tool_use.get("attempt_scored")))
+    every = ToolStats.from_record(obj(tool_use.get("all_attempts")))
     lines = ["## Tool use", ""]
-    if behaved_as_naive(rows, mode):
-        return lines + [NAIVE_BEHAVIOUR_LINE.format(calls=total_usage(rows)["calls"]), ""]
+    if flag(tool_use.get("behaved_as_naive")):
+        return lines + [NAIVE_BEHAVIOUR_LINE.format(calls=integer(obj(summary.usage).get("calls"))), ""]
     if every.calls == 0:
         return lines + ["No tool calls in this run.", ""]
     header = ("scope", "calls", "ok", "error", "timeout", "sandbox_error", "other")
     right = (False, True, True, True, True, True, True)
-    table = [(f"all steps, attempt {SCORED_ATTEMPT + 1}", *_tool_cells(scored))]
-    if attempts > 1:
+    table = [(f"all steps, attempt {scored_attempt_number(summary)}", *_tool_cells(scored))]
+    if _attempts_per_problem(summary) > 1:
         table.append(("all steps, all attempts", *_tool_cells(every)))
     table += [
-        (f"step {step.step_id}", *_tool_cells(step.tools)) for row in rows for step in row.steps if step.tools.calls
+        (f"step {step.step_id}", *_tool_cells(_step_tools(step)))
+        for problem in summary.problems
+        for step in problem.steps
+        if _step_tools(step).calls
     ]
     return lines + markdown_table(header, table, right) + [""]
 
@@ -334,25 +367,26 @@ def _status_lines(counts: Mapping[str, int]) -> list[str]:
     )
 
 
-def _problem_lines(rows: Sequence[ProblemRow], prices: Prices | None = None) -> list[str]:
+def _problem_lines(summary: Summary) -> list[str]:
+    prices = obj(summary.cost).get("prices") is not None
     table = []
-    for row in rows:
-        failure = row.first_failure
+    for problem in summary.problems:
+        failure = problem.first_failure
         first = f"{failure.step_id} ({failure.status})" if failure else "-"
-        tokens = f"{row.usage.total_tokens}" if row.usage else "-"
-        latency = f"{row.latency_s:.1f}" if row.latency_s is not None else "-"
+        tokens = f"{integer(problem.usage.get('total_tokens'))}" if problem.usage is not None else "-"
+        latency = optional_number(problem.latency_s)
         table.append(
             (
-                row.problem_id,
-                row.split,
-                row.category,
-                f"{row.steps_passed}/{row.steps_scored}",
-                "yes" if row.resolved else "no",
+                problem.problem_id,
+                problem.split,
+                problem.category,
+                f"{problem.steps_passed}/{problem.steps_scored}",
+                "yes" if problem.resolved else "no",
                 first,
-                row.state,
+                problem.state,
                 tokens,
-                latency,
-                *([money(total_cost(cost_of(usage, prices) for usage in row.attempt_usages))] if prices else []),
+                f"{latency:.1f}" if latency is not None else "-",
+                *([money(optional_number(problem.cost))] if prices else []),
             )
         )
     header = (
@@ -371,14 +405,17 @@ def _problem_lines(rows: Sequence[ProblemRow], prices: Prices | None = None) -> 
     return ["## Problems", ""] + markdown_table(header, table, right) + [""]
 
 
-def _failed_lines(rows: Sequence[ProblemRow]) -> list[str]:
-    failed = [row for row in rows if row.failed]
+def _failed_lines(summary: Summary) -> list[str]:
+    states = {problem.problem_id: problem.state for problem in summary.problems}
     lines = ["## Problems whose generation or scoring failed", ""]
-    if not failed:
+    if not summary.failed_problems:
         return lines + ["None.", ""]
-    lines.append(f"{len(failed)} problem(s); each stays in every denominator with its unpassed steps.")
+    lines.append(f"{len(summary.failed_problems)} problem(s); each stays in every denominator with its unpassed steps.")
     lines.append("")
-    lines += [f"- {row.problem_id} ({row.state}): {_reason(row.error or row.state)}" for row in failed]
+    lines += [
+        f"- {failed.problem_id} ({states.get(failed.problem_id, '')}): {_reason(failed.reason)}"
+        for failed in summary.failed_problems
+    ]
     return lines + [""]
 
 
@@ -387,55 +424,56 @@ def _reason(text: str | None) -> str:
     return shown(text, markdown=True) if text else "(no reason given)"
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def price_text(prices: Mapping[str, Any] | None) -> str:
+def price_text(prices: FrozenObject | None) -> str:
     """`$2.50 in / $10.00 out per million tokens (cached input $1.25)`, or the note that no price is set."""
     if not prices:
         return "no price set (price_input_per_mtok, price_output_per_mtok): tokens only"
-    cached = prices.get("cached_input_per_mtok")
-    return f"${prices['input_per_mtok']:.2f} in / ${prices['output_per_mtok']:.2f} out per million tokens" + (
-        f" (cached input ${cached:.2f})" if cached is not None else ""
+    cached = optional_number(prices.get("cached_input_per_mtok"))
+    return (
+        f"${number(prices.get('input_per_mtok')):.2f} in / ${number(prices.get('output_per_mtok')):.2f} out per "
+        "million tokens" + (f" (cached input ${cached:.2f})" if cached is not None else "")
     )
 
 
-def _cost_rows(cost: Mapping[str, Any]) -> list[tuple[str, str]]:
-    if cost["prices"] is None:
+def _cost_rows(cost: FrozenObject) -> list[tuple[str, str]]:
+    prices = cost.get("prices")
+    if prices is None:
         return [("cost", price_text(None))]
     rows = [
-        ("cost, all attempts", money(cost["total"])),
-        ("prices", price_text(cost["prices"])),
-        ("attempts with usage (priced)", f"{cost['attempts_priced']}/{cost['attempts_total']}"),
+        ("cost, all attempts", money(optional_number(cost.get("total")))),
+        ("prices", price_text(obj(prices))),
+        (
+            "attempts with usage (priced)",
+            f"{integer(cost.get('attempts_priced'))}/{integer(cost.get('attempts_total'))}",
+        ),
     ]
-    if len(cost["per_attempt"]) > 1:
-        rows += [(f"cost of attempt {index + 1}", money(value)) for index, value in enumerate(cost["per_attempt"])]
+    per_attempt = items(cost.get("per_attempt"))
+    if len(per_attempt) > 1:
+        rows += [
+            (f"cost of attempt {index + 1}", money(optional_number(value))) for index, value in enumerate(per_attempt)
+        ]
     return rows
 
 
-def _usage_lines(
-    usage: Mapping[str, int],
-    latency: float,
-    total_problems: int,
-    concurrency: int,
-    cost: Mapping[str, Any] | None = None,
-) -> list[str]:
+def _usage_lines(summary: Summary) -> list[str]:
+    usage = obj(summary.usage)
     rows = [
-        ("input tokens", usage["input_tokens"]),
-        ("output tokens", usage["output_tokens"]),
-        ("total tokens", usage["total_tokens"]),
-        ("model calls", usage["calls"]),
+        ("input tokens", integer(usage.get("input_tokens"))),
+        ("output tokens", integer(usage.get("output_tokens"))),
+        ("total tokens", integer(usage.get("total_tokens"))),
+        ("model calls", integer(usage.get("calls"))),
         *(
             [("model calls whose reply stated no whole-number token count (that count taken as 0)", unknown)]
-            if (unknown := usage.get("unknown_calls"))
+            if (unknown := integer(usage.get("unknown_calls")))
             else []
         ),
-        ("model latency (s, summed over calls; time queued in the server included)", f"{latency:.1f}"),
-        ("concurrency (model calls in flight at most)", concurrency),
-        ("problems reporting usage", f"{usage['problems_reporting']}/{total_problems}"),
-        *(_cost_rows(cost) if cost is not None else []),
+        (
+            "model latency (s, summed over calls; time queued in the server included)",
+            f"{number(summary.latency_s):.1f}",
+        ),
+        ("concurrency (model calls in flight at most)", integer(summary.concurrency)),
+        ("problems reporting usage", f"{integer(usage.get('problems_reporting'))}/{len(summary.problems)}"),
+        *_cost_rows(obj(summary.cost)),
     ]
     return (
         ["## Token usage, cost and model latency", ""]
@@ -448,50 +486,49 @@ def _rate_text(rate: float | None) -> str:
     return "n/a" if rate is None else f"{100.0 * rate:.1f}%"
 
 
-def _attempt_lines(metrics: Mapping[str, Any] | None) -> list[str]:
+def _counts_ratios(row: FrozenObject) -> tuple[str, str]:
+    """An attempt row's two rates with their denominators."""
+    return (
+        ratio(integer(row.get("main_problem_resolved")), integer(row.get("main_problem_total"))),
+        ratio(integer(row.get("subproblem_correct")), integer(row.get("subproblem_total"))),
+    )
+
+
+def _attempt_lines(metrics: FrozenObject | None, scored: int) -> list[str]:
     if metrics is None:
         return []
     lines = ["## Attempts", ""]
     if "error" in metrics:
-        return lines + [f"Attempt metrics not computed: {metrics['error']}", ""]
+        return lines + [f"Attempt metrics not computed: {text(metrics.get('error'))}", ""]
     rows = [
-        (
-            f"attempt {row['attempt'] + 1}",
-            ratio(row["main_problem_resolved"], row["main_problem_total"]),
-            ratio(row["subproblem_correct"], row["subproblem_total"]),
-        )
-        for row in metrics["per_attempt"]
+        (f"attempt {integer(row.get('attempt')) + 1}", *_counts_ratios(row))
+        for row in objects(metrics.get("per_attempt"))
     ]
-    best = metrics["any_attempt"]
-    rows.append(
-        (
-            "any attempt (strategy pass)",
-            ratio(best["main_problem_resolved"], best["main_problem_total"]),
-            ratio(best["subproblem_correct"], best["subproblem_total"]),
-        )
-    )
+    rows.append(("any attempt (strategy pass)", *_counts_ratios(obj(metrics.get("any_attempt")))))
     rows.append(
         (
             "mean over attempts (strategy avg)",
-            _rate_text(metrics["mean_main_problem_resolve_rate"]),
-            _rate_text(metrics["mean_subproblem_rate"]),
+            _rate_text(optional_number(metrics.get("mean_main_problem_resolve_rate"))),
+            _rate_text(optional_number(metrics.get("mean_subproblem_rate"))),
         )
     )
     lines += markdown_table(("attempts", "main_problem_resolve_rate", "subproblem"), rows, (False, True, True))
-    intervals = metrics.get("pass_at_k_intervals") or {}
+    intervals = obj(metrics.get("pass_at_k_intervals"))
     pass_at = ", ".join(
-        f"pass@{k} = {_rate_text(value)}" + (f" ({interval_of(intervals[k])})" if k in intervals else "")
-        for k, value in metrics["pass_at_k"].items()
+        f"pass@{k} = {_rate_text(optional_number(value))}"
+        + (f" ({interval_of(obj(intervals[k]))})" if k in intervals else "")
+        for k, value in obj(metrics.get("pass_at_k")).items()
     )
-    chosen = metrics["strategies"][metrics["strategy"]]
+    strategy = text(metrics.get("strategy"))
+    chosen = obj(obj(metrics.get("strategies")).get(strategy))
     lines += [
         "",
-        f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics['problems']} problems; 95% "
+        f"{pass_at} (unbiased estimator over whole-problem outcomes, {integer(metrics.get('problems'))} problems; 95% "
         f"{CLUSTERED_SHORT} intervals over problems, each problem counted as its attempts // k draws of k "
         "attempts).",
-        f"Configured attempt_strategy={metrics['strategy']}: main_problem_resolve_rate "
-        f"{_rate_text(chosen['main_problem_resolve_rate'])}, subproblem {_rate_text(chosen['subproblem'])}. "
-        f"The tables above score attempt {SCORED_ATTEMPT + 1}.",
+        f"Configured attempt_strategy={strategy}: main_problem_resolve_rate "
+        f"{_rate_text(optional_number(chosen.get('main_problem_resolve_rate')))}, subproblem "
+        f"{_rate_text(optional_number(chosen.get('subproblem')))}. The tables above score attempt {scored}.",
         "",
     ]
     return lines
@@ -524,49 +561,25 @@ def _definitions_lines() -> list[str]:
     ]
 
 
-def _cached_timeouts_line(rows: Sequence[ProblemRow]) -> str:
-    """How many timeout verdicts came from the verdict cache (a timeout on a loaded machine stays cached until
-    `rescore=timeouts` runs it again)."""
-    count = sum(step.status == "timeout" and step.cached for row in rows for step in row.scored_rows)
-    hint = ": `rescore=timeouts` executes them again" if count else ""
-    return f"- timeouts served from the verdict cache: {count}{hint}"
-
-
-def render_markdown(
-    settings: Settings,
-    rows: Sequence[ProblemRow],
-    *,
-    targets: TargetsInfo,
-    config: Mapping[str, Any] | None,
-    started: str | None,
-    summarized_at: str,
-    plot_names: Sequence[str],
-    attempts: Mapping[str, Any] | None = None,
-    caveats: tuple[Caveat, ...] = (),
-    invocations: tuple[RecordedInvocation, ...] = (),
-) -> str:
-    metrics = metrics_of(rows)
-    lines = _header_lines(settings, targets, config, started, summarized_at, caveats)
-    lines[-1:-1] = invocation_lines(invocations)
-    lines.insert(len(lines) - 1, _cached_timeouts_line(rows))
-    lines += _headline_lines(metrics)
-    lines += _inspect_view_lines(inspect_view(rows))
-    lines += _group_lines("By field", "field", field_metrics(rows))
-    lines += _subfield_lines(subfield_metrics(rows))
-    splits = grouped_metrics(rows, "split")
+def render_markdown(summary: Summary, run_dir: Path) -> str:
+    """summary.md of `summary`, the run in `run_dir` (named in the header), the run-conditions block last."""
+    lines = _header_lines(summary, run_dir)
+    lines += _headline_lines(summary.headline_metrics)
+    lines += _inspect_view_lines(obj(summary.inspect_ai_view))
+    lines += _group_lines("By field", "field", group_metrics(summary.groups.by_field))
+    lines += _subfield_lines(summary.groups.by_subfield)
+    splits = group_metrics(summary.groups.by_split)
     if len(splits) > 1:
         lines += _group_lines("By split", "split", splits)
-    lines += _attempt_lines(attempts)
-    lines += _status_lines(status_counts(rows))
-    lines += _failed_lines(rows)
-    lines += _failed_step_lines(rows)
-    lines += _weak_test_lines(rows)
-    prices = prices_of(settings)
-    lines += _problem_lines(rows, prices)
-    lines += _usage_lines(
-        total_usage(rows), total_latency(rows), len(rows), settings.concurrency, cost_record(rows, prices)
-    )
-    lines += _tool_lines(rows, settings.attempts, settings.mode)
-    lines += _plot_lines(plot_names)
+    lines += _attempt_lines(summary.attempts, scored_attempt_number(summary))
+    lines += _status_lines({status: integer(count) for status, count in summary.status_counts.items()})
+    lines += _failed_lines(summary)
+    lines += _failed_step_lines(summary)
+    lines += _weak_test_lines(summary.weak_official_tests)
+    lines += _problem_lines(summary)
+    lines += _usage_lines(summary)
+    lines += _tool_lines(summary)
+    lines += _plot_lines(summary.plots)
     lines += _definitions_lines()
-    return "\n".join(lines)
+    conditions = conditions_markdown(summary.tool_calls, summary.steps_without_targets, summary.identity.mode)
+    return "\n".join(lines) + "\n".join(conditions) + "\n"

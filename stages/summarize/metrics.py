@@ -14,6 +14,7 @@ from stages.benchmark.categories import fields
 from stages.config.settings import Settings
 from stages.records.results import CELL_STATUSES, NO_DETAILS_STATES, RunResults, ToolStats
 from stages.records.usage import Usage
+from stages.storage.json_values import JSONObject, JSONValue
 from stages.summarize.pricing import Prices, cost_of, total_cost
 from stages.summarize.rows import ProblemRow
 from stages.summarize.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals, ProblemTally, group_intervals
@@ -48,7 +49,7 @@ class Metrics:
         """Both rates with their 95% intervals; None for a group of fewer than `min_problems` problems."""
         return group_intervals(self.tallies, min_problems)
 
-    def as_dict(self, min_problems: int = MIN_GROUP_PROBLEMS) -> dict[str, Any]:
+    def as_dict(self, min_problems: int = MIN_GROUP_PROBLEMS) -> JSONObject:
         """The counts and rates under the contract's names, and `intervals` (None below `min_problems`)."""
         intervals = self.intervals(min_problems)
         return {
@@ -119,7 +120,7 @@ class InspectView:
     resolved: int
     problems: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         return {
             "subproblem_correct": self.steps_passed,
             "subproblem_total": self.steps_total,
@@ -168,11 +169,13 @@ def total_usage(rows: Sequence[ProblemRow]) -> dict[str, int]:
     return {**sum(reporting, Usage()).to_record(), "problems_reporting": len(reporting)}
 
 
-def cost_record(rows: Sequence[ProblemRow], prices: Prices | None) -> dict[str, Any]:
+def cost_record(rows: Sequence[ProblemRow], prices: Prices | None) -> JSONObject:
     """The run's cost: in total, per attempt index (summed over problems) and the attempts it covers; every
     figure None without prices (tokens only)."""
     attempts = max((len(row.attempt_usages) for row in rows), default=1)
-    per_attempt = [total_cost(cost_of(row.attempt_usage(index), prices) for row in rows) for index in range(attempts)]
+    per_attempt: list[JSONValue] = [
+        total_cost(cost_of(row.attempt_usage(index), prices) for row in rows) for index in range(attempts)
+    ]
     attempt_usages = [usage for row in rows for usage in row.attempt_usages]
     return {
         "prices": prices.to_record() if prices else None,

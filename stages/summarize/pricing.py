@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.records.usage import Usage
+from stages.storage.json_values import JSONObject
 
 PER_TOKENS = 1_000_000
 CURRENCY = "USD"
@@ -34,7 +35,7 @@ class Prices:
             + usage.output_tokens * self.output_per_mtok
         ) / PER_TOKENS
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         return {
             "currency": CURRENCY,
             "input_per_mtok": self.input_per_mtok,

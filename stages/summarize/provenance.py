@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib import metadata
-from typing import Any, Literal
+from typing import Literal
 
 from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.records.invocations import invocations
 from stages.records.summary import RecordedInvocation
+from stages.storage.json_values import JSONObject
 from stages.storage.paths import PROJECT_ROOT, RunPaths
 
 PROJECT_NAME = "scicode-pipeline"
@@ -96,7 +97,7 @@ def _git(*args: str) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def project_record() -> dict[str, Any]:
+def project_record() -> JSONObject:
     """This project's name, installed version and git commit (None outside a checkout; `dirty` when tracked files
     differ from it)."""
     try:

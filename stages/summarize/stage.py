@@ -30,23 +30,15 @@ from stages.config.fingerprints import FingerprintParts, digest, run_relative
 from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.records.results import ResultsError, Selection, read_config, read_run, read_selection, read_summary
-from stages.records.run_conditions import conditions_markdown, unscored_steps
-from stages.records.summary import Caveat, caveats_text
+from stages.records.summary import Summary, caveats_text
 from stages.storage.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
 from stages.storage.paths import RunPaths
 from stages.summarize.caveats import CaveatInputs, run_caveats
 from stages.summarize.markdown import ratio, render_markdown, resolve_range, step_range
-from stages.summarize.metrics import (
-    Metrics,
-    attempt_metrics_of,
-    metrics_of,
-    status_counts,
-    subfield_metrics,
-    tool_totals,
-)
+from stages.summarize.metrics import attempt_metrics_of, status_counts, subfield_metrics
 from stages.summarize.provenance import TargetsInfo, recorded_invocations, resolve_targets_info, run_started
 from stages.summarize.rows import ProblemRow, collect_rows
-from stages.summarize.summary_json import RunConditions, summary_record
+from stages.summarize.summary_json import summary_record
 from stages.summarize.uncertainty.intervals import methods_record
 from stages.summarize.uncertainty.text import CLUSTERED_SHORT, RESOLVE_SHORT
 
@@ -239,28 +231,16 @@ def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, 
 # ---------------------------------------------------------------------------
 
 
-def run_conditions_of(rows: Sequence[ProblemRow]) -> tuple[dict[str, int], list[str]]:
-    """Tool-call outcomes of the scored attempt (the reader's counts), and the scored steps that had no targets."""
-    totals = tool_totals(rows)
-    tool_calls = {
-        "ok": totals.ok,
-        "error": totals.error,
-        "timeout": totals.timeout,
-        "sandbox_error": totals.sandbox_error,
-    }
-    reasons = ((step.step_id, step.reason or "") for row in rows for step in row.steps if step.status == "eval_error")
-    return tool_calls, unscored_steps(reasons)
-
-
-def one_line_summary(settings: Settings, metrics: Metrics, caveats: tuple[Caveat, ...], failed: int) -> str:
+def one_line_summary(summary: Summary) -> str:
     """The final terminal line: the headline with every caveat of the run (`[targets derived ...; ...]`)."""
+    metrics = summary.headline_metrics
+    caveats = summary.caveats
     note = f" [{caveats_text(caveats)}]" if caveats else ""
-    intervals = metrics.intervals(min_problems=0)
     return (
-        f"{settings.model} / {settings.run_name}: resolved {ratio(metrics.resolved, metrics.evaluated)} "
-        f"[95% {RESOLVE_SHORT} {resolve_range(intervals)}], steps {ratio(metrics.steps_passed, metrics.steps_scored)} "
-        f"[95% {CLUSTERED_SHORT} {step_range(intervals)}], {metrics.errors} error(s), {failed} failed problem(s)"
-        f"{note}"
+        f"{summary.identity.model} / {summary.identity.run}: resolved {ratio(metrics.resolved, metrics.evaluated)} "
+        f"[95% {RESOLVE_SHORT} {resolve_range(metrics)}], steps {ratio(metrics.steps_passed, metrics.steps_scored)} "
+        f"[95% {CLUSTERED_SHORT} {step_range(metrics)}], {metrics.errors} error(s), "
+        f"{len(summary.failed_problems)} failed problem(s){note}"
     )
 
 
@@ -283,45 +263,31 @@ def run_summarize(
     summarized_at = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     plots = _write_plots(settings, rows)
-    plot_names = [path.relative_to(paths.run_dir).as_posix() for path in plots]
     config = run.config
     caveats = run_caveats(CaveatInputs(settings, rows, targets, (config or {}).get("settings") or {}))
-    attempts = attempt_metrics_of(settings, run)
-    markdown = render_markdown(
-        settings,
-        rows,
-        targets=targets,
-        config=config,
-        started=started,
-        summarized_at=summarized_at,
-        plot_names=plot_names,
-        attempts=attempts,
-        caveats=caveats,
-        invocations=recorded,
-    )
-    tool_calls, unscored = run_conditions_of(rows)
-    markdown += "\n".join(conditions_markdown(tool_calls, unscored, settings.mode)) + "\n"
-    atomic_write_text(paths.summary_md, markdown)
     summary = summary_record(
         settings,
         rows,
         fingerprint_parts=fingerprint_parts,
         targets=targets,
+        config=config,
         started=started,
         summarized_at=summarized_at,
-        plot_names=plot_names,
-        conditions=RunConditions((config or {}).get("confinement"), tool_calls, unscored),
-        attempts=attempts,
+        plot_names=[path.relative_to(paths.run_dir).as_posix() for path in plots],
+        attempts=attempt_metrics_of(settings, run),
         caveats=caveats,
         invocations=recorded,
     )
+    atomic_write_text(paths.summary_md, render_markdown(summary, paths.run_dir))
     write_artifact(paths.summary_json, "summary", summary.to_record())
     from stages.summarize.report import write_report
 
     write_report(settings, run, rows, summary.to_record())
+    return _outcome(paths, plots, summary)
 
-    metrics = metrics_of(rows)
-    failed = tuple(row.problem_id for row in rows if row.failed)
+
+def _outcome(paths: RunPaths, plots: tuple[Path, ...], summary: Summary) -> SummaryOutcome:
+    metrics = summary.headline_metrics
     return SummaryOutcome(
         summary_md=paths.summary_md,
         summary_json=paths.summary_json,
@@ -334,7 +300,7 @@ def run_summarize(
         subproblem_correct=metrics.steps_passed,
         subproblem_total=metrics.steps_scored,
         skipped_steps=metrics.steps_skipped,
-        targets_kind=targets.kind,
-        failed_problems=failed,
-        one_line=one_line_summary(settings, metrics, caveats, len(failed)),
+        targets_kind=summary.targets.kind,
+        failed_problems=tuple(failed.problem_id for failed in summary.failed_problems),
+        one_line=one_line_summary(summary),
     )

@@ -1,16 +1,16 @@
 """summary.json: the typed `Summary` record (`stages.records.summary`) of the problem rows and their metrics;
-the summarize stage writes its `to_record()`."""
+the summarize stage writes its `to_record()` and renders summary.md from it (`stages.summarize.markdown`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from stages.config.fingerprints import FingerprintParts
-from stages.config.settings import Settings
+from stages.config.settings import RECORDED_SETTINGS, Settings
+from stages.generate.identity import where_snippets_ran
 from stages.records.results import ToolStats
+from stages.records.run_conditions import unscored_steps
 from stages.records.stamp import Stamp
 from stages.records.summary import (
     Caveat,
@@ -18,6 +18,7 @@ from stages.records.summary import (
     Groups,
     RecordedInvocation,
     RunIdentity,
+    RunSetup,
     StepOutcome,
     Summary,
     SummaryProblem,
@@ -25,8 +26,7 @@ from stages.records.summary import (
     SummaryTargets,
     freeze_headline,
 )
-from stages.storage.json_values import Frozen, freeze, freeze_object
-from stages.summarize.markdown import one_line
+from stages.storage.json_values import Frozen, FrozenObject, JSONObject, freeze, freeze_object, obj, text
 from stages.summarize.metrics import (
     behaved_as_naive,
     cost_record,
@@ -44,6 +44,11 @@ from stages.summarize.pricing import Prices, cost_of, prices_of, total_cost
 from stages.summarize.provenance import TargetsInfo, project_record
 from stages.summarize.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
 from stages.summarize.uncertainty.intervals import methods_record
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def _step_outcome(step_id: str, status: str, reason: str) -> StepOutcome:
@@ -112,14 +117,44 @@ def _tool_use(rows: Sequence[ProblemRow], mode: str) -> Frozen:
     )
 
 
-@dataclass(frozen=True)
-class RunConditions:
-    """What the summary records beside the rows: the sandbox confinement the run had, the tool-call outcomes
-    of the scored attempt and the scored steps that had no targets."""
+def _recorded_settings(config_settings: FrozenObject) -> FrozenObject:
+    """The settings from config.json that shape the scores (RECORDED_SETTINGS) and have a value."""
+    return freeze_object(
+        {
+            name: config_settings[name]
+            for name in RECORDED_SETTINGS
+            if name in config_settings and config_settings[name] not in ("", {}, None)
+        }
+    )
 
-    confinement: object
-    tool_calls: Mapping[str, int]
-    steps_without_targets: Sequence[str]
+
+def _setup(settings: Settings, config_settings: FrozenObject) -> RunSetup:
+    return RunSetup(
+        base_url=text(config_settings.get("base_url")) or None,
+        tool_names=tuple(settings.tool_names),
+        tool_use_max_loops=settings.tool_use_max_loops,
+        snippets_ran=where_snippets_ran(config_settings),
+        settings=_recorded_settings(config_settings),
+    )
+
+
+def tool_call_counts(rows: Sequence[ProblemRow]) -> dict[str, int]:
+    """Tool-call outcomes of the scored attempt (the reader's counts)."""
+    totals = tool_totals(rows)
+    return {"ok": totals.ok, "error": totals.error, "timeout": totals.timeout, "sandbox_error": totals.sandbox_error}
+
+
+def steps_without_targets(rows: Sequence[ProblemRow]) -> list[str]:
+    """The scored steps that had no targets."""
+    return unscored_steps(
+        (step.step_id, step.reason or "") for row in rows for step in row.steps if step.status == "eval_error"
+    )
+
+
+def cached_timeouts(rows: Sequence[ProblemRow]) -> int:
+    """How many timeout verdicts of scored steps came from the verdict cache (a timeout on a loaded machine stays
+    cached until `rescore=timeouts` runs it again)."""
+    return sum(step.status == "timeout" and step.cached for row in rows for step in row.scored_rows)
 
 
 def summary_record(
@@ -128,16 +163,18 @@ def summary_record(
     *,
     fingerprint_parts: FingerprintParts,
     targets: TargetsInfo,
+    config: Mapping[str, object] | None,
     started: str | None,
     summarized_at: str,
     plot_names: Sequence[str],
-    conditions: RunConditions,
-    attempts: Mapping[str, Any] | None = None,
+    attempts: JSONObject | None = None,
     caveats: tuple[Caveat, ...] = (),
     invocations: tuple[RecordedInvocation, ...] = (),
 ) -> Summary:
     complete = all(row.state not in ("missing_details", "invalid_details") for row in rows)
     prices = prices_of(settings)
+    recorded = freeze_object(config)
+    tool_calls = tool_call_counts(rows)
     return Summary(
         stamp=Stamp.of(fingerprint_parts),
         status="complete" if complete else "partial",
@@ -166,9 +203,11 @@ def summary_record(
         ),
         plots=tuple(plot_names),
         attempts=None if attempts is None else freeze_object(attempts),
-        confinement=freeze(conditions.confinement),
-        tool_calls=MappingProxyType({**conditions.tool_calls, "total": sum(conditions.tool_calls.values())}),
-        steps_without_targets=tuple(conditions.steps_without_targets),
+        confinement=recorded.get("confinement"),
+        tool_calls=MappingProxyType({**tool_calls, "total": sum(tool_calls.values())}),
+        steps_without_targets=tuple(steps_without_targets(rows)),
         recorded_caveats=caveats,
         recorded_invocations=invocations,
+        recorded_setup=_setup(settings, obj(recorded.get("settings"))),
+        recorded_cached_timeouts=cached_timeouts(rows),
     )

@@ -47,6 +47,7 @@ from stages.summarize.uncertainty.intervals import methods_record
 
 
 def one_line(text: str, limit: int = 300) -> str:
+    """A recorded reason as summary.json keeps it: its whitespace runs as single spaces, at most `limit` characters."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 

@@ -20,6 +20,7 @@ from stages.config.settings import (
     VARIABLES,
     Settings,
 )
+from stages.storage.json_values import freeze_object
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,8 +72,11 @@ def test_the_coercers_stage_inputs_and_recorded_list_come_from_the_declarations(
 
 
 def test_summary_markdown_records_the_declared_settings() -> None:
-    from stages.summarize import markdown
+    from stages.summarize import markdown, summary_json
 
-    assert vars(markdown)["RECORDED_SETTINGS"] is RECORDED_SETTINGS  # the name summary.md's module reads
-    text = markdown._recorded_settings_text({"executor": "dask", "step_memory_mb": 64, "concurrency": 3})
+    assert vars(summary_json)["RECORDED_SETTINGS"] is RECORDED_SETTINGS  # the name the summary record's module reads
+    chosen = summary_json._recorded_settings(
+        freeze_object({"executor": "dask", "step_memory_mb": 64, "concurrency": 3})
+    )
+    text = markdown._recorded_settings_text(chosen)  # summary.md renders what the record chose
     assert text == "step_memory_mb=64, executor=dask"

@@ -16,7 +16,6 @@ from stages.records.summary import (
     GroupMetrics,
     RecordedInvocation,
     Summary,
-    SummaryStep,
     SummaryTargets,
     caveats_text,
     group_metrics,
@@ -312,10 +311,6 @@ NAIVE_BEHAVIOUR_LINE = (
 )
 
 
-def _step_tools(step: SummaryStep) -> ToolStats:
-    return ToolStats.from_record(step.tools)
-
-
 def _tool_lines(summary: Summary) -> list[str]:
     tool_use = obj(summary.tool_use)
     scored = ToolStats.from_record(obj(tool_use.get("attempt_scored")))
@@ -330,12 +325,10 @@ def _tool_lines(summary: Summary) -> list[str]:
     table = [(f"all steps, attempt {scored_attempt_number(summary)}", *_tool_cells(scored))]
     if _attempts_per_problem(summary) > 1:
         table.append(("all steps, all attempts", *_tool_cells(every)))
-    table += [
-        (f"step {step.step_id}", *_tool_cells(_step_tools(step)))
-        for problem in summary.problems
-        for step in problem.steps
-        if _step_tools(step).calls
-    ]
+    per_step = (
+        (step.step_id, ToolStats.from_record(step.tools)) for problem in summary.problems for step in problem.steps
+    )
+    table += [(f"step {step_id}", *_tool_cells(stats)) for step_id, stats in per_step if stats.calls]
     return lines + markdown_table(header, table, right) + [""]
 
 

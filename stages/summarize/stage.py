@@ -279,10 +279,11 @@ def run_summarize(
         invocations=recorded,
     )
     atomic_write_text(paths.summary_md, render_markdown(summary, paths.run_dir))
-    write_artifact(paths.summary_json, "summary", summary.to_record())
+    record = summary.to_record()
+    write_artifact(paths.summary_json, "summary", record)
     from stages.summarize.report import write_report
 
-    write_report(settings, run, rows, summary.to_record())
+    write_report(settings, run, rows, record)
     return _outcome(paths, plots, summary)
 
 

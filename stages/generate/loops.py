@@ -11,6 +11,11 @@ fence, and not Python that defines the step's name) gets one reminder; after `to
 model calls, one last call without tools asks for the final code. A step that still has no code is
 "no_code" and the problem goes on.
 
+The work one reply can cause is bounded: at most MAX_TOOL_CALLS_RUN_PER_REPLY of its tool calls are run, and
+a step's snippets together run at most `tool_time_budget_seconds` (a snippet is started only while its whole
+deadline still fits). Every other call is answered "not run" with the reason (the API wants an answer to each
+call), listed in the trajectory's `tool_calls_not_run`, and is no tool run: the tool counts do not include it.
+
 Everything a response holds (answer text, tool-call ids, names and arguments) passes through
 `untrusted.valid_data` as it arrives, so the trajectory can always be written and sent back.
 
@@ -54,6 +59,30 @@ FINAL_ANSWER_REQUEST = (
 
 
 NON_FORCING_TOOL_CHOICES = ("auto", "none")
+MAX_TOOL_CALLS_RUN_PER_REPLY = 8  # the tool calls of one reply that are run; the rest are answered "not run"
+
+
+def tool_time_budget_seconds(settings: Settings) -> float:
+    """How long a step's snippets may run in all: one snippet's whole deadline per model call the loop allows."""
+    return settings.tool_use_max_loops * tools.tool_run_deadline_seconds(settings)
+
+
+def not_run_reason(position: int, count: int, spent_s: float, settings: Settings) -> str | None:
+    """Why call number `position` (0-based) of a reply with `count` calls is not run, after the step's snippets
+    ran `spent_s` seconds; None: it is run."""
+    if position >= MAX_TOOL_CALLS_RUN_PER_REPLY:
+        return (
+            f"not run: at most {MAX_TOOL_CALLS_RUN_PER_REPLY} tool calls of one reply are run, and this reply made "
+            f"{count}; send fewer calls per reply"
+        )
+    budget = tool_time_budget_seconds(settings)
+    if spent_s + tools.tool_run_deadline_seconds(settings) > budget:
+        return (
+            f"not run: this step's snippets may run {budget:g} s in all (tool_use_max_loops x the deadline of one "
+            f"snippet), {spent_s:.0f} s are spent and one more might take {tools.tool_run_deadline_seconds(settings):g} s;"
+            " reply with the final code"
+        )
+    return None
 
 
 def tool_choice_for_call(setting: str, call_index: int) -> str | None:
@@ -100,6 +129,8 @@ class Conversation:
     replies: StepReplies | None = None  # the reply journal of this step (stages.generate.journal)
     calls: list[JSONObject] = field(default_factory=list)
     tool_results: list[JSONObject] = field(default_factory=list)
+    not_run: list[JSONObject] = field(default_factory=list)  # tool calls answered "not run", with the reason
+    tool_seconds: float = 0.0  # how long this step's snippets ran in all
     usage: Tokens = Tokens()
     started: float = field(default_factory=time.monotonic)
 
@@ -152,9 +183,16 @@ class Conversation:
         self.messages.append({"role": "user", "content": text})
 
     def answer_tool_calls(self, response: ModelResponse, settings: Settings) -> None:
-        """Run every tool call of `response` in order and append each result as a tool message."""
-        for call in response.tool_calls:
+        """Answer every tool call of `response` in order, each with a tool message: run it, or say why it is not
+        run (`not_run_reason`)."""
+        count = len(response.tool_calls)
+        for position, call in enumerate(response.tool_calls):
+            reason = not_run_reason(position, count, self.tool_seconds, settings)
+            if reason is not None:
+                self._answer_not_run(call.id, call.name, reason)
+                continue
             outcome = tools.run_tool(call.name, call.arguments, settings)
+            self.tool_seconds += outcome.duration_s
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.output})
             self.tool_results.append(
                 {
@@ -167,14 +205,20 @@ class Conversation:
                 }
             )
 
+    def _answer_not_run(self, call_id: str, name: str, reason: str) -> None:
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": tools.with_note("", reason)})
+        self.not_run.append({"call_id": call_id, "name": name, "reason": reason})
+
     def trajectory(self) -> JSONObject:
         """`turns_recorded`: the messages hold every turn as answered, reasoning text included (generations
         written before it was recorded lack the marker, and their reports say so)."""
+        not_run: JSONObject = {"tool_calls_not_run": list(self.not_run)} if self.not_run else {}
         return {
             "messages": list(self.messages),
             "calls": list(self.calls),
             "tool_results": list(self.tool_results),
             "turns_recorded": True,
+            **not_run,
         }
 
     def finish(self, final: ModelResponse) -> StepOutcome:

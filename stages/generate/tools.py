@@ -328,6 +328,18 @@ def sandbox_deadline_seconds(settings: Settings) -> float:
     return settings.code_timeout_seconds + settings.sandbox_api_timeout_seconds
 
 
+def tool_run_deadline_seconds(settings: Settings) -> float:
+    """The longest one code_interpreter call can take: `code_timeout_seconds` locally; with a sandbox, every
+    attempt's deadline and the delays between them."""
+    if not settings.sandbox_url:
+        return settings.code_timeout_seconds
+    attempts = settings.sandbox_max_retries + 1
+    return (
+        attempts * sandbox_deadline_seconds(settings)
+        + settings.sandbox_max_retries * settings.sandbox_retry_delay_seconds
+    )
+
+
 def _text_field(value: JSONValue) -> str:
     return value if isinstance(value, str) else ""
 

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from stages.config.settings import load_settings
 from stages.generate.client import ModelClient
-from stages.generate.loops import FINAL_ANSWER_REQUEST, REMINDER, final_status, run_step
+from stages.generate.loops import (
+    FINAL_ANSWER_REQUEST,
+    MAX_TOOL_CALLS_RUN_PER_REPLY,
+    REMINDER,
+    final_status,
+    run_step,
+    tool_time_budget_seconds,
+)
 from stages.generate.prompts import StepPrompt
 from stages.generate.server import ErrorReply, ModelReply, ModelServer, ToolCallSpec
 from tests.generate.scripted import FakeTime, Script
@@ -303,3 +311,67 @@ def test_a_trajectory_without_the_marker_has_no_turns(tmp_path):
         freeze_object({"step_id": "1.1", "status": "ok", "trajectory": trajectory, "latency_s": 0.0})
     )
     assert step.turns is None and step.prompt == "p"
+
+
+def forty_calls(code: str) -> ModelReply:
+    return ModelReply(text=None, tool_calls=tuple(interpreter_call(f"call_{n}", code) for n in range(40)))
+
+
+def tool_messages_of(request) -> list[dict]:
+    return [m for m in request.messages if m["role"] == "tool"]
+
+
+def test_a_reply_with_forty_tool_calls_runs_at_most_the_stated_number(tmp_path):
+    with ModelServer(Script(forty_calls("print(6 * 7)"), ModelReply(text=CODE_ANSWER))) as server:
+        outcome = run(tmp_path, server)
+    assert outcome.status == "ok" and outcome.calls == 2
+    answered = tool_messages_of(server.requests[1])
+    assert [m["tool_call_id"] for m in answered] == [f"call_{n}" for n in range(40)]  # every call is answered
+    ran = outcome.trajectory["tool_results"]
+    assert [r["call_id"] for r in ran] == [f"call_{n}" for n in range(MAX_TOOL_CALLS_RUN_PER_REPLY)]
+    assert all(r["status"] == "ok" and "42" in r["output"] for r in ran)
+    not_run = outcome.trajectory["tool_calls_not_run"]
+    assert [r["call_id"] for r in not_run] == [f"call_{n}" for n in range(MAX_TOOL_CALLS_RUN_PER_REPLY, 40)]
+    reason = f"at most {MAX_TOOL_CALLS_RUN_PER_REPLY} tool calls of one reply are run, and this reply made 40"
+    assert all(reason in r["reason"] for r in not_run)
+    assert all(reason in json_str(m["content"]) for m in answered[MAX_TOOL_CALLS_RUN_PER_REPLY:])
+
+
+def test_a_step_s_snippets_stop_at_its_stated_time_budget(tmp_path):
+    """40 endless snippets at code_timeout_seconds=2 with tool_use_max_loops=1: the step's budget (1 x 2 s) lets
+    one run, not 40 (which took 81 s)."""
+    assert (
+        tool_time_budget_seconds(make_settings(tmp_path, _no_server(), code_timeout_seconds=2, tool_use_max_loops=1))
+        == 2
+    )
+    started = time.monotonic()
+    with ModelServer(Script(forty_calls("while True: pass"), ModelReply(text=CODE_ANSWER))) as server:
+        outcome = run(tmp_path, server, code_timeout_seconds=2, tool_use_max_loops=1)
+    elapsed = time.monotonic() - started
+    assert outcome.status == "ok" and elapsed < 20
+    assert [r["status"] for r in outcome.trajectory["tool_results"]] == ["timeout"]
+    not_run = outcome.trajectory["tool_calls_not_run"]
+    assert len(not_run) == 39 and "this step's snippets may run 2 s in all" in not_run[0]["reason"]
+    assert len(tool_messages_of(server.requests[1])) == 40
+
+
+def test_the_time_budget_of_sandbox_snippets_counts_every_attempt(tmp_path):
+    settings = make_settings(
+        tmp_path,
+        _no_server(),
+        sandbox_url="http://127.0.0.1:9",
+        code_timeout_seconds=10,
+        sandbox_api_timeout_seconds=5,
+        sandbox_max_retries=2,
+        sandbox_retry_delay_seconds=1,
+        tool_use_max_loops=3,
+    )
+    assert tool_time_budget_seconds(settings) == 3 * (3 * 15 + 2 * 1)
+
+
+class _NoServer:
+    base_url = "http://127.0.0.1:9/v1"
+
+
+def _no_server():
+    return _NoServer()

@@ -2,9 +2,9 @@
 
 - `check_before_download`: a replay file is read and validated once; `category`/`sample_ids` are checked
   against the problem files when they are already staged (else the select stage checks them after the download).
-- `check_before_generation` (after select): the sandbox, when set, runs a probe snippet that imports numpy, scipy
-  and sympy; every selected scorable step has targets, unless only generation was asked for or
-  `allow_missing_targets=true`.
+- `check_before_generation` (after select): a replay file answers every selected scored step; the sandbox, when
+  set, runs a probe snippet that imports numpy, scipy and sympy; every selected scorable step has targets, unless
+  only generation was asked for or `allow_missing_targets=true`.
 - `check_environment` (after select, before any generate or score task that will run something in
   `python_binary`): a probe snippet, run locally in `python_binary` under the snippet confinement, imports every
   module of the selected problems' `required_dependencies` and reports whether the seccomp filter was in force.
@@ -134,11 +134,49 @@ def check_targets(settings: Settings, problems: tuple[Problem, ...]) -> str:
     )
 
 
+LISTED_STEP_IDS = 8  # the step ids a refusal lists at most, with their count
+
+
+def listed_ids(ids: list[str]) -> str:
+    """At most LISTED_STEP_IDS of `ids` (neutralised: a replay file's keys are its author's text), and the count."""
+    shown_ids = ", ".join(shown(step_id) for step_id in ids[:LISTED_STEP_IDS])
+    return f"{len(ids)}: {shown_ids}{', ...' if len(ids) > LISTED_STEP_IDS else ''}" if ids else "0"
+
+
+def check_replay_covers(settings: Settings, problems: tuple[Problem, ...]) -> str | None:
+    """For `model=replay:<file>`: one line when the file answers every selected scored step; ConfigError naming
+    the steps it lacks and the steps it holds (a step it lacks would be scored as the model's wrong answer)."""
+    from stages.generate import builtin
+
+    if not settings.model.startswith(builtin.REPLAY_PREFIX):
+        return None
+    path = builtin.replay_file(settings.model)
+    answers = builtin.load_replay(path)
+    scored = [step.step_id for problem in problems for step in problem.scored_steps]
+    missing = [step_id for step_id in scored if step_id not in answers]
+    if missing:
+        raise ConfigError(
+            f"invalid model=replay:{shown(str(path))}: no answer for {listed_ids(missing)} of the "
+            f"{len(scored)} selected scored steps; it answers {listed_ids(sorted(answers, key=step_order))} "
+            "(add their answers, or select its problems with sample_ids=; no model was called)"
+        )
+    return f"replay ok: {shown(str(path))} answers all {len(scored)} selected scored steps"
+
+
+def step_order(step_id: str) -> tuple[bool, tuple[int, ...], str]:
+    """ "10.2" before "10.10"; an id that is not numbers sorts last, by its text."""
+    try:
+        return False, tuple(int(part) for part in step_id.split(".")), ""
+    except ValueError:
+        return True, (), step_id
+
+
 def check_before_generation(settings: Settings, generation_only: bool) -> list[str]:
     """The checks after select and before any model call; the lines to print. ConfigError on the first failure."""
     from stages.select.stage import select_problems
 
-    lines = [line for line in (check_sandbox(settings),) if line]
+    replay = check_replay_covers(settings, select_problems(settings))
+    lines = [line for line in (replay, check_sandbox(settings)) if line]
     if not generation_only:
         lines.append(check_targets(settings, select_problems(settings)))
     return lines

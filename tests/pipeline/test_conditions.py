@@ -304,6 +304,21 @@ def test_bad_selection_replay_and_task_names_are_one_line_before_any_work(
         assert "Traceback" not in output_of(result)
 
 
+def test_a_replay_file_lacking_selected_steps_is_refused_naming_them_and_the_ids_it_holds(
+    tmp_path: Path, staged_data_dir: Path, dev_targets: Path
+) -> None:
+    """A step the file lacks would be scored as the model's parse_error (0/3, exit 0): refused before any work."""
+    replay = tmp_path / "partial.json"
+    replay.write_text(json.dumps({"19.1": "```python\nx = 1\n```", "99.9": "spare"}), encoding="utf-8")
+    args = (*data_args(staged_data_dir, dev_targets), f"model=replay:{replay}", "sample_ids=19,29", "mode=naive")
+    result = run_doit(tmp_path, *args, timeout=180)
+    assert result.returncode == 3, output_of(result)
+    line = one_line(result)
+    assert "no answer for 4: 19.2, 29.1, 29.2, 29.3 of the 5 selected scored steps" in line, line
+    assert "it answers 2: 19.1, 99.9" in line and "Traceback" not in output_of(result)
+    assert not list((tmp_path / "results").glob("scicode/*/*/generations/*.json"))
+
+
 def test_missing_targets_stop_the_run_before_any_model_call(
     tmp_path: Path, staged_data_dir: Path, dev_targets: Path, start_server
 ) -> None:

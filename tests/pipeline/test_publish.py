@@ -3,8 +3,8 @@ validation problems, their summaries with error bars, the paired comparison, the
 the exports, each checked against counts and intervals computed by hand.
 
 The fixtures (`tests/fixtures/replay_a.json`, `replay_b.json`) hold answers written for this test (textbook
-implementations, a wrong `return None`, an endless loop) for problems 19, 29, 38, 47 and 78; a step without an
-answer gets the built-in replay's prose (a parse_error). With `step_timeout_seconds=5`:
+implementations, a wrong `return None`, an endless loop, and prose without code: a parse_error) for every scored
+step of problems 19, 29, 38, 47 and 78. With `step_timeout_seconds=5`:
 
     step   19.1 19.2  29.1 29.2 29.3  38.1 38.2 38.3  47.1 47.2 47.3    47.4  78.1 78.2 78.3
     A      pass parse pass pass pass  pass pass pass  pass fail timeout parse pass fail parse

@@ -15,9 +15,9 @@ scoring and the summary still count the problem. A prompt that does not fit the 
 final instead: that step is "context_exceeded" (its error says the way out), the later steps are
 "not_generated", the artifact is "complete" (a rerun does not send the same prompt again) and scoring
 counts those steps as failed. A key refused (HTTP 401/403) stops the whole run at once (`KeyRefused`,
-after the artifact is written): every later request would be refused too. A wrong model name or key must not quietly score
+after the artifact is written), at the first real call too: every later request would be refused too. A wrong model name or key must not quietly score
 zero: while every problem attempted in this process failed with the same permanent model-level error
-(HTTP 401/403/404, or no API key), the failing problems raise `RunAborted` after writing their
+(HTTP 404, or no API key), the failing problems raise `RunAborted` after writing their
 artifact (their doit tasks fail, so no summary claims 0/N) and later problems raise it at once,
 without calling the API. Problems run in threads, so with enough concurrency every problem has
 failed before any of them could see the others' failures: the check after the failure is what
@@ -170,11 +170,12 @@ class ModelBreaker:
 
     def check(self, settings: Settings) -> None:
         with self._lock:
-            tripped = self._states.get(self.key(settings), _BreakerState()).tripped
+            state = self._states.get(self.key(settings), _BreakerState())
+            tripped, attempted = state.tripped, state.attempted
         if tripped is not None:
             raise RunAborted(
-                f"model call failed for every problem (model={settings.model}): {tripped.rstrip('. ')}; "
-                "check model= and base_url="
+                f"model call failed the same way for {problems_so_far(attempted)} (model={settings.model}): "
+                f"{tripped.rstrip('. ')}; check model= and base_url="
             )
 
     def record(self, settings: Settings, failure: ModelCallError | None) -> None:
@@ -196,6 +197,15 @@ class ModelBreaker:
 
 
 BREAKER = ModelBreaker()
+
+
+def problems_so_far(count: int) -> str:
+    """The problems a tripped breaker speaks of: those that called the model so far (others may be in flight)."""
+    return (
+        "the one problem that called the model so far"
+        if count == 1
+        else (f"each of the {count} problems that called the model so far")
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -368,6 +378,8 @@ class ProblemRun:
         model-level failure of this problem (the artifact with the error is already written)."""
         if self.model is not None:
             self.model.close()
+        if self.failure is not None and self.failure.auth:
+            return  # the key was refused: the run stops with the key's own line (KeyRefused), not the breaker's
         if self.called_model:
             BREAKER.record(self.settings, self.failure)
             if self.failure is not None and self.failure.model_level:

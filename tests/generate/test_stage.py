@@ -235,13 +235,16 @@ def test_404_trips_the_breaker_for_the_rest_of_the_run(make_settings):
         # The first failure already aborts (its doit task fails: no summary claims 0/N), after writing the error.
         with pytest.raises(
             RunAborted,
-            match=r"model call failed for every problem \(model=nope\): HTTP 404 .*does not exist; check model= and base_url=",
+            match=r"model call failed the same way for the one problem that called the model so far \(model=nope\): "
+            r"HTTP 404 .*does not exist; check model= and base_url=",
         ):
             run_generate(settings, "1")
         record = read_record(generation_path(settings, "1"), "generation")
         assert record["status"] == "error" and "HTTP 404" in record["error"]
         assert len(server.requests) == 1  # permanent: not retried
-        with pytest.raises(RunAborted, match=r"model call failed for every problem \(model=nope\): HTTP 404"):
+        with pytest.raises(
+            RunAborted, match=r"for the one problem that called the model so far \(model=nope\): HTTP 404"
+        ):
             run_generate(settings, "3")
         assert len(server.requests) == 1  # the API was not called again
         assert not generation_path(settings, "3").exists()
@@ -419,6 +422,32 @@ def test_problems_generated_in_threads_share_the_concurrency_limit(make_settings
     assert all(record["status"] == "complete" for record in records)
     assert len(server.requests) == sum(len(steps_of(record)) for record in records) == 13
     assert responder.peak == 3
+
+
+def test_a_key_refused_at_the_first_real_call_is_the_key_s_stop_not_the_breaker_s(make_settings):
+    """After a passing preflight, the very first step's 401 is the documented key line and exit 22 (it was the
+    breaker's "model call failed for every problem ... check model= and base_url=")."""
+    refused = ErrorReply(401, "Incorrect API key provided", code="invalid_api_key")
+    with ModelServer(lambda request: refused) as server:
+        settings = make_settings(model="m21", base_url=server.base_url)
+        for problem_id in ("1", "3"):  # the second problem too: the refusal trips no breaker
+            with pytest.raises(KeyRefused, match="HTTP 401 .*the key was refused mid-run") as raised:
+                run_generate(settings, problem_id)
+            assert raised.value.exit_code == 22 and "every problem" not in str(raised.value)
+        assert len(server.requests) == 2
+
+
+def test_a_tripped_breaker_speaks_of_the_problems_that_called_the_model_so_far(make_settings):
+    """Problems may still be in flight when it trips: it counts those that called the model, never "every problem"."""
+    from stages.generate.client import ModelCallError
+
+    settings = make_settings(model="ghost", base_url="http://127.0.0.1:9/v1")
+    for _ in range(2):
+        BREAKER.record(settings, ModelCallError("HTTP 404 no such model", kind="not_found", status=404))
+    with pytest.raises(RunAborted) as raised:
+        BREAKER.check(settings)
+    assert "each of the 2 problems that called the model so far (model=ghost): HTTP 404" in str(raised.value)
+    assert "every problem" not in str(raised.value)
 
 
 def test_a_key_refused_mid_run_stops_the_run_after_saving_the_problem(make_settings):

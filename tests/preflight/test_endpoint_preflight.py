@@ -225,6 +225,25 @@ def test_a_key_refused_mid_run_stops_the_run_with_one_line(
     assert sorted(records.values()) == ["complete", "error"], records  # the answered problem is kept
 
 
+def test_a_key_refused_at_the_first_real_call_after_a_passing_preflight_is_the_key_line(
+    workdir: Path, staged_data_dir: Path, dev_targets: Path
+) -> None:
+    """Two problems in flight, the first real call refused: exit 22 and the key's line, not "model call failed for
+    every problem ... check model= and base_url=" (exit 2)."""
+    model = RevokedAfter(steps_of(staged_data_dir, PROBLEMS, "validation"), answers=0)
+    with ModelServer(model) as server:
+        result = run_doit(
+            workdir,
+            *common_args(staged_data_dir, dev_targets),
+            *model_args(server, mode="naive", concurrency="2"),
+            api_key=TEST_API_KEY,
+        )
+    assert result.returncode == KEY_REFUSED.code, output_of(result)
+    line = stopped_line(result)
+    assert "HTTP 401" in line and "the key was refused mid-run" in line, line
+    assert "every problem" not in output_of(result)
+
+
 @pytest.mark.slow
 def test_a_noop_rerun_runs_no_preflight_and_imports_no_client(
     workdir: Path, staged_data_dir: Path, dev_targets: Path

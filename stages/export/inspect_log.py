@@ -6,7 +6,8 @@ problem's first step, its `messages` every step's conversation in order, its sco
 - `steps`: a mapping of step id to status (pass, fail, timeout, parse_error, eval_error, skipped, not_generated,
   no_verdict: `stages.records.status_glossary`);
 - `main_problem_resolved`: 1 when the attempt resolved the problem, else 0 (the rule of `stages.records.results`);
-- `subproblem`: the fraction of the problem's scored steps that passed;
+- `subproblem`: the fraction of the problem's scored steps that passed (the log's `mean` of it is the mean of
+  these values; the summary's step rate, passed over scored steps of all problems, is its `micro_rate`);
 
 and its metadata the problem's field, subfield, split, state, error and each step's reason and test duration.
 The log's results hold attempt 1's headline numbers with their 95% intervals (stages.summarize.uncertainty), the same as
@@ -202,11 +203,30 @@ def _statuses(result: ProblemResult, attempt: int) -> list[tuple[str, str, str, 
     return found
 
 
+def passed_of_scored(steps: Sequence[tuple[str, str, str, float | None]]) -> tuple[int, int]:
+    """The passed and the scored steps (all but skipped ones) of `_statuses`."""
+    scored = [status for _, status, _, _ in steps if status != "skipped"]
+    return sum(status == "pass" for status in scored), len(scored)
+
+
+def subproblem_value(passed: int, scored: int) -> float:
+    """A sample's `subproblem` score: the fraction of its scored steps that passed (0 without any)."""
+    return passed / scored if scored else 0.0
+
+
+def subproblem_values(run: RunResults, attempt: int = 0) -> list[float]:
+    """The `subproblem` score of every sample of one attempt, in sample order."""
+    return [
+        subproblem_value(*passed_of_scored(_statuses(result, attempt)))
+        for result in run.problems
+        if attempt < result.attempt_count
+    ]
+
+
 def sample(result: ProblemResult, attempt: int, model: str) -> JSONObject:
     generation = result.generation(attempt)
     steps = _statuses(result, attempt)
-    scored = [(step_id, status) for step_id, status, _, _ in steps if status != "skipped"]
-    passed = sum(status == "pass" for _, status in scored)
+    passed, scored = passed_of_scored(steps)
     messages: list[JSONValue] = [
         message for step in (generation.steps if generation else ()) for message in step_messages(step, model)
     ]
@@ -243,7 +263,7 @@ def sample(result: ProblemResult, attempt: int, model: str) -> JSONObject:
                 "value": 1 if resolved else 0,
                 "answer": "resolved" if resolved else "unresolved",
             },
-            "subproblem": {"value": passed / len(scored) if scored else 0.0, "answer": f"{passed}/{len(scored)}"},
+            "subproblem": {"value": subproblem_value(passed, scored), "answer": f"{passed}/{scored}"},
         },
         "metadata": {
             "field": result.entry.taxonomy.field,
@@ -272,8 +292,11 @@ def _metric(name: str, value: float | None) -> JSONObject:
     return {} if value is None else {name: {"name": name, "value": value, "params": {}}}
 
 
-def results_record(rows: Sequence[ProblemRow], samples: int) -> JSONObject:
-    """Attempt 1's headline numbers, as inspect scores with metrics (the intervals as ci_low / ci_high)."""
+def results_record(rows: Sequence[ProblemRow], samples: int, subproblem_scores: Sequence[float]) -> JSONObject:
+    """Attempt 1's headline numbers, as inspect scores with metrics (the intervals as ci_low / ci_high). The
+    `subproblem` score's `mean` is the mean of attempt 1's sample values (`subproblem_scores`), as inspect's own
+    `mean` would be; the summary's step rate (passed over scored steps of all problems) is `micro_rate`, with its
+    own clustered stderr and interval."""
     intervals = headline_intervals([ProblemTally(row.resolved, row.steps_passed, row.steps_scored) for row in rows])
     resolve, steps = intervals.resolve, intervals.steps
     resolve_metrics: JSONObject = {
@@ -282,10 +305,11 @@ def results_record(rows: Sequence[ProblemRow], samples: int) -> JSONObject:
         **_metric("ci_high", resolve.interval.high if resolve.interval else None),
     }
     step_metrics: JSONObject = {
-        **_metric("mean", steps.rate),
-        **_metric("stderr", steps.se),
-        **_metric("ci_low", steps.interval.low if steps.interval else None),
-        **_metric("ci_high", steps.interval.high if steps.interval else None),
+        **_metric("mean", sum(subproblem_scores) / len(subproblem_scores) if subproblem_scores else None),
+        **_metric("micro_rate", steps.rate),
+        **_metric("micro_rate_stderr", steps.se),
+        **_metric("micro_rate_ci_low", steps.interval.low if steps.interval else None),
+        **_metric("micro_rate_ci_high", steps.interval.high if steps.interval else None),
     }
     return {
         "total_samples": samples,
@@ -309,8 +333,9 @@ def results_record(rows: Sequence[ProblemRow], samples: int) -> JSONObject:
                 "metrics": step_metrics,
                 "metadata": {
                     "attempt": 1,
-                    "rate": "passed / scored steps (micro)",
-                    "stderr": "clustered by problem",
+                    "mean": "mean of the samples' subproblem values (each problem weighs the same)",
+                    "micro_rate": "passed / scored steps of all problems (the summary's steps figure)",
+                    "micro_rate_stderr": "clustered by problem",
                     "interval": f"95% {STEP_DESCRIPTION}",
                     "effective_n": steps.size.effective if steps.size else None,
                 },
@@ -394,7 +419,7 @@ def eval_log(
                 "steps": [{"solver": "scicode-pipeline", "params": {"mode": settings.get("mode")}}],
                 "config": {},
             },
-            "results": results_record(rows, len(samples)),
+            "results": results_record(rows, len(samples), subproblem_values(run)),
             "stats": {"started_at": created, "completed_at": completed, "model_usage": {model: model_usage(usage)}},
             "samples": samples,
         }

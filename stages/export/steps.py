@@ -5,8 +5,9 @@ of the step's generation, its model latency, the test duration, the tool calls a
 field, subfield and split. Every text is `valid_text`. In the CSV every text cell is quoted (whatever separator
 a spreadsheet splits on, a cell stays one cell when it is read as CSV), and no part of a text cell can be read as
 a formula: a cell starting with a tab or a carriage return, and every segment a spreadsheet may split off (at the
-cell's start and after each `,`, `;`, tab or line break) whose first character past any spaces is `=`, `+`, `-`
-or `@`, gets a `'` before that character. The JSONL keeps every text exactly as recorded (programs read it, not
+cell's start and after each `,`, `;`, tab or line break) whose first character past any white space and quotes
+(`;"=...` is the quoted field `=...` to a spreadsheet that splits on `;`) is `=`, `+`, `-` or `@`, gets a `'`
+before that character. The JSONL keeps every text exactly as recorded (programs read it, not
 spreadsheets).
 """
 
@@ -28,8 +29,9 @@ from stages.summarize.rows import cell_status, ungenerated_steps
 FORMULA_GUARD = "'"
 CONTROL_STARTS = ("\t", "\r")  # a cell starting with these is read as a formula by some spreadsheets
 # A segment a spreadsheet may split off (the cell's start, or after a separator it may split on) that starts, past
-# any spaces, with a character that makes it a formula.
-FORMULA_SEGMENT = re.compile(r"(^|[,;\t\r\n])([ ]*)([=+\-@])")
+# any white space and quotes (a field may be quoted), with a character that makes it a formula.
+FORMULA_STARTS = "=+-@"
+FORMULA_SEGMENT = re.compile(r"(^|[,;\t\r\n])([\s\"']*)([=+\-@])")
 
 
 @dataclass(frozen=True)

@@ -137,9 +137,11 @@ def _set_margins(figure: Figure, *, left: float, right: float, top: float, botto
 
 
 def _title_text(figure: Figure, title: str) -> str:
-    """The title wrapped to the figure width (long model names must not run off the image)."""
+    """The title wrapped to the figure width (long model names must not run off the image), every `$` literal (a
+    name is no mathtext: `$\\frac{a}{b}$` is not typeset, and one matplotlib cannot parse does not fail the plot)."""
     columns = max(int(figure.get_size_inches()[0] * 10), 30)
-    return "\n".join(textwrap.fill(part, columns) for part in title.split("\n"))
+    wrapped = "\n".join(textwrap.fill(part, columns) for part in title.split("\n"))
+    return wrapped.replace("$", r"\$")
 
 
 def _percent(part: int, whole: int) -> str:

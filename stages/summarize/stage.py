@@ -29,12 +29,13 @@ from stages.benchmark.weak_tests import weak_tests_digest
 from stages.config.fingerprints import FingerprintParts, digest, run_relative
 from stages.config.settings import Settings
 from stages.errors import PipelineError
+from stages.execution.untrusted import shown
 from stages.records.results import ResultsError, Selection, read_config, read_run, read_selection, read_summary
 from stages.records.summary import Summary, caveats_text
 from stages.storage.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
 from stages.storage.paths import RunPaths
 from stages.summarize.caveats import CaveatInputs, run_caveats
-from stages.summarize.markdown import ratio, render_markdown, resolve_range, step_range
+from stages.summarize.markdown import CAVEATS_LIMIT, NAME_LIMIT, ratio, render_markdown, resolve_range, step_range
 from stages.summarize.metrics import attempt_metrics_of, status_counts, subfield_metrics
 from stages.summarize.provenance import TargetsInfo, recorded_invocations, resolve_targets_info, run_started
 from stages.summarize.rows import ProblemRow, collect_rows
@@ -222,7 +223,7 @@ def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, 
         grid_rows=grid,
         status_counts=status_counts(rows),
         categories=categories,
-        run_label=f"{settings.model} / {settings.run_name}",
+        run_label=f"{shown(settings.model, limit=NAME_LIMIT)} / {shown(settings.run_name, limit=NAME_LIMIT)}",
     )
 
 
@@ -235,9 +236,10 @@ def one_line_summary(summary: Summary) -> str:
     """The final terminal line: the headline with every caveat of the run (`[targets derived ...; ...]`)."""
     metrics = summary.headline_metrics
     caveats = summary.caveats
-    note = f" [{caveats_text(caveats)}]" if caveats else ""
+    note = f" [{shown(caveats_text(caveats), limit=CAVEATS_LIMIT)}]" if caveats else ""
+    names = f"{shown(summary.identity.model, limit=NAME_LIMIT)} / {shown(summary.identity.run, limit=NAME_LIMIT)}"
     return (
-        f"{summary.identity.model} / {summary.identity.run}: resolved {ratio(metrics.resolved, metrics.evaluated)} "
+        f"{names}: resolved {ratio(metrics.resolved, metrics.evaluated)} "
         f"[95% {RESOLVE_SHORT} {resolve_range(metrics)}], steps {ratio(metrics.steps_passed, metrics.steps_scored)} "
         f"[95% {CLUSTERED_SHORT} {step_range(metrics)}], {metrics.errors} error(s), "
         f"{len(summary.failed_problems)} failed problem(s){note}"

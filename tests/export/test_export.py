@@ -183,13 +183,29 @@ def test_a_cell_split_on_semicolons_runs_no_formula() -> None:
         assert spreadsheet_safe(f"ok{separator} @SUM(A1)") == f"ok{separator} '@SUM(A1)"
 
 
-@given(st.text(max_size=40) | st.sampled_from(["\r", "a\rb", "\r\n", "=cmd|' /C calc'!A0", "a;-1", "x,\t=1"]))
+def test_a_quote_or_white_space_after_a_separator_does_not_hide_a_formula() -> None:
+    """Issue 39, finding 10: `;"=...` is the quoted field `=...` to a spreadsheet splitting on `;`."""
+    for gap in ('"', "'", ' "', '" ', "\u00a0", "\u3000", '""'):
+        assert spreadsheet_safe(f'ok;{gap}=HYPERLINK("x")') == f'ok;{gap}\'=HYPERLINK("x")'
+        assert spreadsheet_safe(f"{gap}-1+1") == f"{gap}'-1+1"
+
+
+FORMULA_PIECES = st.text(alphabet=st.sampled_from(list(",;\t\r\n \"'=+-@a\u00a0")), max_size=12)
+LEADING_GAP = re.compile(r'^[\s"]*')  # before the field's first character (a leading `'` makes a field text)
+
+
+@given(
+    st.text(max_size=40)
+    | FORMULA_PIECES
+    | st.sampled_from(["\r", "a\rb", "\r\n", "=cmd|' /C calc'!A0", "a;-1", "x,\t=1", 'a;"=1', "a, '@x"])
+)
 def test_any_reason_survives_the_csv_guarded(reason: str) -> None:
     (parsed,) = list(csv.DictReader(io.StringIO(csv_text([reason_row(reason)]), newline="")))
     cell = parsed["reason"]
     assert cell == spreadsheet_safe(reason)
     assert not cell.startswith(("\t", "\r"))
-    assert all(not segment.lstrip(" ").startswith(("=", "+", "-", "@")) for segment in SPLIT_ON.split(cell))
+    segments = SPLIT_ON.split(cell)
+    assert all(not LEADING_GAP.sub("", segment).startswith(("=", "+", "-", "@")) for segment in segments)
 
 
 def test_inspect_ai_reads_the_log(exported) -> None:
@@ -233,10 +249,15 @@ def test_inspect_ai_reads_the_log(exported) -> None:
     steps = next(score for score in log.results.scores if score.name == "subproblem")
     # steps (passed, scored) (2, 2), (1, 2), (0, 1): N = 5, p = 0.6; sums 0.8, -0.2, -0.6: V_cl = 1.04 / 25 = 0.0416
     # below V_bin = 0.24 / 5 = 0.048: deff 1, n_eff 5: Wilson of 3 of 5 = [0.230723, 0.882379]
-    assert steps.metrics["mean"].value == pytest.approx(0.6)
-    assert steps.metrics["stderr"].value == pytest.approx(math.sqrt(0.0416), abs=1e-9)
-    assert steps.metrics["ci_low"].value == pytest.approx(0.230723, abs=2e-6)
-    assert steps.metrics["ci_high"].value == pytest.approx(0.882379, abs=2e-6)
+    # Issue 39, finding 10: `mean` is the mean of the sample values (1, 1/2, 0), as inspect's own mean would be;
+    # it was the micro rate 3/5, which carries its own name now.
+    sample_values = [scores(s)["subproblem"].value for s in log.samples]
+    assert steps.metrics["mean"].value == pytest.approx(sum(sample_values) / 3) == pytest.approx(0.5)
+    assert steps.metrics["micro_rate"].value == pytest.approx(0.6)
+    assert steps.metrics["micro_rate_stderr"].value == pytest.approx(math.sqrt(0.0416), abs=1e-9)
+    assert steps.metrics["micro_rate_ci_low"].value == pytest.approx(0.230723, abs=2e-6)
+    assert steps.metrics["micro_rate_ci_high"].value == pytest.approx(0.882379, abs=2e-6)
+    assert not {"stderr", "ci_low", "ci_high"} & set(steps.metrics)
     assert steps.metadata is not None
     assert steps.metadata["interval"].startswith("95% clustered Wilson") and steps.metadata["effective_n"] == 5.0
     listed = list_eval_logs(str(log_path.parent))

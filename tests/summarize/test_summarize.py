@@ -589,3 +589,21 @@ def test_a_pass_on_a_known_weak_official_test_is_flagged_and_stays_a_pass(tmp_pa
 def test_a_run_without_passes_on_weak_tests_has_no_such_section(mixed_run: Settings) -> None:
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
     assert "weak official test" not in mixed_run.run_paths.summary_md.read_text(encoding="utf-8")
+
+
+CRAFTED_MODEL = f"acme\x1b[2K\r{ESCAPES}ok / run: resolved 15/15"
+CRAFTED_RUN = "r\x1b[1A\x1b[2Kx $\\undefinedcommand{$ y"
+
+
+def test_the_terminal_line_and_the_plot_titles_neutralise_model_and_run_names(tmp_path: Path) -> None:
+    """A crafted model= or run= (from the command line or a scicode.toml) neither rewrites the terminal's last
+    line nor fails or typesets the plots (matplotlib reads `$...$` in a title as mathtext)."""
+    settings = make_settings(tmp_path, model=CRAFTED_MODEL, run=CRAFTED_RUN)
+    write_selection(settings, [selection_entry("P1", "physics", 2, 2)])
+    write_details(settings, "P1", "physics", [("P1.1", "pass"), ("P1.2", "fail")])
+    outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    line = outcome.one_line
+    assert not any(char in line for char in "\x1b\x07\x9b\r\n")
+    assert line.startswith("acme\\x1b[2K \\x1b[1A\\x1b[2K- 78.2 (pass)") and "r\\x1b[1A\\x1b[2Kx $" in line
+    assert ": resolved 0/1 (0.0%)" in line
+    assert len(list(settings.run_paths.plots_dir.glob("*.png"))) == 3

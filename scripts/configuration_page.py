@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from stages.config.declaration import Declared
-from stages.config.settings import DECLARED, GROUPS, PARAM_BLOCKS, Settings
-from stages.config.values import NumberCoercer
+from stages.config.settings import DECLARED, GROUPS, MAX_SECONDS, PARAM_BLOCKS, Settings
+from stages.config.values import PLAIN_VALUE, NumberCoercer
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -48,7 +48,9 @@ default `scicode.toml` if present), over built-in defaults. JSON blocks {" and "
 hold any of the variables below; `model_params='{{...}}'` holds request parameters passed to the API (temperature,
 max_tokens, top_p, seed, reasoning_effort ...). Blocks are deep-merged; the command line wins. Unknown names and
 invalid values stop the run before any work with one line naming the variable, the bad value and what is allowed,
-the closest known names or values first ("did you mean ...").
+the closest known names or values first ("did you mean ...") (exit 3). Every value, in a file, a block or a word,
+is plain data a run can write and send: {PLAIN_VALUE}; every number within its bounds below (a deadline at most
+{MAX_SECONDS:g} s, one day, which every socket and process timer accepts).
 
 Columns: **accepts** is the type or the allowed values; **fingerprint** names the stages whose output the setting
 changes (a change makes those stages' artifacts stale; "when set" means only while it applies and differs from its

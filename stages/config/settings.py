@@ -37,9 +37,11 @@ from stages.config.declaration import (
 from stages.config.declaration import Stage as Stage  # the stages whose fingerprints cover settings
 from stages.config.values import ConfigError as ConfigError  # the error of every configuration problem
 from stages.config.values import (
+    check_plain,
     did_you_mean,
     fail,
     number,
+    shown_value,
     to_bool,
     to_dict,
     to_number,
@@ -81,6 +83,17 @@ OUTPUT_CAP_PARAMS: tuple[str, ...] = ("max_tokens", "max_completion_tokens", "ma
 TOOL_CHOICE_MODES: tuple[str, ...] = ("auto", "none", "required")
 CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
 
+
+# The upper bounds of number settings: every deadline one a socket, a poll and a process timer accept (one day), and
+# counts a run can hold (threads, processes, retries, memory) without failing on its own size.
+MAX_SECONDS = 86_400.0
+MAX_RETRIES = 100
+MAX_PARALLEL = 4096  # model calls in flight, test scripts at once
+MAX_LOOPS = 1000  # model calls per tool_use step
+MAX_ATTEMPTS = 1000
+MAX_MEMORY_MB = 1_048_576  # 1 TiB
+MAX_TOKENS_CAP = 10_000_000  # the largest token count a reply's usage is believed to hold
+MAX_PRICE = 1_000_000.0  # US dollars per million tokens
 
 # The sections of the configuration page, in order (each setting names its own).
 ENDPOINT = "The model and its endpoint"
@@ -129,9 +142,9 @@ def _optional_cap(name: str, value: Any) -> int | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
-        return int(to_number(name, value, int, 1, False))
+        return int(to_number(name, value, int, 1, False, MAX_TOKENS_CAP))
     except ConfigError:
-        raise fail(name, value, "a whole number of tokens >= 1, or empty (no cap)") from None
+        raise fail(name, value, f"a whole number of tokens >= 1 and <= {MAX_TOKENS_CAP}, or empty (no cap)") from None
 
 
 def _tool_choice(name: str, value: Any) -> str:
@@ -166,16 +179,16 @@ def _memory_limit(name: str, value: Any) -> int:
     if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() == "0":
         return 0
     try:
-        return int(to_number(name, value, int, 16, False))
+        return int(to_number(name, value, int, 16, False, MAX_MEMORY_MB))
     except ConfigError:
-        raise fail(name, value, "0 (no limit) or a whole number >= 16") from None
+        raise fail(name, value, f"0 (no limit) or a whole number >= 16 and <= {MAX_MEMORY_MB}") from None
 
 
 def _price(name: str, value: Any) -> float | None:
     """Unset (empty) or a number >= 0 of US dollars per million tokens."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    return float(to_number(name, value, float, 0, False))
+    return float(to_number(name, value, float, 0, False, MAX_PRICE))
 
 
 def _url(name: str, value: Any) -> str:
@@ -272,7 +285,7 @@ class Settings:
     request_timeout_seconds: float = setting(
         600.0,
         Declared(
-            number(float, 0, exclusive=True),
+            number(float, 0, MAX_SECONDS, exclusive=True),
             "the deadline of one API call, connecting and the whole reply included (a reply trickled past it is "
             "a timeout)",
             group=ENDPOINT,
@@ -281,7 +294,7 @@ class Settings:
     max_retries: int = setting(
         6,
         Declared(
-            number(int, 0),
+            number(int, 0, MAX_RETRIES),
             "retries of transient errors (timeouts, connection resets, 408, 409, 429, 5xx)",
             group=ENDPOINT,
         ),
@@ -289,7 +302,7 @@ class Settings:
     server_wait_seconds: float = setting(
         300.0,
         Declared(
-            number(float, 0),
+            number(float, 0, MAX_SECONDS),
             "how long a server that refuses connections or answers 503 is waited for (a restart, a model loading) "
             "before its calls fail",
             group=ENDPOINT,
@@ -350,7 +363,12 @@ class Settings:
     )
     tool_use_max_loops: int = setting(
         15,
-        Declared(number(int, 1), "model calls allowed per step in tool_use", stages=("generate",), group=GENERATION),
+        Declared(
+            number(int, 1, MAX_LOOPS),
+            "model calls allowed per step in tool_use",
+            stages=("generate",),
+            group=GENERATION,
+        ),
     )
     with_background: bool = setting(
         True,
@@ -376,7 +394,7 @@ class Settings:
     code_timeout_seconds: float = setting(
         180.0,
         Declared(
-            number(float, 0, exclusive=True),
+            number(float, 0, MAX_SECONDS, exclusive=True),
             "one code_interpreter execution",
             stages=("generate",),
             recorded=True,
@@ -425,15 +443,15 @@ class Settings:
         ),
     )
     sandbox_max_retries: int = setting(
-        3, Declared(number(int, 0), "retries of a failed `/run_code` call", group=SNIPPETS)
+        3, Declared(number(int, 0, MAX_RETRIES), "retries of a failed `/run_code` call", group=SNIPPETS)
     )
     sandbox_retry_delay_seconds: float = setting(
-        2.0, Declared(number(float, 0), "delay between those retries", group=SNIPPETS)
+        2.0, Declared(number(float, 0, MAX_SECONDS), "delay between those retries", group=SNIPPETS)
     )
     sandbox_api_timeout_seconds: float = setting(
         30.0,
         Declared(
-            number(float, 0, exclusive=True),
+            number(float, 0, MAX_SECONDS, exclusive=True),
             "API allowance: one `/run_code` call must end within `code_timeout_seconds` plus it, connecting and "
             "the whole reply included",
             group=SNIPPETS,
@@ -444,7 +462,7 @@ class Settings:
     step_timeout_seconds: float = setting(
         1800.0,
         Declared(
-            number(float, 0, exclusive=True),
+            number(float, 0, MAX_SECONDS, exclusive=True),
             "one step's test script when scoring",
             stages=("score",),
             recorded=True,
@@ -453,12 +471,18 @@ class Settings:
     )
     step_memory_mb: int = setting(
         8192,
-        Declared(number(int, 64), "memory limit of one test script", stages=("score",), recorded=True, group=SCORING),
+        Declared(
+            number(int, 64, MAX_MEMORY_MB),
+            "memory limit of one test script",
+            stages=("score",),
+            recorded=True,
+            group=SCORING,
+        ),
     )
     scratch_limit_mb: int = setting(
         DEFAULT_SCRATCH_LIMIT_MB,
         Declared(
-            number(int, 1),
+            number(int, 1, MAX_MEMORY_MB),
             "size of the scratch folder of one test script or tool snippet (a tmpfs, so memory: at most "
             "`step_memory_mb`, and for snippets at most `sandbox_memory_limit_mb`); writing more fails inside "
             "that step only. Part of the score settings and the verdict-cache key; of the generation settings in "
@@ -477,12 +501,14 @@ class Settings:
     )
     score_workers: int = setting(
         os.cpu_count() or 1,
-        Declared(number(int, 1), "test scripts run at once", shown_default="number of CPUs", group=SCORING),
+        Declared(
+            number(int, 1, MAX_PARALLEL), "test scripts run at once", shown_default="number of CPUs", group=SCORING
+        ),
     )
     concurrency: int = setting(
         16,
         Declared(
-            number(int, 1),
+            number(int, 1, MAX_PARALLEL),
             "model calls in flight (problems generated at once); match a local server's parallel slots",
             group=GENERATION,
         ),
@@ -521,7 +547,9 @@ class Settings:
             group=SCORING,
         ),
     )
-    attempts: int = setting(1, Declared(number(int, 1), "independent generations per problem", group=GENERATION))
+    attempts: int = setting(
+        1, Declared(number(int, 1, MAX_ATTEMPTS), "independent generations per problem", group=GENERATION)
+    )
     attempt_strategy: AttemptStrategy = setting(
         "avg",
         choice(
@@ -765,11 +793,20 @@ def _read_toml(path: Path) -> dict[str, object]:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except FileNotFoundError:
-        raise ConfigError(f"invalid config={path}: no such file") from None
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise ConfigError(f"invalid config={path}: not readable TOML ({error})") from None
+        raise ConfigError(f"invalid config={shown_value(str(path))}: no such file") from None
+    except (OSError, ValueError, RecursionError) as error:  # TOMLDecodeError, bytes that are not UTF-8, nesting
+        detail = shown_value(str(error) or type(error).__name__)
+        raise ConfigError(f"invalid config={shown_value(str(path))}: not readable TOML ({detail})") from None
     _check_names(data, f"in {path}")
+    _check_plain_layer(data)
     return data
+
+
+def _check_plain_layer(layer: Mapping[str, object]) -> None:
+    """ConfigError for the first value of `layer` that no run could write or send (`stages.config.values.check_plain`:
+    text that is not valid UTF-8, a number that is not finite, a TOML date, nesting beyond MAX_NESTING)."""
+    for name, value in layer.items():
+        check_plain(name, value)
 
 
 def _expand_blocks(layer: Mapping[str, object], origin: str) -> dict[str, object]:
@@ -779,6 +816,7 @@ def _expand_blocks(layer: Mapping[str, object], origin: str) -> dict[str, object
         if block in layer:
             content = to_dict(block, layer[block])
             _check_names(content, f"in {block} {origin}")
+            _check_plain_layer(content)
             nested_blocks = [name for name in content if name in PARAM_BLOCKS]
             if nested_blocks:
                 raise ConfigError(f"invalid {block}: {nested_blocks[0]} cannot be nested inside it")
@@ -788,6 +826,7 @@ def _expand_blocks(layer: Mapping[str, object], origin: str) -> dict[str, object
             flat = deep_merge(flat, {name: value})
     if "model_params" in flat and isinstance(flat["model_params"], str):
         flat["model_params"] = to_dict("model_params", flat["model_params"])
+        check_plain("model_params", flat["model_params"])
     return flat
 
 
@@ -800,6 +839,7 @@ def load_settings(
     cli_vars = dict(cli_vars or {})
     cwd = Path(cwd or Path.cwd())
     _check_names(cli_vars, "on the command line")
+    _check_plain_layer(cli_vars)
 
     config_path = cli_vars.get("config")
     if config_path:
@@ -815,6 +855,7 @@ def load_settings(
     cli_words: dict[str, object] = {k: v for k, v in cli_vars.items() if k not in PARAM_BLOCKS}
     if "model_params" in cli_words:
         cli_words["model_params"] = to_dict("model_params", cli_words["model_params"])
+        check_plain("model_params", cli_words["model_params"])
     raw = deep_merge(deep_merge(toml_values, cli_blocks), cli_words)
 
     values = {name: COERCERS[name](name, value) for name, value in raw.items()}

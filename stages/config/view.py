@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from stages.config.settings import Settings
 
 LONGEST_IDS_IN_TAG = 40  # characters of joined ids a tag spells out; longer lists are named by count and digest
+LONGEST_CATEGORIES_IN_TAG = 100  # the same for joined category names
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,23 @@ class View:
         subset or an attempts change gets its own files beside the full run's instead of replacing them."""
         parts = [self._ids_tag()] if self.sample_ids else []
         if self.categories is not None:
-            parts.append("cat-" + "_".join(self.categories))
+            parts.append(self._categories_tag(self.categories))
         if self.attempts != 1:
             parts.append(f"k{self.attempts}")
         return safe_name("-".join(parts)) if parts else ""
 
     def _ids_tag(self) -> str:
-        ids = "_".join(self.sample_ids)
-        if len(ids) <= LONGEST_IDS_IN_TAG:
-            return f"ids-{ids}"
-        return f"ids-{len(self.sample_ids)}-{fingerprint(list(self.sample_ids))[:8]}"
+        return spelled_or_counted("ids", self.sample_ids, LONGEST_IDS_IN_TAG)
+
+    @staticmethod
+    def _categories_tag(categories: tuple[str, ...]) -> str:
+        return spelled_or_counted("cat", categories, LONGEST_CATEGORIES_IN_TAG)
+
+
+def spelled_or_counted(prefix: str, names: tuple[str, ...], longest: int) -> str:
+    """`<prefix>-a_b` while the joined names fit in `longest` characters, else `<prefix>-<count>-<digest>`: a tag
+    names a file, so its length is bounded whatever the list."""
+    joined = "_".join(names)
+    if len(joined) <= longest:
+        return f"{prefix}-{joined}"
+    return f"{prefix}-{len(names)}-{fingerprint(list(names))[:8]}"

@@ -13,10 +13,26 @@ ATTEMPT_SEPARATOR = "@"
 COMPARE_DIR_NAME = "compare"
 
 
+NAME_MAX = 255  # bytes of one file or folder name (Linux, macOS)
+LONGEST_FILE_STEM = 240  # characters of a file name before its suffix (`.html`, `.json`, `.md`)
+
+
 def safe_name(name: str) -> str:
-    """A filesystem-safe rendering of a model or run name (no separators, no leading dots)."""
+    """A filesystem-safe rendering of a model or run name (no separators, no leading dots; ASCII), at most NAME_MAX
+    characters (`bounded_name`: a name that fits is unchanged, so no run folder that exists is renamed)."""
     cleaned = re.sub(r"[^A-Za-z0-9._+=@-]+", "_", name).strip("._")
-    return cleaned or "_"
+    return bounded_name(cleaned or "_", NAME_MAX)
+
+
+def bounded_name(name: str, longest: int) -> str:
+    """`name` when it has at most `longest` characters; else its head and a digest of the whole, `longest`
+    characters in all (two long names that share a head stay apart)."""
+    if len(name) <= longest:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{name[: longest - len(digest) - 1]}-{digest}"
 
 
 @dataclass(frozen=True)
@@ -83,7 +99,7 @@ class ResultsPaths:
         """The Markdown comparison of two runs; its HTML page and its record are the same name with `.html` and
         `.json`. `tag` names a comparison narrowed to some problems (Settings.summary_tag), beside the full one."""
         suffix = f"-{tag}" if tag else ""
-        return self.compare_dir / f"{label_a}__vs__{label_b}{suffix}.md"
+        return self.compare_dir / f"{bounded_name(f'{label_a}__vs__{label_b}{suffix}', LONGEST_FILE_STEM)}.md"
 
     def comparison_page(self, label_a: str, label_b: str, tag: str = "") -> Path:
         """The HTML page beside the Markdown comparison."""

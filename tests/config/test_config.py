@@ -9,8 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
-from stages.config.settings import ConfigError, Settings, load_settings
+from stages.config.settings import DECLARED, VARIABLES, ConfigError, Settings, load_settings
+from stages.config.values import MAX_NESTING, NumberCoercer
 
 
 def test_defaults_with_gold_pick_validation(tmp_path: Path) -> None:
@@ -316,3 +320,132 @@ def test_a_bad_value_like_no_allowed_value_gets_no_suggestion(tmp_path: Path) ->
     with pytest.raises(ConfigError) as raised:
         load_settings({"executor": "ray"}, cwd=tmp_path)
     assert str(raised.value) == "invalid executor=ray: expected one of local, dask"
+
+
+# ---------------------------------------------------------------------------
+# Issue 39, finding 7: every setting usable by the run, or one line before any work
+# ---------------------------------------------------------------------------
+
+NUMBER_SETTINGS = tuple(name for name in VARIABLES if isinstance(DECLARED[name].coerce, NumberCoercer))
+TEXT_SETTINGS = ("execution_preamble", "run", "api_key_env", "python_binary", "code_workdir", "scheduler")
+
+
+def one_config_line(tmp_path: Path, words: dict[str, str]) -> str:
+    with pytest.raises(ConfigError) as raised:
+        load_settings(words, cwd=tmp_path)
+    line = str(raised.value)
+    assert "\n" not in line and "\r" not in line and line.startswith("invalid ")
+    line.encode("utf-8")  # printable: no lone surrogate of the bad value reaches the terminal
+    return line
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("request_timeout_seconds", "1e10", "invalid request_timeout_seconds=1e10: expected a number > 0 and <= 86400"),
+        ("code_timeout_seconds", "inf", "expected a number > 0 and <= 86400"),
+        ("step_timeout_seconds", "1e999", "expected a number > 0 and <= 86400"),
+        ("server_wait_seconds", "-inf", "expected a number >= 0 and <= 86400"),
+        ("concurrency", "100000", "expected a whole number >= 1 and <= 4096"),
+        ("max_tokens", "99999999999", "<= 10000000"),
+        ("price_input_per_mtok", "inf", "expected a number >= 0 and <= 1e+06"),
+        ("sandbox_memory_limit_mb", "1e9", "0 (no limit) or a whole number >= 16 and <= 1048576"),
+    ],
+)
+def test_numbers_a_run_cannot_use_are_one_line(tmp_path: Path, name: str, value: str, message: str) -> None:
+    assert message in one_config_line(tmp_path, {name: value})
+
+
+def test_a_text_setting_that_is_not_utf8_is_one_line_before_the_run_holds_it(tmp_path: Path) -> None:
+    """A byte that is not UTF-8 on the command line arrives as a lone surrogate: it was accepted and the run folder
+    then refused its own configuration."""
+    byte = os.fsdecode(b"x = '\xff'")
+    line = one_config_line(tmp_path, {"execution_preamble": byte})
+    assert line.startswith("invalid execution_preamble=x = '\\udcff'") and "not valid UTF-8" in line
+    (tmp_path / "scicode.toml").write_bytes(b'execution_preamble = "x = \xff"\n')
+    assert "not readable TOML" in one_config_line(tmp_path, {})
+
+
+@pytest.mark.parametrize(
+    "toml",
+    [
+        "code_timeout_seconds = 1979-05-27T07:32:00Z\n",
+        "[model_params]\nseed = 1979-05-27\n",
+        "[model_params]\ntemperature = inf\n",
+        "[model_params]\ntemperature = nan\n",
+        "harness_params = '{\"max_retries\": 1e999}'\n",
+    ],
+)
+def test_toml_dates_and_non_finite_numbers_are_one_line(tmp_path: Path, toml: str) -> None:
+    (tmp_path / "scicode.toml").write_text(toml, encoding="utf-8")
+    line = one_config_line(tmp_path, {})
+    assert any(words in line for words in ("TOML date or time", "not finite", "expected a whole number"))
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 490, 100_000])
+def test_json_blocks_nested_beyond_the_bound_are_one_line(tmp_path: Path, depth: int) -> None:
+    nested = '{"a": ' * depth + "1" + "}" * depth
+    for words in ({"model_params": nested}, {"harness_params": '{"model_params": ' + nested + "}"}):
+        assert one_config_line(tmp_path, words).startswith(("invalid model_params=", "invalid harness_params="))
+    within = '{"a": ' * (MAX_NESTING - 1) + "1" + "}" * (MAX_NESTING - 1)
+    assert load_settings({"model_params": within}, cwd=tmp_path).model_params["a"]
+
+
+HOSTILE_NUMBERS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["1e10", "1e999", "-1e999", "nan", "inf", "9" * 5000, "0x10", "1_000", "", " ", "1e-400"]),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+)
+
+
+@hypothesis_settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(NUMBER_SETTINGS), value=HOSTILE_NUMBERS)
+def test_any_number_word_is_a_usable_value_or_one_line(tmp_path: Path, name: str, value: str) -> None:
+    coercer = DECLARED[name].coerce
+    assert isinstance(coercer, NumberCoercer)
+    try:
+        settings = load_settings({name: value, "scratch_limit_mb": "1"}, cwd=tmp_path)
+    except ConfigError as error:
+        assert "\n" not in str(error) and str(error).startswith("invalid ")
+        return
+    number = getattr(settings, name)
+    assert coercer.minimum <= number <= coercer.maximum and number == number
+    json.dumps(settings.redacted(), allow_nan=False)  # what config.json and the fingerprints write
+
+
+PLAIN_PIECES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=8),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3),
+    max_leaves=20,
+)
+
+
+@hypothesis_settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=PLAIN_PIECES, text_setting=st.sampled_from(TEXT_SETTINGS))
+def test_any_json_block_or_text_is_written_and_fingerprinted_or_one_line(
+    tmp_path: Path, value: object, text_setting: str
+) -> None:
+    try:
+        block = json.dumps({"temperature": value})
+    except ValueError:
+        return
+    for words in ({"model_params": block}, {text_setting: value if isinstance(value, str) else "x"}):
+        try:
+            settings = load_settings(words, cwd=tmp_path)
+        except ConfigError as error:
+            assert "\n" not in str(error)
+            str(error).encode("utf-8")
+            continue
+        json.dumps(settings.redacted(), allow_nan=False).encode("utf-8")
+        settings.fingerprint("generate")
+
+
+def test_a_long_category_list_names_its_files_by_count_and_digest(tmp_path: Path) -> None:
+    names = ",".join(f"Subfield number {n}" for n in range(400))
+    tag = load_settings({"category": names}, cwd=tmp_path).summary_tag
+    assert tag.startswith("cat-400-") and len(tag) < 40
+    assert load_settings({"category": "Mathematics,Optics"}, cwd=tmp_path).summary_tag == "cat-Mathematics_Optics"

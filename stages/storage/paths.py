@@ -14,7 +14,7 @@ COMPARE_DIR_NAME = "compare"
 
 
 NAME_MAX = 255  # bytes of one file or folder name (Linux, macOS)
-LONGEST_FILE_STEM = 240  # characters of a file name before its suffix (`.html`, `.json`, `.md`)
+LONGEST_FILE_STEM = 200  # characters of a file name before its suffix, with room for an atomic write's temporary name
 
 
 def safe_name(name: str) -> str:

@@ -732,3 +732,28 @@ def test_odd_reported_costs_never_stop_the_record(two_runs: tuple[Path, Path], t
     path = write_comparison(Settings(runs=(str(run_a), str(run_b)), results_dir=str(tmp_path / "results")))
     record = read_comparison_record(path.with_suffix(".json"))
     assert record is not None and record.run_a.cost.input_tokens == 26 and record.run_a.cost.latency_s == -0.75
+
+
+def test_two_long_run_names_give_a_comparison_whose_file_names_fit(tmp_path: Path) -> None:
+    """Issue 39, finding 7: two runs named near the file-name limit made `<A>__vs__<B>.md` too long for any file
+    system (a traceback); the names are bounded, by head and digest, and two such comparisons stay apart."""
+    results = tmp_path / "results"
+    runs = []
+    for model in ("m" * 120 + "-alpha", "m" * 120 + "-beta"):
+        paths = make_run(results, model, "validation", ["1"], run="r" * 120 + "-validation")
+        write_details(paths, "1", attempt_record("1", ["pass", "pass"]))
+        runs.append(paths.run_dir)
+    path = write_comparison(Settings(runs=tuple(str(run) for run in runs), results_dir=str(results)))
+    for written in (path, path.with_suffix(".html"), path.with_suffix(".json")):
+        assert written.is_file() and len(written.name) <= 255
+    swapped = write_comparison(Settings(runs=tuple(str(run) for run in reversed(runs)), results_dir=str(results)))
+    assert swapped != path and len(swapped.name) == len(path.name)
+
+
+def test_a_model_name_longer_than_a_file_name_gets_a_bounded_run_folder(tmp_path: Path) -> None:
+    long_model = "acme/" + "x" * 400
+    folder = Settings(model=long_model, results_dir=str(tmp_path)).run_paths.run_dir.parent
+    assert len(folder.name) == 255 and folder.name.startswith("acme_xxx")
+    other = Settings(model=long_model + "y", results_dir=str(tmp_path)).run_paths.run_dir.parent
+    assert other != folder
+    assert Settings(model="acme/short", results_dir=str(tmp_path)).run_paths.run_dir.parent.name == "acme_short"

@@ -304,6 +304,27 @@ def test_bad_selection_replay_and_task_names_are_one_line_before_any_work(
         assert "Traceback" not in output_of(result)
 
 
+def test_settings_no_run_could_use_are_one_line_and_exit_3_before_any_work(tmp_path: Path) -> None:
+    """Issue 39, finding 7: each was accepted and then bit (a run folder refusing its own configuration, every
+    call failing) or gave a Python traceback."""
+    cases = {
+        ("execution_preamble=" + os.fsdecode(b"x = '\xff'"),): "invalid execution_preamble=x = '\\udcff'",
+        ("request_timeout_seconds=1e10",): "expected a number > 0 and <= 86400",
+        ('model_params={"temperature": 1e999}',): "not finite",
+        ("model_params=" + '{"a": ' * 490 + "1" + "}" * 490,): "nested deeper than 32 levels",
+        ("config=dated.toml",): "TOML date or time",
+    }
+    (tmp_path / "dated.toml").write_text("[model_params]\nseed = 1979-05-27T07:32:00Z\n", encoding="utf-8")
+    for words, expected in cases.items():
+        local_only = ("model=acme", "base_url=http://127.0.0.1:9/v1", "dataset_zip_url=http://127.0.0.1:9/none.zip")
+        result = run_doit(tmp_path, *words, *local_only, timeout=120)
+        assert result.returncode == 3, output_of(result)
+        assert "Traceback" not in output_of(result)
+        (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+        assert line.startswith("scicode: config error: invalid ") and expected in line, line
+        assert not (tmp_path / "results").exists()
+
+
 def test_a_replay_file_lacking_selected_steps_is_refused_naming_them_and_the_ids_it_holds(
     tmp_path: Path, staged_data_dir: Path, dev_targets: Path
 ) -> None:

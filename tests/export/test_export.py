@@ -251,7 +251,8 @@ def test_inspect_ai_reads_the_log(exported) -> None:
     # below V_bin = 0.24 / 5 = 0.048: deff 1, n_eff 5: Wilson of 3 of 5 = [0.230723, 0.882379]
     # Issue 39, finding 10: `mean` is the mean of the sample values (1, 1/2, 0), as inspect's own mean would be;
     # it was the micro rate 3/5, which carries its own name now.
-    sample_values = [scores(s)["subproblem"].value for s in log.samples]
+    sample_values = [float(value) for s in log.samples if isinstance(value := scores(s)["subproblem"].value, float)]
+    assert sample_values == [1.0, 0.5, 0.0]
     assert steps.metrics["mean"].value == pytest.approx(sum(sample_values) / 3) == pytest.approx(0.5)
     assert steps.metrics["micro_rate"].value == pytest.approx(0.6)
     assert steps.metrics["micro_rate_stderr"].value == pytest.approx(math.sqrt(0.0416), abs=1e-9)

@@ -14,6 +14,7 @@ import gc
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,9 @@ def _exit_with_line(text: str, code: int) -> None:
 
 
 STOP_LINE_LIMIT = 8000  # characters of the line a stopped run ends with (a server's message in it included)
+# Held by the first task thread that ends the run, never released: a run ends with one line, however many problems in
+# flight meet the same stop at once (two problems' first calls refused with the same key).
+RUN_ENDING = threading.Lock()
 WRITE_ERRNOS: frozenset[int] = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT})
 
 
@@ -193,6 +197,7 @@ def own_error_line(error: PipelineError) -> str:
 
 def end_run_with_config_error(error: ConfigError) -> None:
     """During the run (tasks may be running in other threads): one line, the lock released, exit 3 at once."""
+    RUN_ENDING.acquire()  # a later caller waits here until the process exits
     print(f"scicode: config error: {error}", file=sys.stderr)
     exit_now(CONFIG_ERROR.code)
 
@@ -200,7 +205,9 @@ def end_run_with_config_error(error: ConfigError) -> None:
 def end_run(line: str, code: int) -> None:
     """A failure that stops the whole run (an endpoint that cannot serve it, a key refused mid-run), while tasks
     may be running in other threads: every test process and snippet is stopped, nothing cut short is saved
-    (finished work is), one line, the lock released, exit `code` at once."""
+    (finished work is), one line, the lock released, exit `code` at once; when several tasks meet a stop at once,
+    the first one's line is the run's."""
+    RUN_ENDING.acquire()  # a later caller waits here until the process exits
     live_processes.abort_all()
     print(f"scicode: {shown(line, limit=STOP_LINE_LIMIT)}", file=sys.stderr)  # may quote the endpoint: neutralised
     exit_now(code)

@@ -321,9 +321,10 @@ def tool_messages_of(request) -> list[dict]:
     return [m for m in request.messages if m["role"] == "tool"]
 
 
-def test_a_reply_with_forty_tool_calls_runs_at_most_the_stated_number(tmp_path):
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses"])
+def test_a_reply_with_forty_tool_calls_runs_at_most_the_stated_number(tmp_path, protocol):
     with ModelServer(Script(forty_calls("print(6 * 7)"), ModelReply(text=CODE_ANSWER))) as server:
-        outcome = run(tmp_path, server)
+        outcome = run(tmp_path, server, api_protocol=protocol)
     assert outcome.status == "ok" and outcome.calls == 2
     answered = tool_messages_of(server.requests[1])
     assert [m["tool_call_id"] for m in answered] == [f"call_{n}" for n in range(40)]  # every call is answered

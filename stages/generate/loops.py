@@ -11,9 +11,9 @@ fence, and not Python that defines the step's name) gets one reminder; after `to
 model calls, one last call without tools asks for the final code. A step that still has no code is
 "no_code" and the problem goes on.
 
-The work one reply can cause is bounded: at most MAX_TOOL_CALLS_RUN_PER_REPLY of its tool calls are run, and
-a step's snippets together run at most `tool_time_budget_seconds` (a snippet is started only while its whole
-deadline still fits). Every other call is answered "not run" with the reason (the API wants an answer to each
+The work one reply can cause is bounded: at most MAX_TOOL_CALLS_RUN_PER_REPLY of its tool calls are run, and a
+snippet starts only while the step's snippets have run less than `tool_time_budget_seconds` in all (so they run
+at most that plus one snippet's deadline). Every other call is answered "not run" with the reason (the API wants an answer to each
 call), listed in the trajectory's `tool_calls_not_run`, and is no tool run: the tool counts do not include it.
 
 Everything a response holds (answer text, tool-call ids, names and arguments) passes through
@@ -76,11 +76,10 @@ def not_run_reason(position: int, count: int, spent_s: float, settings: Settings
             f"{count}; send fewer calls per reply"
         )
     budget = tool_time_budget_seconds(settings)
-    if spent_s + tools.tool_run_deadline_seconds(settings) > budget:
+    if spent_s >= budget:
         return (
-            f"not run: this step's snippets may run {budget:g} s in all (tool_use_max_loops x the deadline of one "
-            f"snippet), {spent_s:.0f} s are spent and one more might take {tools.tool_run_deadline_seconds(settings):g} s;"
-            " reply with the final code"
+            f"not run: this step's snippets have run {spent_s:.0f} s, its budget of {budget:g} s "
+            "(tool_use_max_loops x the deadline of one snippet) is spent; reply with the final code"
         )
     return None
 

@@ -352,8 +352,14 @@ def test_a_step_s_snippets_stop_at_its_stated_time_budget(tmp_path):
     assert outcome.status == "ok" and elapsed < 20
     assert [r["status"] for r in outcome.trajectory["tool_results"]] == ["timeout"]
     not_run = outcome.trajectory["tool_calls_not_run"]
-    assert len(not_run) == 39 and "this step's snippets may run 2 s in all" in not_run[0]["reason"]
+    assert len(not_run) == 39 and "its budget of 2 s (tool_use_max_loops x" in not_run[0]["reason"]
     assert len(tool_messages_of(server.requests[1])) == 40
+
+
+def test_quick_snippets_of_one_reply_all_run_within_a_one_loop_budget(tmp_path):
+    with ModelServer(Script(forty_calls("print(1)"), ModelReply(text=CODE_ANSWER))) as server:
+        outcome = run(tmp_path, server, code_timeout_seconds=20, tool_use_max_loops=1)
+    assert [r["status"] for r in outcome.trajectory["tool_results"]] == ["ok"] * MAX_TOOL_CALLS_RUN_PER_REPLY
 
 
 def test_the_time_budget_of_sandbox_snippets_counts_every_attempt(tmp_path):

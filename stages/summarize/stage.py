@@ -20,7 +20,7 @@ strategy's pair under `attempts.strategies[attempts.strategy]`. Token usage and 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from stages.storage.paths import RunPaths
 from stages.summarize.caveats import CaveatInputs, run_caveats
 from stages.summarize.markdown import ratio, render_markdown, resolve_range, step_range
 from stages.summarize.metrics import attempt_metrics_of, status_counts, subfield_metrics
+from stages.summarize.published_setting import RunFacts, published_setting, reference_figures
 from stages.summarize.provenance import TargetsInfo, recorded_invocations, resolve_targets_info, run_started
 from stages.summarize.rows import ProblemRow, collect_rows
 from stages.summarize.summary_json import summary_record
@@ -232,7 +233,8 @@ def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, 
 
 
 def one_line_summary(summary: Summary) -> str:
-    """The final terminal line: the headline with every caveat of the run (`[targets derived ...; ...]`)."""
+    """The final terminal line: the headline with every caveat of the run (`[targets derived ...; ...]`), then
+    whether it is a published setting (`stages.summarize.published_setting`)."""
     metrics = summary.headline_metrics
     caveats = summary.caveats
     note = f" [{caveats_text(caveats)}]" if caveats else ""
@@ -240,7 +242,7 @@ def one_line_summary(summary: Summary) -> str:
         f"{summary.identity.model} / {summary.identity.run}: resolved {ratio(metrics.resolved, metrics.evaluated)} "
         f"[95% {RESOLVE_SHORT} {resolve_range(metrics)}], steps {ratio(metrics.steps_passed, metrics.steps_scored)} "
         f"[95% {CLUSTERED_SHORT} {step_range(metrics)}], {metrics.errors} error(s), "
-        f"{len(summary.failed_problems)} failed problem(s){note}"
+        f"{len(summary.failed_problems)} failed problem(s){note}; {summary.published.short}"
     )
 
 
@@ -265,6 +267,7 @@ def run_summarize(
     plots = _write_plots(settings, rows)
     config = run.config
     caveats = run_caveats(CaveatInputs(settings, rows, targets, (config or {}).get("settings") or {}))
+    facts = RunFacts(settings, rows, targets)
     summary = summary_record(
         settings,
         rows,
@@ -277,6 +280,11 @@ def run_summarize(
         attempts=attempt_metrics_of(settings, run),
         caveats=caveats,
         invocations=recorded,
+    )
+    summary = replace(
+        summary,
+        recorded_published=published_setting(facts),
+        recorded_references=reference_figures(facts, summary.headline_metrics),
     )
     atomic_write_text(paths.summary_md, render_markdown(summary, paths.run_dir))
     record = summary.to_record()

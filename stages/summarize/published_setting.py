@@ -80,8 +80,8 @@ def _subset(facts: RunFacts) -> str | None:
 
 
 def _targets(facts: RunFacts) -> str | None:
-    kind = facts.targets.kind
-    return None if kind == "official" else f"targets {kind}, not the official test_data.h5"
+    targets = facts.targets
+    return None if targets.official else f"targets {targets.kind}, not the official test_data.h5"
 
 
 def _unjudged(facts: RunFacts) -> str | None:

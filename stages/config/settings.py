@@ -23,8 +23,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from stages.benchmark.pins import pins
-from stages.benchmark.published import REQUEST_PARAMS_SETTING, protocol_named, protocol_names
 from stages.benchmark.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
+from stages.benchmark.published import REQUEST_PARAMS_SETTING, protocol_named, protocol_names
 from stages.config.declaration import (
     Declared,
     Secrecy,
@@ -853,7 +853,9 @@ def with_protocol(name: str, given: Mapping[str, object]) -> dict[str, object]:
     layered: dict[str, object] = dict(given)
     for setting_name, value in found.settings.items():
         if setting_name == REQUEST_PARAMS_SETTING:
-            layered[setting_name] = deep_merge(to_dict(setting_name, value), to_dict(setting_name, given.get(setting_name, {})))
+            layered[setting_name] = deep_merge(
+                to_dict(setting_name, value), to_dict(setting_name, given.get(setting_name, {}))
+            )
         elif setting_name not in given:
             layered[setting_name] = value
     return layered

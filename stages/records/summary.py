@@ -313,7 +313,9 @@ class PublishedSetting:
     @property
     def short(self) -> str:
         """The terminal's form: `text`, but a run of no protocol says only that (its caveats say the rest)."""
-        return self.text if self.protocol else "not a published setting (its settings are those of no published protocol)"
+        return (
+            self.text if self.protocol else "not a published setting (its settings are those of no published protocol)"
+        )
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> PublishedSetting:
@@ -626,7 +628,9 @@ class Summary:
             recorded_setup=RunSetup.from_record(obj(record["setup"])) if "setup" in record else None,
             recorded_cached_timeouts=integer(record["cached_timeouts"]) if "cached_timeouts" in record else None,
             recorded_published=(
-                PublishedSetting.from_record(obj(record["published_setting"])) if "published_setting" in record else None
+                PublishedSetting.from_record(obj(record["published_setting"]))
+                if "published_setting" in record
+                else None
             ),
             recorded_references=(
                 tuple(ReferenceFigure.from_record(entry) for entry in objects(record["references"]))
@@ -708,7 +712,9 @@ class Summary:
     def published(self) -> PublishedSetting:
         """Whether the run is a published setting; in a summary written before this was decided, not one (the
         verdict was not made)."""
-        return self.recorded_published or PublishedSetting("", "", ("summarized before published settings were judged",))
+        return self.recorded_published or PublishedSetting(
+            "", "", ("summarized before published settings were judged",)
+        )
 
     @property
     def references(self) -> tuple[ReferenceFigure, ...]:

@@ -78,7 +78,10 @@ def published_lines(summary: Summary) -> list[str]:
     lines = [f"**Published setting:** {shown(summary.published.text, limit=CAVEATS_LIMIT)}", ""]
     if summary.references:
         lines.append("**Published figures of this model** (`stages/benchmark/published.json`):")
-        lines += [f"- {shown(figure.text, limit=CAVEATS_LIMIT)} (source: {shown(figure.source)})" for figure in summary.references]
+        lines += [
+            f"- {shown(figure.text, limit=CAVEATS_LIMIT)} (source: {shown(figure.source)})"
+            for figure in summary.references
+        ]
         lines.append("")
     return lines
 

@@ -161,7 +161,9 @@ def reference_figures(facts: RunFacts, headline: GroupMetrics) -> tuple[Referenc
                 main_problem_resolve_rate=row.main_problem_resolve_rate,
                 subproblem=row.subproblem,
                 reasons=reasons,
-                resolve_inside=_inside(row.main_problem_resolve_rate, headline.resolve_interval) if comparable else None,
+                resolve_inside=_inside(row.main_problem_resolve_rate, headline.resolve_interval)
+                if comparable
+                else None,
                 steps_inside=_inside(row.subproblem, headline.step_interval) if comparable else None,
             )
         )

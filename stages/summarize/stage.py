@@ -36,8 +36,8 @@ from stages.storage.paths import RunPaths
 from stages.summarize.caveats import CaveatInputs, run_caveats
 from stages.summarize.markdown import ratio, render_markdown, resolve_range, step_range
 from stages.summarize.metrics import attempt_metrics_of, status_counts, subfield_metrics
-from stages.summarize.published_setting import RunFacts, published_setting, reference_figures
 from stages.summarize.provenance import TargetsInfo, recorded_invocations, resolve_targets_info, run_started
+from stages.summarize.published_setting import RunFacts, published_setting, reference_figures
 from stages.summarize.rows import ProblemRow, collect_rows
 from stages.summarize.summary_json import summary_record
 from stages.summarize.uncertainty.intervals import methods_record

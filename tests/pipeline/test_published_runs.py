@@ -41,7 +41,8 @@ def test_a_replayed_model_with_a_published_alias_shows_the_published_figure(
     assert_ok(result)
     asked = [request for request in server.requests if not is_preflight_probe(request)]
     assert asked and all(  # noqa
-request.params.get("temperature") == 0 and not request.tools for request in asked)
+        request.params.get("temperature") == 0 and not request.tools for request in asked
+    )
     final = result.stdout.splitlines()
     line = next(text for text in final if text.startswith(f"{GPT_4O} / validation-naive-nobg-scicode-paper: "))
     assert "resolved 2/2 (100.0%)" in line

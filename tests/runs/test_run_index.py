@@ -74,7 +74,7 @@ def test_only_a_run_that_is_the_published_setting_is_marked(tmp_path: Path) -> N
     make_whole_split_run(tmp_path, "no-temperature")
     make_whole_split_run(tmp_path, "carrydef", carry="definition", **paper)
     make_whole_split_run(tmp_path, "attempts", attempts="2", **paper)
-    subset = make_settings(tmp_path, model="subset", sample_ids="P1,P2", **paper)
+    subset = make_settings(tmp_path, None, model="subset", sample_ids="P1,P2", **paper)
     write_selection(subset, [selection_entry(pid, "physics", 1, 1) for pid in ("P1", "P2")])
     for pid in ("P1", "P2"):
         write_details(subset, pid, "physics", [(f"{pid}.1", "pass")])

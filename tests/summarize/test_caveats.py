@@ -45,7 +45,9 @@ def test_every_caveat_is_shown_wherever_the_headline_is(tmp_path: Path) -> None:
     texts = [caveat.text for caveat in summary.caveats]
     assert "2 of the 65 problems of split test (a subset)" in texts
     # the terminal's final line
-    assert "[" + "; ".join(texts) + "]; not a published setting" in outcome.one_line and NAIVE_PHRASE in outcome.one_line
+    assert (
+        "[" + "; ".join(texts) + "]; not a published setting" in outcome.one_line and NAIVE_PHRASE in outcome.one_line
+    )
     # summary.md's first lines
     first_lines = settings.run_paths.summary_md.read_text(encoding="utf-8").splitlines()[:6]
     assert any(

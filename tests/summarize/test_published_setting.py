@@ -60,7 +60,7 @@ def test_a_protocol_sets_every_setting_it_fixes(name: str) -> None:
 
 def test_the_published_protocols_are_those_of_the_sources() -> None:
     by_name = {entry.name: entry.settings for entry in protocols()}
-    assert by_name["scicode-paper"] | {} == {
+    assert dict(by_name["scicode-paper"]) == {
         "split": "test",
         "mode": "naive",
         "with_background": False,
@@ -145,9 +145,7 @@ def test_the_published_setting_is_decided_once_and_shown_everywhere(tmp_path: Pa
 
 
 def test_a_setting_given_beside_the_protocol_makes_the_run_not_published(tmp_path: Path) -> None:
-    settings = make_whole_split_run(
-        tmp_path, "hot", **PAPER, model_params='{"temperature": 0.7}', carry="definition"
-    )
+    settings = make_whole_split_run(tmp_path, "hot", **PAPER, model_params='{"temperature": 0.7}', carry="definition")
     published = summary_of(settings).published
     assert not published.is_published and published.protocol == "scicode-paper"
     assert published.reasons == (
@@ -159,7 +157,7 @@ def test_a_setting_given_beside_the_protocol_makes_the_run_not_published(tmp_pat
 
 
 def subset_run(tmp_path: Path, model: str = "subset", **overrides: str):
-    settings = make_settings(tmp_path, model=model, sample_ids="P1,P2", **PAPER, **overrides)
+    settings = make_settings(tmp_path, None, model=model, sample_ids="P1,P2", **PAPER, **overrides)
     write_selection(settings, [selection_entry(pid, "physics", 1, 1) for pid in ("P1", "P2")])
     for pid in ("P1", "P2"):
         write_details(settings, pid, "physics", [(f"{pid}.1", "pass")])
@@ -169,7 +167,7 @@ def subset_run(tmp_path: Path, model: str = "subset", **overrides: str):
 
 def unscored_run(tmp_path: Path):
     """The whole test split, but one problem's step has no targets (eval_error, allow_missing_targets)."""
-    settings = make_settings(tmp_path, model="unscored", with_background="false", **PAPER)
+    settings = make_settings(tmp_path, None, model="unscored", with_background="false", **PAPER)
     ids = [f"P{n}" for n in range(1, 66)]
     write_selection(settings, [selection_entry(pid, "physics", 1, 1) for pid in ids])
     for pid in ids:

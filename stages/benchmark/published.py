@@ -148,6 +148,14 @@ def published_results() -> tuple[PublishedResult, ...]:
     return rows
 
 
+def published_tables_digest() -> str:
+    """A digest of both tables (summaries judge against them and show their figures, so their fingerprint covers
+    them: a changed table rewrites the summaries, never a model call)."""
+    import hashlib
+
+    return hashlib.sha256(PROTOCOLS_FILE.read_bytes() + b"\0" + PUBLISHED_FILE.read_bytes()).hexdigest()
+
+
 def published_for(model: str) -> tuple[PublishedResult, ...]:
     """The published rows one of whose aliases is exactly `model` (no other matching)."""
     return tuple(row for row in published_results() if model in row.aliases)

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from stages.benchmark.published import published_tables_digest
 from stages.benchmark.weak_tests import weak_tests_digest
 from stages.config.fingerprints import FingerprintParts, digest, run_relative
 from stages.config.settings import Settings
@@ -146,6 +147,7 @@ def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
         "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
         "weak_tests": weak_tests_digest(),
         "interval_methods": methods_record(),
+        "published_tables": published_tables_digest(),
     }
     return fingerprint(covered | _failure_digests(paths, problem_ids))
 
@@ -161,6 +163,7 @@ def summary_fingerprint_parts(settings: Settings, selection: Selection) -> Finge
         "selection.json": selection.fingerprint[:16],
         "config.json": _config_identity(paths, settings)[:16],
         "stages/benchmark/weak_tests.json": weak_tests_digest()[:16],
+        "stages/benchmark/protocols.json, published.json": published_tables_digest()[:16],
     }
     for path in [*(paths.details(pid) for pid in problem_ids), *(paths.generation(pid) for pid in problem_ids)]:
         sha = _file_digest(path)

@@ -274,3 +274,24 @@ def test_a_model_without_a_published_row_shows_none(tmp_path: Path) -> None:
     settings = make_whole_split_run(tmp_path, "gpt-4o", **PAPER)  # undated: the provider moved it to a later model
     assert summary_of(settings).references == ()
     assert "**Published figures" not in settings.run_paths.summary_md.read_text(encoding="utf-8")
+
+
+def test_a_changed_published_table_makes_the_summary_out_of_date(tmp_path: Path, monkeypatch) -> None:
+    """Summaries judge against the tables and show their figures: their fingerprint covers both files."""
+    from stages.benchmark import published
+    from stages.summarize.stage import summary_is_current
+
+    settings = make_whole_split_run(tmp_path, "some-model", **PAPER)
+    assert summary_is_current(settings)
+    table = json.loads(published.PUBLISHED_FILE.read_text(encoding="utf-8"))
+    row = dict(table["results"][0], model="Some model", aliases=["some-model"])
+    edited = tmp_path / "published.json"
+    edited.write_text(json.dumps({**table, "results": [*table["results"], row]}), encoding="utf-8")
+    monkeypatch.setattr(published, "PUBLISHED_FILE", edited)
+    published.published_results.cache_clear()
+    try:
+        assert not summary_is_current(settings)
+        run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+        assert [figure.model for figure in summary_of(settings).references] == ["Some model"]
+    finally:
+        published.published_results.cache_clear()

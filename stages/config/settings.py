@@ -899,8 +899,10 @@ def load_settings(
 
 def _check_consistency(settings: Settings) -> None:
     if settings.model == "gold" and settings.split != "validation":
+        origin = f" (set by protocol={settings.protocol})" if settings.protocol else ""
         raise ConfigError(
-            f"invalid split={settings.split} with model=gold: the gold model has reference code for split=validation only"
+            f"invalid split={settings.split}{origin} with model=gold: the gold model has reference code for "
+            "split=validation only"
         )
     if settings.executor == "local" and settings.scheduler:
         raise ConfigError(f"invalid scheduler={settings.scheduler}: a scheduler needs executor=dask")

@@ -295,3 +295,36 @@ def test_a_changed_published_table_makes_the_summary_out_of_date(tmp_path: Path,
         assert [figure.model for figure in summary_of(settings).references] == ["Some model"]
     finally:
         published.published_results.cache_clear()
+
+
+def test_a_protocol_entry_may_fix_any_declared_setting_and_only_those(tmp_path: Path, monkeypatch) -> None:
+    """Entries are data: one fixing scoring and selection settings works as the built-in ones do; one naming a
+    setting that does not exist stops the run with one line."""
+    from stages.benchmark import published
+
+    table = json.loads(published.PROTOCOLS_FILE.read_text(encoding="utf-8"))
+    extra = {
+        "name": "strict-scoring",
+        "title": "a protocol of another harness",
+        "sources": ["a test"],
+        "settings": {"split": "validation", "step_timeout_seconds": 300, "sample_ids": ["1", "3"]},
+    }
+    broken = dict(extra, name="broken", settings={"no_such_setting": 1})
+    edited = tmp_path / "protocols.json"
+    edited.write_text(json.dumps({**table, "protocols": [*table["protocols"], extra, broken]}), encoding="utf-8")
+    monkeypatch.setattr(published, "PROTOCOLS_FILE", edited)
+    published.protocols.cache_clear()
+    try:
+        settings = load_settings({"model": "m", "protocol": "strict-scoring"})
+        assert (settings.split, settings.step_timeout_seconds, settings.sample_ids) == ("validation", 300.0, ("1", "3"))
+        with pytest.raises(ConfigError) as error:
+            load_settings({"model": "m", "protocol": "broken"})
+        assert str(error.value) == "invalid protocol=broken: it fixes no_such_setting, which is not a setting"
+    finally:
+        published.protocols.cache_clear()
+
+
+def test_a_protocol_that_the_gold_model_cannot_run_says_where_its_split_came_from() -> None:
+    with pytest.raises(ConfigError) as error:
+        load_settings({"protocol": "scicode-paper"})
+    assert str(error.value).startswith("invalid split=test (set by protocol=scicode-paper) with model=gold")

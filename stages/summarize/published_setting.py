@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from stages.benchmark.pins import split_problem_count
 from stages.benchmark.published import REQUEST_PARAMS_SETTING, Protocol, protocol_named, protocols, published_for
 from stages.config.settings import Settings
 from stages.records.summary import GroupMetrics, PublishedSetting, RateInterval, ReferenceFigure
+from stages.summarize.caveats import subset_phrase
 from stages.summarize.provenance import TargetsInfo
 from stages.summarize.rows import ProblemRow
 
@@ -72,11 +72,7 @@ def setting_differences(settings: Settings, protocol: Protocol) -> list[str]:
 
 
 def _subset(facts: RunFacts) -> str | None:
-    settings = facts.settings
-    whole = split_problem_count(settings.split)
-    if settings.sample_ids or settings.categories is not None or len(facts.rows) != whole:
-        return f"{len(facts.rows)} of the {whole} problems of split {settings.split} (a subset)"
-    return None
+    return subset_phrase(facts.settings, len(facts.rows))
 
 
 def _targets(facts: RunFacts) -> str | None:

@@ -10,6 +10,7 @@ output.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -81,21 +82,19 @@ RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
 OUTPUT_CAP_PARAMS: tuple[str, ...] = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 TOOL_CHOICE_MODES: tuple[str, ...] = ("auto", "none", "required")
 CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
-# Common request parameters: on the command line they are an unknown variable whose error shows the model_params form.
-REQUEST_PARAM_NAMES: tuple[str, ...] = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-    "reasoning_effort",
-    "max_completion_tokens",
-    "max_output_tokens",
-    "stop",
-)
+# Common request parameters, each with an example value: on the command line they are an unknown variable whose error
+# shows the model_params form (the output cap has its own setting, max_tokens=).
+REQUEST_PARAM_EXAMPLES: dict[str, JSONValue] = {
+    "temperature": 0,
+    "top_p": 1,
+    "top_k": 40,
+    "min_p": 0.05,
+    "seed": 1234,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+    "repetition_penalty": 1.1,
+    "reasoning_effort": "high",
+}
 
 
 # The sections of the configuration page, in order (each setting names its own).
@@ -798,10 +797,11 @@ def deep_merge(base: Mapping[str, object], override: Mapping[str, object]) -> di
 
 def _check_names(names: Iterable[object], origin: str) -> None:
     for name in names:
-        if name in REQUEST_PARAM_NAMES:
+        if isinstance(name, str) and name in REQUEST_PARAM_EXAMPLES:
+            example = json.dumps({name: REQUEST_PARAM_EXAMPLES[name]}, separators=(",", ":"))
             raise ConfigError(
                 f"unknown variable {name!r} ({origin}): request parameters go in model_params, e.g. "
-                f"model_params='{{\"{name}\":0}}' (a protocol= fixes the published ones: {', '.join(protocol_names())})"
+                f"model_params='{example}' (a protocol= fixes the published ones: {', '.join(protocol_names())})"
             )
         if name not in ACCEPTED_NAMES:
             raise ConfigError(

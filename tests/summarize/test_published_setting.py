@@ -94,13 +94,20 @@ def test_a_setting_given_beside_the_protocol_wins() -> None:
     assert dict(kept.model_params) == {"temperature": 0, "max_tokens": 2048}
 
 
-@pytest.mark.parametrize("name", ["temperature", "top_p", "seed", "reasoning_effort"])
-def test_a_request_parameter_on_the_command_line_points_to_model_params(name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "example"),
+    [
+        ("temperature", '{"temperature":0}'),
+        ("top_p", '{"top_p":1}'),
+        ("reasoning_effort", '{"reasoning_effort":"high"}'),
+    ],
+)
+def test_a_request_parameter_on_the_command_line_points_to_model_params(name: str, example: str) -> None:
     with pytest.raises(ConfigError) as error:
         load_settings({"model": "m", name: "0"})
     message = str(error.value)
     assert "\n" not in message and f"unknown variable {name!r}" in message
-    assert f"model_params='{{\"{name}\":0}}'" in message and "protocol=" in message
+    assert f"model_params='{example}'" in message and "protocol=" in message
 
 
 def test_an_unknown_protocol_names_the_known_ones() -> None:

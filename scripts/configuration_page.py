@@ -46,11 +46,13 @@ This page is generated from the settings' declarations (`stages/config/settings.
 Variables are `name=value` words on the doit command line, over an optional TOML file (`config=path.toml`,
 default `scicode.toml` if present), over built-in defaults. JSON blocks {" and ".join(f"`{b}='{{...}}'`" for b in PARAM_BLOCKS)}
 hold any of the variables below; `model_params='{{...}}'` holds request parameters passed to the API (temperature,
-max_tokens, top_p, seed, reasoning_effort ...). Blocks are deep-merged; the command line wins. Unknown names and
-invalid values stop the run before any work with one line naming the variable, the bad value and what is allowed,
-the closest known names or values first ("did you mean ...") (exit 3). Every value, in a file, a block or a word,
-is plain data a run can write and send: {PLAIN_VALUE}; every number within its bounds below (a deadline at most
-{MAX_SECONDS:g} s, one day, which every socket and process timer accepts).
+max_tokens, top_p, seed, reasoning_effort ...; `temperature=0` on its own is an unknown variable whose error shows
+that form). Blocks are deep-merged; the command line wins. `protocol=` sets the settings a published protocol fixes
+beneath everything given (given values win; its request parameters are merged under `model_params`). Unknown names
+and invalid values stop the run before any work with one line naming the variable, the bad value and what is
+allowed, the closest known names or values first ("did you mean ...") (exit 3). Every value, in a file, a block or
+a word, is plain data a run can write and send: {PLAIN_VALUE}; every number within its bounds below (a deadline at
+most {MAX_SECONDS:g} s, one day, which every socket and process timer accepts).
 
 Columns: **accepts** is the type or the allowed values; **fingerprint** names the stages whose output the setting
 changes (a change makes those stages' artifacts stale; "when set" means only while it applies and differs from its

@@ -29,7 +29,7 @@ from stages.records.results import (
     max_attempts,
     read_run,
 )
-from stages.records.summary import Caveat, read_summary_file
+from stages.records.summary import Caveat, PublishedSetting, read_summary_file
 from stages.storage.json_values import JSONObject, JSONValue
 from stages.storage.paths import RunPaths
 from stages.summarize.markdown import ratio
@@ -68,6 +68,7 @@ class RunInfo:
     selection: tuple[SelectionEntry, ...]
     results: RunResults
     caveats: tuple[Caveat, ...] = ()  # those of the run's summary (none without a readable one)
+    published: PublishedSetting | None = None  # whether it is a published setting, as its summary says
 
     @property
     def label(self) -> str:
@@ -100,6 +101,7 @@ def load_run(run_dir: Path, view: str = "") -> RunInfo:
         ) from None
     settings = results.settings
     background = settings.get("with_background")
+    summary = read_summary_file(RunPaths(run_dir, tag).summary_json)  # its caveats and published setting
     return RunInfo(
         run_dir=run_dir,
         model=str(settings.get("model") or run_dir.parent.name),
@@ -109,14 +111,9 @@ def load_run(run_dir: Path, view: str = "") -> RunInfo:
         with_background=UNKNOWN if background is None else str(bool(background)).lower(),
         selection=results.selection.entries,
         results=results,
-        caveats=_summary_caveats(RunPaths(run_dir, tag)),
+        caveats=summary.caveats if summary is not None else (),
+        published=summary.published if summary is not None else None,
     )
-
-
-def _summary_caveats(paths: RunPaths) -> tuple[Caveat, ...]:
-    """The caveats the run's summary records (`stages.summarize.caveats`)."""
-    summary = read_summary_file(paths.summary_json)
-    return summary.caveats if summary is not None else ()
 
 
 @dataclass(frozen=True)

@@ -85,9 +85,19 @@ def _step_flip_lines(title: str, flips: Sequence[StepFlip]) -> list[str]:
 
 
 def caveat_lines(comparison: Comparison) -> list[str]:
-    """`**Caveats of A:** ...` for each run whose summary records caveats; nothing when neither does."""
-    found = [(side, run) for side, run in (("A", comparison.run_a), ("B", comparison.run_b)) if run.caveats]
-    lines = [f"**Caveats of {side}:** {shown(caveats_text(run.caveats), limit=CAVEATS_LIMIT)}" for side, run in found]
+    """`**Caveats of A:** ...` for each run whose summary records caveats, then `**Published setting of A:** ...` for
+    each run with a summary (what its summary decided)."""
+    sides = (("A", comparison.run_a), ("B", comparison.run_b))
+    lines = [
+        f"**Caveats of {side}:** {shown(caveats_text(run.caveats), limit=CAVEATS_LIMIT)}"
+        for side, run in sides
+        if run.caveats
+    ]
+    lines += [
+        f"**Published setting of {side}:** {shown(run.published.text, limit=CAVEATS_LIMIT)}"
+        for side, run in sides
+        if run.published is not None
+    ]
     return [line for pair in zip(lines, [""] * len(lines)) for line in pair]
 
 

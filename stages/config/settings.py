@@ -10,6 +10,7 @@ output.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -24,6 +25,7 @@ else:  # pragma: no cover
 
 from stages.benchmark.pins import pins
 from stages.benchmark.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
+from stages.benchmark.published import REQUEST_PARAMS_SETTING, protocol_named, protocol_names
 from stages.config.declaration import (
     Declared,
     Secrecy,
@@ -82,6 +84,19 @@ RESERVED_MODEL_PARAMS: frozenset[str] = frozenset(
 OUTPUT_CAP_PARAMS: tuple[str, ...] = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 TOOL_CHOICE_MODES: tuple[str, ...] = ("auto", "none", "required")
 CARRY_RUN_SUFFIX: dict[str, str] = {"definition": "carrydef"}  # run-name suffix of each non-default carry
+# Common request parameters, each with an example value: on the command line they are an unknown variable whose error
+# shows the model_params form (the output cap has its own setting, max_tokens=).
+REQUEST_PARAM_EXAMPLES: dict[str, JSONValue] = {
+    "temperature": 0,
+    "top_p": 1,
+    "top_k": 40,
+    "min_p": 0.05,
+    "seed": 1234,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+    "repetition_penalty": 1.1,
+    "reasoning_effort": "high",
+}
 
 
 # The upper bounds of number settings: every deadline one a socket, a poll and a process timer accept (one day), and
@@ -96,6 +111,7 @@ MAX_TOKENS_CAP = 10_000_000  # the largest token count a reply's usage is believ
 MAX_PRICE = 1_000_000.0  # US dollars per million tokens
 
 # The sections of the configuration page, in order (each setting names its own).
+PROTOCOL = "A published protocol"
 ENDPOINT = "The model and its endpoint"
 SELECTION = "Which problems"
 GENERATION = "How answers are generated"
@@ -104,7 +120,7 @@ SCORING = "Scoring"
 FOLDERS = "Folders and data"
 COMPARISON = "Comparison and export"
 PRICES = "Prices (cost figures only; no generation or scoring fingerprint covers them)"
-GROUPS: tuple[str, ...] = (ENDPOINT, SELECTION, GENERATION, SNIPPETS, SCORING, FOLDERS, COMPARISON, PRICES)
+GROUPS: tuple[str, ...] = (PROTOCOL, ENDPOINT, SELECTION, GENERATION, SNIPPETS, SCORING, FOLDERS, COMPARISON, PRICES)
 
 # ---------------------------------------------------------------------------
 # The coercer of each setting that needs its own (the generic ones are stages.config.values)
@@ -117,6 +133,14 @@ def _model_name(name: str, value: Any) -> str:
         raise fail(name, value, "a model id, or one of " + ", ".join(BUILTIN_MODELS))
     if text.startswith("replay:") and not text[len("replay:") :].strip():
         raise fail(name, value, "replay:<file.json> naming a JSON file")
+    return text
+
+
+def _protocol(name: str, value: Any) -> str:
+    """Empty (no protocol) or the name of a published protocol (`stages/benchmark/protocols.json`)."""
+    text = to_text(name, value).strip()
+    if text and protocol_named(text) is None:
+        raise fail(name, value, "empty, or one of " + ", ".join(protocol_names()), protocol_names())
     return text
 
 
@@ -202,6 +226,21 @@ def _url(name: str, value: Any) -> str:
 class Settings:
     """Every setting, each declared once: its name, type and default here, the rest in its `Declared` record."""
 
+    # ---- a published protocol ----
+    protocol: str = setting(
+        "",
+        Declared(
+            _protocol,
+            "a published protocol whose settings the run takes (split, mode, background, carry, attempts, request "
+            "parameters, tools and their limits; see [Reproducing published numbers](reproducing-published-numbers.md)); "
+            "a setting given beside it wins, and the run is then not that published setting; adds `-<protocol>` to "
+            "the run name",
+            allowed=protocol_names(),
+            recorded=True,
+            shown_default='""',
+            group=PROTOCOL,
+        ),
+    )
     # ---- the model and its endpoint ----
     model: str = setting(
         "gold",
@@ -563,7 +602,9 @@ class Settings:
     results_dir: str = setting("results", Declared(to_text, "where runs go", group=FOLDERS))
     run: str = setting(
         "",
-        Declared(to_text, "run name", shown_default="`<split>-<mode>-<bg or nobg>[-carrydef]`", group=FOLDERS),
+        Declared(
+            to_text, "run name", shown_default="`<split>-<mode>-<bg or nobg>[-carrydef][-<protocol>]`", group=FOLDERS
+        ),
     )
     h5py_file: str = setting(
         "",
@@ -652,11 +693,14 @@ class Settings:
     @property
     def run_name(self) -> str:
         """`run=`, else `<split>-<mode>-<bg|nobg>`, plus `-carrydef` under `carry=definition` (runs that
-        carry code differently never share a folder)."""
+        carry code differently never share a folder) and `-<protocol>` under `protocol=` (a protocol's run never
+        shares a folder with one of other request parameters)."""
         if self.run:
             return self.run
         name = f"{self.split}-{self.mode}-{'bg' if self.with_background else 'nobg'}"
-        return name if self.carry == DEFAULT_CARRY else f"{name}-{CARRY_RUN_SUFFIX[self.carry]}"
+        if self.carry != DEFAULT_CARRY:
+            name = f"{name}-{CARRY_RUN_SUFFIX[self.carry]}"
+        return f"{name}-{self.protocol}" if self.protocol else name
 
     @property
     def summary_tag(self) -> str:
@@ -781,6 +825,12 @@ def deep_merge(base: Mapping[str, object], override: Mapping[str, object]) -> di
 
 def _check_names(names: Iterable[object], origin: str) -> None:
     for name in names:
+        if isinstance(name, str) and name in REQUEST_PARAM_EXAMPLES:
+            example = json.dumps({name: REQUEST_PARAM_EXAMPLES[name]}, separators=(",", ":"))
+            raise ConfigError(
+                f"unknown variable {name!r} ({origin}): request parameters go in model_params, e.g. "
+                f"model_params='{example}' (a protocol= fixes the published ones: {', '.join(protocol_names())})"
+            )
         if name not in ACCEPTED_NAMES:
             raise ConfigError(
                 f"unknown variable {name!r} ({origin}); {did_you_mean(str(name), ACCEPTED_NAMES)}"
@@ -830,6 +880,26 @@ def _expand_blocks(layer: Mapping[str, object], origin: str) -> dict[str, object
     return flat
 
 
+def with_protocol(name: str, given: Mapping[str, object]) -> dict[str, object]:
+    """The given values over the settings protocol `name` fixes (given values win; model_params is merged, the
+    given request parameters over the protocol's). No protocol (""): the given values as they are."""
+    found = protocol_named(name)
+    if found is None:
+        return dict(given)
+    unknown = sorted(set(found.settings) - set(VARIABLES))
+    if unknown:
+        raise ConfigError(f"invalid protocol={name}: it fixes {unknown[0]}, which is not a setting")
+    layered: dict[str, object] = dict(given)
+    for setting_name, value in found.settings.items():
+        if setting_name == REQUEST_PARAMS_SETTING:
+            layered[setting_name] = deep_merge(
+                to_dict(setting_name, value), to_dict(setting_name, given.get(setting_name, {}))
+            )
+        elif setting_name not in given:
+            layered[setting_name] = value
+    return layered
+
+
 def load_settings(
     cli_vars: Mapping[str, str] | None = None,
     *,
@@ -857,6 +927,8 @@ def load_settings(
         cli_words["model_params"] = to_dict("model_params", cli_words["model_params"])
         check_plain("model_params", cli_words["model_params"])
     raw = deep_merge(deep_merge(toml_values, cli_blocks), cli_words)
+    if "protocol" in raw:
+        raw = with_protocol(COERCERS["protocol"]("protocol", raw["protocol"]), raw)
 
     values = {name: COERCERS[name](name, value) for name, value in raw.items()}
     if "split" not in values:
@@ -868,8 +940,10 @@ def load_settings(
 
 def _check_consistency(settings: Settings) -> None:
     if settings.model == "gold" and settings.split != "validation":
+        origin = f" (set by protocol={settings.protocol})" if settings.protocol else ""
         raise ConfigError(
-            f"invalid split={settings.split} with model=gold: the gold model has reference code for split=validation only"
+            f"invalid split={settings.split}{origin} with model=gold: the gold model has reference code for "
+            "split=validation only"
         )
     if settings.executor == "local" and settings.scheduler:
         raise ConfigError(f"invalid scheduler={settings.scheduler}: a scheduler needs executor=dask")

@@ -361,9 +361,10 @@ def eval_log(
     completed: str,
     project: Mapping[str, JSONValue],
     caveats: Sequence[str] = (),
+    published: JSONObject | None = None,
 ) -> JSONObject:
-    """The whole log of the run as inspect_ai's JSON log (a JSON-native mapping); `caveats` (the summary's) are in
-    the eval's metadata beside the headline's results."""
+    """The whole log of the run as inspect_ai's JSON log (a JSON-native mapping); `caveats` and `published` (the
+    summary's caveats and its published-setting record) are in the eval's metadata beside the headline's results."""
     settings = run.settings
     attempts = max((result.attempt_count for result in run.problems), default=1)
     samples: list[JSONValue] = [
@@ -404,6 +405,7 @@ def eval_log(
             "project": dict(project),
             "confinement": (run.config or {}).get("confinement"),
             "caveats": list(caveats),
+            "published_setting": published,
         },
         "viewer": {"trust_content": False},
     }

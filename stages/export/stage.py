@@ -56,6 +56,7 @@ def export_run(run_dir: Path, summary_tag: str = "", attempts: int = 1) -> list[
         completed=completed,
         project=project_record(),
         caveats=tuple(caveat.text for caveat in summary.caveats) if summary else (),
+        published=summary.published.to_record() if summary else None,
     )
     target = paths.export_inspect_dir / log_file_name(run, created)
     for older in paths.export_inspect_dir.glob("*_scicode_*.json"):

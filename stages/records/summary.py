@@ -289,6 +289,115 @@ def caveats_text(caveats: tuple[Caveat, ...]) -> str:
 
 
 @dataclass(frozen=True)
+class PublishedSetting:
+    """Whether the run is a published setting (`stages.summarize.published_setting`), decided once per run: the
+    protocol judged against ("" when the run's settings are those of none) and, when it is not, why not."""
+
+    protocol: str
+    title: str
+    reasons: tuple[str, ...]  # empty: the run is that published setting
+
+    @property
+    def is_published(self) -> bool:
+        return bool(self.protocol) and not self.reasons
+
+    @property
+    def text(self) -> str:
+        """`the published setting scicode-paper (...)` or `not the published setting scicode-paper: ...`."""
+        if self.is_published:
+            return f"the published setting {self.protocol} ({self.title})"
+        if not self.protocol:
+            return "not a published setting: " + "; ".join(self.reasons)
+        return f"not the published setting {self.protocol}: " + "; ".join(self.reasons)
+
+    @property
+    def short(self) -> str:
+        """The terminal's form: `text`, but a run of no protocol says only that (its caveats say the rest)."""
+        return (
+            self.text if self.protocol else "not a published setting (its settings are those of no published protocol)"
+        )
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> PublishedSetting:
+        return cls(text(record.get("protocol")), text(record.get("title")), texts(record.get("reasons")))
+
+    def to_record(self) -> JSONObject:
+        return {
+            "protocol": self.protocol,
+            "title": self.title,
+            "is_published": self.is_published,
+            "reasons": _texts_list(self.reasons),
+        }
+
+
+@dataclass(frozen=True)
+class ReferenceFigure:
+    """A published result of the run's model (`stages/benchmark/published.json`) set beside the run's figures: when
+    the run is that row's setting, whether each published rate lies in the run's 95% interval; else why the two are
+    not comparable."""
+
+    model: str
+    protocol: str
+    source: str
+    main_problem_resolve_rate: float  # percent, as published
+    subproblem: float  # percent, as published
+    reasons: tuple[str, ...]  # why not comparable; empty when comparable
+    resolve_inside: bool | None = None  # None: not comparable, or the run has no interval
+    steps_inside: bool | None = None
+
+    @property
+    def comparable(self) -> bool:
+        return not self.reasons
+
+    @property
+    def text(self) -> str:
+        """`GPT-4o (scicode-paper): resolved 1.5%, inside the run's 95% interval; steps 25.0%, outside it` or
+        `...: not comparable: 3 of the 65 problems ...`."""
+        head = f"{self.model} ({self.protocol}): resolved {self.main_problem_resolve_rate:.1f}%"
+        if not self.comparable:
+            return f"{head}, steps {self.subproblem:.1f}%; not comparable: " + "; ".join(self.reasons)
+        return (
+            f"{head}{_inside_text(self.resolve_inside)}; steps {self.subproblem:.1f}%{_inside_text(self.steps_inside)}"
+        )
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> ReferenceFigure:
+        return cls(
+            model=text(record.get("model")),
+            protocol=text(record.get("protocol")),
+            source=text(record.get("source")),
+            main_problem_resolve_rate=optional_number(record.get("main_problem_resolve_rate")) or 0.0,
+            subproblem=optional_number(record.get("subproblem")) or 0.0,
+            reasons=texts(record.get("reasons")),
+            resolve_inside=_optional_flag(record.get("resolve_inside")),
+            steps_inside=_optional_flag(record.get("steps_inside")),
+        )
+
+    def to_record(self) -> JSONObject:
+        return {
+            "model": self.model,
+            "protocol": self.protocol,
+            "source": self.source,
+            "main_problem_resolve_rate": self.main_problem_resolve_rate,
+            "subproblem": self.subproblem,
+            "comparable": self.comparable,
+            "reasons": _texts_list(self.reasons),
+            "resolve_inside": self.resolve_inside,
+            "steps_inside": self.steps_inside,
+        }
+
+
+def _optional_flag(value: Frozen) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _inside_text(inside: bool | None) -> str:
+    if inside is None:
+        return " (the run has no 95% interval)"
+    return ", inside the run's 95% interval" if inside else ", outside the run's 95% interval"
+
+
+@dataclass(frozen=True)
 class RecordedInvocation:
     """One invocation that generated or scored (`stages.records.invocations`), as summary.json records it."""
 
@@ -475,6 +584,8 @@ class Summary:
     recorded_invocations: tuple[RecordedInvocation, ...] | None = None
     recorded_setup: RunSetup | None = None
     recorded_cached_timeouts: int | None = None  # timeout verdicts of scored steps served from the verdict cache
+    recorded_published: PublishedSetting | None = None
+    recorded_references: tuple[ReferenceFigure, ...] | None = None
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Summary:
@@ -516,6 +627,16 @@ class Summary:
             ),
             recorded_setup=RunSetup.from_record(obj(record["setup"])) if "setup" in record else None,
             recorded_cached_timeouts=integer(record["cached_timeouts"]) if "cached_timeouts" in record else None,
+            recorded_published=(
+                PublishedSetting.from_record(obj(record["published_setting"]))
+                if "published_setting" in record
+                else None
+            ),
+            recorded_references=(
+                tuple(ReferenceFigure.from_record(entry) for entry in objects(record["references"]))
+                if "references" in record
+                else None
+            ),
         )
 
     def to_record(self) -> JSONObject:
@@ -557,6 +678,10 @@ class Summary:
             record["setup"] = self.recorded_setup.to_record()
         if self.recorded_cached_timeouts is not None:
             record["cached_timeouts"] = self.recorded_cached_timeouts
+        if self.recorded_published is not None:
+            record["published_setting"] = self.recorded_published.to_record()
+        if self.recorded_references is not None:
+            record["references"] = [reference.to_record() for reference in self.recorded_references]
         return record
 
     @property
@@ -582,6 +707,19 @@ class Summary:
     def cached_timeouts(self) -> int:
         """Timeouts served from the verdict cache; 0 in a summary written before they were counted."""
         return self.recorded_cached_timeouts or 0
+
+    @property
+    def published(self) -> PublishedSetting:
+        """Whether the run is a published setting; in a summary written before this was decided, not one (the
+        verdict was not made)."""
+        return self.recorded_published or PublishedSetting(
+            "", "", ("summarized before published settings were judged",)
+        )
+
+    @property
+    def references(self) -> tuple[ReferenceFigure, ...]:
+        """The published figures of the run's model; none in a summary written before they were set beside it."""
+        return self.recorded_references or ()
 
     @property
     def headline_metrics(self) -> GroupMetrics:

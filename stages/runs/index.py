@@ -5,11 +5,11 @@ full run's `summary.json`, else the most recent `summary-<tag>.json` (a subset o
 names the tag). A run without a valid summary, or one of whose details or generation files is newer than its
 summary, is listed with that state and what to run. The page (`stages.runs.page`, which also draws the plots) sorts and
 filters the rows by setting and plots resolve rate against cost (tokens where a run has no cost), one plot per
-split and background setting, with the Pareto front marked. Two settings of published numbers are marked: the
-SciCode paper's most realistic one (test split, no background) and the one AgentCompass and Artificial Analysis
-report (all 80 problems, with background). A run is marked only when it is that setting (`MarkedSetting.is_run`):
-every problem of the split, one attempt, the protocol's default carry and its full summary (a subset or another
-view of the run never is); a plot is captioned with the setting its split and background are.
+split and background setting, with the Pareto front marked. A run is marked with the published protocol
+(`stages/benchmark/protocols.json`) its summary says it is (`Summary.published`, decided once per run by
+`stages.summarize.published_setting`; the index has no rule of its own), and its row shows the published figures
+of its model that its summary sets beside its own; a plot is captioned with the protocols whose split and
+background it plots.
 """
 
 from __future__ import annotations
@@ -19,11 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from stages.benchmark.pins import split_problem_count
-from stages.benchmark.protocol import DEFAULT_CARRY
+from stages.benchmark.published import Protocol, protocols
 from stages.execution.untrusted import shown
 from stages.records.results import cached_selection
-from stages.records.summary import Caveat, Summary, caveats_text, read_summary_file
+from stages.records.summary import (
+    Caveat,
+    PublishedSetting,
+    ReferenceFigure,
+    Summary,
+    caveats_text,
+    read_summary_file,
+)
 from stages.storage.artifacts import read_frozen
 from stages.storage.json_values import EMPTY, Frozen, FrozenObject, obj, optional_number, optional_text, thaw
 from stages.storage.markdown_table import markdown_table
@@ -38,9 +44,11 @@ RowState = Literal["summarized", "stale", "not summarized", "invalid summary"]
 
 @dataclass(frozen=True)
 class MarkedSetting:
-    """A setting of published numbers, marked in the index wherever a run has it."""
+    """A published protocol that fixes a split and background (`stages/benchmark/protocols.json`): a run is marked
+    with it when its summary says the run is that published setting (`Summary.published`, decided once per run), a
+    plot is captioned with it when the plot's split and background are the protocol's."""
 
-    key: str
+    key: str  # the protocol's name
     split: str
     with_background: bool
     label: str
@@ -49,24 +57,15 @@ class MarkedSetting:
         """Whether a split and background setting (a plot's) is this one."""
         return self.split == split and self.with_background == with_background
 
-    def is_run(self, row: IndexRow) -> bool:
-        """Whether a run is this setting as published: the split and background, every problem of the split, one
-        attempt, the protocol's default carry, and the run's full summary (not a subset's or another view's)."""
-        return (
-            self.is_setting_of(row.split, row.with_background)
-            and row.summary_tag == ""
-            and row.selected == split_problem_count(self.split)
-            and row.attempts == 1
-            and row.carry == DEFAULT_CARRY
-        )
+
+def _marked(protocol: Protocol) -> MarkedSetting | None:
+    split, background = protocol.settings.get("split"), protocol.settings.get("with_background")
+    if not isinstance(split, str) or not isinstance(background, bool):
+        return None
+    return MarkedSetting(protocol.name, split, background, protocol.title)
 
 
-MARKED_SETTINGS: tuple[MarkedSetting, ...] = (
-    MarkedSetting("realistic", "test", False, "the SciCode paper's most realistic setting (test split, no background)"),
-    MarkedSetting(
-        "published", "all", True, "the setting of AgentCompass and Artificial Analysis (all 80 problems, background)"
-    ),
-)
+MARKED_SETTINGS: tuple[MarkedSetting, ...] = tuple(mark for entry in protocols() if (mark := _marked(entry)))
 
 
 @dataclass(frozen=True)
@@ -97,6 +96,8 @@ class IndexRow:
     state: RowState
     note: str
     caveats: tuple[Caveat, ...] = ()  # the summary's (`stages.summarize.caveats`)
+    published: PublishedSetting | None = None  # the summary's (`stages.summarize.published_setting`)
+    references: tuple[ReferenceFigure, ...] = ()  # the summary's published figures of the run's model
 
     @property
     def caveats_text(self) -> str:
@@ -112,8 +113,16 @@ class IndexRow:
 
     @property
     def marks(self) -> tuple[MarkedSetting, ...]:
-        """The published settings this run is (`MarkedSetting.is_run`)."""
-        return tuple(mark for mark in MARKED_SETTINGS if mark.is_run(self))
+        """The published setting this run is, as its summary decided (none without a summary, or when it is none)."""
+        published = self.published
+        if published is None or not published.is_published:
+            return ()
+        return tuple(mark for mark in MARKED_SETTINGS if mark.key == published.protocol)
+
+    @property
+    def references_text(self) -> str:
+        """The published figures of the run's model, `; `-joined ("" without any)."""
+        return "; ".join(figure.text for figure in self.references)
 
     @property
     def setting(self) -> tuple[str, str]:
@@ -247,6 +256,8 @@ def index_row(run_dir: Path) -> IndexRow:
         state=state,
         note=note,
         caveats=summary.caveats if summary else (),
+        published=summary.published if summary else None,
+        references=summary.references if summary else (),
     )
 
 
@@ -327,6 +338,7 @@ def markdown_row(row: IndexRow, link_from: Path) -> tuple[str, ...]:
         _marks_text(row) or "-",
         link,
         shown(row.caveats_text, limit=CAVEATS_LIMIT) or "-",
+        shown(row.references_text, limit=CAVEATS_LIMIT) or "-",
     )
 
 
@@ -347,6 +359,7 @@ MARKDOWN_HEADER = (
     "marked",
     "report",
     "caveats",
+    "published figures",
 )
 
 

@@ -45,12 +45,18 @@ def _tool_use_as_naive(found: CaveatInputs) -> str | None:
     return "tool_use behaved as naive (no tool call in the whole run: the server may ignore tools)"
 
 
+def subset_phrase(settings: Settings, selected: int) -> str | None:
+    """`2 of the 65 problems of split test (a subset)` when not every problem of the split is selected."""
+    whole = split_problem_count(settings.split)
+    if settings.sample_ids or settings.categories is not None or selected != whole:
+        return f"{selected} of the {whole} problems of split {settings.split} (a subset)"
+    return None
+
+
 def _subset(found: CaveatInputs) -> str | None:
     settings = found.settings
-    whole = split_problem_count(settings.split)
-    parts = []
-    if settings.sample_ids or settings.categories is not None or len(found.rows) != whole:
-        parts.append(f"{len(found.rows)} of the {whole} problems of split {settings.split} (a subset)")
+    subset = subset_phrase(settings, len(found.rows))
+    parts = [subset] if subset else []
     if settings.attempts != 1:
         parts.append(f"{settings.attempts} attempts per problem (the headline scores attempt 1)")
     return "; ".join(parts) or None

@@ -72,6 +72,20 @@ def caveat_lines(caveats: tuple[Caveat, ...]) -> list[str]:
     return [f"**Caveats:** {shown(caveats_text(caveats), limit=CAVEATS_LIMIT)}", ""] if caveats else []
 
 
+def published_lines(summary: Summary) -> list[str]:
+    """`**Published setting:** ...` (`stages.summarize.published_setting`), then each published figure of the run's
+    model beside the run's, with its source; a blank line after."""
+    lines = [f"**Published setting:** {shown(summary.published.text, limit=CAVEATS_LIMIT)}", ""]
+    if summary.references:
+        lines.append("**Published figures of this model** (`stages/benchmark/published.json`):")
+        lines += [
+            f"- {shown(figure.text, limit=CAVEATS_LIMIT)} (source: {shown(figure.source)})"
+            for figure in summary.references
+        ]
+        lines.append("")
+    return lines
+
+
 def _targets_lines(targets: SummaryTargets) -> list[str]:
     note = f" ({targets.note})" if targets.note else ""
     if targets.kind == "derived":
@@ -148,7 +162,8 @@ def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     samples = ", ".join(identity.sample_ids) or "(all)"
     model, run = name_span(identity.model), name_span(identity.run)
     lines = [f"# SciCode results: {model} / {run}", ""]
-    lines += _targets_lines(targets) + caveat_lines(summary.caveats)  # the first lines: what to know about the numbers
+    # the first lines: what to know about the numbers
+    lines += _targets_lines(targets) + caveat_lines(summary.caveats) + published_lines(summary)
     lines += [
         f"- model: {model}" + (f" at {name_span(setup.base_url)}" if setup.base_url else ""),
         f"- run: {run} ({name_span(run_dir)})",

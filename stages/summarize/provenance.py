@@ -11,6 +11,7 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Literal
 
+from stages.benchmark.pins import pinned_sha256, pins
 from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.records.invocations import invocations
@@ -28,6 +29,16 @@ TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
 class TargetsInfo:
     kind: TargetsKind
     note: str
+    sha256: str | None = None  # of the file scored against, where the download manifest records it
+
+    @property
+    def official(self) -> bool:
+        """Scored against the official targets: the official file (its pin, where a sha256 is known), or an explicit
+        `h5py_file=` identical to it."""
+        pinned = pinned_sha256(str(pins()["targets_file"]))
+        if self.kind == "official":
+            return self.sha256 is None or self.sha256 == pinned
+        return self.kind == "explicit" and self.sha256 is not None and self.sha256 == pinned
 
 
 def resolve_targets_info(settings: Settings) -> TargetsInfo:
@@ -42,7 +53,7 @@ def resolve_targets_info(settings: Settings) -> TargetsInfo:
         return TargetsInfo("unknown", f"targets could not be resolved: {error}")
     except Exception as error:  # a summary is still written; the reason is shown in its first lines
         return TargetsInfo("unknown", f"targets could not be resolved: {type(error).__name__}: {error}")
-    return TargetsInfo(resolved.kind, str(resolved.note or ""))
+    return TargetsInfo(resolved.kind, str(resolved.note or ""), resolved.sha256)
 
 
 def _utc(timestamp: float) -> str:

@@ -53,9 +53,11 @@ from stages.records.results import (
     ToolRun,
 )
 from stages.records.status_glossary import GLOSSARY
+from stages.records.summary import Summary
 from stages.records.verdict import StepVerdict
 from stages.statuses import TOOL_STATUSES
 from stages.storage.artifacts import atomic_write_text
+from stages.storage.json_values import freeze_object
 from stages.storage.paths import DataPaths
 from stages.summarize.pricing import money
 from stages.summarize.report_values import ComparedView, TargetsOf, compared_view
@@ -504,6 +506,7 @@ def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summa
         RUN_SCRIPT,
         view=view,
         summary=summary,
+        judged=Summary.from_record(freeze_object(summary)),
         statuses=CELL_STATUSES,
         occasional_statuses=OCCASIONAL_STATUSES,
         glossary=GLOSSARY,

@@ -20,11 +20,12 @@ strategy's pair under `attempts.strategies[attempts.strategy]`. Token usage and 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from stages.benchmark.published import published_tables_digest
 from stages.benchmark.weak_tests import weak_tests_digest
 from stages.config.fingerprints import FingerprintParts, digest, run_relative
 from stages.config.settings import Settings
@@ -38,6 +39,7 @@ from stages.summarize.caveats import CaveatInputs, run_caveats
 from stages.summarize.markdown import CAVEATS_LIMIT, NAME_LIMIT, ratio, render_markdown, resolve_range, step_range
 from stages.summarize.metrics import attempt_metrics_of, status_counts, subfield_metrics
 from stages.summarize.provenance import TargetsInfo, recorded_invocations, resolve_targets_info, run_started
+from stages.summarize.published_setting import RunFacts, published_setting, reference_figures
 from stages.summarize.rows import ProblemRow, collect_rows
 from stages.summarize.summary_json import summary_record
 from stages.summarize.uncertainty.intervals import methods_record
@@ -146,6 +148,7 @@ def _inputs_fingerprint(settings: Settings, selection: Selection) -> str:
         "generations": {pid: _file_digest(paths.generation(pid)) for pid in problem_ids},
         "weak_tests": weak_tests_digest(),
         "interval_methods": methods_record(),
+        "published_tables": published_tables_digest(),
     }
     return fingerprint(covered | _failure_digests(paths, problem_ids))
 
@@ -161,6 +164,7 @@ def summary_fingerprint_parts(settings: Settings, selection: Selection) -> Finge
         "selection.json": selection.fingerprint[:16],
         "config.json": _config_identity(paths, settings)[:16],
         "stages/benchmark/weak_tests.json": weak_tests_digest()[:16],
+        "stages/benchmark/protocols.json, published.json": published_tables_digest()[:16],
     }
     for path in [*(paths.details(pid) for pid in problem_ids), *(paths.generation(pid) for pid in problem_ids)]:
         sha = _file_digest(path)
@@ -233,7 +237,8 @@ def _write_plots(settings: Settings, rows: Sequence[ProblemRow]) -> tuple[Path, 
 
 
 def one_line_summary(summary: Summary) -> str:
-    """The final terminal line: the headline with every caveat of the run (`[targets derived ...; ...]`)."""
+    """The final terminal line: the headline with every caveat of the run (`[targets derived ...; ...]`), then
+    whether it is a published setting (`stages.summarize.published_setting`)."""
     metrics = summary.headline_metrics
     caveats = summary.caveats
     note = f" [{shown(caveats_text(caveats), limit=CAVEATS_LIMIT)}]" if caveats else ""
@@ -242,7 +247,7 @@ def one_line_summary(summary: Summary) -> str:
         f"{names}: resolved {ratio(metrics.resolved, metrics.evaluated)} "
         f"[95% {RESOLVE_SHORT} {resolve_range(metrics)}], steps {ratio(metrics.steps_passed, metrics.steps_scored)} "
         f"[95% {CLUSTERED_SHORT} {step_range(metrics)}], {metrics.errors} error(s), "
-        f"{len(summary.failed_problems)} failed problem(s){note}"
+        f"{len(summary.failed_problems)} failed problem(s){note}; {summary.published.short}"
     )
 
 
@@ -267,6 +272,7 @@ def run_summarize(
     plots = _write_plots(settings, rows)
     config = run.config
     caveats = run_caveats(CaveatInputs(settings, rows, targets, (config or {}).get("settings") or {}))
+    facts = RunFacts(settings, rows, targets)
     summary = summary_record(
         settings,
         rows,
@@ -279,6 +285,11 @@ def run_summarize(
         attempts=attempt_metrics_of(settings, run),
         caveats=caveats,
         invocations=recorded,
+    )
+    summary = replace(
+        summary,
+        recorded_published=published_setting(facts),
+        recorded_references=reference_figures(facts, summary.headline_metrics),
     )
     atomic_write_text(paths.summary_md, render_markdown(summary, paths.run_dir))
     record = summary.to_record()

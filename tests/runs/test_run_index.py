@@ -65,27 +65,33 @@ def test_rows_hold_settings_rates_intervals_and_cost(results: ResultsPaths) -> N
 
 
 def test_only_a_run_that_is_the_published_setting_is_marked(tmp_path: Path) -> None:
-    """Marked: the whole split, one attempt, the default carry, the full summary. Not marked: a run of the same
-    split and background with another carry, with several attempts, or a summary of a subset of the run."""
-    whole = make_whole_split_run(tmp_path, "whole")
-    make_whole_split_run(tmp_path, "carrydef", carry="definition")
-    make_whole_split_run(tmp_path, "attempts", attempts="2")
-    subset = make_settings(tmp_path, model="subset", split="test", with_background="false", sample_ids="P1,P2")
+    """Marked: the run its summary says is the published setting (protocol=scicode-paper over the whole split, one
+    attempt, the default carry, official targets). Not marked: the same split and background without the protocol's
+    temperature (the old rule, split and background only, marked it), with another carry, with several attempts,
+    or a subset."""
+    paper = {"protocol": "scicode-paper"}
+    whole = make_whole_split_run(tmp_path, "whole", **paper)
+    make_whole_split_run(tmp_path, "no-temperature")
+    make_whole_split_run(tmp_path, "carrydef", carry="definition", **paper)
+    make_whole_split_run(tmp_path, "attempts", attempts="2", **paper)
+    subset = make_settings(tmp_path, None, model="subset", sample_ids="P1,P2", **paper)
     write_selection(subset, [selection_entry(pid, "physics", 1, 1) for pid in ("P1", "P2")])
     for pid in ("P1", "P2"):
         write_details(subset, pid, "physics", [(f"{pid}.1", "pass")])
     run_summarize(subset, targets=OFFICIAL, now=FIXED_NOW)
     rows = {row.model: row for row in index_rows(ResultsPaths(tmp_path / "results"))}
-    assert [mark.key for mark in rows["whole"].marks] == ["realistic"]
+    assert [mark.key for mark in rows["whole"].marks] == ["scicode-paper"]
     assert rows["subset"].summary_tag and rows["subset"].marks == ()
-    assert rows["carrydef"].marks == () and rows["attempts"].marks == ()
+    assert rows["carrydef"].marks == () and rows["attempts"].marks == () and rows["no-temperature"].marks == ()
+    published = rows["carrydef"].published
+    assert published is not None and "carry=definition (protocol: full)" in published.text
     text = write_run_index(whole).read_text(encoding="utf-8")
     marked = {
         line.split(" | ")[0].strip("| `"): line.split(" | ")[13].strip()
         for line in text.splitlines()[8:]
         if "| `" in line
     }
-    assert marked == {"whole": "(1)", "carrydef": "-", "attempts": "-", "subset": "-"}
+    assert marked == {"whole": "(1)", "no-temperature": "-", "carrydef": "-", "attempts": "-", "subset": "-"}
 
 
 def test_a_run_changed_since_its_summary_is_stale(results: ResultsPaths) -> None:
@@ -151,7 +157,8 @@ def test_plots_one_per_setting_with_the_front(results: ResultsPaths) -> None:
     assert test.x_kind == "cost"
     # strong ($6, 50%), cheap ($0.60, 16.7%), wasteful ($6, 16.7%): the front is cheap then strong
     assert [point.label.split(" / ")[0] for point in test.front_points] == ["cheap", "strong"]
-    assert [mark.key for mark in test.marks] == ["realistic"]  # the plot's setting, though its runs are subsets
+    # the protocols of the plot's split and background, though its runs are subsets
+    assert [mark.key for mark in test.marks] == ["scicode-paper", "inspect-evals"]
     assert groups["split all, with background"].x_kind == "tokens"
 
 
@@ -164,6 +171,6 @@ def test_markdown_index_lists_every_run(results: ResultsPaths, tmp_path: Path) -
     strong_line = next(line for line in text.splitlines() if line.startswith("| `strong` "))
     assert "3/6 (50.0%), 95% CI 18.8% to 81.2%" in strong_line and "$6.00" in strong_line
     assert "[report](strong/test-tool_use-nobg/report.html#headline)" in strong_line
-    assert "(1) the SciCode paper's most realistic setting (test split, no background)." in text
+    assert "(1) the SciCode paper's main setting and the official leaderboard (test split, no background)." in text
     assert "- split test, no background: `cheap` / `test-tool_use-nobg` (16.7% resolved, $0.6000)," in text
     assert results.runs_page.is_file()

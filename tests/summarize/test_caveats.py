@@ -45,7 +45,9 @@ def test_every_caveat_is_shown_wherever_the_headline_is(tmp_path: Path) -> None:
     texts = [caveat.text for caveat in summary.caveats]
     assert "2 of the 65 problems of split test (a subset)" in texts
     # the terminal's final line
-    assert outcome.one_line.endswith("[" + "; ".join(texts) + "]") and NAIVE_PHRASE in outcome.one_line
+    assert (
+        "[" + "; ".join(texts) + "]; not a published setting" in outcome.one_line and NAIVE_PHRASE in outcome.one_line
+    )
     # summary.md's first lines
     first_lines = settings.run_paths.summary_md.read_text(encoding="utf-8").splitlines()[:6]
     assert any(
@@ -70,7 +72,7 @@ def test_a_subset_is_its_only_caveat(tmp_path: Path) -> None:
     outcome = run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
     summary = read_summary_file(settings.run_paths.summary_json)
     assert summary is not None and [caveat.kind for caveat in summary.caveats] == ["subset"]
-    assert outcome.one_line.endswith("[1 of the 65 problems of split test (a subset)]")
+    assert "[1 of the 65 problems of split test (a subset)]; not a published setting" in outcome.one_line
 
 
 def test_a_whole_split_run_has_no_caveat(tmp_path: Path) -> None:

@@ -34,7 +34,9 @@ DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard po
 TEST_API_KEY = "sk-pipeline-test-6f1c0d9e2b"  # must reach the server and never land in a file
 
 
-NEXT_STEP_MARKER = "NEXT STEP - PROBLEM STEP AND FUNCTION HEADER:"
+NEXT_STEP_MARKER = "NEXT STEP - PROBLEM STEP AND FUNCTION HEADER:"  # the template with background
+# The next-step line of each official template (without background, it names a problem description)
+NEXT_STEP_MARKERS = (NEXT_STEP_MARKER, "NEXT STEP - PROBLEM DESCRIPTION AND FUNCTION HEADER:")
 
 
 DEPENDENCIES_MARKER = "\nDEPENDENCIES:"
@@ -196,7 +198,9 @@ class Conversation(Protocol):
 
 def is_preflight_probe(request: Conversation) -> bool:
     """A request of the endpoint preflight (stages.preflight.endpoint): one short user message, no step prompt."""
-    return not any(NEXT_STEP_MARKER in (message.get("content") or "") for message in request.messages)
+    return not any(
+        marker in (message.get("content") or "") for message in request.messages for marker in NEXT_STEP_MARKERS
+    )
 
 
 PROBE_REPLY = ModelReply(text="ok", prompt_tokens=8, completion_tokens=1)
@@ -206,8 +210,9 @@ def next_step_block(request: Conversation) -> str:
     """The next-step part of the step prompt (the last user message holding it)."""
     for message in reversed(request.messages):
         content = message.get("content") or ""
-        if message.get("role") == "user" and NEXT_STEP_MARKER in content:
-            return content.split(NEXT_STEP_MARKER, 1)[1].split(DEPENDENCIES_MARKER, 1)[0]
+        for marker in NEXT_STEP_MARKERS:
+            if message.get("role") == "user" and marker in content:
+                return content.split(marker, 1)[1].split(DEPENDENCIES_MARKER, 1)[0]
     raise AssertionError("no step prompt in the request")
 
 

@@ -589,6 +589,15 @@ class Settings:
             to_text, "a TOML file of settings (default: `scicode.toml` when present)", shown_default='""', group=FOLDERS
         ),
     )
+    confirm: bool = setting(
+        False,
+        Declared(
+            to_bool,
+            "`doit clean generate`: remove the generations (paid model answers) of the run the command names with "
+            "`model=` / `run=`; without it nothing is removed and the folder and its answer count are said",
+            group=FOLDERS,
+        ),
+    )
     # ---- prices, US dollars per million tokens (cost figures only; no generation or scoring input) ----
     price_input_per_mtok: float | None = setting(
         None,

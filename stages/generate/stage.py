@@ -38,6 +38,7 @@ from tqdm import tqdm
 from stages.benchmark.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
 from stages.benchmark.protocol import carried_forward
 from stages.config.fingerprints import FingerprintParts, digest, settings_slice
+from stages.config.run_command import clean_generations_command
 from stages.config.settings import Settings
 from stages.errors import PipelineError, RunStopped
 from stages.execution.slots import PrioritySlots, named_slots
@@ -76,13 +77,14 @@ class KeyRefused(RunStopped):
 
 CONTEXT_WAY_OUT = (
     "give the server a larger context (llama.cpp --ctx-size, vLLM --max-model-len, Ollama num_ctx) or set a "
-    "smaller max_tokens, then run `doit clean generate:{problem_id}` and rerun"
+    "smaller max_tokens, then run `{clean_command}` and rerun"
 )
 
 
-def context_exceeded_text(step_id: str, problem_id: str, message: str) -> str:
+def context_exceeded_text(step_id: str, message: str, clean_command: str) -> str:
+    """The error of a step whose prompt does not fit; `clean_command` removes the problem's generations."""
     return f"the prompt of step {step_id} does not fit the server's context ({message}): " + CONTEXT_WAY_OUT.format(
-        problem_id=problem_id
+        clean_command=clean_command
     )
 
 
@@ -304,7 +306,8 @@ class ProblemRun:
         outcome = self.ask(prompt)
         self.failure = outcome.failure
         if outcome.status == "context_exceeded" and outcome.failure is not None:
-            text = context_exceeded_text(step.step_id, self.problem.problem_id, outcome.failure.message)
+            clean_command = clean_generations_command(self.settings, f"generate:{self.problem.problem_id}")
+            text = context_exceeded_text(step.step_id, outcome.failure.message, clean_command)
             outcome = dataclasses.replace(outcome, error=text)
         return generated_step_record(prompt, outcome)
 

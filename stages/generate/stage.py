@@ -444,7 +444,12 @@ def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> JSONO
 
 
 def generations_current(settings: Settings, problem_id: str) -> bool:
-    """True when the generation of every attempt 0..settings.attempts-1 is current (see `generation_current`)."""
+    """True when the generation of every attempt 0..settings.attempts-1 is current (see `generation_current`) and
+    no record says one of them failed (its task then runs, asks only what is missing, and clears the record)."""
+    from stages.records import not_generated
+
+    if not_generated.read_for_attempts(settings.run_paths, problem_id, settings.attempts) is not None:
+        return False
     return all(generation_current(settings, problem_id, attempt) for attempt in range(settings.attempts))
 
 
@@ -477,5 +482,27 @@ def run_generate_attempts(settings: Settings, problem_id: str, priority: float =
     RunAborted (from `run_generate`) stops the remaining attempts. Its start and end are recorded in the run's
     invocations.jsonl (`stages.records.invocations`), the wait for a slot included."""
     with invocations.recorded(settings.run_paths, "generate", problem_id), problem_slots(settings).slot(priority):
-        statuses = [str(run_generate(settings, problem_id, attempt)["status"]) for attempt in range(settings.attempts)]
+        statuses = [_attempt_status(settings, problem_id, attempt) for attempt in range(settings.attempts)]
     return {"problem_id": problem_id, "attempts": statuses}
+
+
+class AttemptFailed(Exception):
+    """An attempt's generation raised `error` (not a stop of the run): the attempts before `attempt` are complete."""
+
+    def __init__(self, attempt: int, error: Exception) -> None:
+        super().__init__(str(error))
+        self.attempt = attempt
+        self.error = error
+
+
+def _attempt_status(settings: Settings, problem_id: str, attempt: int) -> str:
+    """The attempt's generation status; any failure that is not a stop of the run as AttemptFailed."""
+    from stages.errors import RunStopped
+    from stages.execution.live_processes import RunInterrupted
+
+    try:
+        return str(run_generate(settings, problem_id, attempt)["status"])
+    except (RunInterrupted, RunStopped, RunAborted):
+        raise
+    except Exception as error:  # noqa: BLE001 - the caller records it as this attempt's
+        raise AttemptFailed(attempt, error) from error

@@ -7,8 +7,6 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from stages.config.run_command import clean_generations_command
@@ -16,6 +14,7 @@ from stages.config.settings import load_settings
 from stages.exit_codes import CONFIG_ERROR, UNWRITABLE
 from stages.generate.identity import check_identity, identity_of, write_identity
 from tests.support.pipeline_support import assert_ok, output_of, run_doit
+from tests.support.run_files import locked_folder
 
 RUN = Path("results/scicode/gold/validation-tool_use-bg")
 PIPELINE_FILES = (
@@ -89,28 +88,11 @@ def test_clean_unlinks_a_symbolic_link_and_never_follows_it(tmp_path: Path) -> N
     ]
 
 
-@contextmanager
-def unremovable_entries(folder: Path) -> Iterator[None]:
-    """Nothing in `folder` can be removed: immutable for root (who ignores modes), read-only for anyone else."""
-    if os.geteuid() == 0:
-        subprocess.run(["chattr", "+i", str(folder)], check=True)
-        try:
-            yield
-        finally:
-            subprocess.run(["chattr", "-i", str(folder)], check=True)
-    else:
-        folder.chmod(0o555)
-        try:
-            yield
-        finally:
-            folder.chmod(0o755)
-
-
 def test_a_folder_clean_cannot_empty_gives_one_line_and_a_nonzero_exit(tmp_path: Path) -> None:
     run = tmp_path / RUN
     write_files(run, ("details/1.json", "summary.md"))
 
-    with unremovable_entries(run / "details"):
+    with locked_folder(run / "details"):
         cleaned = clean(tmp_path)
 
     assert cleaned.returncode == UNWRITABLE.code, output_of(cleaned)

@@ -42,7 +42,7 @@ from stages.config.run_command import clean_generations_command
 from stages.config.settings import Settings
 from stages.errors import PipelineError, RunStopped
 from stages.execution.slots import PrioritySlots, named_slots
-from stages.execution.untrusted import shown
+from stages.execution.untrusted import shown, valid_data
 from stages.exit_codes import KEY_REFUSED
 from stages.generate import builtin
 from stages.generate.prompts import StepPrompt, build_step_prompt
@@ -364,7 +364,8 @@ class ProblemRun:
             latency_s=round(sum(step.latency_s for step in self.steps), 6),
             steps=tuple(self.steps),
         )
-        return write_artifact(self.path, ARTIFACT_KIND, generation.to_record())
+        # valid_data: whatever a reply held, the record is writable (a non-finite number as text, strings valid)
+        return write_artifact(self.path, ARTIFACT_KIND, valid_data(generation.to_record()))
 
     def close(self) -> None:
         """Release the client and count this problem in the breaker; RunAborted if it is tripped by a

@@ -521,6 +521,15 @@ class Settings:
             group=SCORING,
         ),
     )
+    reask_unhandled_replies: bool = setting(
+        False,
+        Declared(
+            to_bool,
+            "ask the endpoint again (a paid call) for a step whose journaled replies the pipeline failed to handle; "
+            "without it such a step stays an error naming its reply journal, never read back into the same failure",
+            group=GENERATION,
+        ),
+    )
     attempts: int = setting(1, Declared(number(int, 1), "independent generations per problem", group=GENERATION))
     attempt_strategy: AttemptStrategy = setting(
         "avg",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,7 +58,7 @@ def test_a_non_finite_number_in_a_reply_is_recorded_as_text(
         assert generation_current(settings, "1")
         assert run_generate(settings, "1") == record
         assert len(server.requests) == asked  # recorded once: nothing is asked again
-    written = read_artifact(generation_path(settings, "1"), "generation")
+    written: Any = read_artifact(generation_path(settings, "1"), "generation")
     assert written is not None and written["steps"][0]["status"] == "ok"
     if protocol == "openai-responses":  # the output items are kept as they came (a chat message's own fields)
         assert f'"score": "{NON_FINITE[token]}"' in json.dumps(written)

@@ -6,6 +6,7 @@ own answer handling, as a bug of ours would be)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,24 +44,24 @@ def test_a_reply_whose_handling_failed_is_kept_and_asked_again_only_on_request(
         journal = settings.run_paths.replies("1")
         with monkeypatch.context() as patched:
             patched.setattr(loops, "final_status", broken_handling)
-            first = run_generate(settings, "1")
+            first: Any = run_generate(settings, "1")
             assert len(server.requests) == 1
             [failed] = first["steps"]
             assert failed["status"] == "error" and "the answer handling broke" in failed["error"]
             assert "reask_unhandled_replies=true" in failed["error"] and str(journal) in failed["error"]
             assert answer.splitlines()[1] in journal.read_text(encoding="utf-8")  # the paid reply is kept
 
-            again = run_generate(settings, "1")  # the same fault: the reply is not read back into it
+            again: Any = run_generate(settings, "1")  # the same fault: the reply is not read back into it
 
             assert len(server.requests) == 1
             [refused] = again["steps"]
             assert refused["status"] == "error" and "handling its reply failed before" in refused["error"]
             assert refused["usage"]["calls"] == 0
 
-        kept = run_generate(settings, "1")  # the fault is gone, but asking again is a choice: still refused
+        kept: Any = run_generate(settings, "1")  # the fault is gone, but asking again is a choice: still refused
         assert kept["steps"][0]["status"] == "error" and len(server.requests) == 1
 
-        reasked = run_generate(settings_of(server, tmp_path, staged_data_dir, reask_unhandled_replies="true"), "1")
+        reasked: Any = run_generate(settings_of(server, tmp_path, staged_data_dir, reask_unhandled_replies="true"), "1")
 
         assert len(server.requests) == 2
         assert reasked["status"] == "complete" and reasked["steps"][0]["status"] == "ok"

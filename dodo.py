@@ -113,7 +113,7 @@ def task_problems():
         "basename": "generate",
         "name": None,
         "doc": "Ask the model for every step of one problem, `attempts` times (one sub-task per problem).",
-        "clean": [wiring.clean_action("say_when_no_generation", config)] if COMMAND_LINE.names_generate else [],
+        "clean": wiring.group_clean_actions(config),
     }
     yield {
         "basename": "score",

@@ -157,10 +157,15 @@ def clean_generations(settings: Settings, problem_id: str) -> None:
         print(f"clean: removed the run identity of {settings.run_paths.run_dir} (no generation is left)")
 
 
-def say_when_no_generation(settings: Settings) -> None:
-    """`doit clean generate` on a folder without generations: one line saying so (no problem's action runs)."""
+def says_no_generation(settings: Settings) -> bool:
+    """Whether this is `doit clean generate` on a folder without generations (no problem's action runs)."""
     folder = settings.run_paths.generations_dir
-    if invoked().names_generate and not (folder.is_dir() and any(folder.glob("*.json"))):
+    return invoked().names_generate and not (folder.is_dir() and any(folder.glob("*.json")))
+
+
+def say_when_no_generation(settings: Settings) -> None:
+    """`doit clean generate` on a folder without generations: one line saying so."""
+    if says_no_generation(settings):
         print(f"clean: run folder {settings.run_paths.run_dir} holds no generation (nothing to remove)")
 
 

@@ -3,6 +3,7 @@ carries the summary's fingerprint (real doit runs of the built-in gold model in 
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,6 +45,8 @@ def test_a_failed_later_attempt_is_that_attempts_failure_only(
     exported = gold(workdir, staged_data_dir, dev_targets, "sample_ids=1", "export")
     assert_ok(exported)
     assert "not generated" not in (run / "export-ids-1" / "steps.csv").read_text(encoding="utf-8")
+    [inspect_log] = (run / "export-ids-1" / "inspect").glob("*_scicode_*.json")
+    assert '"main_problem_resolved": {"value": 1, "answer": "resolved"' in json.dumps(load_json(inspect_log))
 
     again = gold(workdir, staged_data_dir, dev_targets, "sample_ids=1", "attempts=2")
     assert_ok(again)

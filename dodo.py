@@ -113,6 +113,7 @@ def task_problems():
         "basename": "generate",
         "name": None,
         "doc": "Ask the model for every step of one problem, `attempts` times (one sub-task per problem).",
+        "clean": wiring.group_clean_actions(config),
     }
     yield {
         "basename": "score",

@@ -586,6 +586,15 @@ class Settings:
             group=SCORING,
         ),
     )
+    reask_unhandled_replies: bool = setting(
+        False,
+        Declared(
+            to_bool,
+            "ask the endpoint again (a paid call) for a step whose journaled replies the pipeline failed to handle; "
+            "without it such a step stays an error naming its reply journal, never read back into the same failure",
+            group=GENERATION,
+        ),
+    )
     attempts: int = setting(
         1, Declared(number(int, 1, MAX_ATTEMPTS), "independent generations per problem", group=GENERATION)
     )
@@ -656,6 +665,15 @@ class Settings:
         "",
         Declared(
             to_text, "a TOML file of settings (default: `scicode.toml` when present)", shown_default='""', group=FOLDERS
+        ),
+    )
+    confirm: bool = setting(
+        False,
+        Declared(
+            to_bool,
+            "`doit clean generate`: remove the generations (paid model answers) of the run the command names with "
+            "`model=` / `run=`; without it nothing is removed and the folder and its answer count are said",
+            group=FOLDERS,
         ),
     )
     # ---- prices, US dollars per million tokens (cost figures only; no generation or scoring input) ----

@@ -22,6 +22,7 @@ from typing import IO
 
 from stages.execution import live_processes
 from stages.execution.redaction import SECRET_MARKERS, is_secret_name  # noqa: F401  (one list for files and environments)
+from stages.execution.spawning import popen_dying_with_this_process
 from stages.execution.tree_removal import remove_tree
 
 KEPT_VARIABLES: tuple[str, ...] = (
@@ -135,10 +136,11 @@ def run_isolated(
     limits: Limits,
     stdin_data: bytes | None = None,
 ) -> ProcessResult:
-    """Run `argv` in its own session in `cwd`; kill the whole group at the timeout and after exit."""
+    """Run `argv` in its own session in `cwd`; kill the whole group at the timeout and after exit. The child dies
+    with this process however it ends (stages/execution/spawning.py)."""
     started = time.monotonic()
-    process = subprocess.Popen(
-        list(argv),
+    process = popen_dying_with_this_process(
+        argv,
         cwd=cwd,
         env=dict(env),
         stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,

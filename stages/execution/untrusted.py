@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import unicodedata
 from typing import Any, TypeVar, cast
@@ -48,7 +49,9 @@ def valid_data(value: T) -> T:
     """`value` with `valid_text` applied to every `str` inside it: dict keys and values, list and tuple items,
     fields of dataclass instances (the records of a model response). A container nested deeper than
     MAX_DATA_DEPTH levels becomes the string TOO_DEEP (every JSON writer can then write it: the encoders
-    recurse). Other values are kept as they are; the same object comes back when nothing had to change."""
+    recurse), and a non-finite float its text (`inf`, `-inf`, `nan`: a strict JSON writer refuses the number, and
+    a reply's `1e999`, `NaN` or `-Infinity` parses to one). Other values are kept as they are; the same object comes
+    back when nothing had to change."""
     # _valid rebuilds each container as its own type, so T holds but for the TOO_DEEP text, which every JSON
     # writer the result goes to accepts in place of the container.
     return cast(T, _valid(value, 0))
@@ -57,6 +60,8 @@ def valid_data(value: T) -> T:
 def _valid(value: Any, depth: int) -> Any:
     if isinstance(value, str):
         return valid_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # `inf`, `-inf`, `nan`: JSON has no such number (`1e999`, `NaN` parse to them)
     if depth >= MAX_DATA_DEPTH and isinstance(value, (dict, list, tuple)):
         return TOO_DEEP
     if isinstance(value, dict):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from stages.config.fingerprints import settings_slice
+from stages.config.run_command import clean_generations_command
 from stages.config.settings import ConfigError, Settings
 from stages.execution.versions import package_versions
 from stages.records.generation import read_generation_file
@@ -57,6 +58,7 @@ class IdentityDifference:
 
     run_dir: str
     changes: tuple[tuple[str, JSONValue, JSONValue], ...]  # (setting, recorded value, current value)
+    clean_command: str = "doit clean generate"  # spelled with the run's variables (stages/config/run_command.py)
 
     def names(self) -> str:
         return ", ".join(name for name, _, _ in self.changes)
@@ -69,7 +71,7 @@ class IdentityDifference:
     def refusal(self) -> str:
         return (
             f"run folder {self.run_dir} was generated with other generation settings ({self.shown()}): "
-            "choose a new run=<name> for this configuration, or `doit clean generate` first to replace this "
+            f"choose a new run=<name> for this configuration, or `{self.clean_command}` first to replace this "
             "folder's generations (they cost model calls)"
         )
 
@@ -178,13 +180,15 @@ def _adopted(settings: Settings) -> JSONObject | None:
     return None
 
 
-def difference(recorded: JSONObject, current: JSONObject, run_dir: str) -> IdentityDifference | None:
+def difference(
+    recorded: JSONObject, current: JSONObject, run_dir: str, clean_command: str = "doit clean generate"
+) -> IdentityDifference | None:
     """The settings whose values differ (a setting absent on one side is unset there); None when none does."""
     names = sorted(set(recorded) | set(current))
     changes = tuple(
         (name, recorded.get(name), current.get(name)) for name in names if recorded.get(name) != current.get(name)
     )
-    return IdentityDifference(run_dir, changes) if changes else None
+    return IdentityDifference(run_dir, changes, clean_command) if changes else None
 
 
 def _identity_file_settings(settings: Settings) -> JSONObject | None:
@@ -214,7 +218,7 @@ def check_identity(settings: Settings, *, record: bool) -> IdentityDifference | 
         return None
     if record and not settings.run_paths.identity.is_file():
         write_identity(settings, recorded, "adopted from generations")
-    return difference(recorded, current, str(settings.run_paths.run_dir))
+    return difference(recorded, current, str(settings.run_paths.run_dir), clean_generations_command(settings))
 
 
 def write_identity(settings: Settings, identity: JSONObject, origin: Origin) -> None:

@@ -10,6 +10,12 @@ fingerprint, same call number) reads it back instead of asking the endpoint, so 
 twice. A reply read back that does not parse is asked for again, as the client retries a malformed reply; the
 tool calls between two replies are run again. The call's record says `replayed`.
 
+A failure of the pipeline's own while handling the replies (anything but a file that cannot be written, which a
+rerun may well get past) appends an unhandled mark for the step: its replies stay in the file, and they are never
+read back into the same failure. The step is then recorded as an error naming the journal, without a model call,
+until `reask_unhandled_replies=true` asks the endpoint again (a paid call; the replies after the mark are read back
+as usual).
+
 The journal is the pipeline's own file; a line that does not read back (a write cut short by a crash) is skipped.
 """
 
@@ -49,11 +55,34 @@ class JournalEntry:
         return (self.step_id, self.prompt_fingerprint, self.call) == (step_id, prompt_fingerprint, call)
 
 
-def _entry(line: str) -> JournalEntry | None:
+@dataclass(frozen=True)
+class UnhandledMark:
+    """A line saying that handling the step's replies above it failed (`reason`): they are not read back."""
+
+    step_id: str
+    prompt_fingerprint: str
+    reason: str
+
+
+UNHANDLED_KEY = "unhandled"
+
+
+def _line(line: str) -> JournalEntry | UnhandledMark | None:
     try:
         entry = json.loads(line)
     except ValueError:
         return None
+    if (
+        isinstance(entry, dict)
+        and isinstance(entry.get(UNHANDLED_KEY), str)
+        and isinstance(entry.get("step_id"), str)
+        and isinstance(entry.get("prompt_fingerprint"), str)
+    ):
+        return UnhandledMark(entry["step_id"], entry["prompt_fingerprint"], entry[UNHANDLED_KEY])
+    return _entry(entry)
+
+
+def _entry(entry: object) -> JournalEntry | None:
     if not isinstance(entry, dict) or any(name not in entry for name in ENTRY_FIELDS):
         return None
     headers = entry["headers"]
@@ -77,23 +106,57 @@ class ReplyJournal:
     """The journal of one problem's attempt (see the module docstring)."""
 
     path: Path
-    _entries: list[JournalEntry] | None = field(default=None, repr=False)
+    _entries: list[JournalEntry | UnhandledMark] | None = field(default=None, repr=False)
 
-    def _read(self) -> list[JournalEntry]:
+    def _read(self) -> list[JournalEntry | UnhandledMark]:
         if self._entries is None:
             try:
                 lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
             except FileNotFoundError:
                 lines = []
-            self._entries = [entry for line in lines if (entry := _entry(line)) is not None]
+            self._entries = [entry for line in lines if (entry := _line(line)) is not None]
         return self._entries
 
     def recorded(self, step_id: str, prompt_fingerprint: str, call: int) -> ReceivedReply | None:
-        """The last reply saved for call number `call` of the step, if any."""
+        """The last reply saved for call number `call` of the step since the step's last unhandled mark, if any."""
         for entry in reversed(self._read()):
-            if entry.answers(step_id, prompt_fingerprint, call):
+            if isinstance(entry, UnhandledMark) and (entry.step_id, entry.prompt_fingerprint) == (
+                step_id,
+                prompt_fingerprint,
+            ):
+                return None
+            if isinstance(entry, JournalEntry) and entry.answers(step_id, prompt_fingerprint, call):
                 return entry.reply
         return None
+
+    def unhandled(self, step_id: str, prompt_fingerprint: str) -> str | None:
+        """Why handling the step's replies failed, when the step's last line is an unhandled mark (no reply
+        arrived after it); None otherwise."""
+        for entry in reversed(self._read()):
+            if (entry.step_id, entry.prompt_fingerprint) == (step_id, prompt_fingerprint):
+                return entry.reason if isinstance(entry, UnhandledMark) else None
+        return None
+
+    def holds_replies(self, step_id: str, prompt_fingerprint: str) -> bool:
+        return any(
+            isinstance(entry, JournalEntry)
+            and (entry.step_id, entry.prompt_fingerprint) == (step_id, prompt_fingerprint)
+            for entry in self._read()
+        )
+
+    def mark_unhandled(self, step_id: str, prompt_fingerprint: str, reason: str) -> None:
+        """Append a mark: handling the step's replies failed for `reason`; they stay in the file, never read back
+        (OSError when the run folder cannot be written)."""
+        line = {"step_id": step_id, "prompt_fingerprint": prompt_fingerprint, UNHANDLED_KEY: valid_text(reason)}
+        self._append(line)
+        self._read().append(UnhandledMark(step_id, prompt_fingerprint, valid_text(reason)))
+
+    def _append(self, line: Mapping[str, object]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def record(self, step_id: str, prompt_fingerprint: str, call: int, reply: ReceivedReply) -> None:
         """Append the reply and flush it to the disk (OSError when the run folder cannot be written)."""
@@ -108,11 +171,7 @@ class ReplyJournal:
             "headers": dict(kept.headers),
             "latency_s": kept.latency_s,
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        self._append(line)
         self._read().append(JournalEntry(step_id, prompt_fingerprint, call, kept))
 
     def clear(self) -> None:
@@ -134,3 +193,21 @@ class StepReplies:
 
     def record(self, call: int, reply: ReceivedReply) -> None:
         self.journal.record(self.step_id, self.prompt_fingerprint, call, reply)
+
+    def unhandled(self) -> str | None:
+        return self.journal.unhandled(self.step_id, self.prompt_fingerprint)
+
+    def mark_unhandled(self, reason: str) -> bool:
+        """Mark the step's journaled replies as unhandled (`reason`) when it holds any; True when it did (a folder
+        that cannot be written leaves them to be read back, as before)."""
+        if not self.journal.holds_replies(self.step_id, self.prompt_fingerprint):
+            return False
+        try:
+            self.journal.mark_unhandled(self.step_id, self.prompt_fingerprint, reason)
+        except OSError:
+            return False
+        return True
+
+    @property
+    def path(self) -> Path:
+        return self.journal.path

@@ -229,11 +229,22 @@ class Conversation:
         return self._outcome(status, None, None, None, str(error), error)
 
     def fail_unexpectedly(self, error: Exception) -> StepOutcome:
-        """A failure of the pipeline's own while handling an answer: the step is an error (asked again on the next
-        run, which reads the journaled replies back instead of paying for them again)."""
+        """A failure of the pipeline's own while handling an answer: the step is an error. A file that cannot be
+        written (OSError) may work on the next run, which reads the journaled replies back instead of paying for
+        them again; any other failure marks them unhandled (stages.generate.journal), so that no run reads them
+        back into the same failure."""
         text = valid_text(f"{type(error).__name__}: {error}")
-        kept = " (the replies so far are kept in the reply journal and read back when it is asked again)"
+        if not isinstance(error, OSError) and self.replies is not None and self.replies.mark_unhandled(text):
+            kept = f" ({unhandled_way_out(str(self.replies.path))})"
+        else:
+            kept = " (the replies so far are kept in the reply journal and read back when it is asked again)"
         return self._outcome("error", None, None, None, f"the pipeline failed on this step: {text}{kept}", None)
+
+    def refuse_unhandled(self, reason: str) -> StepOutcome:
+        """The step's journaled replies could not be handled before: an error naming them, no model call."""
+        assert self.replies is not None
+        text = f"handling its reply failed before ({reason}); {unhandled_way_out(str(self.replies.path))}"
+        return self._outcome("error", None, None, None, text, None)
 
     def _outcome(
         self,
@@ -294,12 +305,24 @@ def run_tool_use(conversation: Conversation, settings: Settings) -> StepOutcome:
     return conversation.finish(conversation.ask(None))
 
 
+def unhandled_way_out(journal: str) -> str:
+    """What a step whose replies could not be handled says: where they are kept, and the explicit way to ask
+    again."""
+    return (
+        f"the replies are kept in {journal} and not read back into the same failure; `reask_unhandled_replies=true` "
+        "asks the endpoint again (a paid call)"
+    )
+
+
 def run_step(
     model: ModelClient, settings: Settings, prompt: StepPrompt, replies: StepReplies | None = None
 ) -> StepOutcome:
     """The step in `settings.mode`; any failure ends as the step's outcome, never as an exception (but a stop of
     the run): a model call that failed for good, or a failure of the pipeline's own while handling an answer."""
     conversation = Conversation.start(model, prompt, replies)
+    unhandled = replies.unhandled() if replies is not None else None
+    if unhandled is not None and not settings.reask_unhandled_replies:
+        return conversation.refuse_unhandled(unhandled)
     loop = run_naive if settings.mode == "naive" else run_tool_use
     try:
         return loop(conversation, settings)

@@ -38,10 +38,11 @@ from tqdm import tqdm
 from stages.benchmark.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
 from stages.benchmark.protocol import carried_forward
 from stages.config.fingerprints import FingerprintParts, digest, settings_slice
+from stages.config.run_command import clean_generations_command
 from stages.config.settings import Settings
 from stages.errors import PipelineError, RunStopped
 from stages.execution.slots import PrioritySlots, named_slots
-from stages.execution.untrusted import shown
+from stages.execution.untrusted import shown, valid_data
 from stages.exit_codes import KEY_REFUSED
 from stages.generate import builtin
 from stages.generate.prompts import StepPrompt, build_step_prompt
@@ -76,13 +77,14 @@ class KeyRefused(RunStopped):
 
 CONTEXT_WAY_OUT = (
     "give the server a larger context (llama.cpp --ctx-size, vLLM --max-model-len, Ollama num_ctx) or set a "
-    "smaller max_tokens, then run `doit clean generate:{problem_id}` and rerun"
+    "smaller max_tokens, then run `{clean_command}` and rerun"
 )
 
 
-def context_exceeded_text(step_id: str, problem_id: str, message: str) -> str:
+def context_exceeded_text(step_id: str, message: str, clean_command: str) -> str:
+    """The error of a step whose prompt does not fit; `clean_command` removes the problem's generations."""
     return f"the prompt of step {step_id} does not fit the server's context ({message}): " + CONTEXT_WAY_OUT.format(
-        problem_id=problem_id
+        clean_command=clean_command
     )
 
 
@@ -314,7 +316,8 @@ class ProblemRun:
         outcome = self.ask(prompt)
         self.failure = outcome.failure
         if outcome.status == "context_exceeded" and outcome.failure is not None:
-            text = context_exceeded_text(step.step_id, self.problem.problem_id, outcome.failure.message)
+            clean_command = clean_generations_command(self.settings, f"generate:{self.problem.problem_id}")
+            text = context_exceeded_text(step.step_id, outcome.failure.message, clean_command)
             outcome = dataclasses.replace(outcome, error=text)
         return generated_step_record(prompt, outcome)
 
@@ -371,7 +374,8 @@ class ProblemRun:
             latency_s=round(sum(step.latency_s for step in self.steps), 6),
             steps=tuple(self.steps),
         )
-        return write_artifact(self.path, ARTIFACT_KIND, generation.to_record())
+        # valid_data: whatever a reply held, the record is writable (a non-finite number as text, strings valid)
+        return write_artifact(self.path, ARTIFACT_KIND, valid_data(generation.to_record()))
 
     def close(self) -> None:
         """Release the client and count this problem in the breaker; RunAborted if it is tripped by a
@@ -453,7 +457,12 @@ def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> JSONO
 
 
 def generations_current(settings: Settings, problem_id: str) -> bool:
-    """True when the generation of every attempt 0..settings.attempts-1 is current (see `generation_current`)."""
+    """True when the generation of every attempt 0..settings.attempts-1 is current (see `generation_current`) and
+    no record says one of them failed (its task then runs, asks only what is missing, and clears the record)."""
+    from stages.records import not_generated
+
+    if not_generated.read_for_attempts(settings.run_paths, problem_id, settings.attempts) is not None:
+        return False
     return all(generation_current(settings, problem_id, attempt) for attempt in range(settings.attempts))
 
 
@@ -486,5 +495,27 @@ def run_generate_attempts(settings: Settings, problem_id: str, priority: float =
     RunAborted (from `run_generate`) stops the remaining attempts. Its start and end are recorded in the run's
     invocations.jsonl (`stages.records.invocations`), the wait for a slot included."""
     with invocations.recorded(settings.run_paths, "generate", problem_id), problem_slots(settings).slot(priority):
-        statuses = [str(run_generate(settings, problem_id, attempt)["status"]) for attempt in range(settings.attempts)]
+        statuses = [_attempt_status(settings, problem_id, attempt) for attempt in range(settings.attempts)]
     return {"problem_id": problem_id, "attempts": statuses}
+
+
+class AttemptFailed(Exception):
+    """An attempt's generation raised `error` (not a stop of the run): the attempts before `attempt` are complete."""
+
+    def __init__(self, attempt: int, error: Exception) -> None:
+        super().__init__(str(error))
+        self.attempt = attempt
+        self.error = error
+
+
+def _attempt_status(settings: Settings, problem_id: str, attempt: int) -> str:
+    """The attempt's generation status; any failure that is not a stop of the run as AttemptFailed."""
+    from stages.errors import RunStopped
+    from stages.execution.live_processes import RunInterrupted
+
+    try:
+        return str(run_generate(settings, problem_id, attempt)["status"])
+    except (RunInterrupted, RunStopped, RunAborted):
+        raise
+    except Exception as error:  # noqa: BLE001 - the caller records it as this attempt's
+        raise AttemptFailed(attempt, error) from error

@@ -32,7 +32,7 @@ def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> 
     from stages.errors import RunStopped
     from stages.execution import live_processes
     from stages.execution.activity import ACTIVITY
-    from stages.generate.stage import RunAborted, run_generate_attempts
+    from stages.generate.stage import AttemptFailed, RunAborted, run_generate_attempts
     from stages.records import not_generated
 
     if not invoked().generation_only:
@@ -45,7 +45,8 @@ def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> 
     except Exception as error:  # noqa: BLE001 - any other failure of one problem's generation is that problem's
         if live_processes.stopping():
             raise
-        failure = not_generated.record(settings.run_paths, problem_id, error)
+        failed = error if isinstance(error, AttemptFailed) else AttemptFailed(0, error)
+        failure = not_generated.record(settings.run_paths, problem_id, failed.error, failed.attempt)
         ACTIVITY.add_generation_failure(problem_id)
         return None if invoked().runs_summary else TaskFailed(failure.line)
     if "error" in outcome["attempts"]:

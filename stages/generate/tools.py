@@ -161,9 +161,18 @@ def snippet_scratch_limit_mb(settings: Settings) -> int:
     return min(settings.scratch_limit_mb, memory) if memory else settings.scratch_limit_mb
 
 
+LAUNCHER_BACKSTOP_GRACE_SECONDS = 5.0  # past code_timeout_seconds, the launcher kills the snippet itself
+
+
+def launcher_time_bound(settings: Settings) -> float:
+    """The launcher's own bound on a snippet: `code_timeout_seconds` plus a grace, so the pipeline's timeout (which
+    keeps the output so far) acts first and the launcher's only when the pipeline could not (it was killed)."""
+    return settings.code_timeout_seconds + LAUNCHER_BACKSTOP_GRACE_SECONDS
+
+
 def confined_command(folder: Path, settings: Settings) -> list[str]:
-    """`python_binary confine.py --scratch <folder> --scratch-limit-mb S --memory-mb N [--seccomp-binding P]
-    --python -- -u runner.py`."""
+    """`python_binary confine.py --scratch <folder> --scratch-limit-mb S --memory-mb N --timeout-seconds T
+    [--seccomp-binding P] --python -- -u runner.py`."""
     memory = settings.sandbox_memory_limit_mb or 0
     return [
         settings.python_binary,
@@ -174,6 +183,8 @@ def confined_command(folder: Path, settings: Settings) -> list[str]:
         str(snippet_scratch_limit_mb(settings)),
         "--memory-mb",
         str(memory),
+        "--timeout-seconds",
+        repr(launcher_time_bound(settings)),
         *binding_arguments(),
         "--python",
         "--",

@@ -288,6 +288,14 @@ def clean_actions(name: str, settings: Settings, problem_id: str) -> list[Callab
     return [clean_action(name, settings, problem_id)] if clean.removes(name, settings, problem_id) else []
 
 
+def group_clean_actions(settings: Settings) -> list[Callable[[], None]]:
+    """The `generate` group's `doit clean` action: only for `doit clean generate` on a folder without generations,
+    to say so (a folder with some gets its problems' actions, `clean_actions`)."""
+    from stages.pipeline import clean
+
+    return [clean_action("say_when_no_generation", settings)] if clean.says_no_generation(settings) else []
+
+
 def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
     """The selected problems with their expected work, in `stages.execution.scheduling.generation_order`; the count goes
     to the live view. Empty when the selection is missing or stale."""

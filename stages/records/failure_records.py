@@ -32,11 +32,13 @@ class ProblemFailure:
     reason: str  # one line, neutralised
     detail: str | None  # the traceback of an unexpected error
     prefix: str  # what the failed stage is called in reports: "not scored: ", "not generated: "
+    attempt: int = 0  # the first attempt the failure concerns (the earlier ones are complete): 0 for every attempt
 
     @property
     def line(self) -> str:
-        """`<prefix><reason>`: what the summary, the report and the terminal say."""
-        return self.prefix + self.reason
+        """`<prefix><reason>` (`<prefix>attempt <n>: <reason>` for a later attempt, numbered from 1): what the
+        summary, the report and the terminal say."""
+        return self.prefix + (f"attempt {self.attempt + 1}: " if self.attempt else "") + self.reason
 
 
 def reason_of(error: BaseException) -> str:
@@ -55,11 +57,13 @@ class FailureRecords:
     prefix: str
     path_of: Callable[[RunPaths, str], Path]
 
-    def record(self, paths: RunPaths, problem_id: str, error: BaseException) -> ProblemFailure:
+    def record(
+        self, paths: RunPaths, problem_id: str, error: BaseException, attempt: int | None = None
+    ) -> ProblemFailure:
         """Record that the problem's task failed because of `error` (OSError when the run folder cannot be
-        written)."""
+        written); `attempt`, where the stage has attempts, the first one the failure concerns."""
         detail = None if isinstance(error, PipelineError) else valid_text("".join(traceback.format_exception(error)))
-        failure = ProblemFailure(problem_id, reason_of(error), detail, self.prefix)
+        failure = ProblemFailure(problem_id, reason_of(error), detail, self.prefix, attempt or 0)
         write_artifact(
             self.path_of(paths, problem_id),
             self.kind,
@@ -69,6 +73,7 @@ class FailureRecords:
                 "reason": failure.reason,
                 "detail": detail,
                 "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                **({"attempt": attempt} if attempt is not None else {}),
             },
         )
         return failure
@@ -83,4 +88,6 @@ class FailureRecords:
         if found is None or found.get("problem_id") != problem_id:
             return None
         reason = shown(text(found.get("reason")), limit=REASON_LIMIT)
-        return ProblemFailure(problem_id, reason, optional_text(found.get("detail")), self.prefix)
+        attempt = found.get("attempt")
+        first = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 0 else 0
+        return ProblemFailure(problem_id, reason, optional_text(found.get("detail")), self.prefix, first)

@@ -7,6 +7,11 @@ written, a bug of ours): `record` writes `<run>/not_generated/<id>.json`; the pr
 generation file as it is (missing, or an incomplete one: status `error`), the problem is unresolved in every
 denominator and is listed as "not generated: <reason>", and the run ends non-zero naming it. The next run generates
 it again (its generation is not complete) and `clear` removes the record once that succeeds.
+
+The record names the attempt that failed (the earlier attempts are complete): it concerns the views of more attempts
+than that, and a view of fewer attempts reads the problem as its complete generations say
+(`read_for_attempts`). While a record concerns the run's attempts, the problem's generate task is not up to date,
+so the next run goes through it (asking only what is missing) and clears the record.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ PREFIX = "not generated: "
 RECORDS = FailureRecords(ARTIFACT_KIND, PREFIX, RunPaths.not_generated)
 
 
-def record(paths: RunPaths, problem_id: str, error: BaseException) -> ProblemFailure:
-    """Record that the generation task of `problem_id` failed because of `error`."""
-    return RECORDS.record(paths, problem_id, error)
+def record(paths: RunPaths, problem_id: str, error: BaseException, attempt: int) -> ProblemFailure:
+    """Record that the generation task of `problem_id` failed because of `error`, in `attempt` (the attempts before
+    it are complete)."""
+    return RECORDS.record(paths, problem_id, error, attempt)
 
 
 def clear(paths: RunPaths, problem_id: str) -> None:
@@ -31,3 +37,10 @@ def clear(paths: RunPaths, problem_id: str) -> None:
 def read(paths: RunPaths, problem_id: str) -> ProblemFailure | None:
     """The problem's record, if its last generation task failed."""
     return RECORDS.read(paths, problem_id)
+
+
+def read_for_attempts(paths: RunPaths, problem_id: str, attempts: int) -> ProblemFailure | None:
+    """The problem's record when it concerns one of attempts 0..attempts-1: a view of fewer attempts than the
+    run that failed (`attempts=1` after attempt 2 of `attempts=2` failed) holds only complete ones."""
+    failure = read(paths, problem_id)
+    return failure if failure is not None and failure.attempt < attempts else None

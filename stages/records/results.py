@@ -239,8 +239,9 @@ def read_problem(paths: RunPaths, entry: SelectionEntry, attempts: int, with_gen
     generations = (
         tuple(read_generation(paths, entry.problem_id, index) for index in range(count)) if with_generations else ()
     )
-    failure = not_generated.read(paths, entry.problem_id)
-    state: ProblemState = "generation_error" if failure is not None and found.state == "complete" else found.state
+    failure = not_generated.read_for_attempts(paths, entry.problem_id, attempts)
+    failed_first = failure is not None and failure.attempt == 0  # a later attempt's failure leaves the first's state
+    state: ProblemState = "generation_error" if failed_first and found.state == "complete" else found.state
     return ProblemResult(
         entry, state, found.details, generations, found.missing_reason, found.error, failure.line if failure else None
     )

@@ -273,15 +273,27 @@ class RunPaths:
         """The inspect_ai log folder (`inspect view --log-dir` lists it)."""
         return self.export_dir / "inspect"
 
+    def recorded_tags(self) -> list[str]:
+        """The view tags this folder holds records of: the `<tag>` of each `selection-<tag>.json` and
+        `config-<tag>.json` the select stage wrote (never guessed from other names in the folder)."""
+        tags = {
+            path.name.removeprefix(f"{record}-").removesuffix(".json")
+            for record in ("selection", "config")
+            for path in self.run_dir.glob(f"{record}-*.json")
+        }
+        return sorted(tag for tag in tags if tag and safe_name(tag) == tag)
+
+    def view_outputs(self) -> list[Path]:
+        """The summaries, plots, report and export of this selection, by their exact names."""
+        return [self.summary_md, self.summary_json, self.plots_dir, self.report_html, self.export_dir]
+
     def derived_outputs(self) -> list[Path]:
-        """Everything the run derives from its generations: details, records of problems not scored, and the
-        summaries, plots, reports and exports of every selection (any summary tag)."""
-        patterns = ("summary*.md", "summary*.json", "plots*", "report*.html", "export*")
-        return [
-            self.details_dir,
-            self.not_scored_dir,
-            *(path for pattern in patterns for path in sorted(self.run_dir.glob(pattern))),
-        ]
+        """Everything the run derives from its generations, by the exact names the pipeline writes: details,
+        records of problems not scored, and the summaries, plots, reports and exports of the full run and of every
+        view the folder holds records of (`recorded_tags`). A name the pipeline does not write (`plots.py`,
+        `summary_notes.md`, `export_final/`) is never among them."""
+        views = [self, *(RunPaths(self.run_dir, tag) for tag in self.recorded_tags())]
+        return [self.details_dir, self.not_scored_dir, *(path for view in views for path in view.view_outputs())]
 
     def written_report(self) -> Path:
         """The report a reader should open: the full run's, else the one of the only summarized selection."""

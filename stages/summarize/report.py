@@ -59,6 +59,7 @@ from stages.statuses import TOOL_STATUSES
 from stages.storage.artifacts import atomic_write_text
 from stages.storage.json_values import freeze_object
 from stages.storage.paths import DataPaths
+from stages.summarize.fingerprint_mark import html_mark
 from stages.summarize.pricing import money
 from stages.summarize.report_values import ComparedView, TargetsOf, compared_view
 from stages.summarize.uncertainty.text import (
@@ -511,6 +512,7 @@ def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summa
         occasional_statuses=OCCASIONAL_STATUSES,
         glossary=GLOSSARY,
         tool_statuses=TOOL_STATUSES,
+        fingerprint_mark=Markup(html_mark(str(summary["fingerprint"]))),
     )
     path = settings.run_paths.report_html
     atomic_write_text(path, html)

@@ -186,8 +186,8 @@ def problem_row(result: ProblemResult) -> ProblemRow:
     error: str | None
     if result.state in GENERATION_FAILED_STATES:
         error = result.generation_failure or attempt.evaluation_error or result.state.replace("_", " ")
-    else:
-        error = _scoring_error(steps, result.entry.scored_steps, attempt.evaluation_error)
+    else:  # a later attempt whose generation failed names the problem too (its record says which attempt)
+        error = result.generation_failure or _scoring_error(steps, result.entry.scored_steps, attempt.evaluation_error)
     return _row(result, steps, error, resolved=result.resolved(SCORED_ATTEMPT))
 
 

@@ -36,6 +36,7 @@ from stages.records.summary import Summary, caveats_text
 from stages.storage.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
 from stages.storage.paths import RunPaths
 from stages.summarize.caveats import CaveatInputs, run_caveats
+from stages.summarize.fingerprint_mark import carried_fingerprint, markdown_mark
 from stages.summarize.markdown import CAVEATS_LIMIT, NAME_LIMIT, ratio, render_markdown, resolve_range, step_range
 from stages.summarize.metrics import attempt_metrics_of, status_counts, subfield_metrics
 from stages.summarize.provenance import TargetsInfo, recorded_invocations, resolve_targets_info, run_started
@@ -187,16 +188,19 @@ def summary_fingerprint(settings: Settings) -> str:
 
 
 def summary_is_current(settings: Settings) -> bool:
-    """summary.json carries the expected fingerprint and summary.md, report.html and every plot it lists exist."""
+    """summary.json, summary.md and report.html carry the expected fingerprint and every plot it lists exists."""
     paths = settings.run_paths
     summary = read_summary(paths)
     if summary is None or summary.fingerprint != summary_fingerprint(settings):
         return False
-    return (
-        paths.summary_md.is_file()
-        and paths.report_html.is_file()
-        and all((paths.run_dir / plot).is_file() for plot in summary.plots)
+    return not stale_outputs(paths, summary.fingerprint) and all(
+        (paths.run_dir / plot).is_file() for plot in summary.plots
     )
+
+
+def stale_outputs(paths: RunPaths, fingerprint: str) -> list[Path]:
+    """summary.md and report.html when they do not carry `fingerprint` (absent, or of another summary)."""
+    return [path for path in (paths.summary_md, paths.report_html) if carried_fingerprint(path) != fingerprint]
 
 
 # ---------------------------------------------------------------------------
@@ -291,12 +295,16 @@ def run_summarize(
         recorded_published=published_setting(facts),
         recorded_references=reference_figures(facts, summary.headline_metrics),
     )
-    atomic_write_text(paths.summary_md, render_markdown(summary, paths.run_dir))
     record = summary.to_record()
-    write_artifact(paths.summary_json, "summary", record)
     from stages.summarize.report import write_report
 
+    # Each output carries the summary's fingerprint (stages/summarize/fingerprint_mark.py); summary.json, which the
+    # up-to-date check reads first, is written last.
+    atomic_write_text(
+        paths.summary_md, render_markdown(summary, paths.run_dir) + markdown_mark(summary.fingerprint) + "\n"
+    )
     write_report(settings, run, rows, record)
+    write_artifact(paths.summary_json, "summary", record)
     return _outcome(paths, plots, summary)
 
 

@@ -51,6 +51,7 @@ def summarize_artifacts(settings: Settings) -> list[ArtifactCheck]:
 def summarize_reasons(settings: Settings) -> list[str]:
     from stages.records.results import ResultsError, read_selection
     from stages.records.summary import read_summary_file
+    from stages.summarize.stage import stale_outputs
 
     paths = settings.run_paths
     try:
@@ -61,9 +62,16 @@ def summarize_reasons(settings: Settings) -> list[str]:
     plots = summary.plots if summary else ()
     expected = [paths.summary_md, paths.report_html, *(paths.run_dir / plot for plot in plots)]
     missing = [run_relative(settings, path) for path in expected if not path.is_file()]
+    stale = [
+        run_relative(settings, path)
+        for path in (stale_outputs(paths, summary.fingerprint) if summary else ())
+        if path.is_file()
+    ]
     failure = run_failure(settings)
-    return ([f"missing: {', '.join(missing)}"] if missing else []) + (
-        [f"the run has failures, so it is never up to date ({failure})"] if failure is not None else []
+    return (
+        ([f"missing: {', '.join(missing)}"] if missing else [])
+        + ([f"of another summary than summary.json: {', '.join(stale)}"] if stale else [])
+        + ([f"the run has failures, so it is never up to date ({failure})"] if failure is not None else [])
     )
 
 

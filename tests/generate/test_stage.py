@@ -490,7 +490,7 @@ def test_a_prompt_too_long_for_the_context_is_final_and_never_asked_again(make_s
         exceeded, later = steps_of(record)[1], steps_of(record)[2]
         exceeded_error = json_str(exceeded["error"])
         assert "maximum context length is 8192 tokens" in exceeded_error
-        assert "larger context" in exceeded_error and "`doit clean generate:29`" in exceeded_error
+        assert "larger context" in exceeded_error and "`doit clean generate:29 model=m21 run=" in exceeded_error
         later_error = json_str(later["error"])
         assert later["code"] is None and later_error.startswith("not generated:") and "29.2" in later_error
         assert responder.asked == ["normalize", "inner_product"]  # one attempt, later steps never asked

@@ -436,10 +436,10 @@ def test_clean_removes_derived_outputs_and_generations_only_by_name(
     assert {"summary-ids-1.md", "summary-ids-1.json", "selection-ids-1.json", "selection-ids-1_3.json"} <= names
     assert not any((run / "details").glob("*.json"))
     assert sorted(path.name for path in (run / "generations").iterdir()) == ["1.json", "3.json"]
-    assert "`doit clean generate` removes them" in cleaned.stdout
+    assert "`doit clean generate model=gold run=validation-naive-bg confirm=true` removes them" in cleaned.stdout
 
-    # generations of the selection last run (sample_ids=1), named: removed; the others stay
-    assert_ok(run_doit(tmp_path, "clean", "generate", *args, "sample_ids=1"))
+    # generations of the selection last run (sample_ids=1), named and confirmed: removed; the others stay
+    assert_ok(run_doit(tmp_path, "clean", "generate", *args, "sample_ids=1", "confirm=true"))
     assert sorted(path.name for path in (run / "generations").iterdir()) == ["3.json"]
 
 

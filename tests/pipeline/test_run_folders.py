@@ -43,7 +43,8 @@ def test_a_generation_setting_never_changes_inside_a_run_folder(
         lines = toggled.stderr.strip().splitlines()
         assert len(lines) == 1, toggled.stderr
         assert f'sandbox_url "" -> "{sandbox.url}"' in lines[0]
-        assert "new run=<name>" in lines[0] and "`doit clean generate`" in lines[0]
+        assert "new run=<name>" in lines[0]
+        assert "`doit clean generate model=gold run=validation-tool_use-bg confirm=true` first" in lines[0]
         assert sandbox.received == [] and generation_mtimes(run) == before
         print(f"$ doit {PROBLEMS} sandbox_url={sandbox.url}\n{toggled.stderr}")
 
@@ -85,6 +86,7 @@ def test_a_generation_setting_never_changes_inside_a_run_folder(
         "clean",
         "generate",
         "code_timeout_seconds=60",
+        "confirm=true",
     )
     assert_ok(cleaned)
     assert "removed the run identity" in cleaned.stdout and not (run / "identity.json").exists()
@@ -125,7 +127,7 @@ def test_a_subset_run_never_changes_what_other_commands_see(
     assert_ok(listed)
     assert "generate:3" in listed.stdout and "generate:19" in listed.stdout
     assert_ok(doit("forget", "score:3"))
-    cleaned_one = doit("clean", "generate:3")
+    cleaned_one = doit("clean", "generate:3", "confirm=true")
     assert_ok(cleaned_one)
     assert "removed generations of problem 3" in cleaned_one.stdout and not (run / "generations" / "3.json").exists()
 

@@ -1,8 +1,12 @@
-"""Finding a run's summary files: a run of a subset (sample_ids, category) or of several attempts writes
+"""Finding a run's summary files, and locking a folder of it: a run of a subset (sample_ids, category) or of several attempts writes
 `summary-<tag>.json/.md` beside the full run's `summary.json/.md` (Settings.summary_tag)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -36,3 +40,21 @@ def _only(run: Path, pattern: str) -> Path:
     found = sorted(run.glob(pattern))
     assert len(found) == 1, f"expected one {pattern} in {run}, found {[p.name for p in found]}"
     return found[0]
+
+
+@contextmanager
+def locked_folder(folder: Path) -> Iterator[None]:
+    """Nothing can be added to or removed from `folder`: immutable for root (who ignores modes, `chattr +i`),
+    read-only for anyone else."""
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "+i", str(folder)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+    else:
+        folder.chmod(0o555)
+        try:
+            yield
+        finally:
+            folder.chmod(0o755)

@@ -43,6 +43,11 @@ process runs without a filter and the probe says so.
 The kernel interfaces of steps 3 to 5 (libc, Landlock, capabilities, seccomp) are `kernel.py`, which this file
 loads by path (it is itself loaded by path, or run as a script under `python -I`).
 
+As a launcher (`--timeout-seconds S`), A kills B when it still runs S seconds after A started: the bound holds even
+when the process that started A is gone. The pipeline starts A with SIGKILL as its parent-death signal
+(stages/execution/spawning.py); A keeps it across entering a user namespace (which clears it) and B gets the
+same signal from A, so a `kill -9` of the pipeline takes A, B and B's namespace with it.
+
 `probe()` (or `python confine.py --probe [--seccomp-binding PATH]`) reports what this kernel and these privileges
 allow, as the one-line `Confinement.description` that config.json and the summary carry; it goes through the
 same functions as a confined process.
@@ -59,6 +64,7 @@ import signal
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
@@ -442,32 +448,49 @@ def _thread_count() -> int:
         return 1
 
 
-def supervise(run_confined: Callable[[], int]) -> int:
+def supervise(run_confined: Callable[[], int], deadline: float | None = None) -> int:
     """Run `run_confined` in a child that is PID 1 of new namespaces (when possible) and return its exit
-    code as a shell would (negative: killed by that signal). Every other descendant is killed when it ends.
+    code as a shell would (negative: killed by that signal). Every other descendant is killed when it ends, and
+    at `deadline` (a `time.monotonic()` value) the child is killed if it still runs: the launcher's own bound,
+    whatever happens to the process that started it.
 
     Called in the launching process (A); `run_confined` runs in B and must never return into A's code. The kernel
     makes a user namespace only for a process with one thread: a normal user's A that has more (a numeric
     library's thread pool, started at import) supervises from a fork of itself, which has one."""
     if os.geteuid() != 0 and _thread_count() > 1:
-        return _supervise_from_a_fork(run_confined)
-    return _supervise_here(run_confined)
+        return _supervise_from_a_fork(run_confined, deadline)
+    return _supervise_here(run_confined, deadline)
 
 
-def _supervise_from_a_fork(run_confined: Callable[[], int]) -> int:
+def _supervise_from_a_fork(run_confined: Callable[[], int], deadline: float | None) -> int:
     pid = os.fork()
     if pid == 0:
         try:
             kernel.load_libc().prctl(kernel.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            exit_like(_supervise_here(run_confined))
+            exit_like(_supervise_here(run_confined, deadline))
         finally:
             os._exit(70)
     return os.waitstatus_to_exitcode(_wait_for(pid))
 
 
-def _supervise_here(run_confined: Callable[[], int]) -> int:
+def _unshare_keeping_death_signal() -> tuple[str, str]:
+    """`unshare_namespaces`, then this process's parent-death signal set again: entering a user namespace changes
+    the credentials, which clears it. A parent that died meanwhile ends this process (nothing would kill it)."""
+    libc = kernel.load_libc()
+    death_signal = ctypes.c_int(0)
+    libc.prctl(kernel.PR_GET_PDEATHSIG, ctypes.byref(death_signal), 0, 0, 0)
+    parent = os.getppid()
+    found = unshare_namespaces()
+    if death_signal.value:
+        libc.prctl(kernel.PR_SET_PDEATHSIG, death_signal.value, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(70)
+    return found
+
+
+def _supervise_here(run_confined: Callable[[], int], deadline: float | None = None) -> int:
     global _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON
-    namespaces, reason = unshare_namespaces()
+    namespaces, reason = _unshare_keeping_death_signal()
     _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON = namespaces, reason
     libc = kernel.load_libc()
     libc.prctl(kernel.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -484,13 +507,26 @@ def _supervise_here(run_confined: Callable[[], int]) -> int:
                 pass
         finally:
             os._exit(code)
-    status = _wait_for(pid)
+    status = _wait_for(pid, deadline)
     if not namespaces:
         kill_descendants()
     return os.waitstatus_to_exitcode(status)
 
 
-def _wait_for(pid: int) -> int:
+BACKSTOP_LINE = "\n[confine] stopped by the launcher's own time bound\n"
+
+
+def _wait_for(pid: int, deadline: float | None = None) -> int:
+    """The child's wait status; past `deadline` the child is killed (one line on stderr says so) and reaped."""
+    while deadline is not None:
+        waited, status = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return status
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            _kill_at_backstop(pid)
+            break
+        _sleep_until_exit(pid, min(remaining, BACKSTOP_POLL_SECONDS))
     while True:
         try:
             waited, status = os.waitpid(pid, 0)
@@ -500,10 +536,40 @@ def _wait_for(pid: int) -> int:
             return status
 
 
+BACKSTOP_POLL_SECONDS = 1.0  # the longest wait between two looks at the child without a pidfd to wait on
+
+
+def _sleep_until_exit(pid: int, seconds: float) -> None:
+    """Sleep `seconds`, or less when the child exits first (a pidfd where the kernel and Python offer one)."""
+    import select
+
+    try:
+        descriptor = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        time.sleep(min(seconds, 0.05))
+        return
+    try:
+        select.select([descriptor], [], [], seconds)
+    finally:
+        os.close(descriptor)
+
+
+def _kill_at_backstop(pid: int) -> None:
+    try:
+        os.write(2, BACKSTOP_LINE.encode("ascii"))
+    except OSError:
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def exit_like(code: int) -> None:
     """Leave with `code` as returned by `supervise`: a signal death is passed on as the same signal."""
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+        if -code != signal.SIGKILL:  # SIGKILL has no handler to reset (signal.signal refuses it)
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code if code >= 0 else 128 - code)
 
@@ -602,7 +668,7 @@ def probe(seccomp_binding: str | None = None) -> Confinement:
 
 # ---------------------------------------------------------------------------
 # Launcher: python confine.py [--read P] [--write P] [--scratch DIR --scratch-limit-mb N] [--memory-mb N]
-#                             [--seccomp-binding PATH] [--python] -- program args...
+#                             [--seccomp-binding PATH] [--timeout-seconds S] [--python] -- program args...
 # ---------------------------------------------------------------------------
 
 
@@ -620,6 +686,9 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--seccomp-binding", default=None, help="path of the pyseccomp module to load")
     parser.add_argument("--python", action="store_true", help="the command's arguments are for this interpreter")
+    parser.add_argument(
+        "--timeout-seconds", type=float, default=0.0, help="kill the program after this long (0: no bound)"
+    )
     options = parser.parse_args(argv[:split])
     command = argv[split + 1 :]
     return options, [python_as_invoked()] + command if options.python else command
@@ -638,6 +707,7 @@ def _parse_probe(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    started = time.monotonic()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--probe"]:
         print(json.dumps(probe(_parse_probe(argv)).as_record()))
@@ -660,7 +730,8 @@ def main(argv: list[str] | None = None) -> None:
         os.execv(command[0], command)
         return 127
 
-    exit_like(supervise(run_command))
+    deadline = started + options.timeout_seconds if options.timeout_seconds > 0 else None
+    exit_like(supervise(run_command, deadline))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from stages.execution import live_processes
 from stages.execution.confinement import binding_arguments
 from stages.execution.isolation import scrubbed_environment
+from stages.execution.spawning import popen_dying_with_this_process
 from stages.score.shared import child_runtime
 
 PROGRAMS = {
@@ -104,7 +105,7 @@ class ZygoteClient:
     def start(self) -> None:
         engine_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self._process = subprocess.Popen(
+            self._process = popen_dying_with_this_process(
                 [self.python_binary, str(ZYGOTE), str(zygote_end.fileno()), *binding_arguments()[1:]],
                 pass_fds=(zygote_end.fileno(),),
                 stdin=subprocess.DEVNULL,
@@ -246,7 +247,7 @@ def launch_fresh(spec: LaunchSpec) -> Launched:
     """A fresh interpreter running the test process or the checker (each confines itself)."""
     scratch = ["--scratch-limit-mb", str(spec.scratch_limit_mb or 0)] if spec.role == "test" else []
     try:
-        process = subprocess.Popen(
+        process = popen_dying_with_this_process(
             [
                 spec.python_binary,
                 str(PROGRAMS[spec.role]),

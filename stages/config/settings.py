@@ -60,6 +60,7 @@ Executor = Literal["local", "dask"]
 AttemptStrategy = Literal["avg", "pass"]
 ConfinementPolicy = Literal["auto", "required"]
 Rescore = Literal["", "true", "timeouts"]
+EndpointChange = Literal["refuse", "resume"]
 
 SPLITS: tuple[str, ...] = ("validation", "test", "all")
 MODES: tuple[str, ...] = ("naive", "tool_use")
@@ -68,6 +69,7 @@ EXECUTORS: tuple[str, ...] = ("local", "dask")
 ATTEMPT_STRATEGIES: tuple[str, ...] = ("avg", "pass")
 CONFINEMENT_POLICIES: tuple[str, ...] = ("auto", "required")
 RESCORE_CHOICES: tuple[str, ...] = ("false", "true", "timeouts")
+ENDPOINT_CHANGES: tuple[str, ...] = ("refuse", "resume")
 TOOLS: tuple[str, ...] = ("code_interpreter",)
 BUILTIN_MODELS: tuple[str, ...] = ("gold", "replay:<file.json>")
 PARAM_BLOCKS: tuple[str, ...] = ("benchmark_params", "harness_params")
@@ -298,6 +300,15 @@ class Settings:
     check_model: bool = setting(
         True,
         Declared(to_bool, "the endpoint preflight checks `model=` against `GET /models`", group=ENDPOINT),
+    )
+    endpoint_change: EndpointChange = setting(
+        "refuse",
+        choice(
+            ENDPOINT_CHANGES,
+            "a run folder whose answers came from another endpoint (base_url): `refuse` the command, or `resume` "
+            "the run against this one on purpose (summary and report then name every endpoint that answered)",
+            group=ENDPOINT,
+        ),
     )
     # ---- which problems ----
     split: Split = setting(

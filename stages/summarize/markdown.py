@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stages.benchmark.weak_tests import FLAG as WEAK_TEST_FLAG
 from stages.execution.untrusted import shown
+from stages.records.endpoint import EndpointUse
 from stages.records.results import CELL_STATUSES, OCCASIONAL_STATUSES, ToolStats
 from stages.records.run_conditions import conditions_markdown
 from stages.records.status_glossary import GLOSSARY_LINK, glossary_markdown, verdict_entry
@@ -45,6 +46,7 @@ from stages.summarize.uncertainty.text import (
 )
 
 NAME_LIMIT = 200  # characters of a name shown in Markdown
+ENDPOINT_LIMIT = 800  # characters of an endpoint and what it said of itself
 CAVEATS_LIMIT = 1000  # characters of the caveats line
 
 
@@ -142,6 +144,19 @@ def _cached_timeouts_line(count: int) -> str:
     return f"- timeouts served from the verdict cache: {count}{hint}"
 
 
+def _endpoint_lines(endpoints: Sequence[EndpointUse]) -> list[str]:
+    """Every endpoint that answered, with what it said of itself and the steps it answered (none recorded: none)."""
+    if not endpoints:
+        return []
+    if len(endpoints) == 1:
+        return [f"- answered by: {_endpoint_span(endpoints[0])}"]
+    return [f"- answered by {len(endpoints)} endpoints: " + "; ".join(_endpoint_span(use) for use in endpoints)]
+
+
+def _endpoint_span(use: EndpointUse) -> str:
+    return shown(use.shown(), limit=ENDPOINT_LIMIT, markdown=True)
+
+
 def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     identity, setup, targets = summary.identity, summary.setup, summary.targets
     categories = ", ".join(identity.category)
@@ -151,6 +166,7 @@ def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     lines += _targets_lines(targets) + caveat_lines(summary.caveats)  # the first lines: what to know about the numbers
     lines += [
         f"- model: {model}" + (f" at {name_span(setup.base_url)}" if setup.base_url else ""),
+        *_endpoint_lines(setup.endpoints),
         f"- run: {run} ({name_span(run_dir)})",
         f"- split: {identity.split}; category: {categories}; sample_ids: {samples}",
         f"- mode: {_mode_text(summary)}",

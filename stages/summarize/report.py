@@ -42,6 +42,7 @@ from stages.benchmark.weak_tests import weak_test
 from stages.config.settings import Settings
 from stages.execution.untrusted import valid_text
 from stages.generate.identity import where_snippets_ran
+from stages.records.endpoint import EndpointUse
 from stages.records.results import (
     CELL_STATUSES,
     OCCASIONAL_STATUSES,
@@ -56,6 +57,7 @@ from stages.records.status_glossary import GLOSSARY
 from stages.records.verdict import StepVerdict
 from stages.statuses import TOOL_STATUSES
 from stages.storage.artifacts import atomic_write_text
+from stages.storage.json_values import freeze_object
 from stages.storage.paths import DataPaths
 from stages.summarize.pricing import money
 from stages.summarize.report_values import ComparedView, TargetsOf, compared_view
@@ -206,6 +208,7 @@ class ConfigurationView:
     snippets: str  # where tool snippets ran: local, or which sandbox
     project: str
     recorded: bool  # config.json was readable
+    endpoints: tuple[str, ...] = ()  # every endpoint that answered, one phrase each (summary.json's setup)
 
 
 def _shown(value: Any) -> str:
@@ -233,7 +236,15 @@ def configuration_view(config: Mapping[str, Any] | None, summary: Mapping[str, A
         snippets=where_snippets_ran(recorded.get("settings") or {}),
         project=project_text(summary.get("project")),
         recorded=config is not None,
+        endpoints=endpoint_phrases(summary.get("setup")),
     )
+
+
+def endpoint_phrases(setup: object) -> tuple[str, ...]:
+    """Each endpoint that answered, as one phrase, from summary.json's `setup` (none where it records none)."""
+    endpoints = setup.get("endpoints") if isinstance(setup, Mapping) else None
+    items = endpoints if isinstance(endpoints, list | tuple) else ()
+    return tuple(EndpointUse.from_record(freeze_object(item)).shown() for item in items if isinstance(item, Mapping))
 
 
 @dataclass

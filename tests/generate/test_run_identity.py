@@ -83,7 +83,9 @@ def test_endpoint_change_resume_continues_and_takes_the_new_endpoint(tmp_path: P
     assert identity_of(first)["endpoint"] == "http://127.0.0.1:9090/v1"
     assert check_identity(settings_in(tmp_path, base_url="http://127.0.0.1:9090/v1"), record=True) is None
     # resume lets the endpoint change, never another generation setting
-    other = settings_in(tmp_path, base_url="http://127.0.0.1:8080/v1", endpoint_change="resume", api_protocol="openai-responses")
+    other = settings_in(
+        tmp_path, base_url="http://127.0.0.1:8080/v1", endpoint_change="resume", api_protocol="openai-responses"
+    )
     found = check_identity(other, record=True)
     assert found is not None and [name for name, _, _ in found.changes] == ["api_protocol"]
 

@@ -27,6 +27,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,6 +36,7 @@ from typing import Any
 
 import jinja2
 from markupsafe import Markup
+from markupsafe import escape as markupsafe_escape
 
 from stages.benchmark.problems import Problem, ProblemDataError, load_problems
 from stages.benchmark.protocol import Carry, is_code
@@ -79,6 +81,15 @@ COMPARE_SCRIPT = "compare.js"
 RAN_STATUSES = frozenset({"pass", "fail", "timeout"})
 
 
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def code_spans(value: object) -> Markup:
+    """Text written for Markdown as a page shows it: escaped, each `code span` a <code> element (no backtick shows)."""
+    escaped = str(markupsafe_escape(str(value)))
+    return Markup(CODE_SPAN.sub(r"<code>\1</code>", escaped).replace("`", ""))
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -88,7 +99,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(interval=interval_of, money=money, percent=percent)
+    env.filters.update(interval=interval_of, money=money, percent=percent, code_spans=code_spans)
     env.globals.update(
         intervals_sentence=INTERVALS_SENTENCE,
         resolve_short=RESOLVE_SHORT,

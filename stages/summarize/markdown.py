@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -341,11 +342,26 @@ def _tool_lines(summary: Summary) -> list[str]:
     table = [(f"all steps, attempt {scored_attempt_number(summary)}", *_tool_cells(scored))]
     if _attempts_per_problem(summary) > 1:
         table.append(("all steps, all attempts", *_tool_cells(every)))
-    per_step = (
+    per_step = [
         (step.step_id, ToolStats.from_record(step.tools)) for problem in summary.problems for step in problem.steps
+    ]
+    return lines + markdown_table(header, table, right) + ["", tool_steps_line(per_step), ""]
+
+
+def tool_steps_line(per_step: Sequence[tuple[str, ToolStats]]) -> str:
+    """The steps' tool calls in one line (each step's own counts are in report.html and summary.json): how many
+    steps called a tool, the calls per such step, and how many steps had a call that failed."""
+    calling = [(step_id, stats) for step_id, stats in per_step if stats.calls]
+    if not calling:
+        return f"- steps that called a tool: 0 of {len(per_step)}"
+    counts = sorted(stats.calls for _, stats in calling)
+    most_id, most = max(calling, key=lambda item: item[1].calls)
+    failed = sum(stats.error + stats.timeout + stats.sandbox_error > 0 for _, stats in calling)
+    return (
+        f"- steps that called a tool: {len(calling)} of {len(per_step)}; calls per such step: median "
+        f"{statistics.median(counts):g}, most {most.calls} (step {most_id}); steps with a failed call (error, "
+        f"timeout or sandbox_error): {failed}; each step's counts are in report.html and summary.json"
     )
-    table += [(f"step {step_id}", *_tool_cells(stats)) for step_id, stats in per_step if stats.calls]
-    return lines + markdown_table(header, table, right) + [""]
 
 
 def _tool_cells(stats: ToolStats) -> tuple[int, ...]:

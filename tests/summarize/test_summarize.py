@@ -589,3 +589,16 @@ def test_a_pass_on_a_known_weak_official_test_is_flagged_and_stays_a_pass(tmp_pa
 def test_a_run_without_passes_on_weak_tests_has_no_such_section(mixed_run: Settings) -> None:
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
     assert "weak official test" not in mixed_run.run_paths.summary_md.read_text(encoding="utf-8")
+
+
+def test_the_tool_table_is_aggregated_not_a_row_per_step() -> None:
+    """summary.md's tool table has the run's totals and one line over the steps, never a row per step (338 rows for
+    a whole run)."""
+    from stages.records.generation import ToolStats
+    from stages.summarize.markdown import tool_steps_line
+
+    per_step = [(f"{n}.1", ToolStats(calls=n % 4, ok=n % 4, error=int(n % 7 == 0 and n % 4 > 0))) for n in range(338)]
+    line = tool_steps_line(per_step)
+    assert line.startswith("- steps that called a tool: 253 of 338; calls per such step: median 2, most 3 (step 3.1)")
+    assert "steps with a failed call (error, timeout or sandbox_error): 36" in line
+    assert tool_steps_line([("1.1", ToolStats())]) == "- steps that called a tool: 0 of 1"

@@ -96,7 +96,7 @@ def comparison_markdown(comparison: Comparison) -> str:
     lines = [
         c.paired.first_line,
         "",
-        differences_line(c.differences, markdown=True),
+        differences_line(c.differences, same_model=c.same_model, markdown=True),
         "",
         f"# Comparison: {shown(c.run_a.label, markdown=True)} (A) vs {shown(c.run_b.label, markdown=True)} (B)",
         "",

@@ -54,6 +54,8 @@ def test_a_rerun_against_another_endpoint_is_refused_and_resumes_only_on_purpose
             f"- answered by: `{first.base_url.rstrip('/')} (serves {MODEL}; model file /models/acme-q4.gguf" in summary
         )
         assert first.base_url.rstrip("/") in json.dumps(load_json(summary_file(run, "json"))["setup"]["endpoints"])
+        # the targets file is named, not the user's folders it lies in
+        assert str(dev_targets.parent) not in summary and "test_data_dev.h5" in summary
         before = (run / "generations" / f"{PROBLEM}.json").stat().st_mtime_ns
         asked = first_model.total()
 

@@ -42,7 +42,7 @@ class StepFailure:
     problem_id: str
     attempt: int
     step_ids: tuple[str, ...]
-    status: StepStatus
+    status: StepStatus | Literal["not_generated"]  # as the counts say it: a failing step never answered is not_generated
     reason: str
 
 

@@ -16,7 +16,7 @@ from stages.records.endpoint import (
     endpoint_uses,
     read_self_reports,
 )
-from stages.storage.json_values import freeze_object
+from stages.storage.json_values import JSONObject, freeze_object
 
 MODEL = "acme-coder-1"
 
@@ -26,7 +26,12 @@ def serve(**options: object) -> ModelServer:
 
 
 def test_a_llama_cpp_server_is_described_by_its_props_and_model_entry() -> None:
-    entry = {"id": MODEL, "object": "model", "owned_by": "llamacpp", "meta": {"n_ctx_train": 8192, "n_params": 1.35e8}}
+    entry: JSONObject = {
+        "id": MODEL,
+        "object": "model",
+        "owned_by": "llamacpp",
+        "meta": {"n_ctx_train": 8192, "n_params": 1.35e8},
+    }
     props = {
         "chat_template": "{{ messages }}",
         "model_path": "/m/acme.gguf",

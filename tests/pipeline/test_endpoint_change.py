@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stages.exit_codes import CONFIG_ERROR
 from stages.generate.server import ModelServer
+from stages.storage.json_values import JSONObject
 from tests.support.pipeline_support import (
     TEST_API_KEY,
     ScriptedModel,
@@ -25,7 +26,7 @@ from tests.support.run_files import summary_file
 PROBLEM = "1"
 MODEL = "acme-coder-1"
 TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}"
-PROPS = {
+PROPS: JSONObject = {
     "chat_template": TEMPLATE,
     "model_path": "/models/acme-q4.gguf",
     "default_generation_settings": {"n_ctx": 8192},

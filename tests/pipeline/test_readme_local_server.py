@@ -24,11 +24,11 @@ LINE = re.compile(r"^ {4}(doit run model=<the id it serves> base_url=\S+ .*)$", 
 MODEL = "local-model"
 
 
-def readme_local_server_words() -> list[str]:
-    """The README's local-server command, as words after `doit`."""
+def readme_local_server_words(model: str = MODEL) -> list[str]:
+    """The README's local-server command, as words after `doit` (`<the id it serves>` replaced by `model`)."""
     found = LINE.findall(README.read_text(encoding="utf-8"))
     assert len(found) == 1, found
-    return shlex.split(found[0])[1:]
+    return shlex.split(found[0].replace("<the id it serves>", model))[1:]
 
 
 def test_the_line_names_its_split() -> None:
@@ -43,10 +43,7 @@ def test_the_readme_local_server_line_runs_without_the_official_targets(
     """As written, on problem files without any targets file (only `sample_ids=` added, to keep it short)."""
     assert not list((staged_data_dir / "scicode").glob("*.h5"))
     server = start_server(ScriptedModel(steps_of(staged_data_dir, ("1",), "validation"), api_key=None))
-    words = [
-        word.replace("<the id it serves>", MODEL).replace("http://127.0.0.1:8080/v1", server.base_url)
-        for word in readme_local_server_words()
-    ]
+    words = [word.replace("http://127.0.0.1:8080/v1", server.base_url) for word in readme_local_server_words()]
     result = run_doit(tmp_path, *words, *data_args(staged_data_dir, None), "sample_ids=1", timeout=1800)
     assert_ok(result)
     assert f"model={MODEL}" in words and f"base_url={server.base_url}" in words

@@ -28,12 +28,14 @@ def readme_local_server_words(model: str = MODEL) -> list[str]:
     """The README's local-server command, as words after `doit` (`<the id it serves>` replaced by `model`)."""
     found = LINE.findall(README.read_text(encoding="utf-8"))
     assert len(found) == 1, found
-    return shlex.split(found[0].replace("<the id it serves>", model))[1:]
+    return shlex.split(found[0].replace("<the id it serves>", model), comments=True)[1:]
 
 
-def test_the_line_names_its_split() -> None:
+def test_the_line_names_its_split_and_targets() -> None:
     words = readme_local_server_words()
     assert "split=validation" in words, words
+    (line,) = LINE.findall(README.read_text(encoding="utf-8"))
+    assert line.endswith("# targets derived, no test_data.h5 needed")
 
 
 @pytest.mark.slow

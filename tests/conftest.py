@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, settings
 
 from stages.generate.server import ModelRequest, ModelServer, Reply
 from tests.support.pipeline_support import EmbeddedDefaultRun, ReferenceScoring
+from tests.support.shared_data import FetchFailed, fetched_scicode_dir, official_scicode_dir, shared_root
 
 # Property tests never flake: derandomized (the same examples every run), no deadline, a bounded count, no
 # example database carried between runs.
@@ -36,9 +37,9 @@ settings.register_profile(
 settings.load_profile("pipeline")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-SHARED_SCICODE = PROJECT_ROOT.parent / "shared" / "scicode"
-SHARED_SANDBOXFUSION = PROJECT_ROOT.parent / "shared" / "sandboxfusion"
-SHARED_LLAMACPP = PROJECT_ROOT.parent / "shared" / "llamacpp"
+SHARED_SCICODE = shared_root() / "scicode"
+SHARED_SANDBOXFUSION = shared_root() / "sandboxfusion"
+SHARED_LLAMACPP = shared_root() / "llamacpp"
 LLAMACPP_START_SECONDS = 900  # the first start installs the wheel and downloads a 93 MB model package
 LLAMACPP_WORKDIR_VARIABLE = "SCICODE_LLAMACPP_WORKDIR"  # where the server's venv and model are kept between sessions
 LLAMACPP_CHAT_FORMAT = "chatml-function-calling"  # tools and tool_choice honoured (chatml ignores them)
@@ -59,10 +60,16 @@ STAGED_FILES = (
 
 @pytest.fixture(scope="session")
 def shared_scicode() -> Path:
-    """`../shared/scicode` (official files, read-only); skips when absent."""
-    if not (SHARED_SCICODE / "problems_dev.jsonl").is_file():
-        pytest.skip(f"official SciCode data not found at {SHARED_SCICODE} (see README: Tests)")
-    return SHARED_SCICODE
+    """`../shared/scicode` (official files, read-only); where it is absent, the same files fetched as a user gets
+    them (the wheel from the package index, the validation targets derived: `tests.support.shared_data`)."""
+    official = official_scicode_dir()
+    if official is not None:
+        return official
+    try:
+        return fetched_scicode_dir(lambda line: print(f"\n[tests] {line}", file=sys.stderr))
+    except FetchFailed as error:
+        _unavailable(f"{error} (and no official data at {SHARED_SCICODE})")
+    raise AssertionError("unreachable")
 
 
 def stage_problem_files(data_dir: Path, shared_scicode: Path) -> Path:

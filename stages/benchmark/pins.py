@@ -17,6 +17,13 @@ class Wheel(TypedDict):
     data_prefix: str
 
 
+class TargetsOrigin(TypedDict):
+    """The official targets file's size and where it comes from (one phrase each), for the missing-targets error."""
+
+    size: str
+    source: str
+
+
 class Pins(TypedDict):
     """pins.json (its `_comment` says what each entry is)."""
 
@@ -24,6 +31,7 @@ class Pins(TypedDict):
     required_files: list[str]
     upstream_names: dict[str, str]  # upstream name -> local name
     targets_file: str
+    targets_file_origin: TargetsOrigin
     prefilled_steps: dict[str, str]  # step id -> file name of its official code
     prefilled_reason: str
     splits: dict[str, str]  # split -> problem file

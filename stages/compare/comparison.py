@@ -69,6 +69,7 @@ class RunInfo:
     results: RunResults
     caveats: tuple[Caveat, ...] = ()  # those of the run's summary (none without a readable one)
     published: PublishedSetting | None = None  # whether it is a published setting, as its summary says
+    targets: str = UNKNOWN  # what its steps were scored against, as its summary records it (official, derived, ...)
 
     @property
     def label(self) -> str:
@@ -113,7 +114,27 @@ def load_run(run_dir: Path, view: str = "") -> RunInfo:
         results=results,
         caveats=summary.caveats if summary is not None else (),
         published=summary.published if summary is not None else None,
+        targets=summary.targets.kind if summary is not None and summary.targets.kind else UNKNOWN,
     )
+
+
+# How each kind of targets is said in a comparison (a kind not listed is said by its name).
+TARGETS_WORDS: dict[str, str] = {
+    "official": "the official test_data.h5",
+    "explicit": "an explicit h5py_file",
+    "derived": "targets derived from the reference code (not the official test_data.h5)",
+    "missing": "no targets",
+    UNKNOWN: "unknown targets (no summary)",
+}
+
+
+def targets_note(run_a: RunInfo, run_b: RunInfo) -> tuple[str, str]:
+    """One plain line on what each run was scored against: a warning when they differ or either is derived."""
+    said = {side: TARGETS_WORDS.get(run.targets, run.targets) for side, run in (("A", run_a), ("B", run_b))}
+    if run_a.targets == run_b.targets:
+        kind = "warning" if run_a.targets != "official" else "text"
+        return kind, f"Both runs were scored against {said['A']}."
+    return "warning", f"The runs were scored against different targets: A against {said['A']}, B against {said['B']}."
 
 
 @dataclass(frozen=True)
@@ -298,13 +319,13 @@ def setting_differences(run_a: RunInfo, run_b: RunInfo) -> list[Row]:
     ]
 
 
-def differences_line(rows: Sequence[Row], *, markdown: bool = False) -> str:
-    """The one line under the significance line: every setting that differs besides the model (names read from
-    the runs' files: in code spans in Markdown)."""
-    if not rows:
-        return "Only the model differs."
+def differences_line(rows: Sequence[Row], *, same_model: bool, markdown: bool = False) -> str:
+    """The one line under the significance line: whether the model differs, and every setting that differs (names
+    read from the runs' files: in code spans in Markdown)."""
     names = ", ".join(shown(str(row[0]), markdown=markdown) for row in rows)
-    return f"Besides the model, {len(rows)} setting(s) differ: {names}."
+    if same_model:
+        return f"Same model; {len(rows)} setting(s) differ: {names}." if rows else "Same model and settings."
+    return f"Besides the model, {len(rows)} setting(s) differ: {names}." if rows else "Only the model differs."
 
 
 def _scope_notes(
@@ -336,6 +357,7 @@ def _scope_notes(
         notes.append(("warning", f"Narrowed to {narrowed}: {len(common)} of the problems both runs selected."))
     if unmatched:
         notes.append(("item", f"sample_ids not selected in both runs ({len(unmatched)}): {', '.join(unmatched)}"))
+    notes.append(targets_note(run_a, run_b))
     changed = [pid for pid in common if run_a.entries[pid].fingerprint != run_b.entries[pid].fingerprint]
     if changed:
         notes.append(("item", f"problem statement differs between the runs ({len(changed)}): {', '.join(changed)}"))
@@ -507,8 +529,12 @@ class Comparison:
         return self.side_b.info
 
     @property
+    def same_model(self) -> bool:
+        return self.run_a.model == self.run_b.model
+
+    @property
     def differences_line(self) -> str:
-        return differences_line(self.differences)
+        return differences_line(self.differences, same_model=self.same_model)
 
 
 def build_comparison(

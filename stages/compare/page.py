@@ -18,10 +18,9 @@ from stages.storage.markdown_table import markdown_table
 from stages.storage.paths import RunPaths
 from stages.summarize.markdown import CAVEATS_LIMIT
 
-STATUS_NOTE = (
-    " ".join(f"`{entry.status}`: {entry.meaning}." for entry in VERDICT_ENTRIES if entry.status in OCCASIONAL_STATUSES)
-    + f" Percentages are of all steps, skipped ones included (every status: {GLOSSARY_LINK})."
-)
+NOTED_STATUSES = tuple(entry for entry in VERDICT_ENTRIES if entry.status in OCCASIONAL_STATUSES)
+PERCENT_NOTE = f"Percentages are of all steps, skipped ones included (every status: {GLOSSARY_LINK})."
+STATUS_NOTE = " ".join(f"`{entry.status}`: {entry.meaning}." for entry in NOTED_STATUSES) + f" {PERCENT_NOTE}"
 COST_NOTE = "From each attempt's details meta (usage, latency_s), else from the steps of generations/<id>.json."
 DEFINITIONS = (
     "main_problem_resolve_rate: problems whose every scored step passed and whose generation had no error, "
@@ -107,7 +106,7 @@ def comparison_markdown(comparison: Comparison) -> str:
     lines = [
         c.paired.first_line,
         "",
-        differences_line(c.differences, markdown=True),
+        differences_line(c.differences, same_model=c.same_model, markdown=True),
         "",
         f"# Comparison: {shown(c.run_a.label, markdown=True)} (A) vs {shown(c.run_b.label, markdown=True)} (B)",
         "",
@@ -160,7 +159,8 @@ def comparison_html(comparison: Comparison, page_dir: Path) -> str:
         COMPARE_SCRIPT,
         c=comparison,
         definitions=DEFINITIONS,
-        status_note=STATUS_NOTE,
+        noted_statuses=NOTED_STATUSES,
+        percent_note=PERCENT_NOTE,
         cost_note=COST_NOTE,
         paired_note=PAIRED_NOTE,
         reports_present={side: report.is_file() for side, report in reports.items()},

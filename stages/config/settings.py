@@ -43,6 +43,7 @@ from stages.config.values import (
     did_you_mean,
     fail,
     number,
+    shown_path,
     shown_value,
     to_bool,
     to_dict,
@@ -64,6 +65,7 @@ Executor = Literal["local", "dask"]
 AttemptStrategy = Literal["avg", "pass"]
 ConfinementPolicy = Literal["auto", "required"]
 Rescore = Literal["", "true", "timeouts"]
+EndpointChange = Literal["refuse", "resume"]
 
 SPLITS: tuple[str, ...] = ("validation", "test", "all")
 MODES: tuple[str, ...] = ("naive", "tool_use")
@@ -72,6 +74,7 @@ EXECUTORS: tuple[str, ...] = ("local", "dask")
 ATTEMPT_STRATEGIES: tuple[str, ...] = ("avg", "pass")
 CONFINEMENT_POLICIES: tuple[str, ...] = ("auto", "required")
 RESCORE_CHOICES: tuple[str, ...] = ("false", "true", "timeouts")
+ENDPOINT_CHANGES: tuple[str, ...] = ("refuse", "resume")
 TOOLS: tuple[str, ...] = ("code_interpreter",)
 BUILTIN_MODELS: tuple[str, ...] = ("gold", "replay:<file.json>")
 PARAM_BLOCKS: tuple[str, ...] = ("benchmark_params", "harness_params")
@@ -350,6 +353,15 @@ class Settings:
     check_model: bool = setting(
         True,
         Declared(to_bool, "the endpoint preflight checks `model=` against `GET /models`", group=ENDPOINT),
+    )
+    endpoint_change: EndpointChange = setting(
+        "refuse",
+        choice(
+            ENDPOINT_CHANGES,
+            "a run folder whose answers came from another endpoint (base_url): `refuse` the command, or `resume` "
+            "the run against this one on purpose (summary and report then name every endpoint that answered)",
+            group=ENDPOINT,
+        ),
     )
     # ---- which problems ----
     split: Split = setting(
@@ -861,10 +873,10 @@ def _read_toml(path: Path) -> dict[str, object]:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except FileNotFoundError:
-        raise ConfigError(f"invalid config={shown_value(str(path))}: no such file") from None
+        raise ConfigError(f"invalid config={shown_path(str(path))}: no such file") from None
     except (OSError, ValueError, RecursionError) as error:  # TOMLDecodeError, bytes that are not UTF-8, nesting
         detail = shown_value(str(error) or type(error).__name__)
-        raise ConfigError(f"invalid config={shown_value(str(path))}: not readable TOML ({detail})") from None
+        raise ConfigError(f"invalid config={shown_path(str(path))}: not readable TOML ({detail})") from None
     _check_names(data, f"in {path}")
     _check_plain_layer(data)
     return data

@@ -41,6 +41,14 @@ def did_you_mean(word: str, names: Iterable[str]) -> str:
 SHOWN_VALUE_CHARS = 80  # characters of a bad value an error shows
 
 
+def shown_path(path: str) -> str:
+    """A file path as an error line shows it: escaped like any bad value, and a long one keeps its end (the part that
+    names the file), after "...", within SHOWN_VALUE_CHARS characters."""
+    if len(path) <= SHOWN_VALUE_CHARS:
+        return shown_value(path)
+    return "..." + shown_value(path[-(SHOWN_VALUE_CHARS - 3) :])
+
+
 def shown_value(value: Any) -> str:
     """A bad value as an error line shows it: JSON for what is not text, at most SHOWN_VALUE_CHARS characters, on
     one line with every control character, lone surrogate or invisible character escaped (it may be anything)."""

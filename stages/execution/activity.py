@@ -42,7 +42,8 @@ class StepFailure:
     problem_id: str
     attempt: int
     step_ids: tuple[str, ...]
-    status: StepStatus
+    # as the counts say it: a failing step the model never answered is not_generated
+    status: StepStatus | Literal["not_generated"]
     reason: str
 
 

@@ -27,6 +27,7 @@ from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.usage import Usage
 from stages.storage.artifacts import fingerprint
 from stages.storage.json_values import JSONObject, JSONValue
+from stages.summarize.pricing import Prices, cost_of, prices_of
 from stages.summarize.rows import ProblemRow, cell_status, ungenerated_steps
 from stages.summarize.uncertainty.intervals import (
     RESOLVE_DESCRIPTION,
@@ -172,8 +173,9 @@ def step_messages(step: GeneratedStep, model: str) -> list[JSONObject]:
 # ---------------------------------------------------------------------------
 
 
-def model_usage(usage: Usage | None) -> JSONObject:
-    """Our usage in inspect's terms (its input_tokens exclude the cached ones)."""
+def model_usage(usage: Usage | None, prices: Prices | None = None) -> JSONObject:
+    """Our usage in inspect's terms (its input_tokens exclude the cached ones), with its `total_cost` where the
+    run has prices."""
     if usage is None:
         return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     record: JSONObject = {
@@ -183,6 +185,9 @@ def model_usage(usage: Usage | None) -> JSONObject:
     }
     if usage.cached_input_tokens:
         record["input_tokens_cache_read"] = usage.cached_input_tokens
+    cost = cost_of(usage, prices)
+    if cost is not None:
+        record["total_cost"] = round(cost, 6)
     return record
 
 
@@ -223,7 +228,7 @@ def subproblem_values(run: RunResults, attempt: int = 0) -> list[float]:
     ]
 
 
-def sample(result: ProblemResult, attempt: int, model: str) -> JSONObject:
+def sample(result: ProblemResult, attempt: int, model: str, prices: Prices | None = None) -> JSONObject:
     generation = result.generation(attempt)
     steps = _statuses(result, attempt)
     passed, scored = passed_of_scored(steps)
@@ -276,7 +281,7 @@ def sample(result: ProblemResult, attempt: int, model: str) -> JSONObject:
                 for step_id, status, reason, duration in steps
             ],
         },
-        "model_usage": {model: model_usage(cost.usage)},
+        "model_usage": {model: model_usage(cost.usage, prices)},
     }
     if cost.latency_s is not None:
         record["total_time"] = round(cost.latency_s + sum(duration or 0.0 for *_, duration in steps), 3)
@@ -368,7 +373,7 @@ def eval_log(
     settings = run.settings
     attempts = max((result.attempt_count for result in run.problems), default=1)
     samples: list[JSONValue] = [
-        sample(result, attempt, model)
+        sample(result, attempt, model, prices_of(settings))
         for attempt in range(attempts)
         for result in run.problems
         if attempt < result.attempt_count
@@ -422,7 +427,11 @@ def eval_log(
                 "config": {},
             },
             "results": results_record(rows, len(samples), subproblem_values(run)),
-            "stats": {"started_at": created, "completed_at": completed, "model_usage": {model: model_usage(usage)}},
+            "stats": {
+                "started_at": created,
+                "completed_at": completed,
+                "model_usage": {model: model_usage(usage, prices_of(settings))},
+            },
             "samples": samples,
         }
     )

@@ -39,7 +39,7 @@ def export_run(run_dir: Path, summary_tag: str = "", attempts: int = 1) -> list[
     try:
         run = read_run(run_dir, attempts=attempts, summary_tag=summary_tag)
     except ResultsError as error:
-        raise ExportError(f"cannot export {run_dir}: {error} (run `doit select` / `doit run` first)") from None
+        raise ExportError(f"cannot export {run_dir}: {error} ({_runs_of_the_model(run_dir)})") from None
     paths = RunPaths(run_dir, summary_tag)
     model = str(run.settings.get("model") or run_dir.parent.name)
     steps = list(step_rows(run, model))
@@ -64,6 +64,18 @@ def export_run(run_dir: Path, summary_tag: str = "", attempts: int = 1) -> list[
             older.unlink()
     atomic_write_text(target, json.dumps(log, ensure_ascii=False, indent=1, allow_nan=False))
     return [*written, target]
+
+
+def _runs_of_the_model(run_dir: Path) -> str:
+    """What to do instead: the runs that exist for the same model (name one with run=), else run it first."""
+    from stages.runs.index import is_listed_run
+
+    model_dir = run_dir.parent
+    folders = model_dir.iterdir() if model_dir.is_dir() else ()
+    others = sorted(path.name for path in folders if path.is_dir() and is_listed_run(path))
+    if not others:
+        return f"no run of model={model_dir.name} under {model_dir.parent}: run `doit select` / `doit run` first"
+    return f"runs of model={model_dir.name} that exist: {', '.join(others)}; name one with run=<name>"
 
 
 def write_export(settings: Settings) -> list[Path]:

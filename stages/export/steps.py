@@ -1,7 +1,7 @@
 """The flat table of a run's steps: one row per step and attempt, for pandas (JSONL) and spreadsheets (CSV).
 
-Columns: run, model, problem, step, attempt (1-based), status, reason, input/output/total tokens and model calls
-of the step's generation, its model latency, the test duration, the tool calls and their summed duration,
+Columns: run, model, problem, step, attempt (1-based), status, reason, input/output/total tokens, their cost in
+USD at the run's prices (empty without prices) and the model calls of the step's generation, its model latency, the test duration, the tool calls and their summed duration,
 field, subfield and split. Every text is `valid_text`. In the CSV every text cell is quoted (whatever separator
 a spreadsheet splits on, a cell stays one cell when it is read as CSV), and no part of a text cell can be read as
 a formula: a cell starting with a tab or a carriage return, and every segment a spreadsheet may split off (at the
@@ -24,6 +24,7 @@ from typing import Any
 from stages.execution.untrusted import valid_text
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.verdict import StepVerdict
+from stages.summarize.pricing import Prices, cost_of, prices_of
 from stages.summarize.rows import cell_status, ungenerated_steps
 
 FORMULA_GUARD = "'"
@@ -46,6 +47,7 @@ class StepRow:
     input_tokens: int | None
     output_tokens: int | None
     total_tokens: int | None
+    cost_usd: float | None  # at the run's prices (price_*_per_mtok); empty without prices
     model_calls: int | None
     latency_s: float | None
     test_duration_s: float | None
@@ -78,7 +80,15 @@ def _status_and_reason(
     return "no_verdict", missing_reason
 
 
-def step_row(run_label: str, model: str, result: ProblemResult, step_id: str, prefilled: bool, attempt: int) -> StepRow:
+def step_row(
+    run_label: str,
+    model: str,
+    result: ProblemResult,
+    step_id: str,
+    prefilled: bool,
+    attempt: int,
+    prices: Prices | None = None,
+) -> StepRow:
     scored = result.scored_attempt(attempt)
     generation = result.generation(attempt)
     verdict = scored.verdict(step_id) if scored else None
@@ -98,6 +108,7 @@ def step_row(run_label: str, model: str, result: ProblemResult, step_id: str, pr
         input_tokens=usage.input_tokens if usage else None,
         output_tokens=usage.output_tokens if usage else None,
         total_tokens=usage.total_tokens if usage else None,
+        cost_usd=_rounded(cost_of(usage, prices)),
         model_calls=generated.model_calls if generated else None,
         latency_s=generated.latency_s if generated else None,
         test_duration_s=verdict.duration_s if verdict else None,
@@ -112,10 +123,15 @@ def step_row(run_label: str, model: str, result: ProblemResult, step_id: str, pr
 def step_rows(run: RunResults, model: str) -> Iterator[StepRow]:
     """Every step of every selected problem, for each attempt the problem has, in selection order."""
     label = f"{run.run_dir.parent.name}/{run.run_dir.name}"
+    prices = prices_of(run.settings)
     for result in run.problems:
         for attempt in range(result.attempt_count):
             for step in result.entry.layout:
-                yield step_row(label, model, result, step.step_id, step.prefilled, attempt)
+                yield step_row(label, model, result, step.step_id, step.prefilled, attempt, prices)
+
+
+def _rounded(cost: float | None) -> float | None:
+    return None if cost is None else round(cost, 8)
 
 
 def csv_text(rows: Iterable[StepRow]) -> str:

@@ -4,7 +4,10 @@ The identity is the generate stage's settings slice (`stages.config.fingerprints
 very settings the generation fingerprint covers, so the two never disagree), plus the replay file's digest under
 `model=replay:<file>` (the file is the model), plus, in tool_use without a sandbox, the library versions of the
 interpreter local snippets run in (`python_binary` by what it holds, not by its path: a moved virtualenv with the
-same libraries is the same configuration). `base_url` is not part of it: it is where the model lives.
+same libraries is the same configuration), plus the endpoint (`ENDPOINT_KEY`: base_url without credentials or
+query, `built-in` for the built-in models): for a local model the server's template and weights are part of what is
+measured, so answers of one endpoint are not resumed against another unless `endpoint_change=resume` says so (the
+identity then takes the new endpoint). An identity recorded before endpoints were part of it takes the current one.
 
 `identity.json` is written at the folder's first run. A folder from before identities existed adopts the settings
 its generations were made with (each generation records its settings slice), so nothing is asked again. Commands
@@ -27,12 +30,16 @@ from stages.config.fingerprints import settings_slice
 from stages.config.run_command import clean_generations_command
 from stages.config.settings import ConfigError, Settings
 from stages.execution.versions import package_versions
+from stages.records.endpoint import BUILTIN_ENDPOINT, endpoint_url
 from stages.records.generation import read_generation_file
 from stages.storage.artifacts import read_frozen, sha256_file, write_artifact
 from stages.storage.json_values import FrozenObject, JSONObject, JSONValue, obj, thaw_object
 
 Origin = Literal["first run", "adopted from generations"]
 REPLAY_KEY = "replay file"
+ENDPOINT_KEY = "endpoint"
+# Parts an identity recorded before they existed lacks: such an identity takes the current value (nothing to compare).
+ADDED_PARTS: tuple[str, ...] = (ENDPOINT_KEY,)
 INTERPRETER_KEY = "snippet interpreter"
 INTERPRETER_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
 _VERSIONS_PROBE = (
@@ -69,10 +76,15 @@ class IdentityDifference:
         )
 
     def refusal(self) -> str:
+        endpoint = (
+            ", or endpoint_change=resume to continue this run against the new endpoint on purpose"
+            if any(name == ENDPOINT_KEY for name, _, _ in self.changes)
+            else ""
+        )
         return (
             f"run folder {self.run_dir} was generated with other generation settings ({self.shown()}): "
             f"choose a new run=<name> for this configuration, or `{self.clean_command}` first to replace this "
-            "folder's generations (they cost model calls)"
+            f"folder's generations (they cost model calls){endpoint}"
         )
 
     def note(self) -> str:
@@ -151,8 +163,15 @@ def identity_of(settings: Settings) -> JSONObject:
     return identity
 
 
+def endpoint_part(settings: Settings) -> str:
+    """The endpoint as the identity records it (module docstring)."""
+    from stages.generate.builtin import is_builtin_model
+
+    return BUILTIN_ENDPOINT if is_builtin_model(settings.model) else endpoint_url(settings.base_url)
+
+
 def _extra_parts(settings: Settings) -> dict[str, str]:
-    parts: dict[str, str] = {}
+    parts: dict[str, str] = {ENDPOINT_KEY: endpoint_part(settings)}
     if settings.model.startswith("replay:"):
         parts[REPLAY_KEY] = _replay_digest(settings.model)
     if snippets_run_locally(settings):
@@ -164,7 +183,21 @@ def recorded_identity(settings: Settings) -> JSONObject | None:
     """The folder's identity.json settings, else those its generations were made with (a folder from before
     identities existed), else None (a new folder)."""
     recorded = _identity_file_settings(settings)
-    return recorded if recorded is not None else _adopted(settings)
+    if recorded is None:
+        return _adopted(settings)
+    if ENDPOINT_KEY not in recorded and (answered := _answered_endpoint(settings)) is not None:
+        recorded[ENDPOINT_KEY] = answered
+    return recorded
+
+
+def _answered_endpoint(settings: Settings) -> str | None:
+    """The base_url of the endpoint that answered last in the folder's first generation that records one."""
+    generations = settings.run_paths.generations_dir
+    for path in sorted(generations.glob("*.json")) if generations.is_dir() else ():
+        generation = read_generation_file(path)
+        if generation is not None and generation.endpoints:
+            return generation.endpoints[-1].base_url
+    return None
 
 
 def _adopted(settings: Settings) -> JSONObject | None:
@@ -176,7 +209,8 @@ def _adopted(settings: Settings) -> JSONObject | None:
         parts = generation.stamp.parts if generation else None
         recorded = thaw_object(obj(parts.get("settings"))) if parts is not None else {}
         if recorded:
-            return {**recorded, **_extra_parts(settings)}
+            answered = _answered_endpoint(settings)
+            return {**recorded, **_extra_parts(settings), **({ENDPOINT_KEY: answered} if answered else {})}
     return None
 
 
@@ -184,6 +218,7 @@ def difference(
     recorded: JSONObject, current: JSONObject, run_dir: str, clean_command: str = "doit clean generate"
 ) -> IdentityDifference | None:
     """The settings whose values differ (a setting absent on one side is unset there); None when none does."""
+    recorded = {**{name: current[name] for name in ADDED_PARTS if name in current}, **recorded}
     names = sorted(set(recorded) | set(current))
     changes = tuple(
         (name, recorded.get(name), current.get(name)) for name in names if recorded.get(name) != current.get(name)
@@ -218,7 +253,33 @@ def check_identity(settings: Settings, *, record: bool) -> IdentityDifference | 
         return None
     if record and not settings.run_paths.identity.is_file():
         write_identity(settings, recorded, "adopted from generations")
-    return difference(recorded, current, str(settings.run_paths.run_dir), clean_generations_command(settings))
+    elif record and ENDPOINT_KEY not in (_identity_file_settings(settings) or {}):
+        # an identity from before endpoints were part of it: the endpoint its answers name, else this one
+        recorded = {ENDPOINT_KEY: current[ENDPOINT_KEY], **recorded}
+        write_identity(settings, recorded, _identity_origin(settings))
+    found = difference(recorded, current, str(settings.run_paths.run_dir), clean_generations_command(settings))
+    if found is not None and settings.endpoint_change == "resume":
+        found = _resumed_endpoint(settings, found, recorded, record=record)
+    return found
+
+
+def _resumed_endpoint(
+    settings: Settings, found: IdentityDifference, recorded: JSONObject, *, record: bool
+) -> IdentityDifference | None:
+    """Under endpoint_change=resume: the difference without the endpoint; with `record`, the folder's identity
+    takes the current endpoint (its answers so far keep the endpoint they name)."""
+    others = tuple(change for change in found.changes if change[0] != ENDPOINT_KEY)
+    if len(others) == len(found.changes):
+        return found
+    if record and not others:
+        origin = _identity_origin(settings)
+        write_identity(settings, {**recorded, ENDPOINT_KEY: endpoint_part(settings)}, origin)
+    return IdentityDifference(found.run_dir, others, found.clean_command) if others else None
+
+
+def _identity_origin(settings: Settings) -> Origin:
+    record = read_frozen(settings.run_paths.identity, "identity")
+    return "adopted from generations" if record and record.get("origin") == "adopted from generations" else "first run"
 
 
 def write_identity(settings: Settings, identity: JSONObject, origin: Origin) -> None:

@@ -47,6 +47,7 @@ from stages.exit_codes import KEY_REFUSED
 from stages.generate import builtin
 from stages.generate.prompts import StepPrompt, build_step_prompt
 from stages.records import invocations
+from stages.records.endpoint import EndpointRecord
 from stages.records.generation import GeneratedStep, Generation, read_generation_file
 from stages.records.run_conditions import tool_outcome_counts
 from stages.records.stamp import Stamp
@@ -271,8 +272,7 @@ def reusable(previous: GeneratedStep | None, prompt: StepPrompt) -> bool:
     )
 
 
-def _previous_steps(path: Path) -> dict[str, GeneratedStep]:
-    generation = read_generation_file(path)
+def _previous_steps(generation: Generation | None) -> dict[str, GeneratedStep]:
     return {step.step_id: step for step in generation.steps} if generation else {}
 
 
@@ -297,6 +297,7 @@ class ProblemRun:
     called_model: bool = False
     failure: ModelCallError | None = None
     journal: ReplyJournal | None = None
+    endpoints: list[EndpointRecord] = field(default_factory=list)  # those the steps name by index, in order
 
     def step_record(self, index: int, previous: dict[str, GeneratedStep]) -> GeneratedStep:
         step = self.problem.steps[index]
@@ -319,7 +320,18 @@ class ProblemRun:
             clean_command = clean_generations_command(self.settings, f"generate:{self.problem.problem_id}")
             text = context_exceeded_text(step.step_id, outcome.failure.message, clean_command)
             outcome = dataclasses.replace(outcome, error=text)
-        return generated_step_record(prompt, outcome)
+        return dataclasses.replace(generated_step_record(prompt, outcome), endpoint=self.endpoint_index())
+
+    def endpoint_index(self) -> int:
+        """The index in `endpoints` of the endpoint asked now (stages.generate.endpoint_report), added when new."""
+        from stages.generate.endpoint_report import endpoint_of
+
+        current = endpoint_of(self.settings)
+        keys = [endpoint.key for endpoint in self.endpoints]
+        if current.key not in keys:
+            self.endpoints.append(current)
+            return len(self.endpoints) - 1
+        return keys.index(current.key)
 
     def ask(self, prompt: StepPrompt) -> StepOutcome:
         from stages.generate.client import ModelCallError, ModelClient
@@ -373,6 +385,7 @@ class ProblemRun:
             usage_record=freeze_object(usage.to_record(calls=calls)),
             latency_s=round(sum(step.latency_s for step in self.steps), 6),
             steps=tuple(self.steps),
+            endpoints=tuple(self.endpoints),
         )
         # valid_data: whatever a reply held, the record is writable (a non-finite number as text, strings valid)
         return write_artifact(self.path, ARTIFACT_KIND, valid_data(generation.to_record()))
@@ -436,8 +449,10 @@ def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> JSONO
     if is_current(path, ARTIFACT_KIND, expected.value, require_status=("complete",)):
         return read_artifact(path, ARTIFACT_KIND)  # type: ignore[return-value]
     run = ProblemRun(settings, problem, attempt, path, expected, generate_settings_fingerprint(settings))
+    previous = read_generation_file(path)
+    run.endpoints = list(previous.endpoints) if previous else []
     try:
-        record, error = _walk_steps(run, _previous_steps(path))
+        record, error = _walk_steps(run, _previous_steps(previous))
     finally:
         run.close()  # raises RunAborted for a model-level failure while the breaker is tripped
     if run.failure is not None and run.failure.auth:

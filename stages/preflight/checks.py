@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.benchmark.pins import split_files
+from stages.benchmark.pins import pins, split_files
 from stages.benchmark.problems import Problem, ProblemDataError
 from stages.config.settings import ConfigError, Settings
 from stages.execution.safe_ast import parse_module
@@ -128,9 +128,17 @@ def check_targets(settings: Settings, problems: tuple[Problem, ...]) -> str:
     line = f"{len(missing.steps)} of {missing.scorable} scored steps have no targets ({missing.why}): {listed}"
     if settings.allow_missing_targets:
         return f"targets: {line}; they will count as unscored (allow_missing_targets=true)"
-    raise ConfigError(
-        f"{line}; stage the official test_data.h5 in {settings.data_paths.scicode_dir}, set h5py_file=, "
-        "select other problems, or set allow_missing_targets=true (no model was called)"
+    raise ConfigError(f"{line}; {targets_advice(settings)} (no model was called)")
+
+
+def targets_advice(settings: Settings) -> str:
+    """What to do about missing targets: where the official file comes from, and the two ways without it."""
+    origin = pins()["targets_file_origin"]
+    name = pins()["targets_file"]
+    return (
+        f"the official targets are {name} ({origin['size']}, from {origin['source']}): stage it in "
+        f"{settings.data_paths.scicode_dir} or set h5py_file=<path to it>; without it, run split=validation "
+        "(its targets are derived from the reference code), or set allow_missing_targets=true to score the rest"
     )
 
 

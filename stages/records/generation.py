@@ -16,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 
 from stages.execution.untrusted import UntrustedJSONError, parse_json, valid_text
+from stages.records.endpoint import EndpointRecord, endpoint_records
 from stages.records.run_conditions import add_counts, tool_outcome_counts
 from stages.records.stamp import Stamp
 from stages.records.usage import Usage
@@ -147,10 +148,12 @@ class GeneratedStep:
     usage_record: FrozenObject
     latency_s: float
     tool_outcomes: FrozenObject | None = None
+    endpoint: int | None = None  # the index, in its generation's `endpoints`, of the endpoint that answered it
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> GeneratedStep:
         outcomes = record.get("tool_outcomes")
+        endpoint = record.get("endpoint")
         return cls(
             step_id=text(record.get("step_id")),
             prefilled=flag(record.get("prefilled")),
@@ -164,6 +167,7 @@ class GeneratedStep:
             usage_record=obj(record.get("usage")),
             latency_s=number(record.get("latency_s")),
             tool_outcomes=outcomes if isinstance(outcomes, Mapping) else None,
+            endpoint=endpoint if isinstance(endpoint, int) and not isinstance(endpoint, bool) else None,
         )
 
     def to_record(self) -> JSONObject:
@@ -180,6 +184,8 @@ class GeneratedStep:
         }
         if self.tool_outcomes is not None:
             record["tool_outcomes"] = thaw_object(self.tool_outcomes)
+        if self.endpoint is not None:
+            record["endpoint"] = self.endpoint
         return record | {"usage": thaw_object(self.usage_record), "latency_s": self.latency_s}
 
     @cached_property
@@ -242,6 +248,7 @@ class Generation:
     with_background: bool | None = None
     carry: str | None = None
     concurrency: int | None = None
+    endpoints: tuple[EndpointRecord, ...] = ()  # every endpoint that answered a step (none recorded before)
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Generation:
@@ -262,6 +269,7 @@ class Generation:
             with_background=background if isinstance(background, bool) else None,
             carry=optional_text(record.get("carry")),
             concurrency=integer(concurrency) if isinstance(concurrency, int) else None,
+            endpoints=endpoint_records(record.get("endpoints")),
         )
 
     def to_record(self) -> JSONObject:
@@ -282,6 +290,8 @@ class Generation:
         record |= {"error": self.error, "usage": thaw_object(self.usage_record)}
         if self.latency_s is not None:
             record["latency_s"] = self.latency_s
+        if self.endpoints:
+            record["endpoints"] = [endpoint.to_record() for endpoint in self.endpoints]
         steps: list[JSONValue] = [step.to_record() for step in self.steps]
         return record | {"steps": steps}
 
@@ -308,6 +318,16 @@ class Generation:
     @property
     def tool_stats(self) -> ToolStats:
         return sum((step.tool_stats for step in self.steps), ToolStats())
+
+    def endpoint_of(self, step: GeneratedStep) -> EndpointRecord | None:
+        """The endpoint that answered `step`; None for a step no recorded endpoint answered."""
+        index = step.endpoint
+        return self.endpoints[index] if index is not None and 0 <= index < len(self.endpoints) else None
+
+    def endpoint_steps(self) -> list[tuple[EndpointRecord, int]]:
+        """Each recorded endpoint with the number of this generation's steps it answered."""
+        counts = Counter(step.endpoint for step in self.steps if self.endpoint_of(step) is not None)
+        return [(endpoint, counts[index]) for index, endpoint in enumerate(self.endpoints) if counts[index]]
 
     def tool_outcomes(self) -> JSONObject:
         """{"total": counts, "steps": {step_id: counts}} of the code interpreter's calls by outcome, counted

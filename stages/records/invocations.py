@@ -6,6 +6,8 @@ appending, so lines of problems worked on at once (threads, processes) never mix
 rewritten. The run's invocations are the periods during which some problem was being generated or scored: the
 problems' periods merged where they overlap or follow each other within MERGE_GAP_S (one `doit` command; a run
 resumed later is a second invocation). A period without its end (the process was killed) ends at its start.
+Each start line also records when its command started (`command_started`), so an invocation starts with the command
+that made it (select, targets and the preflight included), not with its first problem.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Literal, get_args
 
 from stages.storage.paths import RunPaths
@@ -31,8 +34,29 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime(TIME_FORMAT)
 
 
+def process_started() -> datetime:
+    """When this process (the `doit` command) started: from /proc (its start in clock ticks after boot, and the
+    boot time), else when this module was imported. A run's recorded start is its command's, not the moment its
+    first problem was admitted after select and preflight."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(
+            int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")
+        )
+        return datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), timezone.utc)
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _IMPORTED
+
+
+_IMPORTED = datetime.now(timezone.utc)
+COMMAND_STARTED: datetime = process_started()
+
+
 def _append(paths: RunPaths, stage: Stage, problem_id: str, event: Event) -> None:
-    line = json.dumps({"stage": stage, "problem_id": problem_id, "event": event, "at": _now(), "process": os.getpid()})
+    record = {"stage": stage, "problem_id": problem_id, "event": event, "at": _now(), "process": os.getpid()}
+    if event == "start":
+        record["command_started"] = COMMAND_STARTED.strftime(TIME_FORMAT)
+    line = json.dumps(record)
     paths.invocations.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(paths.invocations, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -59,6 +83,7 @@ class Period:
     problem_id: str
     started: datetime
     ended: datetime
+    command_started: datetime | None = None  # when the command that worked on it started (None: not recorded)
 
 
 @dataclass(frozen=True)
@@ -81,14 +106,20 @@ class Invocation:
         return self.ended.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _event(line: str) -> tuple[tuple[Stage, str, int], Event, datetime] | None:
-    """(stage, problem, process), event and time of one line; None for a line that is not one (cut off)."""
+def _time(text: object) -> datetime:
+    return datetime.strptime(str(text), TIME_FORMAT).replace(tzinfo=timezone.utc)
+
+
+def _event(line: str) -> tuple[tuple[Stage, str, int], Event, datetime, datetime | None] | None:
+    """(stage, problem, process), event, time and the command's start of one line; None for a line that is not
+    one (cut off)."""
     try:
         record = json.loads(line)
         stage = next(known for known in STAGES if known == record["stage"])
         event: Event = "start" if record["event"] == "start" else "end"
-        at = datetime.strptime(record["at"], TIME_FORMAT).replace(tzinfo=timezone.utc)
-        return (stage, str(record["problem_id"]), int(record["process"])), event, at
+        at = _time(record["at"])
+        command = _time(record["command_started"]) if "command_started" in record else None
+        return (stage, str(record["problem_id"]), int(record["process"])), event, at, command
     except (ValueError, KeyError, TypeError, StopIteration):
         return None
 
@@ -100,16 +131,18 @@ def periods(paths: RunPaths) -> list[Period]:
     except (FileNotFoundError, UnicodeDecodeError):
         return []
     found: list[Period] = []
-    open_starts: dict[tuple[Stage, str, int], datetime] = {}
+    open_starts: dict[tuple[Stage, str, int], tuple[datetime, datetime | None]] = {}
     for parsed in filter(None, map(_event, lines)):
-        key, event, at = parsed
+        key, event, at, command = parsed
         if event == "start":
             if key in open_starts:  # started again in the same process without an end: the first never ended
-                found.append(Period(key[0], key[1], open_starts[key], open_starts[key]))
-            open_starts[key] = at
+                begun, begun_command = open_starts[key]
+                found.append(Period(key[0], key[1], begun, begun, begun_command))
+            open_starts[key] = (at, command)
         elif key in open_starts:
-            found.append(Period(key[0], key[1], open_starts.pop(key), at))
-    found += [Period(key[0], key[1], at, at) for key, at in open_starts.items()]
+            begun, begun_command = open_starts.pop(key)
+            found.append(Period(key[0], key[1], begun, at, begun_command))
+    found += [Period(key[0], key[1], at, at, command) for key, (at, command) in open_starts.items()]
     return sorted(found, key=lambda period: period.started)
 
 
@@ -128,6 +161,6 @@ def invocations(paths: RunPaths, problem_ids: Collection[str] | None = None) -> 
 
 def _invocation(group: Sequence[Period]) -> Invocation:
     stages = tuple(stage for stage in STAGES if any(period.stage == stage for period in group))
-    return Invocation(
-        min(p.started for p in group), max(p.ended for p in group), stages, len({p.problem_id for p in group})
-    )
+    # the invocation starts with its command (select, the preflight, waiting for a slot), where that is recorded
+    started = min(min(p.started, p.command_started or p.started) for p in group)
+    return Invocation(started, max(p.ended for p in group), stages, len({p.problem_id for p in group}))

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, get_args
 
+from stages.records.endpoint import EndpointUse
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
@@ -529,6 +530,7 @@ class RunSetup:
     tool_use_max_loops: int = 0
     snippets_ran: str = "unknown"
     settings: FrozenObject = dataclasses.field(default_factory=lambda: EMPTY)
+    endpoints: tuple[EndpointUse, ...] = ()  # every endpoint that answered, with its steps (none recorded before)
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> RunSetup:
@@ -538,16 +540,20 @@ class RunSetup:
             tool_use_max_loops=integer(record.get("tool_use_max_loops")),
             snippets_ran=text(record.get("snippets_ran")),
             settings=obj(record.get("settings")),
+            endpoints=tuple(EndpointUse.from_record(item) for item in objects(record.get("endpoints"))),
         )
 
     def to_record(self) -> JSONObject:
-        return {
+        record: JSONObject = {
             "base_url": self.base_url,
             "tool_names": _texts_list(self.tool_names),
             "tool_use_max_loops": self.tool_use_max_loops,
             "snippets_ran": self.snippets_ran,
             "settings": thaw_object(self.settings),
         }
+        if self.endpoints:
+            record["endpoints"] = [use.to_record() for use in self.endpoints]
+        return record
 
 
 @dataclass(frozen=True)

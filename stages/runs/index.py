@@ -144,7 +144,8 @@ def background_text(with_background: bool | None) -> str:
 
 
 def run_folders(results: ResultsPaths) -> list[Path]:
-    """Every run folder under `<results_dir>/scicode/`, in name order (the comparisons folder excluded)."""
+    """Every run folder under `<results_dir>/scicode/` (`is_listed_run`), in name order (the comparisons folder
+    excluded)."""
     if not results.root.is_dir():
         return []
     found = []
@@ -152,10 +153,19 @@ def run_folders(results: ResultsPaths) -> list[Path]:
         if model_dir.name == COMPARE_DIR_NAME:
             continue
         for run_dir in sorted(path for path in model_dir.iterdir() if path.is_dir()):
-            paths = RunPaths(run_dir)
-            if paths.has_selection():
+            if is_listed_run(run_dir):
                 found.append(run_dir)
     return found
+
+
+def is_listed_run(run_dir: Path) -> bool:
+    """A folder with a selection and something made from it (a generation, details or a summary): a run that
+    stopped before its first answer (a failed preflight, say) made nothing and is no run to list."""
+    paths = RunPaths(run_dir)
+    if not paths.has_selection():
+        return False
+    made = (paths.generations_dir.glob("*.json"), paths.details_dir.glob("*.json"), run_dir.glob("summary*.json"))
+    return any(next(found, None) is not None for found in made)
 
 
 def summary_files(run_dir: Path) -> list[Path]:

@@ -5,12 +5,14 @@ lines, report.html's header, the run index, compare and the inspect_ai log expor
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stages.benchmark.pins import split_problem_count
 from stages.config.settings import Settings
+from stages.records.results import GENERATION_FAILED_STATES, NO_DETAILS_STATES
 from stages.records.summary import Caveat, CaveatKind
 from stages.summarize.metrics import behaved_as_naive
 from stages.summarize.provenance import TargetsInfo
@@ -67,11 +69,30 @@ def _weak_tests(found: CaveatInputs) -> str | None:
     return f"{len(passes)} pass(es) on official tests known to be weak" if passes else None
 
 
+# Why a problem failed, in the order a reader asks (the first that applies names it), with its phrase.
+FAILURE_KINDS: tuple[tuple[str, Callable[[ProblemRow], bool]], ...] = (
+    ("not generated", lambda row: row.state in GENERATION_FAILED_STATES),
+    ("not scored", lambda row: row.state in NO_DETAILS_STATES or any(s.status == "no_verdict" for s in row.steps)),
+    (
+        "with steps that could not be evaluated (eval_error)",
+        lambda row: any(s.status == "eval_error" for s in row.steps),
+    ),
+)
+
+
+def failure_kind(row: ProblemRow) -> str:
+    """Why a failed problem failed, as FAILURE_KINDS says it (`failed otherwise` for anything else)."""
+    return next((phrase for phrase, applies in FAILURE_KINDS if applies(row)), "failed otherwise")
+
+
 def _failed_problems(found: CaveatInputs) -> str | None:
     failed = [row for row in found.rows if row.failed]
     if not failed:
         return None
-    return f"{len(failed)} problem(s) not generated or not scored (counted as unresolved)"
+    kinds = Counter(failure_kind(row) for row in failed)
+    order = [phrase for phrase, _ in FAILURE_KINDS] + ["failed otherwise"]
+    parts = ", ".join(f"{kinds[phrase]} {phrase}" for phrase in order if kinds[phrase])
+    return f"{len(failed)} problem(s) failed (counted as unresolved): {parts}"
 
 
 def _steps_not_generated(found: CaveatInputs) -> str | None:

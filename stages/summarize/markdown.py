@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from stages.benchmark.weak_tests import FLAG as WEAK_TEST_FLAG
 from stages.execution.untrusted import shown
+from stages.records.endpoint import EndpointUse
 from stages.records.results import CELL_STATUSES, OCCASIONAL_STATUSES, ToolStats
 from stages.records.run_conditions import conditions_markdown
 from stages.records.status_glossary import GLOSSARY_LINK, glossary_markdown, verdict_entry
@@ -45,6 +47,7 @@ from stages.summarize.uncertainty.text import (
 )
 
 NAME_LIMIT = 200  # characters of a name shown in Markdown
+ENDPOINT_LIMIT = 800  # characters of an endpoint and what it said of itself
 CAVEATS_LIMIT = 1000  # characters of the caveats line
 
 
@@ -156,6 +159,19 @@ def _cached_timeouts_line(count: int) -> str:
     return f"- timeouts served from the verdict cache: {count}{hint}"
 
 
+def _endpoint_lines(endpoints: Sequence[EndpointUse]) -> list[str]:
+    """Every endpoint that answered, with what it said of itself and the steps it answered (none recorded: none)."""
+    if not endpoints:
+        return []
+    if len(endpoints) == 1:
+        return [f"- answered by: {_endpoint_span(endpoints[0])}"]
+    return [f"- answered by {len(endpoints)} endpoints: " + "; ".join(_endpoint_span(use) for use in endpoints)]
+
+
+def _endpoint_span(use: EndpointUse) -> str:
+    return shown(use.shown(), limit=ENDPOINT_LIMIT, markdown=True)
+
+
 def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     identity, setup, targets = summary.identity, summary.setup, summary.targets
     categories = ", ".join(identity.category)
@@ -166,6 +182,7 @@ def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     lines += _targets_lines(targets) + caveat_lines(summary.caveats) + published_lines(summary)
     lines += [
         f"- model: {model}" + (f" at {name_span(setup.base_url)}" if setup.base_url else ""),
+        *_endpoint_lines(setup.endpoints),
         f"- run: {run} ({name_span(run_dir)})",
         f"- split: {identity.split}; category: {categories}; sample_ids: {samples}",
         f"- mode: {_mode_text(summary)}",
@@ -340,11 +357,26 @@ def _tool_lines(summary: Summary) -> list[str]:
     table = [(f"all steps, attempt {scored_attempt_number(summary)}", *_tool_cells(scored))]
     if _attempts_per_problem(summary) > 1:
         table.append(("all steps, all attempts", *_tool_cells(every)))
-    per_step = (
+    per_step = [
         (step.step_id, ToolStats.from_record(step.tools)) for problem in summary.problems for step in problem.steps
+    ]
+    return lines + markdown_table(header, table, right) + ["", tool_steps_line(per_step), ""]
+
+
+def tool_steps_line(per_step: Sequence[tuple[str, ToolStats]]) -> str:
+    """The steps' tool calls in one line (each step's own counts are in report.html and summary.json): how many
+    steps called a tool, the calls per such step, and how many steps had a call that failed."""
+    calling = [(step_id, stats) for step_id, stats in per_step if stats.calls]
+    if not calling:
+        return f"- steps that called a tool: 0 of {len(per_step)}"
+    counts = sorted(stats.calls for _, stats in calling)
+    most_id, most = max(calling, key=lambda item: item[1].calls)
+    failed = sum(stats.error + stats.timeout + stats.sandbox_error > 0 for _, stats in calling)
+    return (
+        f"- steps that called a tool: {len(calling)} of {len(per_step)}; calls per such step: median "
+        f"{statistics.median(counts):g}, most {most.calls} (step {most_id}); steps with a failed call (error, "
+        f"timeout or sandbox_error): {failed}; each step's counts are in report.html and summary.json"
     )
-    table += [(f"step {step_id}", *_tool_cells(stats)) for step_id, stats in per_step if stats.calls]
-    return lines + markdown_table(header, table, right) + [""]
 
 
 def _tool_cells(stats: ToolStats) -> tuple[int, ...]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib import metadata
+from pathlib import Path
 from typing import Literal
 
 from stages.benchmark.pins import pinned_sha256, pins
@@ -53,7 +54,19 @@ def resolve_targets_info(settings: Settings) -> TargetsInfo:
         return TargetsInfo("unknown", f"targets could not be resolved: {error}")
     except Exception as error:  # a summary is still written; the reason is shown in its first lines
         return TargetsInfo("unknown", f"targets could not be resolved: {type(error).__name__}: {error}")
-    return TargetsInfo(resolved.kind, str(resolved.note or ""), resolved.sha256)
+    return TargetsInfo(
+        resolved.kind, without_targets_path(str(resolved.note or ""), settings, resolved.path), resolved.sha256
+    )
+
+
+def without_targets_path(note: str, settings: Settings, resolved: Path | None) -> str:
+    """`note` with the targets file named by its file name only: a summary is shared, the user's folders are not
+    (an `h5py_file=/home/me/...` is shown as `test_data.h5`)."""
+    explicit = settings.explicit_targets_file()
+    named = [settings.h5py_file, str(explicit or ""), str(explicit.resolve()) if explicit else "", str(resolved or "")]
+    for path in sorted((item for item in named if item and item != "auto"), key=len, reverse=True):
+        note = note.replace(path, Path(path).name)
+    return note
 
 
 def _utc(timestamp: float) -> str:

@@ -27,6 +27,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,6 +36,7 @@ from typing import Any
 
 import jinja2
 from markupsafe import Markup
+from markupsafe import escape as markupsafe_escape
 
 from stages.benchmark.problems import Problem, ProblemDataError, load_problems
 from stages.benchmark.protocol import Carry, is_code
@@ -42,6 +44,7 @@ from stages.benchmark.weak_tests import weak_test
 from stages.config.settings import Settings
 from stages.execution.untrusted import valid_text
 from stages.generate.identity import where_snippets_ran
+from stages.records.endpoint import EndpointUse
 from stages.records.results import (
     CELL_STATUSES,
     OCCASIONAL_STATUSES,
@@ -80,6 +83,15 @@ COMPARE_SCRIPT = "compare.js"
 RAN_STATUSES = frozenset({"pass", "fail", "timeout"})
 
 
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def code_spans(value: object) -> Markup:
+    """Text written for Markdown as a page shows it: escaped, each `code span` a <code> element (no backtick shows)."""
+    escaped = str(markupsafe_escape(str(value)))
+    return Markup(CODE_SPAN.sub(r"<code>\1</code>", escaped).replace("`", ""))
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -89,7 +101,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(interval=interval_of, money=money, percent=percent)
+    env.filters.update(interval=interval_of, money=money, percent=percent, code_spans=code_spans)
     env.globals.update(
         intervals_sentence=INTERVALS_SENTENCE,
         resolve_short=RESOLVE_SHORT,
@@ -209,6 +221,7 @@ class ConfigurationView:
     snippets: str  # where tool snippets ran: local, or which sandbox
     project: str
     recorded: bool  # config.json was readable
+    endpoints: tuple[str, ...] = ()  # every endpoint that answered, one phrase each (summary.json's setup)
 
 
 def _shown(value: Any) -> str:
@@ -236,7 +249,15 @@ def configuration_view(config: Mapping[str, Any] | None, summary: Mapping[str, A
         snippets=where_snippets_ran(recorded.get("settings") or {}),
         project=project_text(summary.get("project")),
         recorded=config is not None,
+        endpoints=endpoint_phrases(summary.get("setup")),
     )
+
+
+def endpoint_phrases(setup: object) -> tuple[str, ...]:
+    """Each endpoint that answered, as one phrase, from summary.json's `setup` (none where it records none)."""
+    endpoints = setup.get("endpoints") if isinstance(setup, Mapping) else None
+    items = endpoints if isinstance(endpoints, list | tuple) else ()
+    return tuple(EndpointUse.from_record(freeze_object(item)).shown() for item in items if isinstance(item, Mapping))
 
 
 @dataclass

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from stages.benchmark.problems import prefilled_reason
 from stages.benchmark.weak_tests import WeakTest, weak_test
+from stages.records.endpoint import EndpointRecord
 from stages.records.generation import Generation
 from stages.records.results import (
     ERROR_STATES,
@@ -57,6 +58,7 @@ class ProblemRow:
     skipped_expected: int = 0  # prefilled steps according to the selection
     attempt_usages: tuple[Usage | None, ...] = ()  # the usage of each attempt (None where none is reported)
     attempt_latencies: tuple[float | None, ...] = ()  # the model latency of each attempt, likewise
+    endpoints: tuple[tuple[EndpointRecord, int], ...] = ()  # each endpoint that answered, with its steps (attempts)
 
     def attempt_usage(self, index: int) -> Usage | None:
         return self.attempt_usages[index] if index < len(self.attempt_usages) else None
@@ -212,6 +214,9 @@ def _row(result: ProblemResult, steps: tuple[StepRow, ...], error: str | None, *
         skipped_expected=entry.skipped_steps,
         attempt_usages=tuple(cost.usage for cost in costs),
         attempt_latencies=tuple(cost.latency_s for cost in costs),
+        endpoints=tuple(
+            pair for generation in result.generations if generation for pair in generation.endpoint_steps()
+        ),
     )
 
 

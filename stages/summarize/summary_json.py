@@ -9,6 +9,7 @@ from types import MappingProxyType
 from stages.config.fingerprints import FingerprintParts
 from stages.config.settings import RECORDED_SETTINGS, Settings
 from stages.generate.identity import where_snippets_ran
+from stages.records.endpoint import endpoint_uses
 from stages.records.results import ToolStats
 from stages.records.run_conditions import unscored_steps
 from stages.records.stamp import Stamp
@@ -129,13 +130,14 @@ def _recorded_settings(config_settings: FrozenObject) -> FrozenObject:
     )
 
 
-def _setup(settings: Settings, config_settings: FrozenObject) -> RunSetup:
+def _setup(settings: Settings, config_settings: FrozenObject, rows: Sequence[ProblemRow]) -> RunSetup:
     return RunSetup(
         base_url=text(config_settings.get("base_url")) or None,
         tool_names=tuple(settings.tool_names),
         tool_use_max_loops=settings.tool_use_max_loops,
         snippets_ran=where_snippets_ran(config_settings),
         settings=_recorded_settings(config_settings),
+        endpoints=endpoint_uses(pair for row in rows for pair in row.endpoints),
     )
 
 
@@ -209,6 +211,6 @@ def summary_record(
         steps_without_targets=tuple(steps_without_targets(rows)),
         recorded_caveats=caveats,
         recorded_invocations=invocations,
-        recorded_setup=_setup(settings, obj(recorded.get("settings"))),
+        recorded_setup=_setup(settings, obj(recorded.get("settings")), rows),
         recorded_cached_timeouts=cached_timeouts(rows),
     )

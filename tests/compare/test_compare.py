@@ -757,3 +757,35 @@ def test_a_model_name_longer_than_a_file_name_gets_a_bounded_run_folder(tmp_path
     other = Settings(model=long_model + "y", results_dir=str(tmp_path)).run_paths.run_dir.parent
     assert other != folder
     assert Settings(model="acme/short", results_dir=str(tmp_path)).run_paths.run_dir.parent.name == "acme_short"
+
+
+def test_the_same_model_is_never_called_a_difference(tmp_path: Path) -> None:
+    """Two runs of one model: the line says the model is the same, never "Besides the model"."""
+    results = tmp_path / "results"
+    a = make_run(results, "alpha", "validation", ["1"], run="first")
+    b = make_run(results, "alpha", "validation", ["1"], run="second", step_timeout_seconds=30.0)
+    for paths in (a, b):
+        write_details(paths, "1", attempt_record("1", ["pass"]))
+    assert (
+        compare_runs(a.run_dir, b.run_dir).splitlines()[2] == "Same model; 1 setting(s) differ: `step_timeout_seconds`."
+    )
+    c = make_run(results, "alpha", "validation", ["1"], run="third")
+    write_details(c, "1", attempt_record("1", ["pass"]))
+    assert compare_runs(a.run_dir, c.run_dir).splitlines()[2] == "Same model and settings."
+
+
+def test_derived_or_official_targets_are_said_plainly() -> None:
+    """What each run was scored against is one plain line of the comparison, a warning unless both are official."""
+    import dataclasses
+
+    from stages.compare.comparison import RunInfo, targets_note
+
+    base = RunInfo(Path("a"), "m", "r", "validation", "naive", "true", (), None)  # type: ignore[arg-type]
+    official, derived = dataclasses.replace(base, targets="official"), dataclasses.replace(base, targets="derived")
+    assert targets_note(official, official) == ("text", "Both runs were scored against the official test_data.h5.")
+    assert targets_note(official, derived) == (
+        "warning",
+        "The runs were scored against different targets: A against the official test_data.h5, B against targets "
+        "derived from the reference code (not the official test_data.h5).",
+    )
+    assert targets_note(derived, derived)[0] == "warning"

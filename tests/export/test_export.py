@@ -168,7 +168,7 @@ SPLIT_ON = re.compile(r"[,;\t\r\n]")
 
 
 def reason_row(reason: str) -> StepRow:
-    return StepRow("r", "m", "1", "1.1", 1, "fail", reason, 1, 1, 2, 1, 0.5, 0.25, 0, 0.0, "F", "S", "test")
+    return StepRow("r", "m", "1", "1.1", 1, "fail", reason, 1, 1, 2, None, 1, 0.5, 0.25, 0, 0.0, "F", "S", "test")
 
 
 def test_a_cell_split_on_semicolons_runs_no_formula() -> None:
@@ -178,7 +178,7 @@ def test_a_cell_split_on_semicolons_runs_no_formula() -> None:
     reason = 'AssertionError;=HYPERLINK(CHAR(104)&"ttp://x","see")'
     line = csv_text([reason_row(reason)]).splitlines()[1]
     guarded = '"AssertionError;\'=HYPERLINK(CHAR(104)&""ttp://x"",""see"")"'
-    assert line == f'"r","m","1","1.1",1,"fail",{guarded},1,1,2,1,0.5,0.25,0,0.0,"F","S","test"'
+    assert line == f'"r","m","1","1.1",1,"fail",{guarded},1,1,2,"",1,0.5,0.25,0,0.0,"F","S","test"'
     for separator in (",", ";", "\t", "\n"):
         assert spreadsheet_safe(f"ok{separator} @SUM(A1)") == f"ok{separator} '@SUM(A1)"
 
@@ -313,8 +313,44 @@ def test_a_second_export_replaces_the_log(exported) -> None:
 
 
 def test_export_of_a_folder_without_a_run_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ExportError, match="cannot export .*run `doit select`"):
+    with pytest.raises(ExportError, match="cannot export .*no run of model=nobody .*run `doit select`"):
         write_export(make_settings(tmp_path, model="nobody"))
+
+
+def test_export_of_a_missing_run_lists_the_runs_of_the_model(exported, tmp_path: Path) -> None:
+    """`doit export model=X` for a run folder that does not exist names the runs that exist for X."""
+    with pytest.raises(ExportError) as refused:
+        write_export(make_settings(tmp_path, model="acme-coder", split="validation"))
+    assert "runs of model=acme-coder that exist: test-tool_use-bg; name one with run=<name>" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_cost_per_step_and_the_log_total_cost_at_the_run_prices(tmp_path: Path) -> None:
+    """With prices set, steps.csv has each step's cost and the inspect log's model usage its total_cost."""
+    from inspect_ai.log import read_eval_log
+
+    from stages.select.stage import write_run_config
+
+    settings = make_settings(tmp_path, model="acme-coder", price_input_per_mtok="2", price_output_per_mtok="10")
+    write_selection(settings, [selection_entry("P1", "physics", 2, 2)])
+    write_run_config(settings)
+    write_generation(settings, "P1", [generated_step("P1.1", tool=True), generated_step("P1.2")])
+    write_details(settings, "P1", "physics", [("P1.1", "pass"), ("P1.2", "pass")])
+    files = write_export(settings)
+    rows = list(csv.DictReader(io.StringIO(files[0].read_text(encoding="utf-8"), newline="")))
+    step_cost = (120 * 2 + 30 * 10) / 1e6  # 120 tokens in, 30 out
+    assert [float(row["cost_usd"]) for row in rows] == [pytest.approx(step_cost)] * 2
+    log = read_eval_log(str(files[2]))
+    assert log.stats.model_usage["acme-coder"].total_cost == pytest.approx(2 * step_cost)
+    assert log.samples is not None and log.samples[0].model_usage["acme-coder"].total_cost == pytest.approx(
+        2 * step_cost
+    )
+    unpriced = make_settings(tmp_path / "unpriced", model="acme-coder")
+    write_selection(unpriced, [selection_entry("P1", "physics", 1, 1)])
+    write_run_config(unpriced)
+    write_generation(unpriced, "P1", [generated_step("P1.1")])
+    write_details(unpriced, "P1", "physics", [("P1.1", "pass")])
+    assert next(csv.DictReader(io.StringIO(write_export(unpriced)[0].read_text(encoding="utf-8"))))["cost_usd"] == ""
 
 
 def _free_port() -> int:

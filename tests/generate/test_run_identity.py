@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +53,59 @@ def test_the_same_configuration_is_no_difference(tmp_path: Path, monkeypatch, re
     settings.run_paths.generations_dir.mkdir(parents=True)
     (settings.run_paths.generations_dir / "1.json").write_text("{}")
     assert check_identity(settings_in(tmp_path), record=record) is None
+
+
+def _answered(settings: Settings) -> None:
+    settings.run_paths.generations_dir.mkdir(parents=True, exist_ok=True)
+    (settings.run_paths.generations_dir / "1.json").write_text("{}")
+
+
+def test_another_endpoint_is_a_change_of_configuration(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = settings_in(tmp_path, base_url="http://user:secret@127.0.0.1:8080/v1/?key=k2")
+    assert check_identity(first, record=True) is None
+    assert identity_of(first)["endpoint"] == "http://127.0.0.1:8080/v1"  # no credentials, no query
+    _answered(first)
+    found = check_identity(settings_in(tmp_path, base_url="http://127.0.0.1:9090/v1"), record=True)
+    assert found is not None and [name for name, _, _ in found.changes] == ["endpoint"]
+    assert "endpoint_change=resume" in found.refusal() and "secret" not in found.refusal()
+    # the same server named with other credentials is the same endpoint
+    assert check_identity(settings_in(tmp_path, base_url="http://127.0.0.1:8080/v1"), record=True) is None
+
+
+def test_endpoint_change_resume_continues_and_takes_the_new_endpoint(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = settings_in(tmp_path, base_url="http://127.0.0.1:8080/v1")
+    check_identity(first, record=True)
+    _answered(first)
+    resumed = settings_in(tmp_path, base_url="http://127.0.0.1:9090/v1", endpoint_change="resume")
+    assert check_identity(resumed, record=True) is None
+    assert identity_of(first)["endpoint"] == "http://127.0.0.1:9090/v1"
+    assert check_identity(settings_in(tmp_path, base_url="http://127.0.0.1:9090/v1"), record=True) is None
+    # resume lets the endpoint change, never another generation setting
+    other = settings_in(
+        tmp_path, base_url="http://127.0.0.1:8080/v1", endpoint_change="resume", api_protocol="openai-responses"
+    )
+    found = check_identity(other, record=True)
+    assert found is not None and [name for name, _, _ in found.changes] == ["api_protocol"]
+
+
+def test_an_identity_from_before_endpoints_takes_the_current_one(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = settings_in(tmp_path, base_url="http://127.0.0.1:8080/v1")
+    check_identity(first, record=True)
+    _answered(first)
+    path = first.run_paths.identity
+    old = json.loads(path.read_text(encoding="utf-8"))
+    del old["settings"]["endpoint"]
+    path.write_text(json.dumps(old), encoding="utf-8")
+    assert check_identity(settings_in(tmp_path, base_url="http://127.0.0.1:9090/v1"), record=True) is None
+    assert identity_of(first)["endpoint"] == "http://127.0.0.1:9090/v1"
+    assert check_identity(settings_in(tmp_path, base_url="http://127.0.0.1:8080/v1"), record=True) is not None
+
+
+def test_built_in_models_have_one_endpoint_whatever_base_url_says(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = load_settings({"model": "gold", "base_url": "http://127.0.0.1:1/v1"}, cwd=tmp_path)
+    check_identity(first, record=True)
+    assert identity_of(first)["endpoint"] == "built-in"

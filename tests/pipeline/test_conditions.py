@@ -356,6 +356,9 @@ def test_missing_targets_stop_the_run_before_any_model_call(
     assert refused.returncode == 3
     line = one_line(refused)
     assert "12 of 13 scored steps have no targets" in line and "77.1" in line and "allow_missing_targets=true" in line
+    # the two ways forward without the official file, and where that file comes from and how big it is
+    assert "run split=validation" in line and "set h5py_file=<path to it>" in line, line
+    assert "test_data.h5 (about 1.05 GB, from the official SciCode release" in line and "dataset_zip_url" in line
     assert model.total() == 0
 
     generated = run_doit(tmp_path, "generate", *args, api_key=TEST_API_KEY)  # only generation: targets not needed

@@ -79,3 +79,28 @@ def test_each_failed_step_is_printed_once_as_its_verdict_is_known(
     again = run_doit(workdir, *args)
     assert again.returncode == 0, output_of(again)
     assert NOTHING_TO_DO in again.stderr and failed_step_lines(again.stderr) == []  # printed once, not per run
+
+
+def test_a_failing_step_the_model_never_answered_is_printed_as_not_generated() -> None:
+    """The live line names a step as the counts do: `step 3.1 not_generated: ...`, not `fail`."""
+    from stages.execution.activity import StepFailure
+    from stages.progress.failures import step_failure_line
+    from stages.records.generation import Generation
+    from stages.records.verdict import StepVerdict
+    from stages.score.parent.stage import counted_status
+    from stages.storage.json_values import freeze_object
+
+    def step(step_id: str, status: str) -> dict:
+        return {"step_id": step_id, "prefilled": False, "status": status, "trajectory": {}, "usage": {}}
+
+    generation = Generation.from_record(
+        freeze_object(
+            {"problem_id": "3", "steps": [step("3.1", "error"), step("3.2", "ok"), step("3.3", "not_generated")]}
+        )
+    )
+    assert counted_status(StepVerdict("3.1", "fail", "not generated"), generation) == "not_generated"
+    assert counted_status(StepVerdict("3.3", "fail", "not generated"), generation) == "not_generated"
+    assert counted_status(StepVerdict("3.2", "fail", "wrong"), generation) == "fail"
+    assert counted_status(StepVerdict("3.1", "timeout", "slow"), generation) == "timeout"
+    line = step_failure_line(StepFailure("3", 0, ("3.1",), "not_generated", "the request failed"))
+    assert line == "step 3.1 not_generated: the request failed"

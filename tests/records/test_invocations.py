@@ -145,7 +145,8 @@ def test_summary_report_index_and_export_read_the_invocations(tmp_path: Path) ->
 
 def test_a_real_run_records_its_generation_and_scoring(tmp_path: Path) -> None:
     """`doit` over the made-up problem of the golden files (built-in gold model): invocations.jsonl holds a start
-    and an end of the problem's generation and of its scoring, and the summary's run start is the first of them."""
+    and an end of the problem's generation and of its scoring, and the summary's run start is when the command
+    started."""
     data_dir = staged_data(tmp_path)
     started = datetime.now(timezone.utc).replace(microsecond=0)
     doit(
@@ -168,5 +169,8 @@ def test_a_real_run_records_its_generation_and_scoring(tmp_path: Path) -> None:
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
     (only,) = summary["invocations"]
     assert only["stages"] == ["generate", "score"] and only["problems"] == 1
-    assert summary["run_started"] == only["started"] == events[0]["at"][:19] + "Z"
+    # the run started with its command (select, targets, the preflight), before its first problem was generated
+    command = events[0]["command_started"]
+    assert command <= events[0]["at"] and all(event.get("command_started", command) == command for event in events)
+    assert summary["run_started"] == only["started"] == command[:19] + "Z"
     assert datetime.strptime(summary["run_started"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) >= started

@@ -174,3 +174,14 @@ def test_markdown_index_lists_every_run(results: ResultsPaths, tmp_path: Path) -
     assert "(1) the SciCode paper's main setting and the official leaderboard (test split, no background)." in text
     assert "- split test, no background: `cheap` / `test-tool_use-nobg` (16.7% resolved, $0.6000)," in text
     assert results.runs_page.is_file()
+
+
+def test_a_run_that_made_nothing_is_not_listed(results: ResultsPaths, tmp_path: Path) -> None:
+    """A folder whose run stopped before any answer (the `stopped` model: a selection, no generation, no details,
+    no summary) is no run: no row advising `doit summarize` for it, in the rows, runs.md or runs.html."""
+    assert (results.root / "stopped").is_dir()
+    assert "stopped" not in {row.model for row in index_rows(results)}
+    assert "pending" in {row.model for row in index_rows(results)}
+    write_run_index(make_settings(tmp_path))
+    assert "stopped" not in (results.root / "runs.md").read_text(encoding="utf-8")
+    assert "stopped" not in results.runs_page.read_text(encoding="utf-8")

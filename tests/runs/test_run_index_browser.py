@@ -104,3 +104,32 @@ def test_run_labels_in_the_cost_plot_do_not_overlap(browser, tmp_path: Path) -> 
             assert apart, f"the labels {text!r} and {other!r} overlap: {boxes}"
     browser.save_screenshot(str(tmp_path / "runs-plot.png"))
     print(f"screenshot: {tmp_path / 'runs-plot.png'}")
+
+
+INDEX_WIDTHS = (1280, 1440, 1920)
+ROW_HEIGHT_LIMIT = 110  # px: a run's row holds two lines of numbers and a short state, not a paragraph
+
+
+@pytest.mark.parametrize("width", INDEX_WIDTHS)
+def test_every_index_column_is_visible_without_horizontal_scrolling(browser, page: Path, width: int) -> None:  # noqa: F811
+    """At 1,280 px and wider the last columns (`marked`, `report`, `caveats`) are on screen, the page does not
+    scroll sideways, and no run's row grows tall."""
+    browser.set_window_size(width, 900)
+    try:
+        open_page(browser, page)
+        inner = browser.execute_script("return document.documentElement.clientWidth")
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= inner
+        headers = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#runs thead th')).map(th => "
+            "[th.textContent.trim(), th.getBoundingClientRect().right]);"
+        )
+        for name in ("marked", "report", "caveats"):
+            right = next(edge for text, edge in headers if text == name)
+            assert right <= inner, f"{name} ends at {right} px of {inner}"
+        heights = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#runs tr.run')).map(r => r.getBoundingClientRect().height);"
+        )
+        assert max(heights) <= ROW_HEIGHT_LIMIT, heights
+        browser.save_screenshot(str(page.parent / f"runs-{width}.png"))
+    finally:
+        browser.set_window_size(1400, 1000)

@@ -65,8 +65,11 @@ def test_categories_select_by_field_or_subfield(tmp_path: Path, staged_data_dir:
 def test_shipped_table_is_the_shared_one(shared_scicode: Path) -> None:
     from stages.benchmark.categories import CATEGORIES_FILE
 
+    reference = shared_scicode / "categories.json"
+    if not reference.is_file():  # not in the wheel: the copy from the SciCode website is only in ../shared
+        pytest.skip(f"the shipped categories.json is compared with the website's copy, not at {reference}")
     shipped = json.loads(CATEGORIES_FILE.read_text(encoding="utf-8"))
-    shared = json.loads((shared_scicode / "categories.json").read_text(encoding="utf-8"))
+    shared = json.loads(reference.read_text(encoding="utf-8"))
     assert shipped["problems"] == shared["problems"] and shipped["fields"] == shared["fields"]
     assert "scicode-bench.github.io" in shipped["source"]
 

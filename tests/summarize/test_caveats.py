@@ -117,3 +117,21 @@ def test_the_inspect_ai_log_carries_the_caveats(tmp_path: Path) -> None:
     assert summary is not None
     assert metadata["caveats"] == [caveat.text for caveat in summary.caveats]
     assert any(NAIVE_PHRASE in text for text in metadata["caveats"])
+
+
+def test_failed_problems_are_named_by_why_they_failed(tmp_path: Path) -> None:
+    """Problems that were generated and scored but had steps without targets are not called "not generated or not
+    scored": the caveat counts each kind of failure by its name."""
+    settings = make_settings(tmp_path, mode="naive", split="all", allow_missing_targets="true")
+    write_selection(settings, [selection_entry(pid, "physics", 1, 1) for pid in ("P1", "P2", "P3", "P4")])
+    write_details(settings, "P1", "physics", [("P1.1", "eval_error")], meta={"usage": USAGE})
+    write_details(settings, "P2", "physics", [("P2.1", "eval_error")], meta={"usage": USAGE})
+    write_details(settings, "P3", "physics", [("P3.1", "pass")], meta={"usage": USAGE})  # P4: no details
+    run_summarize(settings, targets=OFFICIAL, now=FIXED_NOW)
+    summary = read_summary_file(settings.run_paths.summary_json)
+    assert summary is not None
+    [failed] = [caveat.text for caveat in summary.caveats if caveat.kind == "problems_failed"]
+    assert failed == (
+        "3 problem(s) failed (counted as unresolved): 1 not scored, "
+        "2 with steps that could not be evaluated (eval_error)"
+    )

@@ -464,3 +464,22 @@ def test_large_report_opens_in_under_a_second(browser, large_report, runs) -> No
     browser.find_element(By.ID, "filter-failed").click()
     assert 0 < len(shown_problem_ids(browser)) < 80
     browser.save_screenshot(str(runs["screenshots"] / "large-report.png"))
+
+
+def test_status_badges_read_and_no_markdown_shows(browser, runs) -> None:
+    """Every status badge (verdicts and generation statuses, in the Statuses table, the grid and the compare page)
+    has readable contrast, and no Markdown backtick shows on either page."""
+    from selenium.webdriver.common.by import By
+
+    from tests.support.browser import low_contrast
+
+    open_page(browser, report_file(runs["mixed"]))
+    glossary = browser.find_element(By.ID, "status-glossary")
+    assert {"ok", "truncated", "no_code", "error", "prefilled", "context_exceeded"} <= set(glossary.text.split())
+    assert low_contrast(browser, "#status-glossary .badge") == []
+    assert low_contrast(browser, "#grid a.cell") == []
+    assert "`" not in browser.find_element(By.TAG_NAME, "body").text
+    browser.save_screenshot(str(runs["screenshots"] / "statuses.png"))
+    open_page(browser, runs["compare"])
+    assert low_contrast(browser, ".badge") == []
+    assert "`" not in browser.find_element(By.TAG_NAME, "body").text

@@ -607,3 +607,55 @@ def test_the_terminal_line_and_the_plot_titles_neutralise_model_and_run_names(tm
     assert line.startswith("acme\\x1b[2K \\x1b[1A\\x1b[2K- 78.2 (pass)") and "r\\x1b[1A\\x1b[2Kx $" in line
     assert ": resolved 0/1 (0.0%)" in line
     assert len(list(settings.run_paths.plots_dir.glob("*.png"))) == 3
+
+
+def test_the_tool_table_is_aggregated_not_a_row_per_step() -> None:
+    """summary.md's tool table has the run's totals and one line over the steps, never a row per step (338 rows for
+    a whole run)."""
+    from stages.records.generation import ToolStats
+    from stages.summarize.markdown import tool_steps_line
+
+    per_step = [(f"{n}.1", ToolStats(calls=n % 4, ok=n % 4, error=int(n % 7 == 0 and n % 4 > 0))) for n in range(338)]
+    line = tool_steps_line(per_step)
+    assert line.startswith("- steps that called a tool: 253 of 338; calls per such step: median 2, most 3 (step 3.1)")
+    assert "steps with a failed call (error, timeout or sandbox_error): 36" in line
+    assert tool_steps_line([("1.1", ToolStats())]) == "- steps that called a tool: 0 of 1"
+
+
+def test_every_endpoint_that_answered_is_named_with_its_steps(tmp_path: Path) -> None:
+    """A run resumed against another endpoint on purpose: summary.md, summary.json and report.html name both, each
+    with the steps it answered and what it said of itself; an endpoint's text is shown neutralised."""
+    from stages.summarize.stage import run_summarize
+    from tests.export.test_export import generated_step, write_generation
+    from tests.support.run_artifacts import OFFICIAL, make_settings, selection_entry, write_details, write_selection
+
+    settings = make_settings(tmp_path, model="acme-coder")
+    write_selection(settings, [selection_entry("P1", "physics", 2, 2), selection_entry("P2", "physics", 1, 1)])
+    local = {"base_url": "http://127.0.0.1:8080/v1", "served_model": "acme-coder", "server": {"model_file": "a.gguf"}}
+    other = {"base_url": "http://10.0.0.2:8000/v1", "served_model": None, "server": {"model_root": "<b>x</b>\x1b[2J"}}
+    write_generation(
+        settings, "P1", [generated_step("P1.1") | {"endpoint": 0}, generated_step("P1.2") | {"endpoint": 1}]
+    )
+    write_generation(settings, "P2", [generated_step("P2.1") | {"endpoint": 0}])
+    for problem_id, endpoints in (("P1", [local, other]), ("P2", [local])):
+        path = settings.run_paths.generation(problem_id)
+        record = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**record, "endpoints": endpoints}), encoding="utf-8")
+    write_details(settings, "P1", "physics", [("P1.1", "pass"), ("P1.2", "pass")])
+    write_details(settings, "P2", "physics", [("P2.1", "pass")])
+    run_summarize(settings, targets=OFFICIAL)
+    summary = settings.run_paths.summary_md.read_text(encoding="utf-8")
+    line = next(text for text in summary.splitlines() if text.startswith("- answered by"))
+    assert line.startswith(
+        "- answered by 2 endpoints: `http://127.0.0.1:8080/v1 (serves acme-coder; model file a.gguf)"
+    )
+    assert ": 2 step(s)`; `http://10.0.0.2:8000/v1 (model not listed; model <b>x</b>\\x1b[2J): 1 step(s)`" in line
+    recorded = json.loads(settings.run_paths.summary_json.read_text(encoding="utf-8"))["setup"]["endpoints"]
+    assert [(use["base_url"], use["steps"]) for use in recorded] == [
+        ("http://127.0.0.1:8080/v1", 2),
+        ("http://10.0.0.2:8000/v1", 1),
+    ]
+    html = settings.run_paths.report_html.read_text(encoding="utf-8")
+    shown = html.split('id="endpoints">', 1)[1].split("</dd>", 1)[0]
+    assert "<div>http://127.0.0.1:8080/v1 (serves acme-coder; model file a.gguf): 2 step(s)</div>" in shown
+    assert "&lt;b&gt;x&lt;/b&gt;" in shown and "<b>" not in shown

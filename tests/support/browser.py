@@ -74,3 +74,25 @@ def wait_for_step(driver: WebDriver, anchor: str) -> None:
     WebDriverWait(driver, 10).until(
         lambda d: d.execute_script("return document.getElementById('step-view').dataset.step") == anchor
     )
+
+
+# The WCAG contrast ratio of each element's text against the background it is drawn on (the first ancestor with
+# an opaque background), computed by the browser from the styles it applied.
+CONTRAST_SCRIPT = """
+function rgb(text) { const m = text.match(/[\\d.]+/g).map(Number); return {r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1}; }
+function lum(c) { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+  return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); }
+function background(el) { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor);
+  if (c.a > 0.5) return c; } return {r: 255, g: 255, b: 255, a: 1}; }
+return Array.from(document.querySelectorAll(arguments[0])).filter(el => el.offsetParent !== null).map(el => {
+  const fg = lum(rgb(getComputedStyle(el).color)), bg = lum(background(el));
+  return [el.textContent.trim(), (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05)]; });
+"""
+MIN_CONTRAST = 4.5  # WCAG AA for text under 18 pt
+
+
+def low_contrast(driver: WebDriver, css: str) -> list[tuple[str, float]]:
+    """The visible elements matching `css` whose text has less than MIN_CONTRAST against its background."""
+    found = driver.execute_script(CONTRAST_SCRIPT, css)
+    assert found, f"no visible element matches {css}"
+    return [(text, round(ratio, 2)) for text, ratio in found if ratio < MIN_CONTRAST]

@@ -178,6 +178,9 @@ def results(tmp_path: Path) -> ResultsPaths:
     make_summarized_run(tmp_path, "tokens-only", [True, True, False, False, False], split="all")
     unsummarized = make_settings(tmp_path, model="pending", split="test")
     write_selection(unsummarized, [selection_entry("P1", "physics", 1, 1)])
+    write_details(unsummarized, "P1", "physics", [("P1.1", "pass")])  # scored, not yet summarized
+    stopped = make_settings(tmp_path, model="stopped", split="test")  # stopped in its preflight: nothing made
+    write_selection(stopped, [selection_entry("P1", "physics", 1, 1)])
     return ResultsPaths(tmp_path / "results")
 
 

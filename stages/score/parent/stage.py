@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from stages.benchmark.pins import reference_step_seconds
 from stages.benchmark.problems import Problem, Step, prefilled_reason, problem_by_id
@@ -54,7 +54,7 @@ from stages.score.parent.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, ca
 from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import StepScript, build_step_script
 from stages.score.parent.truncation import truncation_note, with_note
-from stages.statuses import NEVER_ANSWERED_STATUSES, StepStatus
+from stages.statuses import NEVER_ANSWERED_STATUSES, UNGENERATED_STATUSES, StepStatus
 from stages.storage.artifacts import fingerprint, sha256_file, write_artifact
 from stages.storage.json_values import JSONObject, freeze_object
 from stages.targets import ResolvedTargets, resolve_targets
@@ -379,14 +379,22 @@ def _noted(verdict: StepVerdict, generation: Generation | None) -> StepVerdict:
     return verdict if note is None else dataclasses.replace(verdict, reason=with_note(verdict.reason, note))
 
 
+def counted_status(verdict: StepVerdict, generation: Generation | None) -> StepStatus | Literal["not_generated"]:
+    """The verdict's status as the counts say it: `not_generated` for a failing step the model never answered."""
+    step = _generated_steps(generation).get(verdict.step_id)
+    never_answered = step is not None and step.status in UNGENERATED_STATUSES
+    return "not_generated" if verdict.status == "fail" and never_answered else verdict.status
+
+
 def step_failures(problem_id: str, items: list[PlannedStep], generations: list[Generation | None]) -> list[StepFailure]:
     """The failed steps among `items` (their verdicts known), one record per attempt, status and reason."""
-    grouped: dict[tuple[int, StepStatus, str], list[str]] = {}
+    grouped: dict[tuple[int, StepStatus | Literal["not_generated"], str], list[str]] = {}
     for item in items:
         if item.verdict is None or item.verdict.status in PASSING_STATUSES:
             continue
         verdict = _noted(item.verdict, generations[item.attempt])
-        grouped.setdefault((item.attempt, verdict.status, verdict.reason), []).append(verdict.step_id)
+        status = counted_status(verdict, generations[item.attempt])
+        grouped.setdefault((item.attempt, status, verdict.reason), []).append(verdict.step_id)
     return [
         StepFailure(problem_id, attempt, tuple(step_ids), status, reason)
         for (attempt, status, reason), step_ids in grouped.items()

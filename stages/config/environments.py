@@ -16,7 +16,9 @@ from typing import Any
 from stages.config.values import fail
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
-ALLOWED = "NAME:PYTHON[,NAME:PYTHON...] with distinct names of letters, digits, '.', '_', '-' (at most 32) and a python path"
+ALLOWED = (
+    "NAME:PYTHON[,NAME:PYTHON...] with distinct names of letters, digits, '.', '_', '-' (at most 32) and a python path"
+)
 
 
 @dataclass(frozen=True)

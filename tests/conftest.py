@@ -233,7 +233,7 @@ ENVIRONMENTS_WORKDIR_VARIABLE = "SCICODE_ENVIRONMENTS_WORKDIR"  # where the prot
 
 def environments_workdir() -> Path:
     """Where the grading environments' venvs are kept between test sessions: each in a folder keyed by its pins
-    and the interpreter (stages.execution.environments), built once."""
+    and the interpreter (stages.score.parent.environments), built once."""
     named = os.environ.get(ENVIRONMENTS_WORKDIR_VARIABLE)
     return Path(named) if named else Path(tempfile.gettempdir()) / f"scicode-environments-{os.getuid()}"
 
@@ -244,7 +244,7 @@ def era2024_python() -> Path:
     index by the project's own builder the first time (about a minute), then reused; builds are serialized by a
     lock beside it, so xdist workers and concurrent sessions share one."""
     from stages.benchmark.environments import protocol_environments
-    from stages.execution.environments import EnvironmentBuildError, build_environment
+    from stages.score.parent.environments import EnvironmentBuildError, build_environment
 
     pins = next(pins for pins in protocol_environments() if pins.name == "2024-era")
     try:

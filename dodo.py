@@ -181,7 +181,9 @@ def task_export():
 def task_environments():
     """`doit environments`: build SciCode-Verified's 2024-era and 2025-era grading environments as venvs and print the `environments=` value (never a default task)."""
     return {
-        "actions": [wiring.guarded(wiring.deferred("stages.score.parent.environments", "build_for_settings"), settings())],
+        "actions": [
+            wiring.guarded(wiring.deferred("stages.score.parent.environments", "build_for_settings"), settings())
+        ],
         "uptodate": [False],
         "verbosity": 2,
     }

@@ -36,7 +36,13 @@ def common(tmp_path: Path, staged_data_dir: Path, shared_scicode: Path) -> tuple
     prob = problems_by_id(DataPaths(staged_data_dir))[PROBLEM]
     answers = {step.step_id: answer(step.ground_truth_code or "") for step in prob.steps}
     (tmp_path / "answers.json").write_text(json.dumps({**answers, "29.2": answer(NUMPY1_INNER_PRODUCT)}))
-    return (*data_args(staged_data_dir, targets), "model=replay:answers.json", "mode=naive", "run=envs", f"sample_ids={PROBLEM}")
+    return (
+        *data_args(staged_data_dir, targets),
+        "model=replay:answers.json",
+        "mode=naive",
+        "run=envs",
+        f"sample_ids={PROBLEM}",
+    )
 
 
 def explained(workdir: Path, common: tuple[str, ...], *args: str) -> str:

@@ -149,9 +149,7 @@ def test_environments_enter_the_score_fingerprint_by_their_libraries(make_settin
 def test_all_validation_reference_steps_pass_in_both_environments(
     make_settings, era2024_python: Path, dev_targets
 ) -> None:
-    settings = make_settings(
-        environments=both(era2024_python), all_environments="true", step_timeout_seconds="900"
-    )
+    settings = make_settings(environments=both(era2024_python), all_environments="true", step_timeout_seconds="900")
     problems = load_split(settings.data_paths, "validation")
     for prob in problems:
         write_generation(settings, prob, reference_codes(prob))

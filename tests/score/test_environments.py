@@ -164,3 +164,20 @@ def test_all_validation_reference_steps_pass_in_both_environments(
     }
     assert len(verdicts) == 50
     assert {sid: v for sid, v in verdicts.items() if v != {"2024-era": "pass", "current": "pass"}} == {}
+
+
+def test_dask_scoring_grades_in_the_same_environments(make_settings, era2024_python: Path, dev_targets) -> None:
+    from stages.score.parent.dask_executor import close_dask_executors
+
+    settings = make_settings(
+        environments=both(era2024_python, first="current"), all_environments="true", executor="dask"
+    )
+    write_numpy1_answer(settings)
+    try:
+        summary = run_score(settings, "29", dev_targets)
+    finally:
+        close_dask_executors()
+    assert summary == {"problem_id": "29", "passed": 3, "scored": 3, "resolved": True}
+    steps = steps_of(settings, "29")
+    assert environment_statuses(steps["29.2"]) == {"current": "fail", "2024-era": "pass"}
+    assert all(step["executed_on"].startswith("tcp://127.0.0.1:") for step in steps.values())  # on the workers

@@ -8,7 +8,10 @@ steps are `skipped` (excluded from totals), steps that generation never produced
 (`engine.execute_step`, through the executor of `settings.executor`: see executor.py) unless the
 verdict cache already holds the verdict of that exact script. Steps of all attempts of a problem are
 submitted together, longest expected first; a script that occurs in several attempts runs once (the
-other attempts get its verdict marked `cached`). Every failed step is published to the live view
+other attempts get its verdict marked `cached`). Under `environments=` each step runs in every named interpreter
+(`scoring_environments`) until one passes (every one with `all_environments=true`); a cached pass in any of them
+decides the step before anything runs, and the step's verdict keeps each consulted environment's verdict
+(`environment_verdicts`, `combined_verdict`). Every failed step is published to the live view
 (`stages.execution.activity`) as soon as its verdict is known, while the problem's other steps may still run: the steps
 decided without a test process (not generated, no code) at once, one line for the steps that share a status
 and reason, each tested step when its test process ends. The details file holds `attempts[k]` for every

@@ -59,3 +59,20 @@ def test_an_environment_missing_a_module_is_one_line_naming_it(
     line = check_environment(settings, problems, current)
     assert line.startswith(f"environment ok: environment current ({sys.executable}) imports the ")
     assert isinstance(current, Interpreter)
+
+
+def test_doit_with_an_environment_that_cannot_run_stops_with_one_line(
+    tmp_path: Path, staged_data_dir: Path, shared_scicode: Path
+) -> None:
+    from stages.exit_codes import CONFIG_ERROR
+    from tests.support.pipeline_support import data_args, run_doit
+
+    missing = tmp_path / "no-such-env" / "bin" / "python"
+    args = (*data_args(staged_data_dir, shared_scicode / "test_data_dev.h5"), "sample_ids=29", "mode=naive")
+    result = run_doit(tmp_path, *args, f"environments=gone:{missing}", timeout=300)
+    assert result.returncode == CONFIG_ERROR.code, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("scicode: config error:")]
+    assert line.startswith(f"scicode: config error: environment gone ({missing}) cannot run a snippet")
+    assert "(no model was called)" in line
+    assert not list((tmp_path / "results").rglob("generations/*.json"))

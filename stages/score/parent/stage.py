@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -185,12 +186,16 @@ def score_fingerprint_parts(
 
 @lru_cache(maxsize=8)
 def scoring_library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
-    """Versions of the test process's libraries: from package metadata (no import) for this interpreter."""
+    """Versions of the test process's libraries: from package metadata (no import) for this interpreter; an
+    interpreter that cannot run is `unavailable` (the environment preflight stops the run with one line)."""
     # Compared as given, not resolved: a venv's python links to its base interpreter, but has other libraries.
     if os.path.abspath(python_binary) != os.path.abspath(sys.executable):
-        from stages.score.parent.launcher import environment_versions
+        from stages.score.parent.launcher import LaunchError, environment_versions
 
-        return tuple(sorted(environment_versions(python_binary).items()))
+        try:
+            return tuple(sorted(environment_versions(python_binary).items()))
+        except (LaunchError, OSError, ValueError, subprocess.SubprocessError):
+            return (("python", "unavailable"),)
     return tuple(package_versions(LIBRARIES).items())
 
 

@@ -69,10 +69,12 @@ def test_doit_with_an_environment_that_cannot_run_stops_with_one_line(
 
     missing = tmp_path / "no-such-env" / "bin" / "python"
     args = (*data_args(staged_data_dir, shared_scicode / "test_data_dev.h5"), "sample_ids=29", "mode=naive")
-    result = run_doit(tmp_path, *args, f"environments=gone:{missing}", timeout=300)
+    first = run_doit(tmp_path, *args, f"environments=here:{sys.executable}", timeout=600)  # details exist now
+    assert first.returncode == 0, first.stdout + first.stderr
+    result = run_doit(tmp_path, *args, f"environments=here:{sys.executable},gone:{missing}", timeout=300)
     assert result.returncode == CONFIG_ERROR.code, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("scicode: config error:")]
     assert line.startswith(f"scicode: config error: environment gone ({missing}) cannot run a snippet")
     assert "(no model was called)" in line
-    assert not list((tmp_path / "results").rglob("generations/*.json"))
+    assert "gone" not in "".join(path.read_text() for path in (tmp_path / "results").rglob("details/*.json"))

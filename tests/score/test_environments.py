@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from stages.records.details import Details
 from stages.score.parent import stage
 from stages.score.parent.stage import run_score, score_fingerprint_parts
 from stages.storage.artifacts import read_artifact
+from stages.storage.json_values import freeze_object
 from stages.targets import ResolvedTargets
 from tests.score.score_helpers import reference_codes, write_generation
 from tests.support.run_artifacts import json_at, json_object
@@ -53,11 +55,11 @@ def both(era2024_python: Path, first: str = "2024-era") -> str:
     return ",".join([pairs[first], *(pair for name, pair in pairs.items() if name != first)])
 
 
-def steps_of(settings, problem_id: str) -> dict[str, dict]:
+def steps_of(settings, problem_id: str) -> dict[str, dict[str, Any]]:
     details = read_artifact(settings.run_paths.details(problem_id), "details")
     assert details is not None
-    evaluation = json_object(json_at(details, "attempts", 0, "meta", "evaluation"))
-    return {step["step_id"]: step for step in evaluation["steps"]}
+    steps: list[dict[str, Any]] = json_object(json_at(details, "attempts", 0, "meta", "evaluation"))["steps"]  # type: ignore[assignment]
+    return {str(step["step_id"]): step for step in steps}
 
 
 def environment_statuses(step: dict) -> dict[str, str]:
@@ -101,7 +103,7 @@ def test_a_numpy1_answer_passes_in_the_2024_era_fails_in_the_current_one_and_pas
     assert [entry["name"] for entry in steps["29.2"]["environments"]] == ["current", "2024-era"]  # as named
     record = read_artifact(every.run_paths.details("29"), "details")
     assert record is not None
-    read_back = Details.from_record(record).attempts[0].evaluation.steps[1]
+    read_back = Details.from_record(freeze_object(record)).attempts[0].evaluation.steps[1]
     assert [(e.name, e.status) for e in read_back.environments] == [("current", "fail"), ("2024-era", "pass")]
 
 
@@ -142,7 +144,7 @@ def test_environments_enter_the_score_fingerprint_by_their_libraries(make_settin
     parts = {name: score_fingerprint_parts(settings, "29") for name, settings in (("one", one), ("two", two))}
     assert parts["one"].value != parts["two"].value != score_fingerprint_parts(plain, "29").value
     libraries = parts["two"].libraries
-    assert libraries["2024-era numpy"] == "1.26.4" and libraries["current numpy"].startswith("2.")
+    assert libraries["2024-era numpy"] == "1.26.4" and str(libraries["current numpy"]).startswith("2.")
     assert parts["two"].settings["environments"] == both(era2024_python)
 
 

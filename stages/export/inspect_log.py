@@ -8,7 +8,8 @@ problem's first step, its `messages` every step's conversation in order, its sco
 - `main_problem_resolved`: 1 when the attempt resolved the problem, else 0 (the rule of `stages.records.results`);
 - `subproblem`: the fraction of the problem's scored steps that passed;
 
-and its metadata the problem's field, subfield, split, state, error and each step's reason and test duration.
+and its metadata the problem's field, subfield, split, state, error and each step's reason and test duration (and
+under `environments=` its verdict in each grading environment).
 The log's results hold attempt 1's headline numbers with their 95% intervals (stages.summarize.uncertainty), the same as
 summary.json. The log is marked untrusted (`viewer.trust_content: false`): inspect's viewer shows the model's
 text as plain text. The file is named `<created>_scicode_<id>.json`, as inspect names its own logs, so that
@@ -22,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from stages.execution.untrusted import valid_text
+from stages.export.steps import environments_cell
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.usage import Usage
 from stages.storage.artifacts import fingerprint
@@ -185,6 +187,13 @@ def model_usage(usage: Usage | None) -> JSONObject:
     return record
 
 
+def _environment_verdicts(result: ProblemResult, attempt: int) -> dict[str, str]:
+    """Under `environments=`: each step's verdict per grading environment (`2024-era=pass;current=fail`)."""
+    scored = result.scored_attempt(attempt)
+    verdicts = (scored.verdict(step.step_id) for step in result.entry.layout) if scored else ()
+    return {verdict.step_id: environments_cell(verdict) for verdict in verdicts if verdict and verdict.environments}
+
+
 def _statuses(result: ProblemResult, attempt: int) -> list[tuple[str, str, str, float | None]]:
     """(step id, status, reason, test duration) of every step of the problem in this attempt."""
     scored = result.scored_attempt(attempt)
@@ -205,6 +214,7 @@ def _statuses(result: ProblemResult, attempt: int) -> list[tuple[str, str, str, 
 def sample(result: ProblemResult, attempt: int, model: str) -> JSONObject:
     generation = result.generation(attempt)
     steps = _statuses(result, attempt)
+    environments = _environment_verdicts(result, attempt)
     scored = [(step_id, status) for step_id, status, _, _ in steps if status != "skipped"]
     passed = sum(status == "pass" for _, status in scored)
     messages: list[JSONValue] = [
@@ -253,6 +263,7 @@ def sample(result: ProblemResult, attempt: int, model: str) -> JSONObject:
             "error": _text(generation.error) if generation and generation.error else None,
             "steps": [
                 {"step_id": step_id, "status": status, "reason": reason, "test_duration_s": duration}
+                | ({"environments": environments[step_id]} if step_id in environments else {})
                 for step_id, status, reason, duration in steps
             ],
         },

@@ -88,3 +88,7 @@ def test_adding_the_2024_era_environment_rescores_without_regenerating(
     (steps_csv,) = folder.glob("export*/steps.csv")
     rows = {row["step"]: row for row in csv.DictReader(io.StringIO(steps_csv.read_text()))}
     assert rows["29.2"]["environments"] == "current=fail;2024-era=pass" and rows["29.2"]["status"] == "pass"
+    (log,) = steps_csv.parent.glob("inspect/*_scicode_*.json")  # the inspect_ai log: each step's metadata
+    (sample,) = json.loads(log.read_text())["samples"]
+    entries = {entry["step_id"]: entry for entry in sample["metadata"]["steps"]}
+    assert entries["29.2"]["environments"] == "current=fail;2024-era=pass"

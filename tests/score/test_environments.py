@@ -149,15 +149,32 @@ def test_environments_enter_the_score_fingerprint_by_their_libraries(make_settin
 
 
 def test_all_validation_reference_steps_pass_in_both_environments(
-    make_settings, era2024_python: Path, dev_targets
+    validation_reference_scoring, era2024_python: Path, dev_targets, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = make_settings(environments=both(era2024_python), all_environments="true", step_timeout_seconds="900")
+    """In the working folder of the session's reference scoring (tests/conftest.py), whose verdict cache already
+    holds this interpreter's verdicts of the 50 steps: only the 2024-era environment's test processes run."""
+    reference = validation_reference_scoring("full").settings
+    workdir = Path(reference.results_dir).parent
+    monkeypatch.chdir(workdir)
+    settings = load_settings(
+        {
+            "data_dir": reference.data_dir,
+            "results_dir": str(workdir / "results-environments"),
+            "score_workers": "2",
+            "step_timeout_seconds": "900",
+            "environments": both(era2024_python),
+            "all_environments": "true",
+        },
+        cwd=workdir,
+    )
     problems = load_split(settings.data_paths, "validation")
     for prob in problems:
         write_generation(settings, prob, reference_codes(prob))
+    before = executions()
     with ThreadPoolExecutor(max_workers=4) as pool:  # as the validation reference fixture scores them
         summaries = list(pool.map(lambda prob: run_score(settings, prob.problem_id, dev_targets), problems))
     assert sum(s["passed"] for s in summaries) == 50 == sum(s["scored"] for s in summaries)
+    assert executions() - before == 50  # the 2024-era environment's; this interpreter's came from the cache
     verdicts = {
         sid: environment_statuses(step)
         for prob in problems

@@ -211,6 +211,16 @@ def _statuses(result: ProblemResult, attempt: int) -> list[tuple[str, str, str, 
     return found
 
 
+def step_metadata(step: tuple[str, str, str, float | None], environments: dict[str, str]) -> JSONValue:
+    """A step's entry in a sample's metadata: its status, reason and test duration, and under `environments=` its
+    verdict in each grading environment."""
+    step_id, status, reason, duration = step
+    entry: JSONObject = {"step_id": step_id, "status": status, "reason": reason, "test_duration_s": duration}
+    if step_id in environments:
+        entry["environments"] = environments[step_id]
+    return entry
+
+
 def sample(result: ProblemResult, attempt: int, model: str) -> JSONObject:
     generation = result.generation(attempt)
     steps = _statuses(result, attempt)
@@ -261,11 +271,7 @@ def sample(result: ProblemResult, attempt: int, model: str) -> JSONObject:
             "split": result.entry.split,
             "state": result.state,
             "error": _text(generation.error) if generation and generation.error else None,
-            "steps": [
-                {"step_id": step_id, "status": status, "reason": reason, "test_duration_s": duration}
-                | ({"environments": environments[step_id]} if step_id in environments else {})
-                for step_id, status, reason, duration in steps
-            ],
+            "steps": [step_metadata(step, environments) for step in steps],
         },
         "model_usage": {model: model_usage(cost.usage)},
     }

@@ -179,6 +179,17 @@ def task_export():
     }
 
 
+def task_environments():
+    """`doit environments`: build SciCode-Verified's 2024-era and 2025-era grading environments as venvs and print the `environments=` value (never a default task)."""
+    return {
+        "actions": [
+            wiring.guarded(wiring.deferred("stages.score.parent.environments", "build_for_settings"), settings())
+        ],
+        "uptodate": [False],
+        "verbosity": 2,
+    }
+
+
 def task_compare():
     """`doit compare runs=DIR1,DIR2`: a Markdown report of two runs side by side (never a default task)."""
     return {

@@ -235,6 +235,32 @@ def start_server() -> Iterator[Callable[[Callable[[ModelRequest], Reply]], Model
         server.stop()
 
 
+ENVIRONMENTS_WORKDIR_VARIABLE = "SCICODE_ENVIRONMENTS_WORKDIR"  # where the protocol's venvs are kept between sessions
+
+
+def environments_workdir() -> Path:
+    """Where the grading environments' venvs are kept between test sessions: each in a folder keyed by its pins
+    and the interpreter (stages.score.parent.environments), built once."""
+    named = os.environ.get(ENVIRONMENTS_WORKDIR_VARIABLE)
+    return Path(named) if named else Path(tempfile.gettempdir()) / f"scicode-environments-{os.getuid()}"
+
+
+@pytest.fixture(scope="session")
+def era2024_python() -> Path:
+    """The python of SciCode-Verified's 2024-era environment (numpy 1.26.4, ...), a venv built from the package
+    index by the project's own builder the first time (about a minute), then reused; builds are serialized by a
+    lock beside it, so xdist workers and concurrent sessions share one."""
+    from stages.benchmark.environments import protocol_environments
+    from stages.score.parent.environments import EnvironmentBuildError, build_environment
+
+    pins = next(pins for pins in protocol_environments() if pins.name == "2024-era")
+    try:
+        return build_environment(environments_workdir(), pins, say=lambda line: None)
+    except EnvironmentBuildError as error:
+        _unavailable(f"the 2024-era environment cannot be built here: {error}")
+        raise
+
+
 # Whole runs that several tests read: each is made once per session (and on one xdist worker, see below).
 
 

@@ -32,3 +32,16 @@ def test_the_score_benchmark_measures_a_trivial_step_in_both_columns() -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "['engine', 'plain']"
+
+
+def test_the_environments_benchmark_names_its_three_configurations() -> None:
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import environments_bench as b; "
+        "print([sorted(b.configuration_values(name, '/e/python')) for name in b.CONFIGURATIONS])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(PROJECT / "bench")], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    last = result.stdout.strip().splitlines()[-1]
+    assert last == "[['environments'], ['environments'], ['all_environments', 'environments']]"

@@ -53,7 +53,7 @@ _DOIT_COMMANDS = frozenset(
 )
 _RESCORE_TASKS = frozenset({"score"})
 # tasks that never write a run's artifacts (no run lock, no preflight); `export` writes only its own export/ folder
-_NO_RUN_FOLDER_TASKS = frozenset({"compare", "download", "explain", "runs", "export"})
+_NO_RUN_FOLDER_TASKS = frozenset({"compare", "download", "environments", "explain", "runs", "export"})
 _TASKS_WITH_ARGUMENTS = frozenset({"explain"})  # the words after these are their arguments, not task names
 
 

@@ -37,6 +37,7 @@ from stages.config.declaration import (
     stage_inputs_of,
 )
 from stages.config.declaration import Stage as Stage  # the stages whose fingerprints cover settings
+from stages.config.environments import Environment, parse_environments, to_environments
 from stages.config.values import ConfigError as ConfigError  # the error of every configuration problem
 from stages.config.values import (
     check_plain,
@@ -473,6 +474,28 @@ class Settings:
             group=SNIPPETS,
         ),
     )
+    environments: str = setting(
+        "",
+        Declared(
+            to_environments,
+            "`NAME:PYTHON,...`: score every step in each of these interpreters, in this order, each under the full "
+            "confinement; a step passes when any environment passes it (see [Grading environments]"
+            "(running-safely.md#grading-environments); `doit environments` builds the SciCode-Verified ones)",
+            stages_when={"score": lambda settings: bool(settings.environments)},
+            shown_default='"" (python_binary only)',
+            group=SCORING,
+        ),
+    )
+    all_environments: bool = setting(
+        False,
+        Declared(
+            to_bool,
+            "under `environments=`, run every environment even after one passed and record every verdict (by "
+            "default the first pass ends a step)",
+            stages_when={"score": lambda settings: bool(settings.environments) and settings.all_environments},
+            group=SCORING,
+        ),
+    )
     sandbox_url: str = setting(
         "",
         Declared(
@@ -753,6 +776,11 @@ class Settings:
     def categories(self) -> tuple[str, ...] | None:
         """The selected categories, or None for all."""
         return None if any(name.strip().lower() == "all" for name in self.category) else self.category
+
+    @property
+    def grading_environments(self) -> tuple[Environment, ...]:
+        """The named grading environments of `environments=` (none when unset: steps run in `python_binary`)."""
+        return parse_environments(self.environments)
 
     @property
     def api_key(self) -> str | None:

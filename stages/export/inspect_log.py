@@ -9,7 +9,8 @@ problem's first step, its `messages` every step's conversation in order, its sco
 - `subproblem`: the fraction of the problem's scored steps that passed (the log's `mean` of it is the mean of
   these values; the summary's step rate, passed over scored steps of all problems, is its `micro_rate`);
 
-and its metadata the problem's field, subfield, split, state, error and each step's reason and test duration.
+and its metadata the problem's field, subfield, split, state, error and each step's reason and test duration (and
+under `environments=` its verdict in each grading environment).
 The log's results hold attempt 1's headline numbers with their 95% intervals (stages.summarize.uncertainty), the same as
 summary.json. The log is marked untrusted (`viewer.trust_content: false`): inspect's viewer shows the model's
 text as plain text. The file is named `<created>_scicode_<id>.json`, as inspect names its own logs, so that
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from stages.execution.untrusted import valid_text
+from stages.export.steps import environments_cell
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.usage import Usage
 from stages.storage.artifacts import fingerprint
@@ -191,6 +193,13 @@ def model_usage(usage: Usage | None, prices: Prices | None = None) -> JSONObject
     return record
 
 
+def _environment_verdicts(result: ProblemResult, attempt: int) -> dict[str, str]:
+    """Under `environments=`: each step's verdict per grading environment (`2024-era=pass;current=fail`)."""
+    scored = result.scored_attempt(attempt)
+    verdicts = (scored.verdict(step.step_id) for step in result.entry.layout) if scored else ()
+    return {verdict.step_id: environments_cell(verdict) for verdict in verdicts if verdict and verdict.environments}
+
+
 def _statuses(result: ProblemResult, attempt: int) -> list[tuple[str, str, str, float | None]]:
     """(step id, status, reason, test duration) of every step of the problem in this attempt."""
     scored = result.scored_attempt(attempt)
@@ -206,6 +215,16 @@ def _statuses(result: ProblemResult, attempt: int) -> list[tuple[str, str, str, 
         else:
             found.append((step.step_id, "no_verdict", valid_text(result.missing_reason or "no verdict"), None))
     return found
+
+
+def step_metadata(step: tuple[str, str, str, float | None], environments: dict[str, str]) -> JSONValue:
+    """A step's entry in a sample's metadata: its status, reason and test duration, and under `environments=` its
+    verdict in each grading environment."""
+    step_id, status, reason, duration = step
+    entry: JSONObject = {"step_id": step_id, "status": status, "reason": reason, "test_duration_s": duration}
+    if step_id in environments:
+        entry["environments"] = environments[step_id]
+    return entry
 
 
 def passed_of_scored(steps: Sequence[tuple[str, str, str, float | None]]) -> tuple[int, int]:
@@ -231,6 +250,7 @@ def subproblem_values(run: RunResults, attempt: int = 0) -> list[float]:
 def sample(result: ProblemResult, attempt: int, model: str, prices: Prices | None = None) -> JSONObject:
     generation = result.generation(attempt)
     steps = _statuses(result, attempt)
+    environments = _environment_verdicts(result, attempt)
     passed, scored = passed_of_scored(steps)
     messages: list[JSONValue] = [
         message for step in (generation.steps if generation else ()) for message in step_messages(step, model)
@@ -276,10 +296,7 @@ def sample(result: ProblemResult, attempt: int, model: str, prices: Prices | Non
             "split": result.entry.split,
             "state": result.state,
             "error": _text(generation.error) if generation and generation.error else None,
-            "steps": [
-                {"step_id": step_id, "status": status, "reason": reason, "test_duration_s": duration}
-                for step_id, status, reason, duration in steps
-            ],
+            "steps": [step_metadata(step, environments) for step in steps],
         },
         "model_usage": {model: model_usage(cost.usage, prices)},
     }

@@ -1,8 +1,10 @@
 """The flat table of a run's steps: one row per step and attempt, for pandas (JSONL) and spreadsheets (CSV).
 
 Columns: run, model, problem, step, attempt (1-based), status, reason, input/output/total tokens, their cost in
-USD at the run's prices (empty without prices) and the model calls of the step's generation, its model latency, the test duration, the tool calls and their summed duration,
-field, subfield and split. Every text is `valid_text`. In the CSV every text cell is quoted (whatever separator
+USD at the run's prices (empty without prices) and the model calls of the step's generation, its model latency, the
+test duration, the tool calls and their summed duration, field, subfield and split, and under `environments=` each
+grading environment's verdict (`NAME=STATUS` joined by `;`, in the order named; empty otherwise). Every text is
+`valid_text`. In the CSV every text cell is quoted (whatever separator
 a spreadsheet splits on, a cell stays one cell when it is read as CSV), and no part of a text cell can be read as
 a formula: a cell starting with a tab or a carriage return, and every segment a spreadsheet may split off (at the
 cell's start and after each `,`, `;`, tab or line break) whose first character past any white space and quotes
@@ -56,6 +58,7 @@ class StepRow:
     field: str
     subfield: str
     split: str
+    environments: str = ""
 
 
 COLUMNS: tuple[str, ...] = tuple(StepRow.__dataclass_fields__)
@@ -117,7 +120,13 @@ def step_row(
         field=valid_text(entry.taxonomy.field),
         subfield=valid_text(entry.taxonomy.subfield),
         split=entry.split,
+        environments=environments_cell(verdict),
     )
+
+
+def environments_cell(verdict: StepVerdict | None) -> str:
+    """`2024-era=pass;current=fail`: each grading environment's verdict of the step; "" without environments."""
+    return ";".join(f"{entry.name}={entry.status}" for entry in verdict.environments) if verdict else ""
 
 
 def step_rows(run: RunResults, model: str) -> Iterator[StepRow]:

@@ -54,6 +54,8 @@ def settings_or_exit() -> Settings:
         settings = load_settings(command_line_variables())
         check_executor(settings)
         check_confinement(settings.confinement, settings.python_binary)
+        for environment in settings.grading_environments:  # each grading environment under the same policy
+            check_confinement(settings.confinement, environment.python)
         command_line = invoked()
         if command_line.runs_tasks:
             check_before_download(settings, command_line.requested_tasks)

@@ -8,6 +8,8 @@
 - `check_environment` (after select, before any generate or score task that will run something in
   `python_binary`): a probe snippet, run locally in `python_binary` under the snippet confinement, imports every
   module of the selected problems' `required_dependencies` and reports whether the seccomp filter was in force.
+  Under `environments=`, scoring runs in each grading environment instead, and each is probed the same way (its
+  line names the environment).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from stages.benchmark.pins import pins, split_files
 from stages.benchmark.problems import Problem, ProblemDataError
+from stages.config.environments import Environment
 from stages.config.settings import ConfigError, Settings
 from stages.execution.safe_ast import parse_module
 from stages.execution.untrusted import shown
@@ -229,13 +232,36 @@ def environment_probe_code(modules: tuple[str, ...]) -> str:
     return f"MODULES = {list(modules)!r}\nMARKER = {ENVIRONMENT_PROBE_MARKER!r}\n" + ENVIRONMENT_PROBE
 
 
-def probe_environment(settings: Settings, modules: tuple[str, ...]) -> JSONObject:
-    """What `python_binary` imports as a local snippet does (same launcher, confinement and environment, without
-    the execution_preamble); ConfigError when the probe itself cannot run."""
+@dataclass(frozen=True)
+class Interpreter:
+    """An interpreter the preflight probes: its path, how its lines name it, and what to do when it lacks a module."""
+
+    python: str
+    label: str  # `python_binary=/x` or `environment 2024-era (/x)`
+    remedy: str  # what to do when it cannot import a module
+
+    @classmethod
+    def of_python_binary(cls, settings: Settings) -> Interpreter:
+        remedy = "install them into that environment, or set python_binary= to an interpreter that has them"
+        return cls(settings.python_binary, f"python_binary={settings.python_binary}", remedy)
+
+    @classmethod
+    def of_environment(cls, environment: Environment) -> Interpreter:
+        remedy = "install them into that environment, or name an interpreter that has them in environments="
+        return cls(environment.python, f"environment {environment.name} ({environment.python})", remedy)
+
+
+def probe_environment(
+    settings: Settings, modules: tuple[str, ...], interpreter: Interpreter | None = None
+) -> JSONObject:
+    """What the interpreter (default `python_binary`) imports as a local snippet does (same launcher, confinement and
+    environment, without the execution_preamble); ConfigError when the probe itself cannot run."""
     from stages.generate.tools import run_local
 
+    interpreter = interpreter or Interpreter.of_python_binary(settings)
     probe_settings = dataclasses.replace(
         settings,
+        python_binary=interpreter.python,
         execution_preamble="",
         code_timeout_seconds=max(settings.code_timeout_seconds, ENVIRONMENT_PROBE_TIMEOUT_SECONDS),
     )
@@ -248,51 +274,64 @@ def probe_environment(settings: Settings, modules: tuple[str, ...]) -> JSONObjec
     if outcome.status != "ok" or not isinstance(report, dict):
         detail = " ".join(outcome.output.split())[:300]
         raise ConfigError(
-            f"python_binary={settings.python_binary} cannot run a snippet under the snippet confinement "
+            f"{interpreter.label} cannot run a snippet under the snippet confinement "
             f"({outcome.status}): {detail} (no model was called)"
         )
     return report
 
 
-def check_environment(settings: Settings, problems: tuple[Problem, ...]) -> str:
-    """One line about `python_binary`'s environment; ConfigError naming every module it cannot import, or when the
-    seccomp filter the confinement line promises was not in force."""
+def check_environment(settings: Settings, problems: tuple[Problem, ...], interpreter: Interpreter | None = None) -> str:
+    """One line about an interpreter's environment (default `python_binary`); ConfigError naming every module it
+    cannot import, or when the seccomp filter the confinement line promises was not in force."""
     from stages.execution.confinement import confinement_of
 
+    interpreter = interpreter or Interpreter.of_python_binary(settings)
     modules = required_modules(problems)
-    report = probe_environment(settings, modules)
+    report = probe_environment(settings, modules, interpreter)
     missing = report.get("missing")
     missing = missing if isinstance(missing, dict) else {}
     if missing:
         names = ", ".join(name for name in sorted(missing) if not any(name.startswith(f"{m}.") for m in missing))
         first = str(next(iter(missing.values())))
         raise ConfigError(
-            f"python_binary={settings.python_binary} cannot import {names} under the snippet confinement "
-            f"({first}): install them into that environment, or set python_binary= to an interpreter that has "
-            "them (no model was called)"
+            f"{interpreter.label} cannot import {names} under the snippet confinement ({first}): "
+            f"{interpreter.remedy} (no model was called)"
         )
-    expected = bool(confinement_of(settings.python_binary).get("seccomp"))
+    expected = bool(confinement_of(interpreter.python).get("seccomp"))
     filtered = report.get("seccomp") == 2
     if expected and not filtered:
         raise ConfigError(
-            f"python_binary={settings.python_binary}: the seccomp filter the confinement probe found was not in force "
+            f"{interpreter.label}: the seccomp filter the confinement probe found was not in force "
             "in a snippet (no model was called)"
         )
     return (
-        f"environment ok: {settings.python_binary} imports the {len(modules)} modules of the selected problems' "
+        f"environment ok: {interpreter.label if interpreter.label.startswith('environment ') else interpreter.python} "
+        f"imports the {len(modules)} modules of the selected problems' "
         f"required_dependencies under the snippet confinement (seccomp filter {'on' if filtered else 'off'})"
     )
 
 
+def interpreters_to_check(settings: Settings, generation_only: bool) -> list[Interpreter]:
+    """The interpreters this command runs something in: `python_binary` for local tool snippets and for scoring
+    without `environments=`; each grading environment when scoring with it."""
+    scoring = not generation_only
+    snippets = settings.mode == "tool_use" and not settings.sandbox_url
+    named = settings.grading_environments
+    found = [Interpreter.of_python_binary(settings)] if snippets or (scoring and not named) else []
+    return found + ([Interpreter.of_environment(environment) for environment in named] if scoring else [])
+
+
 def environment_will_be_used(settings: Settings, generation_only: bool) -> bool:
-    """Whether this command runs anything in `python_binary`: scoring, or local tool snippets."""
-    return not generation_only or (settings.mode == "tool_use" and not settings.sandbox_url)
+    """Whether this command runs anything locally: scoring, or local tool snippets."""
+    return bool(interpreters_to_check(settings, generation_only))
 
 
 def check_before_running(settings: Settings, generation_only: bool) -> list[str]:
-    """The environment check, when this command will run something in `python_binary`; the lines to print."""
+    """The environment check of every interpreter this command will run something in; the lines to print."""
     from stages.select.stage import select_problems
 
-    if not environment_will_be_used(settings, generation_only):
+    interpreters = interpreters_to_check(settings, generation_only)
+    if not interpreters:
         return []
-    return [check_environment(settings, select_problems(settings))]
+    problems = select_problems(settings)
+    return [check_environment(settings, problems, interpreter) for interpreter in interpreters]

@@ -557,6 +557,54 @@ class RunSetup:
 
 
 @dataclass(frozen=True)
+class EnvironmentCount:
+    """One grading environment's tally over the scored steps: how many it graded (ran, or its cached verdict was
+    read), how many it passed, and the steps that passed in it alone while every other environment failed them."""
+
+    name: str
+    graded: int
+    passed: int
+    only: tuple[str, ...]
+
+    def to_record(self) -> JSONObject:
+        return {"name": self.name, "graded": self.graded, "passed": self.passed, "only": list(self.only)}
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> EnvironmentCount:
+        return cls(
+            text(record.get("name")),
+            integer(record.get("graded")),
+            integer(record.get("passed")),
+            texts(record.get("only")),
+        )
+
+
+@dataclass(frozen=True)
+class EnvironmentsSummary:
+    """Under `environments=`: every environment's tally, whether every verdict was recorded (`all_environments`),
+    and how many passed steps were decided by one environment without the others running (unknown elsewhere)."""
+
+    every_verdict: bool
+    counts: tuple[EnvironmentCount, ...]
+    passed_before_the_others: int
+
+    def to_record(self) -> JSONObject:
+        return {
+            "every_verdict": self.every_verdict,
+            "environments": [count.to_record() for count in self.counts],
+            "passed_before_the_others": self.passed_before_the_others,
+        }
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> EnvironmentsSummary:
+        return cls(
+            flag(record.get("every_verdict")),
+            tuple(EnvironmentCount.from_record(entry) for entry in objects(record.get("environments"))),
+            integer(record.get("passed_before_the_others")),
+        )
+
+
+@dataclass(frozen=True)
 class Summary:
     stamp: Stamp
     status: str
@@ -592,6 +640,7 @@ class Summary:
     recorded_cached_timeouts: int | None = None  # timeout verdicts of scored steps served from the verdict cache
     recorded_published: PublishedSetting | None = None
     recorded_references: tuple[ReferenceFigure, ...] | None = None
+    environments: EnvironmentsSummary | None = None  # under `environments=` only
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Summary:
@@ -643,6 +692,9 @@ class Summary:
                 if "references" in record
                 else None
             ),
+            environments=EnvironmentsSummary.from_record(obj(record["environments"]))
+            if isinstance(record.get("environments"), Mapping)
+            else None,
         )
 
     def to_record(self) -> JSONObject:
@@ -688,6 +740,8 @@ class Summary:
             record["published_setting"] = self.recorded_published.to_record()
         if self.recorded_references is not None:
             record["references"] = [reference.to_record() for reference in self.recorded_references]
+        if self.environments is not None:
+            record["environments"] = self.environments.to_record()
         return record
 
     @property

@@ -7,7 +7,57 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from stages.statuses import STEP_STATUSES, StepStatus
-from stages.storage.json_values import Frozen, FrozenObject, JSONObject, integer, number, obj, text, thaw_object
+from stages.storage.json_values import (
+    Frozen,
+    FrozenObject,
+    JSONObject,
+    JSONValue,
+    integer,
+    number,
+    obj,
+    objects,
+    text,
+    thaw_object,
+)
+
+
+@dataclass(frozen=True)
+class EnvironmentVerdict:
+    """What one grading environment (`environments=`) decided of a step: its status and reason, whether the
+    verdict cache held it, and how long its test process ran."""
+
+    name: str
+    status: StepStatus
+    reason: str
+    cached: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    @classmethod
+    def of(cls, name: str, verdict: StepVerdict) -> EnvironmentVerdict:
+        return cls(name, verdict.status, verdict.reason, verdict.cached, verdict.duration_s)
+
+    def as_record(self) -> JSONObject:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "reason": self.reason,
+            "cached": self.cached,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> EnvironmentVerdict:
+        return cls(
+            text(record.get("name")),
+            _step_status(record.get("status")),
+            text(record.get("reason")),
+            bool(record.get("cached", False)),
+            number(record.get("duration_s")),
+        )
 
 
 @dataclass(frozen=True)
@@ -29,6 +79,9 @@ class StepVerdict:
     # A `fail` decided by a failed check: what its statement compared, model-side values only (the checker's
     # `compared_values`); the report adds the target side. Never a target value.
     compared: JSONObject | None = None
+    # Under `environments=`: each environment's verdict, in the order they are named, for those that ran or whose
+    # verdict the cache held (a step passes when any passed; the first pass ends it unless `all_environments`).
+    environments: tuple[EnvironmentVerdict, ...] = ()
 
     @property
     def correct(self) -> bool:
@@ -52,6 +105,9 @@ class StepVerdict:
             record["executed_on"] = self.executed_on
         if self.compared is not None:
             record["compared"] = dict(self.compared)
+        if self.environments:
+            verdicts: list[JSONValue] = [environment.as_record() for environment in self.environments]
+            record["environments"] = verdicts
         return record
 
     @classmethod
@@ -71,6 +127,7 @@ class StepVerdict:
             number(record.get("duration_s")),
             bool(record.get("cached", False)),
             compared=thaw_object(compared) if isinstance(compared, Mapping) else None,
+            environments=tuple(EnvironmentVerdict.from_record(item) for item in objects(record.get("environments"))),
         )
 
     def to_cache(self) -> JSONObject:
@@ -79,7 +136,8 @@ class StepVerdict:
     @classmethod
     def from_cache(cls, record: dict[str, Any]) -> StepVerdict:
         """The verdict a cache file holds (`to_cache`, parsed JSON): TypeError when its fields do not fit."""
-        known = {name: record[name] for name in cls.__dataclass_fields__ if name in record}
+        # One environment's verdict: what several environments decided is never cached as one.
+        known = {name: record[name] for name in cls.__dataclass_fields__ if name in record and name != "environments"}
         return cls(**{**known, "cached": True})
 
 

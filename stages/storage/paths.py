@@ -53,6 +53,11 @@ class StatePaths:
     def downloads(self) -> Path:
         return self.root / "downloads"
 
+    @property
+    def environments(self) -> Path:
+        """The grading environments `doit environments` builds (one venv per protocol environment)."""
+        return self.root / "environments"
+
 
 @dataclass(frozen=True)
 class DataPaths:

@@ -15,6 +15,7 @@ from stages.records.run_conditions import conditions_markdown
 from stages.records.status_glossary import GLOSSARY_LINK, glossary_markdown, verdict_entry
 from stages.records.summary import (
     Caveat,
+    EnvironmentsSummary,
     GroupMetrics,
     RecordedInvocation,
     Summary,
@@ -196,7 +197,30 @@ def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     if settings_text:
         lines.append(f"- settings: {settings_text}")
     lines += _attempts_lines(summary) + invocation_lines(summary.invocations)
+    lines += environment_lines(summary.environments)
     return lines + [_cached_timeouts_line(summary.cached_timeouts), ""]
+
+
+def environment_lines(environments: EnvironmentsSummary | None) -> list[str]:
+    """Under `environments=`: one line per grading environment (graded, passed, passed there alone and which), and
+    how many passes were decided before the other environments ran."""
+    if environments is None:
+        return []
+    how = "every environment ran" if environments.every_verdict else "the first pass ends a step"
+    names = ", ".join(count.name for count in environments.counts)
+    lines = [f"- grading environments: {names}; a step passes when any passes ({how})"]
+    for count in environments.counts:
+        alone = f": {', '.join(count.only)}" if count.only else ""
+        lines.append(
+            f"  - {count.name}: passed {count.passed} of {count.graded} graded steps; "
+            f"{len(count.only)} passed only here{alone}"
+        )
+    if environments.passed_before_the_others:
+        lines.append(
+            f"  - {environments.passed_before_the_others} passed step(s) were not graded in every environment "
+            "(`all_environments=true` grades them everywhere)"
+        )
+    return lines
 
 
 def resolve_range(metrics: GroupMetrics) -> str:

@@ -23,7 +23,7 @@ from stages.records.results import (
     ToolStats,
 )
 from stages.records.usage import Usage
-from stages.records.verdict import StepVerdict
+from stages.records.verdict import EnvironmentVerdict, StepVerdict
 from stages.statuses import UNGENERATED_STATUSES
 
 SCORED_ATTEMPT = 0  # the attempt whose verdicts the tables, plots and headline count
@@ -36,6 +36,7 @@ class StepRow:
     reason: str
     tools: ToolStats = ToolStats()  # tool calls of the scored attempt's generation of this step
     cached: bool = False  # the verdict was served from the verdict cache, not executed by this scoring
+    environments: tuple[EnvironmentVerdict, ...] = ()  # under `environments=`: each consulted environment's verdict
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,9 @@ def _merge_steps(
         verdict = by_id.pop(step.step_id, None)
         if verdict is not None:
             status = cell_status(verdict, ungenerated)
-            rows.append(StepRow(step.step_id, status, verdict.reason, cached=verdict.cached))
+            rows.append(
+                StepRow(step.step_id, status, verdict.reason, cached=verdict.cached, environments=verdict.environments)
+            )
         elif step.prefilled:
             rows.append(StepRow(step.step_id, "skipped", prefilled_reason()))
         else:

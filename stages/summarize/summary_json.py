@@ -15,6 +15,8 @@ from stages.records.run_conditions import unscored_steps
 from stages.records.stamp import Stamp
 from stages.records.summary import (
     Caveat,
+    EnvironmentCount,
+    EnvironmentsSummary,
     FailedProblem,
     Groups,
     RecordedInvocation,
@@ -160,6 +162,30 @@ def cached_timeouts(rows: Sequence[ProblemRow]) -> int:
     return sum(step.status == "timeout" and step.cached for row in rows for step in row.scored_rows)
 
 
+def environments_summary(settings: Settings, rows: Sequence[ProblemRow]) -> EnvironmentsSummary | None:
+    """Under `environments=`: each environment's graded and passed scored steps, the steps that passed in it alone
+    (every other environment graded and failed them), and the passes decided before the others ran."""
+    names = [environment.name for environment in settings.grading_environments]
+    if not names:
+        return None
+    graded = dict.fromkeys(names, 0)
+    passed = dict.fromkeys(names, 0)
+    only: dict[str, list[str]] = {name: [] for name in names}
+    undecided = 0
+    for step in (step for row in rows for step in row.scored_rows):
+        verdicts = {verdict.name: verdict.passed for verdict in step.environments if verdict.name in graded}
+        for name, passing in verdicts.items():
+            graded[name] += 1
+            passed[name] += passing
+        winners = [name for name, passing in verdicts.items() if passing]
+        if winners and len(verdicts) < len(names):
+            undecided += 1
+        elif len(winners) == 1:
+            only[winners[0]].append(step.step_id)
+    counts = tuple(EnvironmentCount(name, graded[name], passed[name], tuple(only[name])) for name in names)
+    return EnvironmentsSummary(settings.all_environments, counts, undecided)
+
+
 def summary_record(
     settings: Settings,
     rows: Sequence[ProblemRow],
@@ -213,4 +239,5 @@ def summary_record(
         recorded_invocations=invocations,
         recorded_setup=_setup(settings, obj(recorded.get("settings")), rows),
         recorded_cached_timeouts=cached_timeouts(rows),
+        environments=environments_summary(settings, rows),
     )

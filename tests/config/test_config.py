@@ -273,7 +273,7 @@ def test_an_unknown_variable_suggests_the_closest_names_before_listing_all(
         load_settings(cli, cwd=tmp_path)
     text = str(raised.value)
     assert text.startswith(start) and "\n" not in text
-    assert text.index("did you mean") < text.index("known variables: allow_missing_targets")
+    assert text.index("did you mean") < text.index("known variables: all_environments, allow_missing_targets")
     if "Step_Timeout" in text:
         assert text.split("did you mean ", 1)[1].startswith("step_timeout_seconds")
 

@@ -8,7 +8,10 @@ steps are `skipped` (excluded from totals), steps that generation never produced
 (`engine.execute_step`, through the executor of `settings.executor`: see executor.py) unless the
 verdict cache already holds the verdict of that exact script. Steps of all attempts of a problem are
 submitted together, longest expected first; a script that occurs in several attempts runs once (the
-other attempts get its verdict marked `cached`). Every failed step is published to the live view
+other attempts get its verdict marked `cached`). Under `environments=` each step runs in every named interpreter
+(`scoring_environments`) until one passes (every one with `all_environments=true`); a cached pass in any of them
+decides the step before anything runs, and the step's verdict keeps each consulted environment's verdict
+(`environment_verdicts`, `combined_verdict`). Every failed step is published to the live view
 (`stages.execution.activity`) as soon as its verdict is known, while the problem's other steps may still run: the steps
 decided without a test process (not generated, no code) at once, one line for the steps that share a status
 and reason, each tested step when its test process ends. The details file holds `attempts[k]` for every
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 from stages.benchmark.pins import reference_step_seconds
 from stages.benchmark.problems import Problem, Step, prefilled_reason, problem_by_id
 from stages.benchmark.protocol import is_code, no_code_reason
+from stages.config.environments import Environment
 from stages.config.fingerprints import FingerprintParts, digest, run_relative, settings_slice
 from stages.config.settings import Settings
 from stages.errors import PipelineError
@@ -49,7 +54,7 @@ from stages.records.generation import GeneratedStep, Generation, read_generation
 from stages.records.results import cached_selection
 from stages.records.run_conditions import generation_tool_outcomes
 from stages.records.stamp import Stamp
-from stages.records.verdict import StepVerdict
+from stages.records.verdict import EnvironmentVerdict, StepVerdict
 from stages.score.parent.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
 from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import StepScript, build_step_script
@@ -141,7 +146,19 @@ def _score_inputs(settings: Settings, problem_id: str, targets: ResolvedTargets 
         generations=tuple((path, _generation_content(read_generation_file(path))) for path in paths),
         targets=targets_identity(targets),
         scoring_code=scoring_code_hash(),
-        libraries=scoring_library_versions(settings.python_binary),
+        libraries=_scoring_libraries(settings),
+    )
+
+
+def _scoring_libraries(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """The libraries of the interpreter steps run in; under `environments=`, of each environment, by name."""
+    named = settings.grading_environments
+    if not named:
+        return scoring_library_versions(settings.python_binary)
+    return tuple(
+        (f"{environment.name} {library}", version)
+        for environment in named
+        for library, version in scoring_library_versions(environment.python)
     )
 
 
@@ -169,12 +186,16 @@ def score_fingerprint_parts(
 
 @lru_cache(maxsize=8)
 def scoring_library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
-    """Versions of the test process's libraries: from package metadata (no import) for this interpreter."""
+    """Versions of the test process's libraries: from package metadata (no import) for this interpreter; an
+    interpreter that cannot run is `unavailable` (the environment preflight stops the run with one line)."""
     # Compared as given, not resolved: a venv's python links to its base interpreter, but has other libraries.
     if os.path.abspath(python_binary) != os.path.abspath(sys.executable):
-        from stages.score.parent.launcher import environment_versions
+        from stages.score.parent.launcher import LaunchError, environment_versions
 
-        return tuple(sorted(environment_versions(python_binary).items()))
+        try:
+            return tuple(sorted(environment_versions(python_binary).items()))
+        except (LaunchError, OSError, ValueError, subprocess.SubprocessError):
+            return (("python", "unavailable"),)
     return tuple(package_versions(LIBRARIES).items())
 
 
@@ -183,13 +204,38 @@ def scoring_library_versions(python_binary: str) -> tuple[tuple[str, str], ...]:
 # ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ScoringEnvironment:
+    """One interpreter the steps of a `run_score` call run in: its name ("" without `environments=`), its limits
+    (the interpreter is one of them) and its interpreter and library versions (both parts of its verdict keys)."""
+
+    name: str
+    limits: StepLimits
+    versions: dict[str, str]
+
+
+def scoring_environments(settings: Settings) -> tuple[ScoringEnvironment, ...]:
+    """`environments=`'s interpreters, in order; without it, `python_binary` alone (unnamed)."""
+    from stages.score.parent.launcher import environment_versions
+
+    named = settings.grading_environments or (Environment("", settings.python_binary),)
+    return tuple(
+        ScoringEnvironment(
+            environment.name,
+            StepLimits.of(dataclasses.replace(settings, python_binary=environment.python)),
+            environment_versions(environment.python),
+        )
+        for environment in named
+    )
+
+
 @dataclass
 class PlannedStep:
     step: Step
     attempt: int = 0
     verdict: StepVerdict | None = None
     script: StepScript | None = None
-    key: str | None = None
+    keys: tuple[str, ...] = ()  # its verdict-cache key in each scoring environment, in order
 
 
 def _generated_steps(generation: Generation | None) -> dict[str, GeneratedStep]:
@@ -228,8 +274,7 @@ def plan_steps(
     problem: Problem,
     generation: Generation | None,
     targets: ResolvedTargets,
-    versions: dict[str, str],
-    limits: StepLimits,
+    environments: tuple[ScoringEnvironment, ...],
     attempt: int = 0,
 ) -> list[PlannedStep]:
     records = _generated_steps(generation)
@@ -240,7 +285,8 @@ def plan_steps(
         item = PlannedStep(step, attempt, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
         if item.verdict is None:
             item.script = build_step_script(problem, index, codes, settings.data_paths, settings.carry)
-            item.key = verdict_key(item.script.official_text(TARGETS_PLACEHOLDER), targets_sha, versions, limits)
+            text = item.script.official_text(TARGETS_PLACEHOLDER)
+            item.keys = tuple(verdict_key(text, targets_sha, env.versions, env.limits) for env in environments)
         planned.append(item)
     return planned
 
@@ -273,8 +319,7 @@ class ScoringContext:
     settings: Settings
     targets: ResolvedTargets
     targets_sha256: str | None
-    versions: dict[str, str]
-    limits: StepLimits  # of every step of this call: the verdict keys' part and the jobs' field
+    environments: tuple[ScoringEnvironment, ...]  # each step runs in these, in order (limits and versions of each)
     cache: VerdictCache
     executor: StepExecutor
     rescored: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # (step, cached, new) re-executed
@@ -309,31 +354,70 @@ def reexecuted(rescore: str, cached: StepVerdict) -> bool:
     return rescore == "true" or (rescore == "timeouts" and cached.status == "timeout")
 
 
+def _usable_cached(context: ScoringContext, key: str) -> StepVerdict | None:
+    """The cache's verdict for `key`, unless `rescore=` executes it again."""
+    cached = context.cache.get(key)
+    return None if cached is None or reexecuted(context.settings.rescore, cached) else cached
+
+
 def _run_planned(context: ScoringContext, item: PlannedStep, expected: float, problem_seconds: float) -> StepVerdict:
-    assert item.key is not None
-    cached = context.cache.get(item.key)
-    if cached is not None and not reexecuted(context.settings.rescore, cached):
-        return cached
-    verdict = _execute(context, item, expected, problem_seconds)
-    if cached is not None:
-        context.rescored.append((item.step.step_id, cached.status, verdict.status))
-    return verdict
+    """The step's verdict over its scoring environments (see `environment_verdicts` and `combined_verdict`)."""
+    found = environment_verdicts(context, item, expected, problem_seconds)
+    return combined_verdict(context.environments, found)
 
 
-def _execute(context: ScoringContext, item: PlannedStep, expected: float, problem_seconds: float) -> StepVerdict:
-    assert item.key is not None
-    built = _build_job(item, context.targets, context.limits)
+def environment_verdicts(
+    context: ScoringContext, item: PlannedStep, expected: float, problem_seconds: float
+) -> dict[int, StepVerdict]:
+    """Each environment's verdict by its index, for those consulted: the cache first (a cached pass in any
+    environment decides the step, so adding an environment re-grades only the steps not yet passed), then each
+    environment in order until one passes (every one under `all_environments=true`)."""
+    every = context.settings.all_environments
+    found = {index: cached for index, key in enumerate(item.keys) if (cached := _usable_cached(context, key))}
+    if not every and any(verdict.status == "pass" for verdict in found.values()):
+        return found
+    for index, environment in enumerate(context.environments):
+        if index not in found:
+            previous = context.cache.get(item.keys[index])
+            found[index] = _execute(context, environment, item, item.keys[index], (expected, problem_seconds))
+            if previous is not None:
+                context.rescored.append((item.step.step_id, previous.status, found[index].status))
+        if found[index].status == "pass" and not every:
+            break
+    return found
+
+
+def combined_verdict(environments: tuple[ScoringEnvironment, ...], found: dict[int, StepVerdict]) -> StepVerdict:
+    """One step's verdict: the first passing environment's, else the first environment's; with named environments,
+    every consulted environment's verdict is kept in it (in their order)."""
+    order = sorted(found)
+    chosen = next((found[index] for index in order if found[index].status == "pass"), found[order[0]])
+    if not environments[0].name:  # python_binary alone: the verdict as it always was
+        return chosen
+    kept = tuple(EnvironmentVerdict.of(environments[index].name, found[index]) for index in order)
+    return dataclasses.replace(chosen, environments=kept)
+
+
+def _execute(
+    context: ScoringContext,
+    environment: ScoringEnvironment,
+    item: PlannedStep,
+    key: str,
+    seconds: tuple[float, float],
+) -> StepVerdict:
+    """Run the step's test process in one environment (`seconds`: the step's and its problem's expected seconds)."""
+    built = _build_job(item, context.targets, environment.limits)
     if isinstance(built, StepVerdict):
         return built
     from stages.score.parent.request import StepRequest
 
-    versions = tuple(sorted(context.versions.items()))
-    request = StepRequest(built, context.targets_sha256, versions, expected, problem_seconds)
+    versions = tuple(sorted(environment.versions.items()))
+    request = StepRequest(built, context.targets_sha256, versions, *seconds)
     verdict = context.executor.run(request)
     if verdict.launch_mode:
         with _EXECUTIONS_LOCK:
             EXECUTIONS["count"] += 1
-    context.cache.put(item.key, verdict)
+    context.cache.put(key, verdict)
     return verdict
 
 
@@ -350,17 +434,17 @@ def score_steps(
 ) -> None:
     """Give every planned step (of any attempt) its verdict; each distinct script runs at most once. The steps of
     each script are given to `on_verdicts` as soon as their verdict is known."""
-    runnable: dict[str, list[PlannedStep]] = {}
+    runnable: dict[tuple[str, ...], list[PlannedStep]] = {}
     for item in planned:
         if item.verdict is None:
-            assert item.key is not None
-            runnable.setdefault(item.key, []).append(item)
+            assert item.keys
+            runnable.setdefault(item.keys, []).append(item)
     if not runnable:
         return
     expected = {key: expected_step_seconds(context.cache, items[0].step.step_id) for key, items in runnable.items()}
     slowest = max(expected.values())
     with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix=f"score-{problem.problem_id}") as pool:
-        futures: dict[Future[StepVerdict], str] = {
+        futures: dict[Future[StepVerdict], tuple[str, ...]] = {
             pool.submit(_run_planned, context, items[0], expected[key], slowest): key for key, items in runnable.items()
         }
         for future in as_completed(futures):
@@ -530,21 +614,17 @@ def _score_problem(settings: Settings, problem_id: str, targets: ResolvedTargets
     executor = _executor(settings)
     targets = targets or resolve_targets(settings)
     generations = [_read_generation(settings, problem_id, attempt) for attempt in range(settings.attempts)]
-    from stages.score.parent.launcher import environment_versions
-
-    versions = environment_versions(settings.python_binary)
-    limits = StepLimits.of(settings)
+    environments = scoring_environments(settings)
     context = ScoringContext(
         settings,
         targets,
         targets_identity(targets)["sha256"],
-        versions,
-        limits,
+        environments,
         cache_at(settings.state_paths.verdict_cache),
         executor,
     )
     planned = [
-        plan_steps(settings, problem, generation, targets, versions, limits, attempt)
+        plan_steps(settings, problem, generation, targets, environments, attempt)
         for attempt, generation in enumerate(generations)
     ]
     steps = [item for attempt in planned for item in attempt]

@@ -509,3 +509,45 @@ def test_names_the_dependencies_bind_beyond_imports_are_the_checkers(shared_scic
     )
     verdict = execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": widened}, deps=deps, tests=(cell,)))
     assert_fails(verdict, "test 1 failed")
+
+
+# -- a cached verdict belongs to exactly what ran ------------------------------------------------------------
+
+# Under its own label (step 19.2's section) this block breaks `tensor`, which n_tangle calls; in step 19.1's section
+# it does nothing. At the end of 19.1's answer or at the start of 19.2's, the rendered script of 19.2 is the same.
+LABEL_CHECK = "if 'step 19.2' in __import__('sys')._getframe().f_code.co_filename:\n    tensor = None\n"
+
+
+@pytest.mark.parametrize("first_at_the_end", [True, False], ids=["forged pass", "forged fail"])
+def test_a_block_moved_to_the_step_before_never_reads_the_other_placement_s_cached_verdict(
+    staged_data_dir: Path, shared_scicode: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_at_the_end: bool
+) -> None:
+    from stages.benchmark.problems import problems_by_id
+    from stages.config.settings import load_settings
+    from stages.records.details import KIND as DETAILS_KIND
+    from stages.score.parent.stage import run_score
+    from stages.storage.artifacts import read_artifact
+    from stages.targets import ResolvedTargets
+    from tests.score.score_helpers import reference_code, write_generation
+
+    monkeypatch.chdir(tmp_path)
+    values = {"data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results"), "score_workers": "1"}
+    settings = load_settings(values, cwd=tmp_path)
+    targets = ResolvedTargets("explicit", shared_scicode / "test_data_dev.h5", None, "validation targets")
+    prob = problems_by_id(settings.data_paths)["19"]
+    first, second = reference_code(prob, "19.1").rstrip("\n"), reference_code(prob, "19.2")
+    at_the_end = {"19.1": first + "\n\n" + LABEL_CHECK, "19.2": second}
+    at_the_start = {"19.1": first, "19.2": LABEL_CHECK + "\n\n" + second}
+    placements = [at_the_end, at_the_start] if first_at_the_end else [at_the_start, at_the_end]
+
+    def step_19_2() -> dict:
+        details = read_artifact(settings.run_paths.details("19"), DETAILS_KIND)
+        assert details is not None
+        return details["attempts"][0]["meta"]["evaluation"]["steps"][1]
+
+    expected = ["pass", "fail"] if first_at_the_end else ["fail", "pass"]
+    for codes, status in zip(placements, expected, strict=True):
+        write_generation(settings, prob, codes)
+        run_score(settings, "19", targets)
+        verdict = step_19_2()
+        assert (verdict["status"], verdict["cached"]) == (status, False), verdict["reason"]

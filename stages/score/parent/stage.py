@@ -63,7 +63,6 @@ if TYPE_CHECKING:  # the engine, its executors and the launcher load only when a
     from stages.score.parent.engine import StepJob
     from stages.score.parent.executor import StepExecutor
 
-TARGETS_PLACEHOLDER = "<targets>"
 LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
 
 
@@ -240,7 +239,7 @@ def plan_steps(
         item = PlannedStep(step, attempt, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
         if item.verdict is None:
             item.script = build_step_script(problem, index, codes, settings.data_paths, settings.carry)
-            item.key = verdict_key(item.script.official_text(TARGETS_PLACEHOLDER), targets_sha, versions, limits)
+            item.key = verdict_key(item.script, targets_sha, versions, limits)
         planned.append(item)
     return planned
 

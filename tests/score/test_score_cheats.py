@@ -551,3 +551,96 @@ def test_a_block_moved_to_the_step_before_never_reads_the_other_placement_s_cach
         run_score(settings, "19", targets)
         verdict = step_19_2()
         assert (verdict["status"], verdict["cached"]) == (status, False), verdict["reason"]
+
+
+# -- nothing on the trusted side waits without a deadline ---------------------------------------------------
+
+# Test 1's value is a power whose exact comparison takes hours in the checker; test 2's is larger than a socket
+# buffer, so that relaying it to the busy checker cannot finish either.
+SLOW_COMPARISON = """
+CALLS = []
+def tensor(*args):
+    CALLS.append(1)
+    if len(CALLS) == 1:
+        import sympy
+        return sympy.Pow(sympy.Integer(3), sympy.Integer(10**12), evaluate=False)
+    return np.zeros(4 << 20)
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie waiting for its parent is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cpu_limit_once_set(pid: int) -> str:
+    """The soft and hard CPU-time limits of `pid` once it has set them (else whatever it has after 3 s)."""
+    deadline = time.monotonic() + 3.0
+    found = ""
+    while time.monotonic() < deadline:
+        try:
+            lines = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        except OSError:
+            return found
+        found = " ".join(next(line for line in lines if line.startswith("Max cpu time")).split()[3:5])
+        if found != "unlimited unlimited":
+            return found
+        time.sleep(0.02)
+    return found
+
+
+@pytest.mark.parametrize("use_zygote", [True, False])
+def test_a_comparison_that_cannot_finish_is_a_timeout_within_the_step_timeout(
+    shared_scicode: Path, use_zygote: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stages.score.parent import engine
+
+    started_pids: list[int] = []
+    cpu_limits: list[str] = []
+    start = engine._start
+
+    def recording_start(role, *args, **kwargs):
+        process = start(role, *args, **kwargs)
+        started_pids.append(process.launched.pid)
+        if role == "checker":
+            cpu_limits.append(cpu_limit_once_set(process.launched.pid))
+        return process
+
+    monkeypatch.setattr(engine, "_start", recording_start)
+    started = time.monotonic()
+    verdict = verdict_of(shared_scicode, SLOW_COMPARISON, timeout=4.0, use_zygote=use_zygote)
+    elapsed = time.monotonic() - started
+    assert verdict.status == "timeout", (verdict.status, verdict.reason, verdict.stderr[-2000:])
+    assert elapsed < 4.0 + 15.0, elapsed
+    assert len(started_pids) == 2  # the checker and the test process, both killed with the step
+    limit = str(engine.checker_cpu_seconds(4.0))
+    assert cpu_limits == [f"{limit} {int(limit) + 1}"]  # should the engine be gone, the kernel ends the checker
+    deadline = time.monotonic() + 5.0
+    while any(map(running, started_pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(running, started_pids))
+
+
+# -- a values frame costs the engine what it holds, at most the step's memory ------------------------------
+
+ANNOUNCE_FRAME = """
+def tensor(*args):
+    import os, time
+    os.write(3, ({size}).to_bytes(8, "big") + b"V")
+    time.sleep(60)
+"""
+
+
+def test_a_values_frame_longer_than_the_step_s_memory_is_refused_before_it_is_held(shared_scicode: Path) -> None:
+    memory_mb = 300
+    started = time.monotonic()
+    code = ANNOUNCE_FRAME.format(size=memory_mb * 2**20 + 1)
+    verdict = verdict_of(shared_scicode, code, memory_mb=memory_mb, timeout=30.0)
+    assert_fails(verdict, f"a frame of {memory_mb * 2**20 + 1} bytes (the limit is {memory_mb * 2**20})")
+    assert time.monotonic() - started < 20.0
+    within = verdict_of(shared_scicode, ANNOUNCE_FRAME.format(size=memory_mb * 2**20), memory_mb=memory_mb, timeout=3.0)
+    assert within.status == "timeout", within.reason  # announced within the bound: the engine waits for the rest

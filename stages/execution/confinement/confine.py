@@ -19,7 +19,8 @@ do not allow it):
    parent left there are copied in): nothing written there outlives the namespace, and writing more than
    `scratch_limit_mb` fails with ENOSPC inside the step.
 2. *Limits.* RLIMIT_AS (memory), RLIMIT_CORE = 0, RLIMIT_FSIZE = the scratch limit (so that without a tmpfs the
-   scratch is still bounded, per file).
+   scratch is still bounded, per file), RLIMIT_NOFILE = `DESCRIPTOR_LIMIT` (a pipe's or a socket's buffer is
+   memory outside the address space).
 3. *Landlock* (ABI >= 1): reads (and execution) only beneath the interpreter's prefixes (a venv's and its base's),
    its site-packages, the system library folders, the few /etc files the C library and Python read, and the extra
    folders the caller names; writes only beneath the scratch folder (and /dev/null). No /proc, no /home or /root,
@@ -96,6 +97,7 @@ prepare_seccomp = kernel.prepare_seccomp
 interpreter_read_paths = kernel.interpreter_read_paths
 
 TASK_LIMIT = 1024  # processes and threads at once in a step's PID namespace (its pid_max)
+DESCRIPTOR_LIMIT = 256  # open descriptors per confined process (RLIMIT_NOFILE): each may hold a kernel buffer
 SCRATCH_INODES_PER_MB = 128
 
 
@@ -348,7 +350,12 @@ def own_writable_folders(writable: Sequence[str]) -> None:
 
 
 def apply_limits(memory_mb: int | None, scratch_limit_mb: int | None = None) -> None:
+    """No core files; the address space (`memory_mb`); each file's size (`scratch_limit_mb`); and the descriptors
+    (`DESCRIPTOR_LIMIT`), each of which can hold kernel buffers (a pipe's, a socket's) outside the address space."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = DESCRIPTOR_LIMIT if hard == resource.RLIM_INFINITY else min(DESCRIPTOR_LIMIT, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, limit), limit))
     if memory_mb:
         limit = int(memory_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

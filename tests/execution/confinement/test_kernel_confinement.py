@@ -33,7 +33,7 @@ from stages.execution.confinement.kernel import (
     UNIFIED_SYSCALL_NUMBERS,
     UNPRIVILEGED_ID,
 )
-from tests.execution.confinement.probes import RAW, confined, last_json, unconfined
+from tests.execution.confinement.probes import RAW, SNIPPET_MEMORY_MB, confined, last_json, unconfined
 from tests.score.score_helpers import run_code
 
 pytestmark = pytest.mark.skipif(
@@ -361,6 +361,52 @@ def test_a_fork_bomb_stops_at_the_task_limit(scratch: Path) -> None:
     assert TASK_LIMIT - 20 < result["count"] < TASK_LIMIT
 
 
+# -- memory outside the address-space limit --------------------------------------------------------------------
+
+
+# Pages written to an anonymous file, a SysV segment or a message queue are held by the kernel object, not by any
+# mapping: RLIMIT_AS does not count them once unmapped (a 256 MiB step held 2 GiB this way).
+def hold_memory(total_mb: int) -> str:
+    """A program that tries to hold `total_mb` MiB outside its address space, each way (memfd files of 32 MiB, below
+    the per-file limit), and prints the errno names."""
+    return RAW + textwrap.dedent(f"""\
+        MiB = 1 << 20
+        def memfd(total):
+            for _ in range(total // (32 * MiB)):
+                fd = os.memfd_create("held")
+                for _ in range(32):
+                    os.write(fd, bytes(MiB))
+        def sysv_shm(total):
+            if libc.shmget(0, total, 0o1600) < 0:
+                raise OSError(ctypes.get_errno(), "shmget")
+        def message_queue(total):
+            if libc.msgget(0, 0o1600) < 0:
+                raise OSError(ctypes.get_errno(), "msgget")
+        def descriptors(total):
+            for _ in range(total):
+                os.pipe()
+        results = {{name: outcome(lambda: hold({total_mb} * MiB)) for name, hold in
+                   (("memfd", memfd), ("sysv shm", sysv_shm), ("message queue", message_queue))}}
+        results["300 pipes"] = outcome(lambda: descriptors(300))
+        print(json.dumps(results))
+    """)
+
+
+HELD_REFUSED = {"memfd": "EPERM", "sysv shm": "EPERM", "message queue": "EPERM", "300 pipes": "EMFILE"}
+
+
+def test_a_snippet_cannot_hold_memory_outside_its_limit(scratch: Path) -> None:
+    assert last_json(confined(hold_memory(2 * SNIPPET_MEMORY_MB), scratch)) == HELD_REFUSED
+
+
+def test_a_test_process_cannot_hold_memory_outside_its_limit(shared_scicode: Path) -> None:
+    body = "".join(f"    {line}\n" for line in hold_memory(2 * 256).splitlines())
+    code = f"def tensor(*args):\n{body}    raise RuntimeError('held: ' + json.dumps(results))\n"
+    verdict = run_code(shared_scicode, "19", "19.1", code, memory_mb=256)
+    assert verdict.status == "fail", verdict.reason
+    assert "held: " + json.dumps(HELD_REFUSED) in verdict.reason, verdict.reason
+
+
 READABLE_ELSEWHERE = ("/dev/kmsg", "/dev/vsock", "/dev/tty", "/proc/self/environ", "/sys/kernel/mm", "/sys/fs/cgroup")
 
 
@@ -377,8 +423,8 @@ def test_shared_memory_devices_and_system_folders_stay_out_of_reach(scratch: Pat
         print(json.dumps(results))
     """)
     results = last_json(confined(code, scratch))
-    assert results.pop("sysv shm") == "0"  # created in the step's own IPC namespace...
-    with open("/proc/sysvipc/shm") as table:  # ...which is not this one
+    assert results.pop("sysv shm") == "EPERM"  # its pages would be memory outside the address-space limit
+    with open("/proc/sysvipc/shm") as table:
         assert str(key) not in [line.split()[0] for line in table.readlines()[1:] if line.split()]
     assert results == dict.fromkeys(results, "EACCES") and len(results) == 2 + len(present), results
     assert not os.path.exists("/dev/shm/scicode-escape")

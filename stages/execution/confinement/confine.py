@@ -87,9 +87,10 @@ def _load_sibling(name: str) -> ModuleType:
 if TYPE_CHECKING:
     import argparse
 
-    from stages.execution.confinement import kernel
+    from stages.execution.confinement import cgroups, kernel
 else:
     kernel = _load_sibling("kernel")
+    cgroups = _load_sibling("cgroups")
 
 # What the callers of this file use of the kernel interfaces: they prepare the filter before anything else.
 ConfinementError = kernel.ConfinementError
@@ -116,6 +117,8 @@ class Confinement:
     scratch_tmpfs: bool = False
     scratch_reason: str = ""
     task_limit: int = 0
+    memory_cgroup: str = ""  # e.g. "cgroup v1": the step's processes share one memory limit; "" when unavailable
+    memory_cgroup_reason: str = ""
     problems: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -159,6 +162,11 @@ class Confinement:
             if self.scratch_tmpfs
             else f"scratch bounded per file only ({self.scratch_reason})"
         )
+        parts.append(
+            f"memory bounded per step ({self.memory_cgroup})"
+            if self.memory_cgroup
+            else f"memory bounded per process only (no memory cgroup: {self.memory_cgroup_reason})"
+        )
         return ", ".join(parts)
 
     def as_record(self) -> dict[str, object]:
@@ -174,6 +182,9 @@ class Confinement:
 # fork, read in B.
 _SUPERVISED_NAMESPACES = ""
 _SUPERVISED_NAMESPACES_REASON = ""
+# The memory cgroup A named for B's process tree (B creates and joins it), and why there is none.
+_STEP_CGROUP: tuple[cgroups.Hierarchy, str] | None = None
+_STEP_CGROUP_REASON = ""
 
 
 def _unshare_flags(with_mount: bool) -> int:
@@ -349,6 +360,37 @@ def own_writable_folders(writable: Sequence[str]) -> None:
 # ---------------------------------------------------------------------------
 
 
+def step_memory_limit_bytes(memory_mb: int, scratch_limit_mb: int | None) -> int:
+    """What a step's processes hold together at most: the memory limit and the scratch (a tmpfs is memory)."""
+    return (int(memory_mb) + int(scratch_limit_mb or 0)) * 1024 * 1024
+
+
+def _name_step_cgroup() -> tuple[tuple[cgroups.Hierarchy, str] | None, str]:
+    """In A, before B is forked: the memory cgroup of B's process tree (stale ones of earlier As removed)."""
+    hierarchy, reason = cgroups.own_memory_cgroup()
+    if hierarchy is None:
+        return None, reason
+    cgroups.sweep(hierarchy)
+    return (hierarchy, cgroups.step_folder(hierarchy, os.getpid())), ""
+
+
+def join_step_cgroup(memory_mb: int | None, scratch_limit_mb: int | None) -> str:
+    """In B, while it may still write to the cgroup hierarchy: create the cgroup A named, limit it to
+    `step_memory_limit_bytes` and join it. Its name ("cgroup v1"), or "" when that is not possible here
+    (`_STEP_CGROUP_REASON` then says why)."""
+    global _STEP_CGROUP_REASON
+    if _STEP_CGROUP is None or not memory_mb:
+        _STEP_CGROUP_REASON = _STEP_CGROUP_REASON or "no memory limit"
+        return ""
+    hierarchy, folder = _STEP_CGROUP
+    try:
+        cgroups.join(hierarchy, folder, step_memory_limit_bytes(memory_mb, scratch_limit_mb))
+    except OSError as error:
+        _STEP_CGROUP_REASON = f"cannot create one in {hierarchy.folder}: {error.strerror or error}"
+        return ""
+    return hierarchy.name
+
+
 def apply_limits(memory_mb: int | None, scratch_limit_mb: int | None = None) -> None:
     """No core files; the address space (`memory_mb`); each file's size (`scratch_limit_mb`); and the descriptors
     (`DESCRIPTOR_LIMIT`), each of which can hold kernel buffers (a pipe's, a socket's) outside the address space."""
@@ -383,6 +425,7 @@ def enter_sandbox(
     the seccomp filter, in that order, for the calling process. `scratch` (writable, in `write_paths` or added)
     becomes a tmpfs of `scratch_limit_mb` where a mount namespace allows it."""
     prepare_seccomp(seccomp_binding)
+    join_step_cgroup(memory_mb, scratch_limit_mb)
     writable = list(write_paths) + ([scratch] if scratch and scratch not in write_paths else [])
     prepare_mounts(scratch, scratch_limit_mb)
     own_writable_folders(writable)
@@ -473,7 +516,8 @@ def _supervise_from_a_fork(run_confined: Callable[[], int]) -> int:
 
 
 def _supervise_here(run_confined: Callable[[], int]) -> int:
-    global _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON
+    global _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON, _STEP_CGROUP, _STEP_CGROUP_REASON
+    _STEP_CGROUP, _STEP_CGROUP_REASON = _name_step_cgroup()
     namespaces, reason = unshare_namespaces()
     _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON = namespaces, reason
     libc = kernel.load_libc()
@@ -494,6 +538,8 @@ def _supervise_here(run_confined: Callable[[], int]) -> int:
     status = _wait_for(pid)
     if not namespaces:
         kill_descendants()
+    if _STEP_CGROUP is not None:
+        cgroups.remove(_STEP_CGROUP[1])
     return os.waitstatus_to_exitcode(status)
 
 
@@ -520,6 +566,7 @@ def exit_like(code: int) -> None:
 # ---------------------------------------------------------------------------
 
 PROBE_SCRATCH_LIMIT_MB = 1
+PROBE_MEMORY_MB = 256
 
 
 class ProbeReport(TypedDict, total=False):
@@ -534,6 +581,8 @@ class ProbeReport(TypedDict, total=False):
     capabilities_dropped: bool
     identity: str
     seccomp: bool
+    memory_cgroup: str
+    memory_cgroup_reason: str
 
 
 def _probe_confined(scratch: str, write_fd: int) -> int:
@@ -544,6 +593,8 @@ def _probe_confined(scratch: str, write_fd: int) -> int:
         "namespace_reason": _SUPERVISED_NAMESPACES_REASON,
         "problems": problems,
     }
+    report["memory_cgroup"] = join_step_cgroup(PROBE_MEMORY_MB, PROBE_SCRATCH_LIMIT_MB)
+    report["memory_cgroup_reason"] = "" if report["memory_cgroup"] else _STEP_CGROUP_REASON
     try:
         tmpfs, task_limit, reason = prepare_mounts(scratch, PROBE_SCRATCH_LIMIT_MB)
     except OSError as error:
@@ -603,6 +654,8 @@ def probe(seccomp_binding: str | None = None) -> Confinement:
         scratch_tmpfs=bool(report.get("scratch_tmpfs")),
         scratch_reason=str(report.get("scratch_reason", "probe failed")),
         task_limit=int(report.get("task_limit") or 0),
+        memory_cgroup=str(report.get("memory_cgroup", "")),
+        memory_cgroup_reason=str(report.get("memory_cgroup_reason", "probe failed")),
         problems=tuple(report.get("problems", ())),
     )
 

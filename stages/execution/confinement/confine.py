@@ -20,7 +20,9 @@ do not allow it):
    `scratch_limit_mb` fails with ENOSPC inside the step.
 2. *Limits.* RLIMIT_AS (memory), RLIMIT_CORE = 0, RLIMIT_FSIZE = the scratch limit (so that without a tmpfs the
    scratch is still bounded, per file), RLIMIT_NOFILE = `DESCRIPTOR_LIMIT` (a pipe's or a socket's buffer is
-   memory outside the address space).
+   memory outside the address space). First of all, where the machine allows it, B creates and joins the memory
+   cgroup A named for it (`cgroups.py`), limited to the memory and scratch limits together: every process of the
+   step shares that one bound, kernel objects included.
 3. *Landlock* (ABI >= 1): reads (and execution) only beneath the interpreter's prefixes (a venv's and its base's),
    its site-packages, the system library folders, the few /etc files the C library and Python read, and the extra
    folders the caller names; writes only beneath the scratch folder (and /dev/null). No /proc, no /home or /root,

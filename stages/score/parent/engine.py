@@ -9,9 +9,10 @@
 * the **checker** (`checker/checker.py`, never runs model code) receives the step's targets and every test's
   comparison statements, and judges each test from the values the engine forwards to it.
 
-The engine forwards values frame by frame without decoding them, stops at the first failed test,
-enforces the timeout by killing the test process's group (its namespace goes with it), collects bounded
-stdout/stderr, and returns a `StepVerdict`. What each frame means and what verdict the session makes are the
+The engine forwards values frame by frame without decoding them (each read into one buffer, at most the step's
+memory), never waits past the step's deadline (both channels are non-blocking and polled; what it sends is queued),
+stops at the first failed test, enforces the timeout by killing the test process's group (its namespace goes with
+it) and the checker, collects bounded stdout/stderr, and returns a `StepVerdict`. What each frame means and what verdict the session makes are the
 trusted side's rules (`stages.score.checker.verdict_rules`); this module only moves bytes and processes.
 """
 

@@ -529,6 +529,7 @@ def test_a_block_moved_to_the_step_before_never_reads_the_other_placement_s_cach
     from stages.storage.artifacts import read_artifact
     from stages.targets import ResolvedTargets
     from tests.score.score_helpers import reference_code, write_generation
+    from tests.support.run_artifacts import json_at, json_object
 
     monkeypatch.chdir(tmp_path)
     values = {"data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results"), "score_workers": "1"}
@@ -543,7 +544,7 @@ def test_a_block_moved_to_the_step_before_never_reads_the_other_placement_s_cach
     def step_19_2() -> dict:
         details = read_artifact(settings.run_paths.details("19"), DETAILS_KIND)
         assert details is not None
-        return details["attempts"][0]["meta"]["evaluation"]["steps"][1]
+        return json_object(json_at(details, "attempts", 0, "meta", "evaluation", "steps", 1))
 
     expected = ["pass", "fail"] if first_at_the_end else ["fail", "pass"]
     for codes, status in zip(placements, expected, strict=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -569,6 +570,9 @@ def tensor(*args):
 """
 
 
+STEP_TIMEOUT = 8.0  # time enough for a fresh checker to start and confine itself on a loaded machine
+
+
 def running(pid: int) -> bool:
     """Whether `pid` is a live process (a zombie waiting for its parent is not)."""
     try:
@@ -579,8 +583,8 @@ def running(pid: int) -> bool:
 
 
 def cpu_limit_once_set(pid: int) -> str:
-    """The soft and hard CPU-time limits of `pid` once it has set them (else whatever it has after 3 s)."""
-    deadline = time.monotonic() + 3.0
+    """The soft and hard CPU-time limits of `pid` once it has set them (else whatever it has after 7 s)."""
+    deadline = time.monotonic() + 7.0
     found = ""
     while time.monotonic() < deadline:
         try:
@@ -602,23 +606,29 @@ def test_a_comparison_that_cannot_finish_is_a_timeout_within_the_step_timeout(
 
     started_pids: list[int] = []
     cpu_limits: list[str] = []
+    watchers: list[threading.Thread] = []
     start = engine._start
 
     def recording_start(role, *args, **kwargs):
         process = start(role, *args, **kwargs)
         started_pids.append(process.launched.pid)
-        if role == "checker":
-            cpu_limits.append(cpu_limit_once_set(process.launched.pid))
+        if role == "checker":  # read while the step runs
+            pid = process.launched.pid
+            watcher = threading.Thread(target=lambda: cpu_limits.append(cpu_limit_once_set(pid)))
+            watcher.start()
+            watchers.append(watcher)
         return process
 
     monkeypatch.setattr(engine, "_start", recording_start)
     started = time.monotonic()
-    verdict = verdict_of(shared_scicode, SLOW_COMPARISON, timeout=4.0, use_zygote=use_zygote)
+    verdict = verdict_of(shared_scicode, SLOW_COMPARISON, timeout=STEP_TIMEOUT, use_zygote=use_zygote)
     elapsed = time.monotonic() - started
     assert verdict.status == "timeout", (verdict.status, verdict.reason, verdict.stderr[-2000:])
-    assert elapsed < 4.0 + 15.0, elapsed
+    assert elapsed < STEP_TIMEOUT + 15.0, elapsed
     assert len(started_pids) == 2  # the checker and the test process, both killed with the step
-    limit = str(engine.checker_cpu_seconds(4.0))
+    for watcher in watchers:
+        watcher.join()
+    limit = str(engine.checker_cpu_seconds(STEP_TIMEOUT))
     assert cpu_limits == [f"{limit} {int(limit) + 1}"]  # should the engine be gone, the kernel ends the checker
     deadline = time.monotonic() + 5.0
     while any(map(running, started_pids)) and time.monotonic() < deadline:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -570,7 +569,7 @@ def tensor(*args):
 """
 
 
-STEP_TIMEOUT = 8.0  # time enough for a fresh checker to start and confine itself on a loaded machine
+STEP_TIMEOUT = 4.0
 
 
 def running(pid: int) -> bool:
@@ -582,9 +581,36 @@ def running(pid: int) -> bool:
         return False
 
 
-def cpu_limit_once_set(pid: int) -> str:
-    """The soft and hard CPU-time limits of `pid` once it has set them (else whatever it has after 7 s)."""
-    deadline = time.monotonic() + 7.0
+@pytest.mark.parametrize("use_zygote", [True, False])
+def test_a_comparison_that_cannot_finish_is_a_timeout_within_the_step_timeout(
+    shared_scicode: Path, use_zygote: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stages.score.parent import engine
+
+    started_pids: list[int] = []
+    start = engine._start
+
+    def recording_start(*args, **kwargs):
+        process = start(*args, **kwargs)
+        started_pids.append(process.launched.pid)
+        return process
+
+    monkeypatch.setattr(engine, "_start", recording_start)
+    started = time.monotonic()
+    verdict = verdict_of(shared_scicode, SLOW_COMPARISON, timeout=STEP_TIMEOUT, use_zygote=use_zygote)
+    elapsed = time.monotonic() - started
+    assert verdict.status == "timeout", (verdict.status, verdict.reason, verdict.stderr[-2000:])
+    assert elapsed < STEP_TIMEOUT + 30.0, elapsed  # it waited for the checker for ever before
+    assert len(started_pids) == 2  # the checker and the test process, both killed with the step
+    deadline = time.monotonic() + 5.0
+    while any(map(running, started_pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(running, started_pids))
+
+
+def cpu_limit_once_set(pid: int, wait_seconds: float) -> str:
+    """The soft and hard CPU-time limits of `pid` once it has set them (else whatever it has after the wait)."""
+    deadline = time.monotonic() + wait_seconds
     found = ""
     while time.monotonic() < deadline:
         try:
@@ -599,41 +625,24 @@ def cpu_limit_once_set(pid: int) -> str:
 
 
 @pytest.mark.parametrize("use_zygote", [True, False])
-def test_a_comparison_that_cannot_finish_is_a_timeout_within_the_step_timeout(
-    shared_scicode: Path, use_zygote: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from stages.score.parent import engine
+def test_the_checker_runs_under_a_cpu_time_limit_from_the_step_timeout(tmp_path: Path, use_zygote: bool) -> None:
+    """Should the engine be gone, the kernel ends a checker whose comparison cannot finish."""
+    import sys
 
-    started_pids: list[int] = []
-    cpu_limits: list[str] = []
-    watchers: list[threading.Thread] = []
-    start = engine._start
+    from stages.score.parent.engine import checker_cpu_seconds
+    from stages.score.parent.launcher import LaunchSpec, kill_group, launch
 
-    def recording_start(role, *args, **kwargs):
-        process = start(role, *args, **kwargs)
-        started_pids.append(process.launched.pid)
-        if role == "checker":  # read while the step runs
-            pid = process.launched.pid
-            watcher = threading.Thread(target=lambda: cpu_limits.append(cpu_limit_once_set(pid)))
-            watcher.start()
-            watchers.append(watcher)
-        return process
-
-    monkeypatch.setattr(engine, "_start", recording_start)
-    started = time.monotonic()
-    verdict = verdict_of(shared_scicode, SLOW_COMPARISON, timeout=STEP_TIMEOUT, use_zygote=use_zygote)
-    elapsed = time.monotonic() - started
-    assert verdict.status == "timeout", (verdict.status, verdict.reason, verdict.stderr[-2000:])
-    assert elapsed < STEP_TIMEOUT + 15.0, elapsed
-    assert len(started_pids) == 2  # the checker and the test process, both killed with the step
-    for watcher in watchers:
-        watcher.join()
-    limit = str(engine.checker_cpu_seconds(STEP_TIMEOUT))
-    assert cpu_limits == [f"{limit} {int(limit) + 1}"]  # should the engine be gone, the kernel ends the checker
-    deadline = time.monotonic() + 5.0
-    while any(map(running, started_pids)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(map(running, started_pids))
+    engine_end, checker_end = socket.socketpair()
+    limit = checker_cpu_seconds(STEP_TIMEOUT)
+    spec = LaunchSpec("checker", sys.executable, checker_end.fileno(), 1, 2, tmp_path, {}, 1024, cpu_seconds=limit)
+    launched = launch(spec, use_zygote=use_zygote)
+    checker_end.close()
+    try:
+        assert cpu_limit_once_set(launched.pid, 60.0) == f"{limit} {limit + 1}"  # it waits for its spec meanwhile
+    finally:
+        kill_group(launched.pid)
+        launched.wait(10.0)
+        engine_end.close()
 
 
 # -- a values frame costs the engine what it holds, at most the step's memory ------------------------------

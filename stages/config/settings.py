@@ -453,7 +453,15 @@ class Settings:
     )
     step_memory_mb: int = setting(
         8192,
-        Declared(number(int, 64), "memory limit of one test script", stages=("score",), recorded=True, group=SCORING),
+        Declared(
+            number(int, 64),
+            "memory limit of one test script: each of its processes' address space, and where a memory cgroup is "
+            "in force (the confinement line says) all its processes and its scratch together at most this plus "
+            "`scratch_limit_mb`; also the largest values frame the engine accepts from it (at most 1 GiB)",
+            stages=("score",),
+            recorded=True,
+            group=SCORING,
+        ),
     )
     scratch_limit_mb: int = setting(
         DEFAULT_SCRATCH_LIMIT_MB,

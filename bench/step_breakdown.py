@@ -200,9 +200,9 @@ def _as_confined_b(confine: Any, read_paths: list[str], scratch: str, out: int, 
     kernel = confine.kernel
     phases: list[tuple[str, Callable[[], object]]] = [
         (f"fork of the confined process ({AHEAD})", lambda: None),
-        (f"private mounts and the task limit ({AHEAD})", confine.prepare_namespace),
+        (f"private mounts, task limit, memory cgroup joined ({AHEAD})", confine.prepare_namespace),
         (
-            f"memory cgroup created and joined ({PER_STEP})",
+            f"memory cgroup limit ({PER_STEP})",
             lambda: confine.join_step_cgroup(MEMORY_MB, SCRATCH_LIMIT_MB),
         ),
         (f"tmpfs scratch ({PER_STEP})", lambda: confine.mount_scratch(scratch, SCRATCH_LIMIT_MB)),

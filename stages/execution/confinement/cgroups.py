@@ -6,7 +6,8 @@ Where the machine allows it: a cgroup of the memory controller (v1, or v2 with t
 children of the cgroup this process is in) that this process can create a child of, as root wherever the hierarchy
 is mounted writable, as a normal user where it is delegated to them. The supervising process (A) names the child
 (`step_folder`: after its own pid, so that a leftover is known for one once A is gone) before it forks the
-confined process (B); B creates it, sets the limit and joins it before it drops its privileges, and A removes it
+confined process (B); B creates and joins it (`enter`, a spare B before its step) and sets the limit (`limit`) before
+it drops its privileges, and A removes it
 once B has ended (`remove`; a child left by an A that was killed is removed by the next A's `sweep`). Every
 process B starts is in it. At the limit the kernel's OOM killer ends a process of that step only.
 
@@ -134,21 +135,25 @@ def sweep(hierarchy: Hierarchy) -> None:
                 pass
 
 
-def join(hierarchy: Hierarchy, folder: str, limit_bytes: int) -> None:
-    """Create the cgroup `folder` with a memory limit of `limit_bytes` (swap included where the kernel counts it)
-    and move this process into it; OSError when any part fails (this process then stays where it was)."""
+def enter(hierarchy: Hierarchy, folder: str) -> None:
+    """Create the cgroup `folder` and move this process into it (without a limit yet: `limit` sets it); OSError when
+    either fails (this process then stays where it was). Moving a process between cgroups waits for the kernel's
+    RCU grace period (about 10 ms): a spare does it before its step."""
     try:
         os.mkdir(folder, 0o755)
     except FileExistsError:
         pass
-    limit_file = os.path.join(folder, hierarchy.limit_file)
-    if not os.path.exists(limit_file):
+    if not os.path.exists(os.path.join(folder, hierarchy.limit_file)):
         raise OSError(errno.ENOTSUP, f"no memory controller in {folder}")
-    _write(limit_file, str(limit_bytes))
+    _write(os.path.join(folder, "cgroup.procs"), "0")
+
+
+def limit(hierarchy: Hierarchy, folder: str, limit_bytes: int) -> None:
+    """Limit the cgroup `folder` to `limit_bytes` of memory (swap included where the kernel counts it)."""
+    _write(os.path.join(folder, hierarchy.limit_file), str(limit_bytes))
     swap_file = os.path.join(folder, SWAP_LIMIT_FILES[hierarchy.version])
     if os.path.exists(swap_file):
         _write(swap_file, str(limit_bytes) if hierarchy.version == 1 else "0")
-    _write(os.path.join(folder, "cgroup.procs"), "0")
 
 
 def remove(folder: str, wait_seconds: float = REMOVE_WAIT_SECONDS) -> None:

@@ -306,10 +306,12 @@ _NAMESPACE_MOUNTS: NamespaceMounts | None = None
 
 def prepare_namespace() -> NamespaceMounts:
     """In B, once (a spare B does it before its step arrives): mount propagation made private, so nothing mounted
-    later leaks back to the host, and the PID namespace's task limit. Needs the mount namespace `supervise` made."""
+    later leaks back to the host, the PID namespace's task limit, and B in its memory cgroup (where there is one).
+    Needs the mount namespace `supervise` made."""
     global _NAMESPACE_MOUNTS
     if _NAMESPACE_MOUNTS is None:
         _NAMESPACE_MOUNTS = _private_mount_namespace()
+        enter_step_cgroup()  # its limit is set with the step's (`join_step_cgroup`)
     return _NAMESPACE_MOUNTS
 
 
@@ -376,20 +378,40 @@ def _name_step_cgroup() -> tuple[tuple[cgroups.Hierarchy, str] | None, str]:
     return (hierarchy, cgroups.step_folder(hierarchy, os.getpid())), ""
 
 
+_STEP_CGROUP_ENTERED = False
+
+
+def enter_step_cgroup() -> bool:
+    """In B, once (a spare B before its step): create the cgroup A named and move into it, without a limit yet.
+    False when that is not possible here (`_STEP_CGROUP_REASON` then says why)."""
+    global _STEP_CGROUP_REASON, _STEP_CGROUP_ENTERED
+    if _STEP_CGROUP_ENTERED or _STEP_CGROUP is None:
+        return _STEP_CGROUP_ENTERED
+    hierarchy, folder = _STEP_CGROUP
+    try:
+        cgroups.enter(hierarchy, folder)
+    except OSError as error:
+        _STEP_CGROUP_REASON = f"cannot create one in {hierarchy.folder}: {error.strerror or error}"
+        return False
+    _STEP_CGROUP_ENTERED = True
+    return True
+
+
 def join_step_cgroup(memory_mb: int | None, scratch_limit_mb: int | None) -> str:
-    """In B, while it may still write to the cgroup hierarchy: create the cgroup A named, limit it to
-    `step_memory_limit_bytes` and join it. Its name ("cgroup v1"), or "" when that is not possible here
+    """In B, while it may still write to the cgroup hierarchy: be in the cgroup A named (`enter_step_cgroup`) and
+    limit it to `step_memory_limit_bytes`. Its name ("cgroup v1"), or "" when that is not possible here
     (`_STEP_CGROUP_REASON` then says why)."""
     global _STEP_CGROUP_REASON
     if _STEP_CGROUP is None or not memory_mb:
         _STEP_CGROUP_REASON = _STEP_CGROUP_REASON or "no memory limit"
         return ""
+    if not enter_step_cgroup():
+        return ""
     hierarchy, folder = _STEP_CGROUP
     try:
-        cgroups.join(hierarchy, folder, step_memory_limit_bytes(memory_mb, scratch_limit_mb))
-    except OSError as error:
-        _STEP_CGROUP_REASON = f"cannot create one in {hierarchy.folder}: {error.strerror or error}"
-        return ""
+        cgroups.limit(hierarchy, folder, step_memory_limit_bytes(memory_mb, scratch_limit_mb))
+    except OSError as error:  # in a cgroup without a limit, while the probe found one could be set: refuse
+        raise ConfinementError(f"cannot limit the memory cgroup {folder}: {error.strerror or error}") from None
     return hierarchy.name
 
 

@@ -562,8 +562,8 @@ def _supervise_here(run_confined: Callable[[], int]) -> int:
     status = _wait_for(pid)
     if not namespaces:
         kill_descendants()
-    if _STEP_CGROUP is not None:
-        cgroups.remove(_STEP_CGROUP[1])
+    if _STEP_CGROUP is not None:  # one attempt, off the step's path: a cgroup still busy is a later A's to sweep
+        cgroups.remove(_STEP_CGROUP[1], wait_seconds=0.0)
     return os.waitstatus_to_exitcode(status)
 
 

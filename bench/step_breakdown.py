@@ -178,6 +178,8 @@ def _one_confined_process(confine: Any, read_paths: list[str]) -> list[tuple[str
 def _as_parent_a(confine: Any, read_paths: list[str], scratch: str, out: int, started: float) -> None:
     marks = [[f"fork of the zygote ({AHEAD})", time.monotonic()]]
     try:
+        confine._STEP_CGROUP, confine._STEP_CGROUP_REASON = confine._name_step_cgroup()
+        marks.append([f"name the memory cgroup, sweep stale ones ({AHEAD})", time.monotonic()])
         namespaces, _ = confine.unshare_namespaces()
         confine._SUPERVISED_NAMESPACES = namespaces
         marks.append([f"unshare the namespaces ({AHEAD})", time.monotonic()])
@@ -185,7 +187,11 @@ def _as_parent_a(confine: Any, read_paths: list[str], scratch: str, out: int, st
         if child == 0:
             _as_confined_b(confine, read_paths, scratch, out, marks)
         os.waitpid(child, 0)
-        os.write(out, json.dumps([[f"exit of the confined process ({PER_STEP})", time.monotonic()]]).encode() + b"\n")
+        ended = [[f"exit of the confined process ({PER_STEP})", time.monotonic()]]
+        if confine._STEP_CGROUP is not None:
+            confine.cgroups.remove(confine._STEP_CGROUP[1])
+        ended.append([f"memory cgroup removed ({PER_STEP})", time.monotonic()])
+        os.write(out, json.dumps(ended).encode() + b"\n")
     finally:
         os._exit(0)
 
@@ -194,7 +200,11 @@ def _as_confined_b(confine: Any, read_paths: list[str], scratch: str, out: int, 
     kernel = confine.kernel
     phases: list[tuple[str, Callable[[], object]]] = [
         (f"fork of the confined process ({AHEAD})", lambda: None),
-        (f"private mounts and the task limit ({AHEAD})", confine.prepare_namespace),
+        (f"private mounts, task limit, memory cgroup joined ({AHEAD})", confine.prepare_namespace),
+        (
+            f"memory cgroup limit ({PER_STEP})",
+            lambda: confine.join_step_cgroup(MEMORY_MB, SCRATCH_LIMIT_MB),
+        ),
         (f"tmpfs scratch ({PER_STEP})", lambda: confine.mount_scratch(scratch, SCRATCH_LIMIT_MB)),
         (f"write folders owned ({PER_STEP})", lambda: confine.own_writable_folders([scratch])),
         (f"resource limits ({PER_STEP})", lambda: confine.apply_limits(MEMORY_MB, SCRATCH_LIMIT_MB)),

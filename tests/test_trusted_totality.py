@@ -85,9 +85,7 @@ def test_the_test_script_of_hostile_code_is_built_and_keyed(problem_19, first: s
     assert verdict is None or (verdict.status == "parse_error" and encodes(verdict.reason))
     if verdict is None:
         script = build_step_script(problem, 1, codes, data_paths, carry)
-        key = verdict_key(
-            script.official_text("<targets>"), None, {}, StepLimits("python", 1.0, None, "none (test)", 512)
-        )
+        key = verdict_key(script, None, {}, StepLimits("python", 1.0, None, "none (test)", 512))
         assert len(key) == 64
     parts, note = _script_of(problem, 1, codes, None, data_paths, carry)
     assert compressed(note + "".join(part.numbered for part in parts))  # what the report stores of it

@@ -547,7 +547,9 @@ class Settings:
         8192,
         Declared(
             number(int, 64, MAX_MEMORY_MB),
-            "memory limit of one test script",
+            "memory limit of one test script: each of its processes' address space, and where a memory cgroup is "
+            "in force (the confinement line says) all its processes and its scratch together at most this plus "
+            "`scratch_limit_mb`; also the largest values frame the engine accepts from it (at most 1 GiB)",
             stages=("score",),
             recorded=True,
             group=SCORING,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from stages.score.parent import cache
+from stages.score.parent.script import CodeSection, StepScript
 
 VERDICT_PACKAGES = ("test_process", "checker", "shared")
 
@@ -105,18 +106,29 @@ def test_a_new_sub_package_is_in_the_key_unless_it_is_the_parent_side(scoring_co
     assert _hashes()[0] != verdicts
 
 
-def test_the_verdict_key_keeps_its_fields_when_the_limits_are_one_value() -> None:
-    """The key of a step is the fingerprint of the same fields, named as before the limits were one record, so
-    verdicts cached before stay valid."""
+def _script(*sections: tuple[str, str]) -> StepScript:
+    return StepScript("19", "19.2", "import numpy as np\n", tuple(CodeSection(*s) for s in sections), ("assert 1",))
+
+
+def test_the_verdict_key_is_made_of_the_parts_as_sent_and_the_limits() -> None:
     from stages.score.parent.limits import StepLimits
     from stages.storage.artifacts import fingerprint
 
     limits = StepLimits("/usr/bin/python3", 60.0, 2048, "landlock+seccomp+namespaces", scratch_limit_mb=512)
     versions = {"numpy": "1.26.4", "python": "3.11.7"}
+    script = _script(("step 19.1 code", "x = 1\n"), ("step 19.2 code", "y = 2\n"))
     expected = fingerprint(
         {
             "format": cache.CACHE_FORMAT,
-            "script": "x = 1\n",
+            "script": {
+                "step_id": "19.2",
+                "deps": "import numpy as np\n",
+                "sections": [
+                    {"label": "step 19.1 code", "code": "x = 1\n"},
+                    {"label": "step 19.2 code", "code": "y = 2\n"},
+                ],
+                "tests": ["assert 1"],
+            },
             "targets": "ab" * 32,
             "versions": versions,
             "timeout": 60.0,
@@ -126,6 +138,31 @@ def test_the_verdict_key_keeps_its_fields_when_the_limits_are_one_value() -> Non
             "verdict_sources": cache.verdict_sources_hash(),
         }
     )
-    assert cache.verdict_key("x = 1\n", "ab" * 32, versions, limits) == expected
+    assert cache.verdict_key(script, "ab" * 32, versions, limits) == expected
     other_interpreter = StepLimits("/opt/python", 60.0, 2048, "landlock+seccomp+namespaces", scratch_limit_mb=512)
-    assert cache.verdict_key("x = 1\n", "ab" * 32, versions, other_interpreter) == expected  # versions name it
+    assert cache.verdict_key(script, "ab" * 32, versions, other_interpreter) == expected  # versions name it
+
+
+BLOCK = "if 'step 19.2' in __import__('sys')._getframe().f_code.co_filename:\n    tensor = None\n"
+AT_THE_END = (("step 19.1 code", "x = 1\n\n\n" + BLOCK), ("step 19.2 code", "y = 2\n"))
+AT_THE_START = (("step 19.1 code", "x = 1\n"), ("step 19.2 code", BLOCK + "\n\ny = 2\n"))
+TWO = (("step 19.1 code", "x = 1\n"), ("step 19.2 code", "y = 2\n"))
+RELABELLED = (("step 19.0 code", "x = 1\n"), ("step 19.2 code", "y = 2\n"))
+MERGED = (("step 19.2 code", "x = 1\n\n\ny = 2\n"),)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(AT_THE_END, AT_THE_START), (TWO, RELABELLED), (TWO, MERGED)],
+    ids=["a block moved to the end of the step before", "another label", "one section for two"],
+)
+def test_scripts_rendered_alike_whose_sections_differ_have_different_keys(
+    first: tuple[tuple[str, str], ...], second: tuple[tuple[str, str], ...]
+) -> None:
+    from stages.score.parent.limits import StepLimits
+
+    limits = StepLimits("/usr/bin/python3", 60.0, 2048, "none (test)")
+    one, other = _script(*first), _script(*second)
+    assert one.official_text("<targets>") == other.official_text("<targets>")  # what the key was before
+    assert cache.verdict_key(one, None, {}, limits) != cache.verdict_key(other, None, {}, limits)
+    assert cache.verdict_key(other, None, {}, limits) == cache.verdict_key(_script(*second), None, {}, limits)

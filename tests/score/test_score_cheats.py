@@ -509,3 +509,158 @@ def test_names_the_dependencies_bind_beyond_imports_are_the_checkers(shared_scic
     )
     verdict = execute_step(make_job(shared_scicode, prob, "19.1", {"19.1": widened}, deps=deps, tests=(cell,)))
     assert_fails(verdict, "test 1 failed")
+
+
+# -- a cached verdict belongs to exactly what ran ------------------------------------------------------------
+
+# Under its own label (step 19.2's section) this block breaks `tensor`, which n_tangle calls; in step 19.1's section
+# it does nothing. At the end of 19.1's answer or at the start of 19.2's, the rendered script of 19.2 is the same.
+LABEL_CHECK = "if 'step 19.2' in __import__('sys')._getframe().f_code.co_filename:\n    tensor = None\n"
+
+
+@pytest.mark.parametrize("first_at_the_end", [True, False], ids=["forged pass", "forged fail"])
+def test_a_block_moved_to_the_step_before_never_reads_the_other_placement_s_cached_verdict(
+    staged_data_dir: Path, shared_scicode: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_at_the_end: bool
+) -> None:
+    from stages.benchmark.problems import problems_by_id
+    from stages.config.settings import load_settings
+    from stages.records.details import KIND as DETAILS_KIND
+    from stages.score.parent.stage import run_score
+    from stages.storage.artifacts import read_artifact
+    from stages.targets import ResolvedTargets
+    from tests.score.score_helpers import reference_code, write_generation
+    from tests.support.run_artifacts import json_at, json_object
+
+    monkeypatch.chdir(tmp_path)
+    values = {"data_dir": str(staged_data_dir), "results_dir": str(tmp_path / "results"), "score_workers": "1"}
+    settings = load_settings(values, cwd=tmp_path)
+    targets = ResolvedTargets("explicit", shared_scicode / "test_data_dev.h5", None, "validation targets")
+    prob = problems_by_id(settings.data_paths)["19"]
+    first, second = reference_code(prob, "19.1").rstrip("\n"), reference_code(prob, "19.2")
+    at_the_end = {"19.1": first + "\n\n" + LABEL_CHECK, "19.2": second}
+    at_the_start = {"19.1": first, "19.2": LABEL_CHECK + "\n\n" + second}
+    placements = [at_the_end, at_the_start] if first_at_the_end else [at_the_start, at_the_end]
+
+    def step_19_2() -> dict:
+        details = read_artifact(settings.run_paths.details("19"), DETAILS_KIND)
+        assert details is not None
+        return json_object(json_at(details, "attempts", 0, "meta", "evaluation", "steps", 1))
+
+    expected = ["pass", "fail"] if first_at_the_end else ["fail", "pass"]
+    for codes, status in zip(placements, expected, strict=True):
+        write_generation(settings, prob, codes)
+        run_score(settings, "19", targets)
+        verdict = step_19_2()
+        assert (verdict["status"], verdict["cached"]) == (status, False), verdict["reason"]
+
+
+# -- nothing on the trusted side waits without a deadline ---------------------------------------------------
+
+# Test 1's value is a power whose exact comparison takes hours in the checker; test 2's is larger than a socket
+# buffer, so that relaying it to the busy checker cannot finish either.
+SLOW_COMPARISON = """
+CALLS = []
+def tensor(*args):
+    CALLS.append(1)
+    if len(CALLS) == 1:
+        import sympy
+        return sympy.Pow(sympy.Integer(3), sympy.Integer(10**12), evaluate=False)
+    return np.zeros(4 << 20)
+"""
+
+
+STEP_TIMEOUT = 4.0
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie waiting for its parent is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("use_zygote", [True, False])
+def test_a_comparison_that_cannot_finish_is_a_timeout_within_the_step_timeout(
+    shared_scicode: Path, use_zygote: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stages.score.parent import engine
+
+    started_pids: list[int] = []
+    start = engine._start
+
+    def recording_start(*args, **kwargs):
+        process = start(*args, **kwargs)
+        started_pids.append(process.launched.pid)
+        return process
+
+    monkeypatch.setattr(engine, "_start", recording_start)
+    started = time.monotonic()
+    verdict = verdict_of(shared_scicode, SLOW_COMPARISON, timeout=STEP_TIMEOUT, use_zygote=use_zygote)
+    elapsed = time.monotonic() - started
+    assert verdict.status == "timeout", (verdict.status, verdict.reason, verdict.stderr[-2000:])
+    assert elapsed < STEP_TIMEOUT + 30.0, elapsed  # it waited for the checker for ever before
+    assert len(started_pids) == 2  # the checker and the test process, both killed with the step
+    deadline = time.monotonic() + 5.0
+    while any(map(running, started_pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(running, started_pids))
+
+
+def cpu_limit_once_set(pid: int, wait_seconds: float) -> str:
+    """The soft and hard CPU-time limits of `pid` once it has set them (else whatever it has after the wait)."""
+    deadline = time.monotonic() + wait_seconds
+    found = ""
+    while time.monotonic() < deadline:
+        try:
+            lines = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        except OSError:
+            return found
+        found = " ".join(next(line for line in lines if line.startswith("Max cpu time")).split()[3:5])
+        if found != "unlimited unlimited":
+            return found
+        time.sleep(0.02)
+    return found
+
+
+@pytest.mark.parametrize("use_zygote", [True, False])
+def test_the_checker_runs_under_a_cpu_time_limit_from_the_step_timeout(tmp_path: Path, use_zygote: bool) -> None:
+    """Should the engine be gone, the kernel ends a checker whose comparison cannot finish."""
+    import sys
+
+    from stages.score.parent.engine import checker_cpu_seconds
+    from stages.score.parent.launcher import LaunchSpec, kill_group, launch
+
+    engine_end, checker_end = socket.socketpair()
+    limit = checker_cpu_seconds(STEP_TIMEOUT)
+    spec = LaunchSpec("checker", sys.executable, checker_end.fileno(), 1, 2, tmp_path, {}, 1024, cpu_seconds=limit)
+    launched = launch(spec, use_zygote=use_zygote)
+    checker_end.close()
+    try:
+        assert cpu_limit_once_set(launched.pid, 60.0) == f"{limit} {limit + 1}"  # it waits for its spec meanwhile
+    finally:
+        kill_group(launched.pid)
+        launched.wait(10.0)
+        engine_end.close()
+
+
+# -- a values frame costs the engine what it holds, at most the step's memory ------------------------------
+
+ANNOUNCE_FRAME = """
+def tensor(*args):
+    import os, time
+    os.write(3, ({size}).to_bytes(8, "big") + b"V")
+    time.sleep(60)
+"""
+
+
+def test_a_values_frame_longer_than_the_step_s_memory_is_refused_before_it_is_held(shared_scicode: Path) -> None:
+    memory_mb = 300
+    started = time.monotonic()
+    code = ANNOUNCE_FRAME.format(size=memory_mb * 2**20 + 1)
+    verdict = verdict_of(shared_scicode, code, memory_mb=memory_mb, timeout=30.0)
+    assert_fails(verdict, f"a frame of {memory_mb * 2**20 + 1} bytes (the limit is {memory_mb * 2**20})")
+    assert time.monotonic() - started < 20.0
+    within = verdict_of(shared_scicode, ANNOUNCE_FRAME.format(size=memory_mb * 2**20), memory_mb=memory_mb, timeout=3.0)
+    assert within.status == "timeout", within.reason  # announced within the bound: the engine waits for the rest

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import pytest
 
@@ -149,3 +150,44 @@ def test_a_test_process_that_gives_up_first_waits_for_the_checker_to_start() -> 
     on_checker_frame(started, _record({"type": "ready"}))
     assert started.settled()
     assert decide(started, 1, 10) == ("fail", "required dependencies failed")
+
+
+def test_a_frame_is_read_into_one_buffer_of_its_size_and_never_copied() -> None:
+    import threading
+    import tracemalloc
+
+    from stages.score.parent.engine import frame_buffer
+
+    engine_end, test_end = socket.socketpair()
+    peer = _Peer(engine_end, 64 << 20)
+    payload = b"V" + bytes(range(256)) * (32 << 12)  # 32 MiB and a byte
+    writer = threading.Thread(target=test_end.sendall, args=(len(payload).to_bytes(8, "big") + payload,))
+    tracemalloc.start()
+    try:
+        writer.start()
+        frames: list = []
+        while not frames:
+            frames = peer.receive() or []
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        writer.join()
+    assert len(frames) == 1 and type(frames[0]) is type(frame_buffer(len(payload)))
+    assert frames[0][:] == payload
+    assert peak < 1 << 20  # the frame's one buffer is an anonymous mapping; nothing of its size was allocated besides
+    engine_end.close()
+    test_end.close()
+
+
+def test_a_frame_goes_on_to_a_busy_checker_without_waiting_for_it() -> None:
+    checker, checker_end = _checker()
+    log = SessionLog(total=1)
+    big = _values(0) + bytes(8 << 20)  # far more than a socket buffer
+    started = time.monotonic()
+    on_test_frame(log, big, checker)  # the checker reads nothing: queued, not waited for
+    assert time.monotonic() - started < 1.0 and checker.pending() and log.forwarded == [0]
+    received = bytearray()
+    while checker.pending() or len(received) < len(big) + 8:
+        checker.flush()
+        received.extend(checker_end.recv(1 << 20))
+    assert bytes(received[8:]) == big

@@ -19,7 +19,10 @@ do not allow it):
    parent left there are copied in): nothing written there outlives the namespace, and writing more than
    `scratch_limit_mb` fails with ENOSPC inside the step.
 2. *Limits.* RLIMIT_AS (memory), RLIMIT_CORE = 0, RLIMIT_FSIZE = the scratch limit (so that without a tmpfs the
-   scratch is still bounded, per file).
+   scratch is still bounded, per file), RLIMIT_NOFILE = `DESCRIPTOR_LIMIT` (a pipe's or a socket's buffer is
+   memory outside the address space). First of all, where the machine allows it, B creates and joins the memory
+   cgroup A named for it (`cgroups.py`), limited to the memory and scratch limits together: every process of the
+   step shares that one bound, kernel objects included.
 3. *Landlock* (ABI >= 1): reads (and execution) only beneath the interpreter's prefixes (a venv's and its base's),
    its site-packages, the system library folders, the few /etc files the C library and Python read, and the extra
    folders the caller names; writes only beneath the scratch folder (and /dev/null). No /proc, no /home or /root,
@@ -92,9 +95,10 @@ def _load_sibling(name: str) -> ModuleType:
 if TYPE_CHECKING:
     import argparse
 
-    from stages.execution.confinement import kernel
+    from stages.execution.confinement import cgroups, kernel
 else:
     kernel = _load_sibling("kernel")
+    cgroups = _load_sibling("cgroups")
 
 # What the callers of this file use of the kernel interfaces: they prepare the filter before anything else.
 ConfinementError = kernel.ConfinementError
@@ -102,6 +106,7 @@ prepare_seccomp = kernel.prepare_seccomp
 interpreter_read_paths = kernel.interpreter_read_paths
 
 TASK_LIMIT = 1024  # processes and threads at once in a step's PID namespace (its pid_max)
+DESCRIPTOR_LIMIT = 256  # open descriptors per confined process (RLIMIT_NOFILE): each may hold a kernel buffer
 SCRATCH_INODES_PER_MB = 128
 
 
@@ -120,6 +125,8 @@ class Confinement:
     scratch_tmpfs: bool = False
     scratch_reason: str = ""
     task_limit: int = 0
+    memory_cgroup: str = ""  # e.g. "cgroup v1": the step's processes share one memory limit; "" when unavailable
+    memory_cgroup_reason: str = ""
     problems: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -163,6 +170,11 @@ class Confinement:
             if self.scratch_tmpfs
             else f"scratch bounded per file only ({self.scratch_reason})"
         )
+        parts.append(
+            f"memory bounded per step ({self.memory_cgroup})"
+            if self.memory_cgroup
+            else f"memory bounded per process only (no memory cgroup: {self.memory_cgroup_reason})"
+        )
         return ", ".join(parts)
 
     def as_record(self) -> dict[str, object]:
@@ -178,6 +190,9 @@ class Confinement:
 # fork, read in B.
 _SUPERVISED_NAMESPACES = ""
 _SUPERVISED_NAMESPACES_REASON = ""
+# The memory cgroup A named for B's process tree (B creates and joins it), and why there is none.
+_STEP_CGROUP: tuple[cgroups.Hierarchy, str] | None = None
+_STEP_CGROUP_REASON = ""
 
 
 def _unshare_flags(with_mount: bool) -> int:
@@ -297,10 +312,12 @@ _NAMESPACE_MOUNTS: NamespaceMounts | None = None
 
 def prepare_namespace() -> NamespaceMounts:
     """In B, once (a spare B does it before its step arrives): mount propagation made private, so nothing mounted
-    later leaks back to the host, and the PID namespace's task limit. Needs the mount namespace `supervise` made."""
+    later leaks back to the host, the PID namespace's task limit, and B in its memory cgroup (where there is one).
+    Needs the mount namespace `supervise` made."""
     global _NAMESPACE_MOUNTS
     if _NAMESPACE_MOUNTS is None:
         _NAMESPACE_MOUNTS = _private_mount_namespace()
+        enter_step_cgroup()  # its limit is set with the step's (`join_step_cgroup`)
     return _NAMESPACE_MOUNTS
 
 
@@ -353,8 +370,64 @@ def own_writable_folders(writable: Sequence[str]) -> None:
 # ---------------------------------------------------------------------------
 
 
+def step_memory_limit_bytes(memory_mb: int, scratch_limit_mb: int | None) -> int:
+    """What a step's processes hold together at most: the memory limit and the scratch (a tmpfs is memory)."""
+    return (int(memory_mb) + int(scratch_limit_mb or 0)) * 1024 * 1024
+
+
+def _name_step_cgroup() -> tuple[tuple[cgroups.Hierarchy, str] | None, str]:
+    """In A, before B is forked: the memory cgroup of B's process tree (stale ones of earlier As removed)."""
+    hierarchy, reason = cgroups.own_memory_cgroup()
+    if hierarchy is None:
+        return None, reason
+    cgroups.sweep(hierarchy)
+    return (hierarchy, cgroups.step_folder(hierarchy, os.getpid())), ""
+
+
+_STEP_CGROUP_ENTERED = False
+
+
+def enter_step_cgroup() -> bool:
+    """In B, once (a spare B before its step): create the cgroup A named and move into it, without a limit yet.
+    False when that is not possible here (`_STEP_CGROUP_REASON` then says why)."""
+    global _STEP_CGROUP_REASON, _STEP_CGROUP_ENTERED
+    if _STEP_CGROUP_ENTERED or _STEP_CGROUP is None:
+        return _STEP_CGROUP_ENTERED
+    hierarchy, folder = _STEP_CGROUP
+    try:
+        cgroups.enter(hierarchy, folder)
+    except OSError as error:
+        _STEP_CGROUP_REASON = f"cannot create one in {hierarchy.folder}: {error.strerror or error}"
+        return False
+    _STEP_CGROUP_ENTERED = True
+    return True
+
+
+def join_step_cgroup(memory_mb: int | None, scratch_limit_mb: int | None) -> str:
+    """In B, while it may still write to the cgroup hierarchy: be in the cgroup A named (`enter_step_cgroup`) and
+    limit it to `step_memory_limit_bytes`. Its name ("cgroup v1"), or "" when that is not possible here
+    (`_STEP_CGROUP_REASON` then says why)."""
+    global _STEP_CGROUP_REASON
+    if _STEP_CGROUP is None or not memory_mb:
+        _STEP_CGROUP_REASON = _STEP_CGROUP_REASON or "no memory limit"
+        return ""
+    if not enter_step_cgroup():
+        return ""
+    hierarchy, folder = _STEP_CGROUP
+    try:
+        cgroups.limit(hierarchy, folder, step_memory_limit_bytes(memory_mb, scratch_limit_mb))
+    except OSError as error:  # in a cgroup without a limit, while the probe found one could be set: refuse
+        raise ConfinementError(f"cannot limit the memory cgroup {folder}: {error.strerror or error}") from None
+    return hierarchy.name
+
+
 def apply_limits(memory_mb: int | None, scratch_limit_mb: int | None = None) -> None:
+    """No core files; the address space (`memory_mb`); each file's size (`scratch_limit_mb`); and the descriptors
+    (`DESCRIPTOR_LIMIT`), each of which can hold kernel buffers (a pipe's, a socket's) outside the address space."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = DESCRIPTOR_LIMIT if hard == resource.RLIM_INFINITY else min(DESCRIPTOR_LIMIT, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, limit), limit))
     if memory_mb:
         limit = int(memory_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -382,6 +455,7 @@ def enter_sandbox(
     the seccomp filter, in that order, for the calling process. `scratch` (writable, in `write_paths` or added)
     becomes a tmpfs of `scratch_limit_mb` where a mount namespace allows it."""
     prepare_seccomp(seccomp_binding)
+    join_step_cgroup(memory_mb, scratch_limit_mb)
     writable = list(write_paths) + ([scratch] if scratch and scratch not in write_paths else [])
     prepare_mounts(scratch, scratch_limit_mb)
     own_writable_folders(writable)
@@ -489,7 +563,8 @@ def _unshare_keeping_death_signal() -> tuple[str, str]:
 
 
 def _supervise_here(run_confined: Callable[[], int], deadline: float | None = None) -> int:
-    global _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON
+    global _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON, _STEP_CGROUP, _STEP_CGROUP_REASON
+    _STEP_CGROUP, _STEP_CGROUP_REASON = _name_step_cgroup()
     namespaces, reason = _unshare_keeping_death_signal()
     _SUPERVISED_NAMESPACES, _SUPERVISED_NAMESPACES_REASON = namespaces, reason
     libc = kernel.load_libc()
@@ -510,6 +585,8 @@ def _supervise_here(run_confined: Callable[[], int], deadline: float | None = No
     status = _wait_for(pid, deadline)
     if not namespaces:
         kill_descendants()
+    if _STEP_CGROUP is not None:  # one attempt, off the step's path: a cgroup still busy is a later A's to sweep
+        cgroups.remove(_STEP_CGROUP[1], wait_seconds=0.0)
     return os.waitstatus_to_exitcode(status)
 
 
@@ -579,6 +656,7 @@ def exit_like(code: int) -> None:
 # ---------------------------------------------------------------------------
 
 PROBE_SCRATCH_LIMIT_MB = 1
+PROBE_MEMORY_MB = 256
 
 
 class ProbeReport(TypedDict, total=False):
@@ -593,6 +671,8 @@ class ProbeReport(TypedDict, total=False):
     capabilities_dropped: bool
     identity: str
     seccomp: bool
+    memory_cgroup: str
+    memory_cgroup_reason: str
 
 
 def _probe_confined(scratch: str, write_fd: int) -> int:
@@ -603,6 +683,8 @@ def _probe_confined(scratch: str, write_fd: int) -> int:
         "namespace_reason": _SUPERVISED_NAMESPACES_REASON,
         "problems": problems,
     }
+    report["memory_cgroup"] = join_step_cgroup(PROBE_MEMORY_MB, PROBE_SCRATCH_LIMIT_MB)
+    report["memory_cgroup_reason"] = "" if report["memory_cgroup"] else _STEP_CGROUP_REASON
     try:
         tmpfs, task_limit, reason = prepare_mounts(scratch, PROBE_SCRATCH_LIMIT_MB)
     except OSError as error:
@@ -662,6 +744,8 @@ def probe(seccomp_binding: str | None = None) -> Confinement:
         scratch_tmpfs=bool(report.get("scratch_tmpfs")),
         scratch_reason=str(report.get("scratch_reason", "probe failed")),
         task_limit=int(report.get("task_limit") or 0),
+        memory_cgroup=str(report.get("memory_cgroup", "")),
+        memory_cgroup_reason=str(report.get("memory_cgroup_reason", "probe failed")),
         problems=tuple(report.get("problems", ())),
     )
 

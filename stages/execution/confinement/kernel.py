@@ -64,6 +64,11 @@ DENIED_SYSCALLS: tuple[tuple[str, str], ...] = (
     ("kernel interfaces that exploits build on", "bpf perf_event_open userfaultfd"),
     ("io_uring, whose operations bypass seccomp", "io_uring_setup io_uring_enter io_uring_register"),
     (
+        "memory outside the address-space limit: anonymous files, SysV shared memory and message queues hold pages "
+        "that no mapping counts once written",
+        "memfd_create memfd_secret shmget msgget",
+    ),
+    (
         "mounts and namespaces",
         "mount umount2 pivot_root chroot setns open_tree open_tree_attr move_mount fsopen fsconfig fsmount fspick "
         "mount_setattr listmount statmount",

@@ -33,6 +33,7 @@ import builtins
 import json
 import os
 import pickle
+import resource
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -398,8 +399,13 @@ def serve(fd: int) -> int:
         checker.judge(frame)
 
 
-def serve_confined(fd: int, memory_mb: int | None, read_paths: list[str]) -> int:
+def serve_confined(fd: int, memory_mb: int | None, read_paths: list[str], cpu_seconds: int | None = None) -> int:
+    """Confine this process (memory, Landlock, ids, seccomp) and limit its CPU time to `cpu_seconds` (SIGXCPU, then
+    SIGKILL a second later), so that a comparison that cannot finish ends even should the engine be gone; then
+    judge the step."""
     child_runtime.confine_module().enter_sandbox(read_paths, [], memory_mb)
+    if cpu_seconds:
+        resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds), int(cpu_seconds) + 1))
     return serve(fd)
 
 
@@ -407,11 +413,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SciCode checker (run by the scoring engine)")
     parser.add_argument("--channel-fd", type=int, required=True)
     parser.add_argument("--memory-mb", type=int, default=0)
+    parser.add_argument("--cpu-seconds", type=int, default=0)
     parser.add_argument("--seccomp-binding", default=None)
     options = parser.parse_args(argv)
     child_runtime.preload()
     child_runtime.confine_module().prepare_seccomp(options.seccomp_binding)
-    code = serve_confined(options.channel_fd, options.memory_mb or None, child_runtime.sandbox_read_paths())
+    read_paths = child_runtime.sandbox_read_paths()
+    code = serve_confined(options.channel_fd, options.memory_mb or None, read_paths, options.cpu_seconds or None)
     sys.stdout.flush()
     os._exit(code)
 

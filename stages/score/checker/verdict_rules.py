@@ -16,6 +16,7 @@ are checked before the launch).
 from __future__ import annotations
 
 import json
+import mmap
 import signal
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -28,12 +29,14 @@ MAX_VALUES_HEADER_BYTES = 1 << 20  # the JSON header of a values frame (a name a
 MAX_RECORD_BYTES = 64 * 1024  # a record of the test process (its reasons are bounded to 2000 characters)
 CHECKER_RECORD_BYTES = 64 * 1024
 REASON_LIMIT = 2000
+# A frame as the engine reads it: each in one buffer of its announced size, a large one in an anonymous mapping.
+Frame = bytes | bytearray | mmap.mmap
 
 
 class FrameSink(Protocol):
     """Where the values frames of the test process go on to (the engine's end of the checker's channel)."""
 
-    def send(self, payload: bytes) -> bool: ...
+    def send(self, payload: Frame) -> bool: ...
 
 
 @dataclass
@@ -97,7 +100,7 @@ class SessionLog:
         return (self.test_closed or self.failure is not None or self.complete) and answered and checker_known
 
 
-def _json_record(frame: bytes, limit: int) -> JSONObject | None:
+def _json_record(frame: Frame, limit: int) -> JSONObject | None:
     """A `J` record of at most `limit` bytes, parsed; None for anything else (never raises)."""
     if frame[:1] != b"J" or len(frame) > limit:
         return None
@@ -108,7 +111,7 @@ def _json_record(frame: bytes, limit: int) -> JSONObject | None:
     return record if isinstance(record, dict) else None
 
 
-def _announced_test(frame: bytes) -> int | None:
+def _announced_test(frame: Frame) -> int | None:
     """The test a `V` frame says it holds (its JSON header, bounded before parsing); None when unreadable."""
     size = int.from_bytes(frame[1:5], "big")
     if len(frame) < 5 or size > MAX_VALUES_HEADER_BYTES:
@@ -126,7 +129,7 @@ def _text(value: JSONValue, default: str) -> str:
     return valid_text(value)[:REASON_LIMIT] if isinstance(value, str) and value else default
 
 
-def on_test_frame(log: SessionLog, frame: bytes, checker: FrameSink) -> None:
+def on_test_frame(log: SessionLog, frame: Frame, checker: FrameSink) -> None:
     """Take one frame of the test process: a values frame goes on to the checker (`checker`), in test order."""
     if frame[:1] == b"V":
         index = len(log.forwarded)
@@ -159,7 +162,7 @@ def on_test_frame(log: SessionLog, frame: bytes, checker: FrameSink) -> None:
         )
 
 
-def on_checker_frame(log: SessionLog, frame: bytes) -> None:
+def on_checker_frame(log: SessionLog, frame: Frame) -> None:
     """Take one reply of the checker."""
     record = _json_record(frame, CHECKER_RECORD_BYTES)
     if record is None:

@@ -1,6 +1,8 @@
 """The verdict cache: one JSON file per step verdict, keyed by everything that can change it.
 
-Key = sha256 of (the step's official test script text, the targets file's sha256, the interpreter
+Key = sha256 of (what the engine sends of the step's script: its id, dependencies, every code section with its label
+and every test cell, each whole and apart in canonical JSON (`StepScript.sent_parts`; the official rendering, which
+joins sections with blank lines, would let two answers whose sections differ share a key), the targets file's sha256, the interpreter
 and library versions, the timeout, the memory and scratch limits, the confinement the test process runs
 under (its one-line description: a verdict reached without the seccomp filter is not reused with it), the
 verdict sources hash: the sources of the packages that decide a verdict (`verdict_packages`: the test
@@ -20,9 +22,10 @@ from pathlib import Path
 
 from stages.records.verdict import StepVerdict
 from stages.score.parent.limits import StepLimits
+from stages.score.parent.script import StepScript
 from stages.storage.artifacts import atomic_write_text, fingerprint
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: keyed on the sections as sent, not the rendered script (format 1)
 CACHEABLE = ("pass", "fail", "timeout")
 DEFAULT_EXPECTED_SECONDS = 1.0
 SCORE_DIR = Path(__file__).resolve().parents[1]  # stages/score/
@@ -79,13 +82,14 @@ def _sources_hash(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def verdict_key(script_text: str, targets_sha256: str | None, versions: dict[str, str], limits: StepLimits) -> str:
-    """The key of a step's verdict: its script, targets and interpreter versions, the limits it ran under and
-    the sources that decide verdicts."""
+def verdict_key(script: StepScript, targets_sha256: str | None, versions: dict[str, str], limits: StepLimits) -> str:
+    """The key of a step's verdict: its script's parts as the engine sends them, targets and interpreter versions,
+    the limits it ran under and the sources that decide verdicts (the test process, the checker and the rewriting
+    of each test cell into what each of them receives)."""
     return fingerprint(
         {
             "format": CACHE_FORMAT,
-            "script": script_text,
+            "script": script.sent_parts(),
             "targets": targets_sha256,
             "versions": versions,
             **limits.key_parts(),

@@ -49,7 +49,7 @@ class LaunchError(RuntimeError):
 @dataclass(frozen=True)
 class LaunchSpec:
     """One process to start: its role, interpreter, descriptors (the channel, stdout, stderr), working folder,
-    environment and limits (memory; the scratch tmpfs of a test process)."""
+    environment and limits (memory; the scratch tmpfs of a test process; the CPU time of a checker)."""
 
     role: Role
     python_binary: str
@@ -60,6 +60,7 @@ class LaunchSpec:
     env: Mapping[str, str]
     memory_mb: int | None
     scratch_limit_mb: int | None = None
+    cpu_seconds: int | None = None
 
 
 @dataclass
@@ -186,6 +187,7 @@ class ZygoteClient:
             "env": dict(spec.env),
             "memory_mb": spec.memory_mb,
             "scratch_limit_mb": spec.scratch_limit_mb,
+            "cpu_seconds": spec.cpu_seconds,
         }
         try:
             with self._send_lock:
@@ -246,6 +248,7 @@ class ZygoteClient:
 def launch_fresh(spec: LaunchSpec) -> Launched:
     """A fresh interpreter running the test process or the checker (each confines itself)."""
     scratch = ["--scratch-limit-mb", str(spec.scratch_limit_mb or 0)] if spec.role == "test" else []
+    cpu = ["--cpu-seconds", str(spec.cpu_seconds)] if spec.role == "checker" and spec.cpu_seconds else []
     try:
         process = popen_dying_with_this_process(
             [
@@ -256,6 +259,7 @@ def launch_fresh(spec: LaunchSpec) -> Launched:
                 "--memory-mb",
                 str(spec.memory_mb or 0),
                 *scratch,
+                *cpu,
                 *binding_arguments(),
             ],
             pass_fds=(spec.channel_fd,),

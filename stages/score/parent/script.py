@@ -5,8 +5,10 @@ target loading + the official test cases in order, each preceded by its `target`
 contribute what they carry into later prompts (`stages.benchmark.protocol.carried_forward` under the run's
 `carry`: the whole code, or only the definition the header names); prefilled steps (13.6, 62.1,
 76.3) contribute their official file verbatim; the current step contributes its full code.
-`official_text` renders it exactly as an official script file (used by the benchmark's plain runner
-and as the verdict cache key); the test process and the checker receive the same parts.
+`official_text` renders it exactly as an official script file (used by the benchmark's plain runner). That
+rendering joins the sections with blank lines and so loses where one ends and the next begins, while the test
+process runs each section on its own under its label: the verdict cache keys on `sent_parts` instead, the parts
+exactly as the engine frames them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from stages.benchmark.problems import Problem
 from stages.benchmark.protocol import Carry, carried_forward
+from stages.storage.json_values import JSONObject
 from stages.storage.paths import DataPaths
 
 HELPER_IMPORT = "from scicode.parse.parse import process_hdf5_to_tuple"
@@ -38,6 +41,18 @@ class StepScript:
     @property
     def code(self) -> str:
         return "\n\n".join(section.code for section in self.sections)
+
+    def sent_parts(self) -> JSONObject:
+        """What the engine sends of this script, each part whole and apart: the step id, the dependencies, every
+        section with its label, every test cell. Both processes' specs (`engine.StepJob.test_spec` and
+        `checker_spec`) are made from these alone by the verdict code, so two scripts whose parts differ anywhere
+        (a line moved from one section to the end of the one before it) differ here."""
+        return {
+            "step_id": self.step_id,
+            "deps": self.deps,
+            "sections": [{"label": section.label, "code": section.code} for section in self.sections],
+            "tests": list(self.tests),
+        }
 
     def official_text(self, targets_path: str) -> str:
         """The official script: code, helper import, targets, then each test after its `target`."""

@@ -68,7 +68,6 @@ if TYPE_CHECKING:  # the engine, its executors and the launcher load only when a
     from stages.score.parent.engine import StepJob
     from stages.score.parent.executor import StepExecutor
 
-TARGETS_PLACEHOLDER = "<targets>"
 LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
 
 
@@ -285,8 +284,7 @@ def plan_steps(
         item = PlannedStep(step, attempt, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
         if item.verdict is None:
             item.script = build_step_script(problem, index, codes, settings.data_paths, settings.carry)
-            text = item.script.official_text(TARGETS_PLACEHOLDER)
-            item.keys = tuple(verdict_key(text, targets_sha, env.versions, env.limits) for env in environments)
+            item.keys = tuple(verdict_key(item.script, targets_sha, env.versions, env.limits) for env in environments)
         planned.append(item)
     return planned
 

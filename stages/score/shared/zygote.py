@@ -4,7 +4,8 @@ Run by the engine as `python_binary zygote.py <control_fd> [<seccomp binding pat
 environment; it never sees targets or secrets. It loads the seccomp binding and builds the filter once, so every
 child inherits them ready. Control messages are JSON over an AF_UNIX SOCK_SEQPACKET socket:
 
-* engine -> zygote `{"op": "spawn", "id", "role", "cwd", "env", "memory_mb", "scratch_limit_mb"}` carrying three
+* engine -> zygote `{"op": "spawn", "id", "role", "cwd", "env", "memory_mb", "scratch_limit_mb", "cpu_seconds"}`
+  (the checker's CPU-time limit) carrying three
   descriptors (stdout, stderr, channel) as SCM_RIGHTS; `role` is "test" (the untrusted test process,
   `test_process/runner.py`) or "checker" (`checker/checker.py`);
 * zygote -> engine `{"op": "ready", "versions"}`, `{"op": "spare", "pid"}`, `{"op": "spawned", "id", "pid"}`,
@@ -70,6 +71,7 @@ class SpawnRequest(TypedDict):
     env: dict[str, str]
     memory_mb: int | None
     scratch_limit_mb: int | None
+    cpu_seconds: int | None  # the checker's CPU-time limit
 
 
 def _send(control: socket.socket, record: dict[str, object]) -> None:
@@ -187,7 +189,7 @@ def _run_role(role: str, request: SpawnRequest, read_paths: list[str]) -> int:
 
     memory_mb = request.get("memory_mb")
     if role == "checker":
-        return int(checker.serve_confined(CHANNEL_FD, memory_mb, read_paths))
+        return int(checker.serve_confined(CHANNEL_FD, memory_mb, read_paths, request.get("cpu_seconds")))
     return int(
         runner.serve_confined(CHANNEL_FD, memory_mb, read_paths, request["cwd"], request.get("scratch_limit_mb"))
     )

@@ -30,6 +30,9 @@ RAW = textwrap.dedent("""\
 """)
 
 
+SNIPPET_MEMORY_MB = 1024
+
+
 def confined(
     code: str, scratch: Path, *, scratch_limit_mb: int = 64, timeout: float = 120, readable: tuple[Path, ...] = ()
 ) -> subprocess.CompletedProcess:
@@ -43,7 +46,7 @@ def confined(
         "--scratch-limit-mb",
         str(scratch_limit_mb),
         "--memory-mb",
-        "1024",
+        str(SNIPPET_MEMORY_MB),
         *binding_arguments(),
         "--python",
         "--",

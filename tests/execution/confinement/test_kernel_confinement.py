@@ -33,7 +33,7 @@ from stages.execution.confinement.kernel import (
     UNIFIED_SYSCALL_NUMBERS,
     UNPRIVILEGED_ID,
 )
-from tests.execution.confinement.probes import RAW, confined, last_json, unconfined
+from tests.execution.confinement.probes import RAW, SNIPPET_MEMORY_MB, confined, last_json, unconfined
 from tests.score.score_helpers import run_code
 
 pytestmark = pytest.mark.skipif(
@@ -361,6 +361,132 @@ def test_a_fork_bomb_stops_at_the_task_limit(scratch: Path) -> None:
     assert TASK_LIMIT - 20 < result["count"] < TASK_LIMIT
 
 
+# -- memory outside the address-space limit --------------------------------------------------------------------
+
+
+# Pages written to an anonymous file, a SysV segment or a message queue are held by the kernel object, not by any
+# mapping: RLIMIT_AS does not count them once unmapped (a 256 MiB step held 2 GiB this way).
+def hold_memory(total_mb: int) -> str:
+    """A program that tries to hold `total_mb` MiB outside its address space, each way (memfd files of 32 MiB, below
+    the per-file limit), and prints the errno names."""
+    return RAW + textwrap.dedent(f"""\
+        MiB = 1 << 20
+        def memfd(total):
+            for _ in range(total // (32 * MiB)):
+                fd = os.memfd_create("held")
+                for _ in range(32):
+                    os.write(fd, bytes(MiB))
+        def sysv_shm(total):
+            if libc.shmget(0, total, 0o1600) < 0:
+                raise OSError(ctypes.get_errno(), "shmget")
+        def message_queue(total):
+            if libc.msgget(0, 0o1600) < 0:
+                raise OSError(ctypes.get_errno(), "msgget")
+        def descriptors(total):
+            for _ in range(total):
+                os.pipe()
+        results = {{name: outcome(lambda: hold({total_mb} * MiB)) for name, hold in
+                   (("memfd", memfd), ("sysv shm", sysv_shm), ("message queue", message_queue))}}
+        results["300 pipes"] = outcome(lambda: descriptors(300))
+        print(json.dumps(results))
+    """)
+
+
+HELD_REFUSED = {"memfd": "EPERM", "sysv shm": "EPERM", "message queue": "EPERM", "300 pipes": "EMFILE"}
+
+
+def test_a_snippet_cannot_hold_memory_outside_its_limit(scratch: Path) -> None:
+    assert last_json(confined(hold_memory(2 * SNIPPET_MEMORY_MB), scratch)) == HELD_REFUSED
+
+
+def test_a_test_process_cannot_hold_memory_outside_its_limit(shared_scicode: Path) -> None:
+    body = "".join(f"    {line}\n" for line in hold_memory(2 * 256).splitlines())
+    code = f"def tensor(*args):\n{body}    raise RuntimeError('held: ' + json.dumps(results))\n"
+    verdict = run_code(shared_scicode, "19", "19.1", code, memory_mb=256)
+    assert verdict.status == "fail", verdict.reason
+    assert "held: " + json.dumps(HELD_REFUSED) in verdict.reason, verdict.reason
+
+
+def hold_in_processes(count: int, each_mb: int) -> str:
+    """A program that forks `count` processes, each holding `each_mb` MiB (within its own address-space limit) for a
+    second, and prints how each ended ("0", or the signal that killed it)."""
+    return textwrap.dedent(f"""\
+        import json, os, signal, time
+        children = []
+        for _ in range({count}):
+            pid = os.fork()
+            if pid == 0:
+                held = bytearray({each_mb} << 20)
+                held[::4096] = b"x" * len(held[::4096])
+                time.sleep(1.5)
+                os._exit(0)
+            children.append(pid)
+        ended = [os.waitpid(pid, 0)[1] for pid in children]
+        results = [signal.Signals(os.WTERMSIG(s)).name if os.WIFSIGNALED(s) else str(os.WEXITSTATUS(s)) for s in ended]
+    """)
+
+
+def memory_cgroup_in_force() -> str:
+    return str(confinement_of(sys.executable).get("memory_cgroup", ""))
+
+
+def may_create_a_memory_cgroup() -> bool:
+    """Whether this process can make a child of its memory cgroup that has a memory limit (found by doing it)."""
+    from stages.execution.confinement import cgroups
+
+    hierarchy, _ = cgroups.own_memory_cgroup()
+    if hierarchy is None:
+        return False
+    folder = os.path.join(hierarchy.folder, f"scicode-test-{uuid.uuid4().hex[:8]}")
+    try:
+        os.mkdir(folder)
+    except OSError:
+        return False
+    try:
+        return os.path.exists(os.path.join(folder, hierarchy.limit_file))
+    finally:
+        os.rmdir(folder)
+
+
+def test_a_memory_cgroup_is_in_force_wherever_one_can_be_made() -> None:
+    assert bool(memory_cgroup_in_force()) == may_create_a_memory_cgroup(), confinement_of(sys.executable)
+
+
+def test_the_confinement_line_says_whether_a_step_s_processes_share_one_memory_limit() -> None:
+    record = confinement_of(sys.executable)
+    if record.get("memory_cgroup"):
+        assert f"memory bounded per step ({record['memory_cgroup']})" in str(record["description"])
+    else:
+        assert "memory bounded per process only (no memory cgroup: " in str(record["description"])
+        assert record.get("memory_cgroup_reason")
+
+
+def test_a_snippet_s_processes_together_stay_within_its_memory_where_a_cgroup_is_in_force(scratch: Path) -> None:
+    """Eight processes of 160 MiB each (every one within the 1 GiB address-space limit) hold 1.25 GiB: more than a
+    snippet's memory and scratch (1 GiB + 64 MiB) where a memory cgroup bounds the step, which ends some."""
+    code = hold_in_processes(8, 160) + "print(json.dumps(results))\n"
+    results = json.loads(confined(code, scratch).stdout.strip().splitlines()[-1])
+    if memory_cgroup_in_force():
+        assert "SIGKILL" in results, results
+    else:
+        assert results == ["0"] * 8, results
+
+
+def test_a_test_process_s_processes_together_stay_within_the_step_s_memory_where_a_cgroup_is_in_force(
+    shared_scicode: Path,
+) -> None:
+    """Eight processes of 240 MiB each (every one within the 1 GiB address-space limit, numpy and scipy loaded) hold
+    1.9 GiB: more than the step's memory and scratch (1 GiB + 512 MiB)."""
+    body = "".join(f"    {line}\n" for line in hold_in_processes(8, 240).splitlines())
+    code = f"def tensor(*args):\n{body}    raise RuntimeError('ended: ' + json.dumps(results))\n"
+    verdict = run_code(shared_scicode, "19", "19.1", code, memory_mb=1024)
+    assert verdict.status == "fail", verdict.reason
+    if memory_cgroup_in_force():
+        assert "ended: " in verdict.reason and "SIGKILL" in verdict.reason, verdict.reason
+    else:
+        assert "ended: " + json.dumps(["0"] * 8) in verdict.reason, verdict.reason
+
+
 READABLE_ELSEWHERE = ("/dev/kmsg", "/dev/vsock", "/dev/tty", "/proc/self/environ", "/sys/kernel/mm", "/sys/fs/cgroup")
 
 
@@ -377,8 +503,8 @@ def test_shared_memory_devices_and_system_folders_stay_out_of_reach(scratch: Pat
         print(json.dumps(results))
     """)
     results = last_json(confined(code, scratch))
-    assert results.pop("sysv shm") == "0"  # created in the step's own IPC namespace...
-    with open("/proc/sysvipc/shm") as table:  # ...which is not this one
+    assert results.pop("sysv shm") == "EPERM"  # its pages would be memory outside the address-space limit
+    with open("/proc/sysvipc/shm") as table:
         assert str(key) not in [line.split()[0] for line in table.readlines()[1:] if line.split()]
     assert results == dict.fromkeys(results, "EACCES") and len(results) == 2 + len(present), results
     assert not os.path.exists("/dev/shm/scicode-escape")

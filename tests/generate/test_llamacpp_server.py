@@ -103,6 +103,11 @@ def assert_every_step_has_a_verdict(lines: dict[str, dict]) -> None:
         assert all(c["usage"]["output_tokens"] <= MAX_TOKENS for c in line["calls"])  # the cap was sent and obeyed
 
 
+# What a run asks of the server besides its model calls: the preflight's GET /models, and the endpoint's report of
+# itself (stages/generate/endpoint_report.py: its /models entry and llama.cpp's /props, which llama-cpp-python lacks).
+ENDPOINT_REPORT = {"GET /v1/models 200": 2, "GET /props 404": 1}
+
+
 def test_naive_run_of_problems_1_and_4(
     llamacpp_server: LlamaServer, workdir: Path, staged_data_dir: Path, dev_targets: Path
 ) -> None:
@@ -119,8 +124,9 @@ def test_naive_run_of_problems_1_and_4(
     show("naive", lines, seen)
     assert_every_step_has_a_verdict(lines)
     assert all(len(line["calls"]) == 1 for line in lines.values())
-    # the preflight's GET /models and one probe, then one request per step; nothing refused, nothing retried
-    assert seen == Counter({"GET /v1/models 200": 1, "POST /v1/chat/completions 200": 1 + len(STEPS)})
+    # the preflight's GET /models and one probe, the endpoint's report of itself (GET /models and /props, which
+    # llama-cpp-python does not serve), then one request per step; nothing refused, nothing retried
+    assert seen == Counter({**ENDPOINT_REPORT, "POST /v1/chat/completions 200": 1 + len(STEPS)})
     assert "preflight: endpoint ok: " in result.stdout and f"serves model={llamacpp_server.model}" in result.stdout
     summary = load_json(summary_file(run, "json"))
     assert summary["subproblem_total"] == len(STEPS) and summary["failed_problems"] == []
@@ -157,7 +163,7 @@ def test_tool_use_run_of_problems_1_and_4_round_trips_tool_calls(
         assert messages[2]["role"] == "tool"
     # Every request was answered: the tool-call turns sent back were accepted (with null content they were HTTP 500).
     model_calls = sum(len(line["calls"]) for line in lines.values())
-    assert seen == Counter({"GET /v1/models 200": 1, "POST /v1/chat/completions 200": 2 + model_calls})
+    assert seen == Counter({**ENDPOINT_REPORT, "POST /v1/chat/completions 200": 2 + model_calls})
     summary = load_json(summary_file(run, "json"))
     assert summary["tool_use"]["behaved_as_naive"] is False and summary["tool_calls"]["total"] >= len(STEPS)
 

@@ -45,7 +45,7 @@ def test_a_reply_whose_handling_failed_is_kept_and_asked_again_only_on_request(
         with monkeypatch.context() as patched:
             patched.setattr(loops, "final_status", broken_handling)
             first: Any = run_generate(settings, "1")
-            assert len(server.requests) == 1
+            assert len(server.calls("/chat/completions")) == 1
             [failed] = first["steps"]
             assert failed["status"] == "error" and "the answer handling broke" in failed["error"]
             assert "reask_unhandled_replies=true" in failed["error"] and str(journal) in failed["error"]
@@ -53,16 +53,16 @@ def test_a_reply_whose_handling_failed_is_kept_and_asked_again_only_on_request(
 
             again: Any = run_generate(settings, "1")  # the same fault: the reply is not read back into it
 
-            assert len(server.requests) == 1
+            assert len(server.calls("/chat/completions")) == 1
             [refused] = again["steps"]
             assert refused["status"] == "error" and "handling its reply failed before" in refused["error"]
             assert refused["usage"]["calls"] == 0
 
         kept: Any = run_generate(settings, "1")  # the fault is gone, but asking again is a choice: still refused
-        assert kept["steps"][0]["status"] == "error" and len(server.requests) == 1
+        assert kept["steps"][0]["status"] == "error" and len(server.calls("/chat/completions")) == 1
 
         reasked: Any = run_generate(settings_of(server, tmp_path, staged_data_dir, reask_unhandled_replies="true"), "1")
 
-        assert len(server.requests) == 2
+        assert len(server.calls("/chat/completions")) == 2
         assert reasked["status"] == "complete" and reasked["steps"][0]["status"] == "ok"
         assert not journal.exists()

@@ -523,9 +523,12 @@ def test_failed_problem_is_counted_then_resumed(
     assert load_json(run / "generations" / "19.json")["status"] == "error"
     assert "| 19 " in summary_file(run, "md").read_text(encoding="utf-8")
 
-    # The endpoint is healthy again (and moved: base_url is where the model lives, not what it is).
+    # The endpoint is healthy again, restarted on another port: the endpoint is part of the run, so continuing
+    # against it is said on purpose (endpoint_change=resume).
     healthy = ScriptedModel(steps)
-    second = run_doit(workdir, *common, *model_args(start_server(healthy)), api_key=TEST_API_KEY)
+    second = run_doit(
+        workdir, *common, *model_args(start_server(healthy)), "endpoint_change=resume", api_key=TEST_API_KEY
+    )
     assert_ok(second)
     assert healthy.counts() == {"19.1": 1, "19.2": 1}
     summary = load_json(summary_file(run, "json"))

@@ -1,4 +1,4 @@
-"""The pinned facts of the benchmark (checksums, prefilled steps, split files), loaded from pins.json."""
+"""The pins of the original dataset's files (checksums, where they are published), loaded from pins.json."""
 
 from __future__ import annotations
 
@@ -24,13 +24,8 @@ class Pins(TypedDict):
     required_files: list[str]
     upstream_names: dict[str, str]  # upstream name -> local name
     targets_file: str
-    prefilled_steps: dict[str, str]  # step id -> file name of its official code
-    prefilled_reason: str
-    splits: dict[str, str]  # split -> problem file
-    split_problem_counts: dict[str, int]
     wheel: Wheel
     default_dataset_zip_url: str
-    reference_step_seconds: dict[str, float]  # step id -> measured seconds
 
 
 @lru_cache(maxsize=1)
@@ -45,23 +40,3 @@ def pinned_sha256(file_name: str) -> str | None:
 
 def required_files() -> list[str]:
     return list(pins()["required_files"])
-
-
-def prefilled_steps() -> dict[str, str]:
-    """Step id -> file name of the official code of that prefilled (unscored) step."""
-    return dict(pins()["prefilled_steps"])
-
-
-def split_files() -> dict[str, str]:
-    return dict(pins()["splits"])
-
-
-def split_problem_count(split: str) -> int:
-    """Problems in a split of the pinned files (`all` is every split)."""
-    counts = pins()["split_problem_counts"]
-    return sum(counts.values()) if split == "all" else int(counts[split])
-
-
-def reference_step_seconds() -> dict[str, float]:
-    """Measured wall times of the slow reference steps, by step id."""
-    return {str(step_id): float(seconds) for step_id, seconds in pins().get("reference_step_seconds", {}).items()}

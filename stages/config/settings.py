@@ -22,7 +22,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from stages.benchmark.datasets import DEFAULT_DATASET, dataset_named, dataset_names
 from stages.benchmark.pins import pins
+from stages.benchmark.problems import Benchmark
 from stages.benchmark.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
 from stages.config.declaration import (
     Declared,
@@ -185,6 +187,11 @@ def _url(name: str, value: Any) -> str:
     return text
 
 
+def _not_original(settings: Settings) -> bool:
+    """The dataset enters the fingerprints only when it is not the original (earlier runs stay current)."""
+    return settings.dataset != DEFAULT_DATASET
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every setting, each declared once: its name, type and default here, the rest in its `Declared` record."""
@@ -300,6 +307,18 @@ class Settings:
         Declared(to_bool, "the endpoint preflight checks `model=` against `GET /models`", group=ENDPOINT),
     )
     # ---- which problems ----
+    dataset: str = setting(
+        DEFAULT_DATASET,
+        choice(
+            dataset_names(),
+            "which data: `original` (the official SciCode files) or `verified` (SciCode-Verified: 64 test problems, "
+            "manifest-bound; see [Datasets](stages-and-artifacts.md#datasets)); a dataset other than `original` "
+            "prefixes the run name",
+            stages_when={stage: _not_original for stage in ("select", "generate", "score")},
+            recorded=True,
+            group=SELECTION,
+        ),
+    )
     split: Split = setting(
         "all",
         choice(
@@ -535,7 +554,7 @@ class Settings:
     results_dir: str = setting("results", Declared(to_text, "where runs go", group=FOLDERS))
     run: str = setting(
         "",
-        Declared(to_text, "run name", shown_default="`<split>-<mode>-<bg or nobg>[-carrydef]`", group=FOLDERS),
+        Declared(to_text, "run name", shown_default="`[<dataset>-]<split>-<mode>-<bg or nobg>[-carrydef]`", group=FOLDERS),
     )
     h5py_file: str = setting(
         "",
@@ -562,6 +581,16 @@ class Settings:
             "archive to fetch when files are absent",
             stages=("download",),
             shown_default="AgentCompass's SciCode zip",
+            group=FOLDERS,
+        ),
+    )
+    dataset_base_url: str = setting(
+        "",
+        Declared(
+            _url,
+            "where a manifest-bound dataset's published files are fetched from when not staged (the pinned "
+            "revision's path is appended)",
+            shown_default="its published location",
             group=FOLDERS,
         ),
     )
@@ -623,11 +652,13 @@ class Settings:
     # ---- derived values -------------------------------------------------
     @property
     def run_name(self) -> str:
-        """`run=`, else `<split>-<mode>-<bg|nobg>`, plus `-carrydef` under `carry=definition` (runs that
-        carry code differently never share a folder)."""
+        """`run=`, else `[<dataset>-]<split>-<mode>-<bg|nobg>`, plus `-carrydef` under `carry=definition` (runs
+        of another dataset, or that carry code differently, never share a folder)."""
         if self.run:
             return self.run
         name = f"{self.split}-{self.mode}-{'bg' if self.with_background else 'nobg'}"
+        if self.dataset != DEFAULT_DATASET:
+            name = f"{self.dataset}-{name}"
         return name if self.carry == DEFAULT_CARRY else f"{name}-{CARRY_RUN_SUFFIX[self.carry]}"
 
     @property
@@ -638,6 +669,11 @@ class Settings:
     @property
     def data_paths(self) -> DataPaths:
         return DataPaths(Path(self.data_dir))
+
+    @property
+    def benchmark(self) -> Benchmark:
+        """The run's dataset bound to `data_dir`: what every stage asks for problems, counts and special cases."""
+        return Benchmark(dataset_named(self.dataset), Path(self.data_dir))
 
     @property
     def run_paths(self) -> RunPaths:
@@ -826,6 +862,17 @@ def load_settings(
 
 
 def _check_consistency(settings: Settings) -> None:
+    if settings.model == "gold" and settings.dataset != DEFAULT_DATASET:
+        raise ConfigError(
+            f"invalid dataset={settings.dataset} with model=gold: the gold model has reference code for "
+            f"dataset={DEFAULT_DATASET} split=validation only"
+        )
+    described = dataset_named(settings.dataset)
+    if not described.has_split(settings.split):
+        raise ConfigError(
+            f"invalid split={settings.split} with dataset={settings.dataset}: expected all or "
+            f"{', '.join(described.splits)} (the {settings.dataset} data holds no other split)"
+        )
     if settings.model == "gold" and settings.split != "validation":
         raise ConfigError(
             f"invalid split={settings.split} with model=gold: the gold model has reference code for split=validation only"

@@ -72,6 +72,7 @@ class ChecksumError(DownloadError):
 
 
 def targets_file_name() -> str:
+    """The original dataset's targets file (pins.json)."""
     return str(pins()["targets_file"])
 
 
@@ -113,6 +114,10 @@ def download_fingerprint(settings: Settings) -> str:
 
 def download_fingerprint_parts(settings: Settings) -> FingerprintParts:
     """`download_fingerprint` and what it covers by named part (settings slice; pins and staged files as inputs)."""
+    if settings.benchmark.dataset.is_manifest_bound:
+        from stages.download.bound import bound_fingerprint_parts
+
+        return bound_fingerprint_parts(settings)
     paths = settings.data_paths
     pinned = {key: pins()[key] for key in PIN_KEYS}
     staged = {"scicode_dir": _folder_identity(paths.scicode_dir), "data_dir": _folder_identity(paths.data_dir)}
@@ -286,11 +291,10 @@ def _wanted_names(settings: Settings) -> list[str]:
     return [*required_files(), *optional]
 
 
-def _collect(settings: Settings, report: _Report) -> dict[str, ManifestFile]:
-    """Ask each source in turn for the files still missing; returns the manifest entries of placed files."""
+def _collect(settings: Settings, report: _Report, wanted: list[str]) -> dict[str, ManifestFile]:
+    """Ask each source in turn for the `wanted` files still missing; returns the manifest entries of placed files."""
     dest = settings.data_paths.scicode_dir
     dest.mkdir(parents=True, exist_ok=True)
-    wanted = _wanted_names(settings)
     entries: dict[str, ManifestFile] = {}
     for source in _sources(settings):
         names = [name for name in wanted if name not in entries and name in source.offers]
@@ -372,7 +376,27 @@ def _with_earlier_source(entry: ManifestFile, earlier: ManifestFile | None, in_p
     return dataclasses.replace(entry, source=earlier.source)
 
 
+def stage_original_files(settings: Settings, names: list[str]) -> dict[str, ManifestFile]:
+    """Some of the original files (e.g. the templates another dataset's prompts use) staged in the original folder
+    from the original's sources, checked against the pins; DownloadError naming the missing ones."""
+    report = _Report()
+    entries = _collect(settings, report, names)
+    missing = [name for name in names if name not in entries]
+    if missing:
+        raise DownloadError(_hand_staging_message(settings, missing, report))
+    return entries
+
+
 def run_download(settings: Settings) -> JSONObject:
+    """Stage the run's dataset's files and return the record of them (unchanged when already current)."""
+    if settings.benchmark.dataset.is_manifest_bound:
+        from stages.download.bound import run_bound_download
+
+        return run_bound_download(settings)
+    return run_original_download(settings)
+
+
+def run_original_download(settings: Settings) -> JSONObject:
     """Stage the SciCode data files and return the manifest record (unchanged when already current)."""
     paths = settings.data_paths
     if is_current(paths.manifest, "manifest", download_fingerprint(settings)):
@@ -384,7 +408,7 @@ def run_download(settings: Settings) -> JSONObject:
     paths.manifest.unlink(missing_ok=True)  # a stale manifest must not outlive a failed run
 
     report = _Report()
-    entries = _collect(settings, report)
+    entries = _collect(settings, report, _wanted_names(settings))
     missing = [name for name in required_files() if name not in entries]
     if missing:
         raise DownloadError(_hand_staging_message(settings, missing, report))

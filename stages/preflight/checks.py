@@ -18,7 +18,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.benchmark.pins import split_files
 from stages.benchmark.problems import Problem, ProblemDataError
 from stages.config.settings import ConfigError, Settings
 from stages.execution.safe_ast import parse_module
@@ -31,7 +30,7 @@ DERIVABLE_KINDS = frozenset({"derived", "missing"})  # validation targets can be
 
 
 def problem_files_staged(settings: Settings) -> bool:
-    return all(settings.data_paths.file(name).is_file() for name in split_files().values())
+    return settings.benchmark.problems_staged()
 
 
 PER_PROBLEM_TASKS: tuple[str, ...] = ("generate", "score")
@@ -99,12 +98,27 @@ def steps_with_targets_in(path: Path, step_ids: list[str]) -> set[str]:
         raise ConfigError(f"targets file {path} unreadable: {error}") from None
 
 
+def _has_validation(settings: Settings) -> bool:
+    """Whether the run's dataset has the validation split, whose targets can be derived from reference code."""
+    return "validation" in settings.benchmark.dataset.splits
+
+
+def _targets_missing_note(settings: Settings) -> str:
+    dataset = settings.benchmark.dataset
+    return (
+        f"no {dataset.targets_file} in {settings.benchmark.folder} and no h5py_file=; "
+        f"it is published in the {dataset.targets_published}"
+    )
+
+
 def missing_targets(settings: Settings, problems: tuple[Problem, ...], targets: ResolvedTargets) -> MissingTargets:
     """The selected scored steps that will have no targets to be scored against."""
     scorable = [step.step_id for problem in problems for step in problem.scored_steps]
     if targets.kind in ("official", "explicit") and targets.path is not None:
         present = steps_with_targets_in(targets.path, scorable)
         why = f"not in {targets.path.name}"
+    elif targets.kind in DERIVABLE_KINDS and settings.explicit_targets_file() is None and not _has_validation(settings):
+        present, why = set(), targets.note or _targets_missing_note(settings)
     elif targets.kind in DERIVABLE_KINDS and settings.explicit_targets_file() is None:
         derivable = {
             step.step_id
@@ -129,7 +143,7 @@ def check_targets(settings: Settings, problems: tuple[Problem, ...]) -> str:
     if settings.allow_missing_targets:
         return f"targets: {line}; they will count as unscored (allow_missing_targets=true)"
     raise ConfigError(
-        f"{line}; stage the official test_data.h5 in {settings.data_paths.scicode_dir}, set h5py_file=, "
+        f"{line}; stage {settings.benchmark.dataset.targets_file} in {settings.benchmark.folder}, set h5py_file=, "
         "select other problems, or set allow_missing_targets=true (no model was called)"
     )
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.benchmark.categories import UNCLASSIFIED, Category, category_of
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
@@ -109,6 +110,8 @@ class Selection:
     entries: tuple[SelectionEntry, ...]
     stamp: Stamp | None = None  # None only for a selection built in memory, never written
     status: str = "complete"
+    dataset: str = DEFAULT_DATASET  # a selection written before datasets existed is of the original
+    problems_md5: str | None = None  # a manifest-bound dataset: the md5 its manifest states for the problem file
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Selection:
@@ -120,6 +123,8 @@ class Selection:
             tuple(SelectionEntry.from_record(entry) for entry in objects(record.get("problems"))),
             Stamp.from_record(record),
             text(record.get("status"), "complete"),
+            text(record.get("dataset"), DEFAULT_DATASET),
+            optional_text(record.get("problems_md5")),
         )
 
     def to_record(self) -> JSONObject:
@@ -129,6 +134,8 @@ class Selection:
         sample_ids: list[JSONValue] = list(self.sample_ids)
         return stamp.to_record() | {
             "status": self.status,
+            "dataset": self.dataset,
+            "problems_md5": self.problems_md5,
             "split": self.split,
             "category": category,
             "sample_ids": sample_ids,

@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stages.benchmark.pins import split_problem_count
 from stages.config.settings import Settings
 from stages.records.summary import Caveat, CaveatKind
 from stages.summarize.metrics import behaved_as_naive
@@ -47,10 +46,10 @@ def _tool_use_as_naive(found: CaveatInputs) -> str | None:
 
 def _subset(found: CaveatInputs) -> str | None:
     settings = found.settings
-    whole = split_problem_count(settings.split)
+    whole = settings.benchmark.dataset.problem_count(settings.split)
     parts = []
     if settings.sample_ids or settings.categories is not None or len(found.rows) != whole:
-        parts.append(f"{len(found.rows)} of the {whole} problems of split {settings.split} (a subset)")
+        parts.append(f"{len(found.rows)} of the {whole} problems of split {settings.split} of dataset {settings.dataset} (a subset)")
     if settings.attempts != 1:
         parts.append(f"{settings.attempts} attempts per problem (the headline scores attempt 1)")
     return "; ".join(parts) or None

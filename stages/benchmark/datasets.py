@@ -61,6 +61,7 @@ class Dataset:
 
     name: str
     title: str
+    display_name: str  # the name logs and exports give it (inspect_ai's dataset name)
     folder: str  # under data_dir: its problem files (and a manifest-bound dataset's manifest and targets)
     record_file: str  # the download stage's record of the staged files, in `folder`
     shared_folder: str  # under data_dir: the official prompt templates and the prefilled steps' code
@@ -122,6 +123,7 @@ def _dataset(name: str, record: Mapping[str, Any]) -> Dataset:
     return Dataset(
         name=name,
         title=str(record["title"]),
+        display_name=str(record["display_name"]),
         folder=str(record["folder"]),
         record_file=str(record["record_file"]),
         shared_folder=str(record["shared_folder"]),

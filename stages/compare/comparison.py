@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stages.benchmark.datasets import DEFAULT_DATASET, dataset_named
 from stages.compare.paired import PairedSection, interval_rows, paired_section
 from stages.errors import PipelineError
 from stages.execution.untrusted import shown
@@ -68,6 +69,15 @@ class RunInfo:
     selection: tuple[SelectionEntry, ...]
     results: RunResults
     caveats: tuple[Caveat, ...] = ()  # those of the run's summary (none without a readable one)
+    dataset: str = DEFAULT_DATASET
+
+    @property
+    def split_scope(self) -> tuple[str, ...]:
+        """The splits of its dataset the run's split means (`all` under `verified` is its test split)."""
+        try:
+            return dataset_named(self.dataset).split_names(self.split)
+        except ValueError:  # a dataset this version does not describe: its split as written
+            return (self.split,)
 
     @property
     def label(self) -> str:
@@ -110,6 +120,7 @@ def load_run(run_dir: Path, view: str = "") -> RunInfo:
         selection=results.selection.entries,
         results=results,
         caveats=_summary_caveats(RunPaths(run_dir, tag)),
+        dataset=results.selection.dataset,
     )
 
 
@@ -172,7 +183,8 @@ class StepFlip:
 
 
 def check_splits(run_a: RunInfo, run_b: RunInfo, allow_split_mismatch: bool) -> None:
-    if run_a.split != run_b.split and not allow_split_mismatch:
+    """CompareError for runs of different splits (by what they mean in their datasets) unless allowed."""
+    if run_a.split_scope != run_b.split_scope and not allow_split_mismatch:
         raise CompareError(
             f"runs of different splits: {run_a.run_dir} is split={run_a.split}, {run_b.run_dir} is "
             f"split={run_b.split} (set allow_split_mismatch=true to compare their common problems)"
@@ -214,6 +226,14 @@ def step_flips(rows_a: Sequence[ProblemRow], rows_b: Sequence[ProblemRow]) -> tu
             elif flip.status_b == "pass" and flip.status_a != "pass":
                 gained.append(flip)
     return lost, gained
+
+
+def flips_line(problems: tuple[int, int], steps: tuple[int, int]) -> str:
+    """How many paired problems and steps flip in each direction, in words."""
+    return (
+        f"Flips over the paired problems: {steps[0]} step(s) pass only in A and {steps[1]} only in B; "
+        f"{problems[0]} problem(s) are resolved only in A and {problems[1]} only in B."
+    )
 
 
 def first_failure(row: ProblemRow) -> str:
@@ -264,6 +284,7 @@ def _identity_rows(run_a: RunInfo, run_b: RunInfo) -> list[Row]:
         ("run directory", str(run_a.run_dir), str(run_b.run_dir)),
         ("model", run_a.model, run_b.model),
         ("run", run_a.run, run_b.run),
+        ("dataset", run_a.dataset, run_b.dataset),
         ("split", run_a.split, run_b.split),
         ("mode", run_a.mode, run_b.mode),
         ("with_background", run_a.with_background, run_b.with_background),
@@ -317,7 +338,15 @@ def _scope_notes(
     only_a = [pid for pid in run_a.entries if pid not in run_b.entries]
     only_b = [pid for pid in run_b.entries if pid not in run_a.entries]
     notes: list[tuple[str, str]] = []
-    if run_a.split != run_b.split:
+    if run_a.dataset != run_b.dataset:
+        notes.append(
+            (
+                "warning",
+                f"Datasets differ (A: {run_a.dataset}, B: {run_b.dataset}): the {len(common)} problems selected in "
+                "both are paired, step by step; a problem's statement, tests and targets may differ between them.",
+            )
+        )
+    if run_a.split_scope != run_b.split_scope:
         notes.append(
             (
                 "warning",
@@ -538,7 +567,10 @@ def build_comparison(
         common=tuple(common),
         narrowed=narrowed,
         identity=_identity_rows(run_a, run_b),
-        scope=_scope_notes(run_a, run_b, common, narrowed, unmatched),
+        scope=[
+            *_scope_notes(run_a, run_b, common, narrowed, unmatched),
+            ("text", flips_line((len(lost), len(gained)), (len(steps_lost), len(steps_gained)))),
+        ],
         metrics=_with_intervals(
             _metric_rows(side_a.metrics, side_b.metrics), interval_rows(side_a.metrics, side_b.metrics)
         ),

@@ -2,7 +2,7 @@
 
 Columns: run, model, problem, step, attempt (1-based), status, reason, input/output/total tokens and model calls
 of the step's generation, its model latency, the test duration, the tool calls and their summed duration,
-field, subfield and split. Every text is `valid_text`. In the CSV every text cell is quoted (whatever separator
+field, subfield, split and dataset. Every text is `valid_text`. In the CSV every text cell is quoted (whatever separator
 a spreadsheet splits on, a cell stays one cell when it is read as CSV), and no part of a text cell can be read as
 a formula: a cell starting with a tab or a carriage return, and every segment a spreadsheet may split off (at the
 cell's start and after each `,`, `;`, tab or line break) whose first character past any spaces is `=`, `+`, `-`
@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from stages.benchmark.datasets import PREFILLED_REASON
 from stages.execution.untrusted import valid_text
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.verdict import StepVerdict
@@ -52,6 +53,7 @@ class StepRow:
     field: str
     subfield: str
     split: str
+    dataset: str
 
 
 COLUMNS: tuple[str, ...] = tuple(StepRow.__dataclass_fields__)
@@ -72,11 +74,13 @@ def _status_and_reason(
     if verdict is not None:
         return cell_status(verdict, ungenerated), verdict.reason
     if prefilled:
-        return "skipped", "official prefilled step"
+        return "skipped", PREFILLED_REASON
     return "no_verdict", missing_reason
 
 
-def step_row(run_label: str, model: str, result: ProblemResult, step_id: str, prefilled: bool, attempt: int) -> StepRow:
+def step_row(
+    run_label: str, model: str, result: ProblemResult, step_id: str, prefilled: bool, attempt: int, dataset: str
+) -> StepRow:
     scored = result.scored_attempt(attempt)
     generation = result.generation(attempt)
     verdict = scored.verdict(step_id) if scored else None
@@ -104,6 +108,7 @@ def step_row(run_label: str, model: str, result: ProblemResult, step_id: str, pr
         field=valid_text(entry.taxonomy.field),
         subfield=valid_text(entry.taxonomy.subfield),
         split=entry.split,
+        dataset=dataset,
     )
 
 
@@ -113,7 +118,7 @@ def step_rows(run: RunResults, model: str) -> Iterator[StepRow]:
     for result in run.problems:
         for attempt in range(result.attempt_count):
             for step in result.entry.layout:
-                yield step_row(label, model, result, step.step_id, step.prefilled, attempt)
+                yield step_row(label, model, result, step.step_id, step.prefilled, attempt, run.selection.dataset)
 
 
 def csv_text(rows: Iterable[StepRow]) -> str:

@@ -33,6 +33,10 @@ from stages.storage.json_values import FrozenObject, JSONObject, JSONValue, obj,
 Origin = Literal["first run", "adopted from generations"]
 REPLAY_KEY = "replay file"
 INTERPRETER_KEY = "snippet interpreter"
+PROBLEMS_MD5_KEY = "problems md5"  # a manifest-bound dataset: the md5 its manifest states for the problem file
+# Parts known only once the data is staged: compared when both sides have them, and added to identity.json when it
+# lacks them (a first run records its identity before the download).
+FILLED_LATER: frozenset[str] = frozenset({PROBLEMS_MD5_KEY})
 INTERPRETER_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
 _VERSIONS_PROBE = (
     "import json, platform; from importlib import metadata\n"
@@ -155,7 +159,20 @@ def _extra_parts(settings: Settings) -> dict[str, str]:
         parts[REPLAY_KEY] = _replay_digest(settings.model)
     if snippets_run_locally(settings):
         parts[INTERPRETER_KEY] = interpreter_text(interpreter_versions(settings.python_binary))
+    problems_md5 = _problems_md5(settings)
+    if problems_md5 is not None:
+        parts[PROBLEMS_MD5_KEY] = problems_md5
     return parts
+
+
+def _problems_md5(settings: Settings) -> str | None:
+    """The md5 the dataset's manifest states for its problem file; None when not bound or not staged yet."""
+    from stages.benchmark.datasets import ProblemDataError
+
+    try:
+        return settings.benchmark.problems_md5()
+    except ProblemDataError:
+        return None
 
 
 def recorded_identity(settings: Settings) -> JSONObject | None:
@@ -181,8 +198,9 @@ def _adopted(settings: Settings) -> JSONObject | None:
 def difference(recorded: JSONObject, current: JSONObject, run_dir: str) -> IdentityDifference | None:
     """The settings whose values differ (a setting absent on one side is unset there); None when none does."""
     names = sorted(set(recorded) | set(current))
+    compared = [name for name in names if name not in FILLED_LATER or (name in recorded and name in current)]
     changes = tuple(
-        (name, recorded.get(name), current.get(name)) for name in names if recorded.get(name) != current.get(name)
+        (name, recorded.get(name), current.get(name)) for name in compared if recorded.get(name) != current.get(name)
     )
     return IdentityDifference(run_dir, changes) if changes else None
 
@@ -214,7 +232,11 @@ def check_identity(settings: Settings, *, record: bool) -> IdentityDifference | 
         return None
     if record and not settings.run_paths.identity.is_file():
         write_identity(settings, recorded, "adopted from generations")
-    return difference(recorded, current, str(settings.run_paths.run_dir))
+    found = difference(recorded, current, str(settings.run_paths.run_dir))
+    filled = {name: current[name] for name in FILLED_LATER if name in current and name not in recorded}
+    if record and found is None and filled and settings.run_paths.identity.is_file():
+        write_identity(settings, {**recorded, **filled}, "first run")
+    return found
 
 
 def write_identity(settings: Settings, identity: JSONObject, origin: Origin) -> None:

@@ -32,7 +32,7 @@ def select_problems(settings: Settings) -> tuple[Problem, ...]:
     chosen = tuple(problem for problem in candidates if view.selects(problem.problem_id, problem.taxonomy))
     if not chosen:
         raise ConfigError(
-            f"empty selection: no problem of dataset={settings.dataset} split={settings.split} matches "
+            f"empty selection: no problem of split={settings.split} matches "
             f"category={','.join(settings.category)} sample_ids={','.join(settings.sample_ids) or '(all)'}"
         )
     return chosen

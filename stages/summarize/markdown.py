@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.benchmark.weak_tests import FLAG as WEAK_TEST_FLAG
 from stages.execution.untrusted import shown
 from stages.records.results import CELL_STATUSES, OCCASIONAL_STATUSES, ToolStats
@@ -15,6 +16,7 @@ from stages.records.summary import (
     Caveat,
     GroupMetrics,
     RecordedInvocation,
+    RunIdentity,
     Summary,
     SummaryTargets,
     caveats_text,
@@ -142,6 +144,15 @@ def _cached_timeouts_line(count: int) -> str:
     return f"- timeouts served from the verdict cache: {count}{hint}"
 
 
+def _dataset_lines(identity: RunIdentity) -> list[str]:
+    """A dataset other than the original, and the md5 of the problem file its manifest states (none for the original:
+    its header stays as it was)."""
+    if identity.dataset == DEFAULT_DATASET:
+        return []
+    bound = f" (problem file md5 {identity.problems_md5}, as its manifest states)" if identity.problems_md5 else ""
+    return [f"- dataset: {identity.dataset}{bound}"]
+
+
 def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     identity, setup, targets = summary.identity, summary.setup, summary.targets
     categories = ", ".join(identity.category)
@@ -152,6 +163,7 @@ def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     lines += [
         f"- model: {model}" + (f" at {name_span(setup.base_url)}" if setup.base_url else ""),
         f"- run: {run} ({name_span(run_dir)})",
+        *_dataset_lines(identity),
         f"- split: {identity.split}; category: {categories}; sample_ids: {samples}",
         f"- mode: {_mode_text(summary)}",
         f"- background: {'with step background' if identity.with_background else 'without step background'}",

@@ -554,7 +554,9 @@ class Settings:
     results_dir: str = setting("results", Declared(to_text, "where runs go", group=FOLDERS))
     run: str = setting(
         "",
-        Declared(to_text, "run name", shown_default="`[<dataset>-]<split>-<mode>-<bg or nobg>[-carrydef]`", group=FOLDERS),
+        Declared(
+            to_text, "run name", shown_default="`[<dataset>-]<split>-<mode>-<bg or nobg>[-carrydef]`", group=FOLDERS
+        ),
     )
     h5py_file: str = setting(
         "",

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.benchmark.categories import UNCLASSIFIED, Category, category_of
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (

@@ -49,7 +49,9 @@ def _subset(found: CaveatInputs) -> str | None:
     whole = settings.benchmark.dataset.problem_count(settings.split)
     parts = []
     if settings.sample_ids or settings.categories is not None or len(found.rows) != whole:
-        parts.append(f"{len(found.rows)} of the {whole} problems of split {settings.split} of dataset {settings.dataset} (a subset)")
+        parts.append(
+            f"{len(found.rows)} of the {whole} problems of split {settings.split} of dataset {settings.dataset} (a subset)"
+        )
     if settings.attempts != 1:
         parts.append(f"{settings.attempts} attempts per problem (the headline scores attempt 1)")
     return "; ".join(parts) or None

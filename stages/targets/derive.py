@@ -336,7 +336,9 @@ def derive_targets(settings: Settings) -> JSONObject:
     problems = [p for p in source.split("validation") if p.has_reference_code]
     jobs = step_jobs(data_paths, problems)
     if not jobs:
-        raise TargetsError(f"no problem in {source.dataset.splits['validation']} ships reference code: nothing to derive")
+        raise TargetsError(
+            f"no problem in {source.dataset.splits['validation']} ships reference code: nothing to derive"
+        )
     outcomes = run_step_jobs(jobs, settings, expected_durations(read_frozen(record_path, RECORD_KIND)))
     record_path.unlink(missing_ok=True)  # a stale record must not describe the new file
     ordered = [outcomes[job.step_id] for job in jobs]

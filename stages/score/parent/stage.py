@@ -300,7 +300,9 @@ def expected_work(settings: Settings, problem_id: str) -> ExpectedWork:
         raise ScoringError(f"problem {problem_id} is not in {settings.run_paths.selection}: run `doit select` first")
     cache = cache_at(settings.state_paths.verdict_cache)
     steps = entry.scored_step_ids
-    return ExpectedWork(problem_id, len(steps), sum(expected_step_seconds(cache, step_id, settings.dataset) for step_id in steps))
+    return ExpectedWork(
+        problem_id, len(steps), sum(expected_step_seconds(cache, step_id, settings.dataset) for step_id in steps)
+    )
 
 
 def reexecuted(rescore: str, cached: StepVerdict) -> bool:
@@ -357,7 +359,10 @@ def score_steps(
             runnable.setdefault(item.key, []).append(item)
     if not runnable:
         return
-    expected = {key: expected_step_seconds(context.cache, items[0].step.step_id, context.settings.dataset) for key, items in runnable.items()}
+    expected = {
+        key: expected_step_seconds(context.cache, items[0].step.step_id, context.settings.dataset)
+        for key, items in runnable.items()
+    }
     slowest = max(expected.values())
     with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix=f"score-{problem.problem_id}") as pool:
         futures: dict[Future[StepVerdict], str] = {

@@ -228,10 +228,10 @@ def step_flips(rows_a: Sequence[ProblemRow], rows_b: Sequence[ProblemRow]) -> tu
     return lost, gained
 
 
-def flips_line(problems: tuple[int, int], steps: tuple[int, int]) -> str:
-    """How many paired problems and steps flip in each direction, in words."""
+def one_run_only_line(problems: tuple[int, int], steps: tuple[int, int]) -> str:
+    """How many paired problems and steps change verdict in each direction, in words."""
     return (
-        f"Flips over the paired problems: {steps[0]} step(s) pass only in A and {steps[1]} only in B; "
+        f"Over the paired problems, {steps[0]} step(s) pass only in A and {steps[1]} only in B; "
         f"{problems[0]} problem(s) are resolved only in A and {problems[1]} only in B."
     )
 
@@ -569,7 +569,7 @@ def build_comparison(
         identity=_identity_rows(run_a, run_b),
         scope=[
             *_scope_notes(run_a, run_b, common, narrowed, unmatched),
-            ("text", flips_line((len(lost), len(gained)), (len(steps_lost), len(steps_gained)))),
+            ("text", one_run_only_line((len(lost), len(gained)), (len(steps_lost), len(steps_gained)))),
         ],
         metrics=_with_intervals(
             _metric_rows(side_a.metrics, side_b.metrics), interval_rows(side_a.metrics, side_b.metrics)

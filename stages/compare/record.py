@@ -227,7 +227,7 @@ class ComparedRunRecord:
             "run_dir": self.run_dir,
             "model": self.model,
             "run": self.run,
-            "dataset": self.dataset,
+            **({} if self.dataset == DEFAULT_DATASET else {"dataset": self.dataset}),
             "split": self.split,
             "mode": self.mode,
             "with_background": self.with_background,

@@ -101,6 +101,14 @@ class SelectionEntry:
         }
 
 
+def dataset_fields(dataset: str, problems_md5: str | None) -> JSONObject:
+    """A record's dataset fields: none for the original (records written before datasets existed read back as they
+    were), else the dataset and the md5 its manifest states for the problem file."""
+    if dataset == DEFAULT_DATASET and problems_md5 is None:
+        return {}
+    return {"dataset": dataset, "problems_md5": problems_md5}
+
+
 @dataclass(frozen=True)
 class Selection:
     fingerprint: str
@@ -134,8 +142,7 @@ class Selection:
         sample_ids: list[JSONValue] = list(self.sample_ids)
         return stamp.to_record() | {
             "status": self.status,
-            "dataset": self.dataset,
-            "problems_md5": self.problems_md5,
+            **dataset_fields(self.dataset, self.problems_md5),
             "split": self.split,
             "category": category,
             "sample_ids": sample_ids,

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Literal, get_args
 
 from stages.benchmark.datasets import DEFAULT_DATASET
+from stages.records.selection import dataset_fields
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
@@ -230,8 +231,7 @@ class RunIdentity:
         return {
             "model": self.model,
             "run": self.run,
-            "dataset": self.dataset,
-            "problems_md5": self.problems_md5,
+            **dataset_fields(self.dataset, self.problems_md5),
             "split": self.split,
             "category": _texts_list(self.category),
             "sample_ids": _texts_list(self.sample_ids),

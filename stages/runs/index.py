@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from stages.benchmark.pins import split_problem_count
+from stages.benchmark.datasets import DEFAULT_DATASET, dataset_named
 from stages.benchmark.protocol import DEFAULT_CARRY
 from stages.execution.untrusted import shown
 from stages.records.results import cached_selection
@@ -44,18 +44,19 @@ class MarkedSetting:
     split: str
     with_background: bool
     label: str
+    dataset: str = DEFAULT_DATASET  # the published settings are the original data's
 
-    def is_setting_of(self, split: str | None, with_background: bool | None) -> bool:
-        """Whether a split and background setting (a plot's) is this one."""
-        return self.split == split and self.with_background == with_background
+    def is_setting_of(self, split: str | None, with_background: bool | None, dataset: str = DEFAULT_DATASET) -> bool:
+        """Whether a dataset, split and background setting (a plot's) is this one."""
+        return self.dataset == dataset and self.split == split and self.with_background == with_background
 
     def is_run(self, row: IndexRow) -> bool:
         """Whether a run is this setting as published: the split and background, every problem of the split, one
         attempt, the protocol's default carry, and the run's full summary (not a subset's or another view's)."""
         return (
-            self.is_setting_of(row.split, row.with_background)
+            self.is_setting_of(row.split, row.with_background, row.dataset)
             and row.summary_tag == ""
-            and row.selected == split_problem_count(self.split)
+            and row.selected == dataset_named(self.dataset).problem_count(self.split)
             and row.attempts == 1
             and row.carry == DEFAULT_CARRY
         )
@@ -97,6 +98,13 @@ class IndexRow:
     state: RowState
     note: str
     caveats: tuple[Caveat, ...] = ()  # the summary's (`stages.summarize.caveats`)
+    dataset: str = DEFAULT_DATASET
+
+    @property
+    def split_label(self) -> str:
+        """The split as the index shows it: `test`, or `test (verified)` for a dataset other than the original."""
+        split = self.split or "unknown"
+        return split if self.dataset == DEFAULT_DATASET else f"{split} ({self.dataset})"
 
     @property
     def caveats_text(self) -> str:
@@ -117,8 +125,8 @@ class IndexRow:
 
     @property
     def setting(self) -> tuple[str, str]:
-        """(split, background) of the run's plot."""
-        return (self.split or "unknown", background_text(self.with_background))
+        """(split, background) of the run's plot (runs of different datasets are never plotted together)."""
+        return (self.split_label, background_text(self.with_background))
 
     @property
     def date(self) -> str:
@@ -247,6 +255,9 @@ def index_row(run_dir: Path) -> IndexRow:
         state=state,
         note=note,
         caveats=summary.caveats if summary else (),
+        dataset=(identity and identity.dataset)
+        or optional_text(settings.get("dataset"))
+        or (selection.dataset if selection else DEFAULT_DATASET),
     )
 
 
@@ -313,7 +324,7 @@ def markdown_row(row: IndexRow, link_from: Path) -> tuple[str, ...]:
     return (
         name_span(row.model),
         name_span(row.run) + (f" ({shown(row.summary_tag)})" if row.summary_tag else ""),
-        shown(row.split or "-"),
+        shown(row.split_label if row.split else "-"),
         shown(row.mode or "-"),
         background_text(row.with_background),
         shown(row.carry or "-"),
@@ -374,7 +385,7 @@ class SettingFront:
         return tuple(
             mark
             for mark in MARKED_SETTINGS
-            if first is not None and mark.is_setting_of(first.split, first.with_background)
+            if first is not None and mark.is_setting_of(first.split, first.with_background, first.dataset)
         )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.config.settings import Settings
 from stages.records.summary import Caveat, CaveatKind
 from stages.summarize.metrics import behaved_as_naive
@@ -44,13 +45,18 @@ def _tool_use_as_naive(found: CaveatInputs) -> str | None:
     return "tool_use behaved as naive (no tool call in the whole run: the server may ignore tools)"
 
 
+def _of_dataset(settings: Settings) -> str:
+    """` of dataset verified` for a dataset other than the original (whose wording stays as it was)."""
+    return "" if settings.dataset == DEFAULT_DATASET else f" of dataset {settings.dataset}"
+
+
 def _subset(found: CaveatInputs) -> str | None:
     settings = found.settings
     whole = settings.benchmark.dataset.problem_count(settings.split)
     parts = []
     if settings.sample_ids or settings.categories is not None or len(found.rows) != whole:
         parts.append(
-            f"{len(found.rows)} of the {whole} problems of split {settings.split} of dataset {settings.dataset} (a subset)"
+            f"{len(found.rows)} of the {whole} problems of split {settings.split}{_of_dataset(settings)} (a subset)"
         )
     if settings.attempts != 1:
         parts.append(f"{settings.attempts} attempts per problem (the headline scores attempt 1)")

@@ -31,7 +31,7 @@ from stages.config.settings import Settings
 from stages.download.fetch import SourceUnavailable, StagedFile, already_placed, discard, fetch_file
 from stages.errors import PipelineError
 from stages.records.manifest import KIND as MANIFEST_KIND
-from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
+from stages.records.manifest import Manifest, ManifestFile, ManifestTargets, TargetsKind
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import fingerprint, is_current, read_artifact, sha256_file, write_artifact
 from stages.storage.json_values import JSONObject
@@ -181,7 +181,7 @@ def _targets(settings: Settings, binding: ManifestBinding) -> tuple[bool, Manife
     manifest_path = benchmark.file(binding.file)
     manifest = manifest_bound.read_published_manifest(manifest_path, binding)
     manifest_bound.check_file_md5(path, str(manifest.get(binding.targets_md5, "")), manifest_path)
-    kind = "explicit" if explicit is not None else "official"
+    kind: TargetsKind = "explicit" if explicit is not None else "official"
     note = f"{benchmark.name} targets, md5 {manifest.get(binding.targets_md5)} as {manifest_path.name} states"
     return True, ManifestTargets(kind, str(path), sha256_file(path), note)
 

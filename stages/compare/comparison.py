@@ -186,9 +186,16 @@ def check_splits(run_a: RunInfo, run_b: RunInfo, allow_split_mismatch: bool) -> 
     """CompareError for runs of different splits (by what they mean in their datasets) unless allowed."""
     if run_a.split_scope != run_b.split_scope and not allow_split_mismatch:
         raise CompareError(
-            f"runs of different splits: {run_a.run_dir} is split={run_a.split}, {run_b.run_dir} is "
-            f"split={run_b.split} (set allow_split_mismatch=true to compare their common problems)"
+            f"runs of different splits: {run_a.run_dir} is {_split_text(run_a, run_b)}, {run_b.run_dir} is "
+            f"{_split_text(run_b, run_a)} (set allow_split_mismatch=true to compare their common problems)"
         )
+
+
+def _split_text(run: RunInfo, other: RunInfo) -> str:
+    """`split=all`, and what it means in its dataset when the two runs' datasets differ."""
+    if run.dataset == other.dataset:
+        return f"split={run.split}"
+    return f"split={run.split} of dataset {run.dataset} ({', '.join(run.split_scope)})"
 
 
 def common_problem_ids(run_a: RunInfo, run_b: RunInfo) -> list[str]:

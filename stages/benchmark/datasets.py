@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from stages.benchmark.pins import FilePins, file_pins
 from stages.errors import PipelineError
 
 DATASETS_FILE = Path(__file__).with_name("datasets.json")
@@ -64,11 +65,14 @@ class Dataset:
     display_name: str  # the name logs and exports give it (inspect_ai's dataset name)
     folder: str  # under data_dir: its problem files (and a manifest-bound dataset's manifest and targets)
     record_file: str  # the download stage's record of the staged files, in `folder`
-    shared_folder: str  # under data_dir: the official prompt templates and the prefilled steps' code
+    pins_file: (
+        str | None
+    )  # its files' pins (stages/benchmark/pins.json for the original); None when a manifest binds them
+    shared_from: str  # the dataset whose folder holds the official prompt templates and the prefilled steps' code
     splits: Mapping[str, str]  # split -> problem file, in official order
     split_problem_counts: Mapping[str, int]
     excluded_problems: frozenset[str]
-    prefilled_steps: Mapping[str, str]  # step id -> file of its official code (in shared_folder)
+    prefilled_steps: Mapping[str, str]  # step id -> file of its official code (in the shared_from dataset's folder)
     targets_file: str
     targets_published: str
     manifest: ManifestBinding | None
@@ -93,6 +97,16 @@ class Dataset:
     @property
     def is_manifest_bound(self) -> bool:
         return self.manifest is not None
+
+    def file_pins(self) -> FilePins:
+        """The pins of its files; ValueError for a dataset whose files a manifest binds instead."""
+        if self.pins_file is None:
+            raise ValueError(f"dataset {self.name} has no pins file: its manifest binds its files")
+        return file_pins(self.pins_file)
+
+    def shared(self) -> Dataset:
+        """The dataset whose folder holds the official templates and prefilled code (itself for the original)."""
+        return dataset_named(self.shared_from)
 
 
 def _binding(record: Mapping[str, Any] | None) -> ManifestBinding | None:
@@ -126,7 +140,8 @@ def _dataset(name: str, record: Mapping[str, Any]) -> Dataset:
         display_name=str(record["display_name"]),
         folder=str(record["folder"]),
         record_file=str(record["record_file"]),
-        shared_folder=str(record["shared_folder"]),
+        pins_file=None if record.get("pins_file") is None else str(record["pins_file"]),
+        shared_from=str(record["shared_from"]),
         splits=MappingProxyType({str(k): str(v) for k, v in record["splits"].items()}),
         split_problem_counts=MappingProxyType({str(k): int(v) for k, v in record["split_problem_counts"].items()}),
         excluded_problems=frozenset(str(pid) for pid in record["excluded_problems"]),

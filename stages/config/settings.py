@@ -23,7 +23,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from stages.benchmark.datasets import DEFAULT_DATASET, dataset_named, dataset_names
-from stages.benchmark.pins import pins
 from stages.benchmark.problems import Benchmark
 from stages.benchmark.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
 from stages.config.declaration import (
@@ -577,7 +576,7 @@ class Settings:
         ),
     )
     dataset_zip_url: str = setting(
-        pins()["default_dataset_zip_url"],
+        dataset_named(DEFAULT_DATASET).file_pins().table["default_dataset_zip_url"],
         Declared(
             _url,
             "archive to fetch when files are absent",

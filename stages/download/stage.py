@@ -400,9 +400,9 @@ def run_original_download(settings: Settings) -> JSONObject:
     paths.manifest.unlink(missing_ok=True)  # a stale manifest must not outlive a failed run
 
     report = _Report()
-    files = original_pins(settings)
-    entries = _collect(settings, report, _wanted_names(settings, files))
-    missing = [name for name in files.required if name not in entries]
+    pinned = original_pins(settings)
+    entries = _collect(settings, report, _wanted_names(settings, pinned))
+    missing = [name for name in pinned.required if name not in entries]
     if missing:
         raise DownloadError(_hand_staging_message(settings, missing, report))
     official, targets = _targets(settings, entries, report)

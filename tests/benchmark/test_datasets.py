@@ -22,6 +22,7 @@ from stages.preflight.checks import check_targets
 from stages.records.selection import read_selection_file
 from stages.select.stage import run_select, select_problems
 from stages.targets import resolve_targets
+from tests.support.run_artifacts import json_at
 
 SHARED_MD5 = "07c4cd521ea60a166c05737ddfa51ac0"  # the shared copy's problem file (revision 3dfa277b)
 VERIFIED_FILES = ("problems_test.jsonl", "manifest.json")
@@ -95,7 +96,9 @@ def test_the_verified_selection_counts_64_problems_and_287_scored_steps(
 ) -> None:
     settings = verified_settings(staged_data_dir, tmp_path / "results", split=split)
     record = run_download(settings)
-    assert record["files"]["problems_test.jsonl"]["checksum"] == "manifest-bound"  # another revision than the pin
+    assert (
+        json_at(record, "files", "problems_test.jsonl", "checksum") == "manifest-bound"
+    )  # another revision than the pin
     run_select(settings)
     selection = read_selection_file(settings.run_paths.selection)
     assert selection is not None
@@ -243,7 +246,7 @@ def test_targets_beside_the_problems_are_checked_against_the_manifests_h5_md5(
 
     rewrite_manifest(verified_dir, h5_md5=md5_of(targets))
     record = run_download(settings)
-    assert record["official_targets"] is True and record["targets"]["kind"] == "official"
+    assert record["official_targets"] is True and json_at(record, "targets", "kind") == "official"
     resolved = resolve_targets(settings)
     assert resolved.kind == "official" and resolved.path == targets
     problems = select_problems(settings)
@@ -258,7 +261,7 @@ def test_an_explicit_targets_file_is_checked_too(tmp_path: Path, staged_data_dir
     with pytest.raises(ProblemDataError, match="differs from the md5 2b41a7df40ddc23ce651ec05b8ecb6f8"):
         run_download(settings)
     rewrite_manifest(verified_dir, h5_md5=md5_of(targets))
-    assert run_download(settings)["targets"]["kind"] == "explicit"
+    assert json_at(run_download(settings), "targets", "kind") == "explicit"
     assert check_targets(settings, select_problems(settings)) == "targets ok: all 3 scored steps have targets"
 
 

@@ -17,6 +17,7 @@ from stages.download import bound, fetch
 from stages.download.bound import BoundDataError
 from stages.download.stage import run_download
 from stages.select.stage import select_problems
+from tests.support.run_artifacts import json_at, json_str
 
 REVISION = "faa28a1d4e709bf94c659f04ba608e51d3dceb1f"
 SHARED_MD5 = "07c4cd521ea60a166c05737ddfa51ac0"
@@ -120,8 +121,9 @@ def test_a_fetched_copy_is_accepted_with_verify_checksums_false(
     settings = settings_for(staged_data_dir, tmp_path, published.base_url, verify_checksums="false")
     record = run_download(settings)
     assert left_in(settings.benchmark.folder) == ["manifest.json", "problems_test.jsonl", "staged.json"]
-    entry = record["files"]["problems_test.jsonl"]
-    assert entry["checksum"] == "mismatch-allowed" and entry["source"].startswith(f"fetched {published.base_url}/")
+    assert json_at(record, "files", "problems_test.jsonl", "checksum") == "mismatch-allowed"
+    source = json_str(json_at(record, "files", "problems_test.jsonl", "source"))
+    assert source.startswith(f"fetched {published.base_url}/")
     assert "checksum mismatch accepted because verify_checksums=false" in capsys.readouterr().err
     assert len(select_problems(settings)) == 64
     asked = len(published.asked)
@@ -138,7 +140,7 @@ def test_the_pinned_revision_is_verified(
     pinned = replace(verified, published=replace(verified.published, problems_md5=SHARED_MD5))
     monkeypatch.setattr(bound, "_bound_parts", lambda benchmark: (pinned.manifest, pinned.published))
     record = run_download(settings_for(staged_data_dir, tmp_path, published.base_url))
-    assert {record["files"][name]["checksum"] for name in NAMES} == {"verified"}
+    assert {json_str(json_at(record, "files", name, "checksum")) for name in NAMES} == {"verified"}
 
 
 def test_a_corrupted_served_file_is_refused_naming_the_file_and_both_md5s(

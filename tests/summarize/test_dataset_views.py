@@ -52,6 +52,8 @@ def test_a_verified_run_names_its_dataset_in_the_summary_index_and_export(tmp_pa
     ]
     markdown = settings.run_paths.summary_md.read_text(encoding="utf-8")
     assert f"- dataset: verified (problem file md5 {MD5}, as its manifest states)" in markdown
+    html = settings.run_paths.report_html.read_text(encoding="utf-8")
+    assert '<p class="meta">dataset verified &middot; split test &middot;' in html
 
     row = index_row(settings.run_paths.run_dir)
     assert (row.dataset, row.split_label, row.setting) == (
@@ -79,5 +81,6 @@ def test_an_original_run_is_shown_as_before(tmp_path: Path) -> None:
     record = json.loads(settings.run_paths.summary_json.read_text(encoding="utf-8"))
     assert "dataset" not in record and "problems_md5" not in record
     assert "- dataset:" not in settings.run_paths.summary_md.read_text(encoding="utf-8")
+    assert '<p class="meta">split test &middot;' in settings.run_paths.report_html.read_text(encoding="utf-8")
     row = index_row(settings.run_paths.run_dir)
     assert (row.dataset, row.split_label) == ("original", "test")

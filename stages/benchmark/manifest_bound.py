@@ -53,7 +53,31 @@ def read_published_manifest(path: Path, binding: ManifestBinding) -> Mapping[str
     for field in (binding.problems_md5, binding.n_problems, binding.problem_order):
         if field not in record:
             raise ProblemDataError(f"{path}: no field {field!r} (expected {_fields_text(binding)})")
+    _check_field_types(path, record, binding)
     return record
+
+
+def _check_field_types(path: Path, record: Mapping[str, Any], binding: ManifestBinding) -> None:
+    """The binding fields hold what the checks compare: an md5 text, a whole number, a list of problem ids."""
+    shapes = (
+        (binding.problems_md5, isinstance(record[binding.problems_md5], str), "a text (an md5)"),
+        (binding.n_problems, _is_whole(record[binding.n_problems]), "a whole number"),
+        (binding.problem_order, _is_id_list(record[binding.problem_order]), "a list of problem ids"),
+        (binding.targets_md5, isinstance(record.get(binding.targets_md5, ""), str), "a text (an md5)"),
+    )
+    for field, fits, expected in shapes:
+        if not fits:
+            raise ProblemDataError(f"{path}: field {field!r} is not {expected}")
+
+
+def _is_whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_id_list(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, (str, int)) and not isinstance(item, bool) for item in value
+    )
 
 
 def _fields_text(binding: ManifestBinding) -> str:

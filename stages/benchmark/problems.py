@@ -97,8 +97,10 @@ def problem_from_record(record: dict[str, Any], split: ProblemSplit, dataset: Da
             steps=steps,
             fingerprint=fingerprint(record),
         )
-    except (KeyError, TypeError) as error:
+    except KeyError as error:
         raise ProblemDataError(f"malformed problem record {record.get('problem_id', '?')}: missing {error}") from None
+    except (TypeError, AttributeError) as error:
+        raise ProblemDataError(f"malformed problem record {record.get('problem_id', '?')}: {error}") from None
 
 
 @lru_cache(maxsize=8)

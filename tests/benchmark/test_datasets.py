@@ -195,6 +195,36 @@ def test_an_unparsable_problem_line_is_refused_naming_the_file_and_the_line(
         select_problems(verified_settings(staged_data_dir, tmp_path / "results"))
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("problem_order", 5, "a list of problem ids"),
+        ("n_problems", "64", "a whole number"),
+        ("problems_test_jsonl_md5", None, "a text (an md5)"),
+        ("h5_md5", ["x"], "a text (an md5)"),
+    ],
+)
+def test_a_manifest_field_of_the_wrong_type_is_one_line(
+    tmp_path: Path, staged_data_dir: Path, verified_dir: Path, field: str, value: object, expected: str
+) -> None:
+    rewrite_manifest(verified_dir, **{field: value})
+    with pytest.raises(ProblemDataError) as refused:
+        select_problems(verified_settings(staged_data_dir, tmp_path / "results"))
+    assert str(refused.value) == f"{verified_dir / 'manifest.json'}: field {field!r} is not {expected}"
+
+
+def test_a_problem_record_of_the_wrong_shape_is_one_line(
+    tmp_path: Path, staged_data_dir: Path, verified_dir: Path
+) -> None:
+    problems = verified_dir / "problems_test.jsonl"
+    lines = problems.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[0] = json.dumps({"problem_id": "5", "sub_steps": ["not a step"]}) + "\n"
+    problems.write_text("".join(lines), encoding="utf-8")
+    rewrite_manifest(verified_dir, problems_test_jsonl_md5=md5_of(problems))
+    with pytest.raises(ProblemDataError, match="^malformed problem record 5: 'str' object has no attribute 'get'$"):
+        select_problems(verified_settings(staged_data_dir, tmp_path / "results"))
+
+
 def test_problems_out_of_the_manifests_number_or_order_are_refused(
     tmp_path: Path, staged_data_dir: Path, verified_dir: Path
 ) -> None:

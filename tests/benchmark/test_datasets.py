@@ -221,7 +221,7 @@ def test_a_problem_record_of_the_wrong_shape_is_one_line(
     lines[0] = json.dumps({"problem_id": "5", "sub_steps": ["not a step"]}) + "\n"
     problems.write_text("".join(lines), encoding="utf-8")
     rewrite_manifest(verified_dir, problems_test_jsonl_md5=md5_of(problems))
-    with pytest.raises(ProblemDataError, match="^malformed problem record 5: 'str' object has no attribute 'get'$"):
+    with pytest.raises(ProblemDataError, match="^malformed problem record 5: string indices must be integers"):
         select_problems(verified_settings(staged_data_dir, tmp_path / "results"))
 
 

@@ -16,7 +16,7 @@ from stages.benchmark.datasets import ProblemDataError, dataset_named, dataset_n
 from stages.config.settings import ConfigError, Settings, load_settings
 from stages.download.bound import BoundDataError
 from stages.download.stage import run_download
-from stages.generate.identity import PROBLEMS_MD5_KEY, identity_of
+from stages.generate.identity import PROBLEMS_MD5_KEY, check_identity, identity_of
 from stages.pipeline.tasks import explain
 from stages.preflight.checks import check_targets
 from stages.records.selection import read_selection_file
@@ -343,3 +343,26 @@ def test_the_dataset_setting_round_trips_through_identity_fingerprints_and_expla
     explained = explain(back, "select")
     assert explained.startswith('select will run: selection.json: settings changed (dataset "verified" -> (unset))')
     assert 'config.json: settings changed (dataset "verified" -> "original"' in explained
+
+
+def test_the_problems_md5_joins_an_identity_recorded_before_the_download(
+    tmp_path: Path, staged_data_dir: Path, shared_verified: Path
+) -> None:
+    """A first run records its identity before the files are staged; the md5 is added once known, and a folder whose
+    generations were made from another problem file is then another configuration."""
+    settings = verified_settings(staged_data_dir, tmp_path / "results", split="test", mode="naive")
+    assert check_identity(settings, record=True) is None
+    recorded = json.loads(settings.run_paths.identity.read_text(encoding="utf-8"))["settings"]
+    assert recorded["dataset"] == "verified" and PROBLEMS_MD5_KEY not in recorded
+
+    settings.run_paths.generations_dir.mkdir(parents=True)
+    (settings.run_paths.generations_dir / "5.json").write_text("{}", encoding="utf-8")  # the folder holds answers
+    folder = stage_verified(staged_data_dir, shared_verified)
+    assert check_identity(settings, record=True) is None
+    recorded = json.loads(settings.run_paths.identity.read_text(encoding="utf-8"))["settings"]
+    assert recorded[PROBLEMS_MD5_KEY] == SHARED_MD5
+
+    rewrite_manifest(folder, problems_test_jsonl_md5="0" * 32)
+    found = check_identity(settings, record=True)
+    assert found is not None and found.names() == PROBLEMS_MD5_KEY
+    assert f"problems md5 {SHARED_MD5} -> {'0' * 32}" in found.shown()

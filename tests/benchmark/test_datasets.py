@@ -365,4 +365,4 @@ def test_the_problems_md5_joins_an_identity_recorded_before_the_download(
     rewrite_manifest(folder, problems_test_jsonl_md5="0" * 32)
     found = check_identity(settings, record=True)
     assert found is not None and found.names() == PROBLEMS_MD5_KEY
-    assert f"problems md5 {SHARED_MD5} -> {'0' * 32}" in found.shown()
+    assert found.shown() == f'problems md5 "{SHARED_MD5}" -> "{"0" * 32}"'

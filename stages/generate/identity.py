@@ -235,8 +235,15 @@ def check_identity(settings: Settings, *, record: bool) -> IdentityDifference | 
     found = difference(recorded, current, str(settings.run_paths.run_dir))
     filled = {name: current[name] for name in FILLED_LATER if name in current and name not in recorded}
     if record and found is None and filled and settings.run_paths.identity.is_file():
-        write_identity(settings, {**recorded, **filled}, "first run")
+        write_identity(settings, {**recorded, **filled}, _recorded_origin(settings))
     return found
+
+
+def _recorded_origin(settings: Settings) -> Origin:
+    """How identity.json came to be, as it says (kept when parts known later are added)."""
+    record = read_frozen(settings.run_paths.identity, "identity")
+    origin = record.get("origin") if record is not None else None
+    return "adopted from generations" if origin == "adopted from generations" else "first run"
 
 
 def write_identity(settings: Settings, identity: JSONObject, origin: Origin) -> None:

@@ -2,8 +2,9 @@
 
 The identity is the generate stage's settings slice (`stages.config.fingerprints.settings_slice(settings, "generate")`, the
 very settings the generation fingerprint covers, so the two never disagree), plus the replay file's digest under
-`model=replay:<file>` (the file is the model), plus, in tool_use without a sandbox, the library versions of the
-interpreter local snippets run in (`python_binary` by what it holds, not by its path: a moved virtualenv with the
+`model=replay:<file>` (the file is the model), plus, for a manifest-bound dataset, the md5 its manifest states
+for the problem file (added to identity.json once the files are staged), plus, in tool_use without a sandbox, the
+library versions of the interpreter local snippets run in (`python_binary` by what it holds, not by its path: a moved virtualenv with the
 same libraries is the same configuration). `base_url` is not part of it: it is where the model lives.
 
 `identity.json` is written at the folder's first run. A folder from before identities existed adopts the settings

@@ -143,7 +143,7 @@ def check_targets(settings: Settings, problems: tuple[Problem, ...]) -> str:
     if settings.allow_missing_targets:
         return f"targets: {line}; they will count as unscored (allow_missing_targets=true)"
     raise ConfigError(
-        f"{line}; stage {settings.benchmark.dataset.targets_file} in {settings.benchmark.folder}, set h5py_file=, "
+        f"{line}; stage the official {settings.benchmark.dataset.targets_file} in {settings.benchmark.folder}, set h5py_file=, "
         "select other problems, or set allow_missing_targets=true (no model was called)"
     )
 

@@ -254,7 +254,7 @@ def test_without_targets_the_preflight_names_what_is_missing_and_where_it_is_pub
     message = str(refused.value)
     assert message.startswith("287 of 287 scored steps have no targets (no test_data_cleaned.h5 in ")
     assert "flyingwagner/scicode-verified" in message and "shhu2001/SciCode-Verified" in message
-    assert f"stage test_data_cleaned.h5 in {verified_dir}" in message
+    assert f"stage the official test_data_cleaned.h5 in {verified_dir}" in message
 
 
 def write_targets(path: Path, step_ids: list[str]) -> None:

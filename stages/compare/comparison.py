@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stages.benchmark.datasets import DEFAULT_DATASET, dataset_named
 from stages.compare.paired import PairedSection, interval_rows, paired_section
 from stages.errors import PipelineError
 from stages.execution.untrusted import shown
@@ -70,6 +71,15 @@ class RunInfo:
     caveats: tuple[Caveat, ...] = ()  # those of the run's summary (none without a readable one)
     published: PublishedSetting | None = None  # whether it is a published setting, as its summary says
     targets: str = UNKNOWN  # what its steps were scored against, as its summary records it (official, derived, ...)
+    dataset: str = DEFAULT_DATASET
+
+    @property
+    def split_scope(self) -> tuple[str, ...]:
+        """The splits of its dataset the run's split means (`all` under `verified` is its test split)."""
+        try:
+            return dataset_named(self.dataset).split_names(self.split)
+        except ValueError:  # a dataset this version does not describe: its split as written
+            return (self.split,)
 
     @property
     def label(self) -> str:
@@ -115,6 +125,7 @@ def load_run(run_dir: Path, view: str = "") -> RunInfo:
         caveats=summary.caveats if summary is not None else (),
         published=summary.published if summary is not None else None,
         targets=summary.targets.kind if summary is not None and summary.targets.kind else UNKNOWN,
+        dataset=results.selection.dataset,
     )
 
 
@@ -190,11 +201,19 @@ class StepFlip:
 
 
 def check_splits(run_a: RunInfo, run_b: RunInfo, allow_split_mismatch: bool) -> None:
-    if run_a.split != run_b.split and not allow_split_mismatch:
+    """CompareError for runs of different splits (by what they mean in their datasets) unless allowed."""
+    if run_a.split_scope != run_b.split_scope and not allow_split_mismatch:
         raise CompareError(
-            f"runs of different splits: {run_a.run_dir} is split={run_a.split}, {run_b.run_dir} is "
-            f"split={run_b.split} (set allow_split_mismatch=true to compare their common problems)"
+            f"runs of different splits: {run_a.run_dir} is {_split_text(run_a, run_b)}, {run_b.run_dir} is "
+            f"{_split_text(run_b, run_a)} (set allow_split_mismatch=true to compare their common problems)"
         )
+
+
+def _split_text(run: RunInfo, other: RunInfo) -> str:
+    """`split=all`, and what it means in its dataset when the two runs' datasets differ."""
+    if run.dataset == other.dataset:
+        return f"split={run.split}"
+    return f"split={run.split} of dataset {run.dataset} ({', '.join(run.split_scope)})"
 
 
 def common_problem_ids(run_a: RunInfo, run_b: RunInfo) -> list[str]:
@@ -232,6 +251,14 @@ def step_flips(rows_a: Sequence[ProblemRow], rows_b: Sequence[ProblemRow]) -> tu
             elif flip.status_b == "pass" and flip.status_a != "pass":
                 gained.append(flip)
     return lost, gained
+
+
+def one_run_only_line(problems: tuple[int, int], steps: tuple[int, int]) -> str:
+    """How many paired problems and steps change verdict in each direction, in words."""
+    return (
+        f"Over the paired problems, {steps[0]} step(s) pass only in A and {steps[1]} only in B; "
+        f"{problems[0]} problem(s) are resolved only in A and {problems[1]} only in B."
+    )
 
 
 def first_failure(row: ProblemRow) -> str:
@@ -282,6 +309,7 @@ def _identity_rows(run_a: RunInfo, run_b: RunInfo) -> list[Row]:
         ("run directory", str(run_a.run_dir), str(run_b.run_dir)),
         ("model", run_a.model, run_b.model),
         ("run", run_a.run, run_b.run),
+        ("dataset", run_a.dataset, run_b.dataset),
         ("split", run_a.split, run_b.split),
         ("mode", run_a.mode, run_b.mode),
         ("with_background", run_a.with_background, run_b.with_background),
@@ -335,7 +363,15 @@ def _scope_notes(
     only_a = [pid for pid in run_a.entries if pid not in run_b.entries]
     only_b = [pid for pid in run_b.entries if pid not in run_a.entries]
     notes: list[tuple[str, str]] = []
-    if run_a.split != run_b.split:
+    if run_a.dataset != run_b.dataset:
+        notes.append(
+            (
+                "warning",
+                f"Datasets differ (A: {run_a.dataset}, B: {run_b.dataset}): the {len(common)} problems selected in "
+                "both are paired, step by step; a problem's statement, tests and targets may differ between them.",
+            )
+        )
+    if run_a.split_scope != run_b.split_scope:
         notes.append(
             (
                 "warning",
@@ -561,7 +597,10 @@ def build_comparison(
         common=tuple(common),
         narrowed=narrowed,
         identity=_identity_rows(run_a, run_b),
-        scope=_scope_notes(run_a, run_b, common, narrowed, unmatched),
+        scope=[
+            *_scope_notes(run_a, run_b, common, narrowed, unmatched),
+            ("text", one_run_only_line((len(lost), len(gained)), (len(steps_lost), len(steps_gained)))),
+        ],
         metrics=_with_intervals(
             _metric_rows(side_a.metrics, side_b.metrics), interval_rows(side_a.metrics, side_b.metrics)
         ),

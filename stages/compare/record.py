@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.compare.comparison import AttemptMetrics, ComparedRun, Comparison, StepFlip
 from stages.compare.paired import PairedSection
 from stages.records.results import CELL_STATUSES, CellStatus
@@ -186,6 +187,7 @@ class ComparedRunRecord:
     statuses: tuple[tuple[CellStatus, int], ...]  # every cell status in CELL_STATUSES order
     cost: RunCost
     attempts: RunAttempts | None  # None when both runs hold one attempt per problem
+    dataset: str = DEFAULT_DATASET
 
     @classmethod
     def of(cls, side: ComparedRun, attempts: AttemptMetrics | None) -> ComparedRunRecord:
@@ -217,6 +219,7 @@ class ComparedRunRecord:
                 cost.attempts_total,
             ),
             attempts=None if attempts is None else RunAttempts.of(attempts),
+            dataset=info.dataset,
         )
 
     def to_record(self) -> JSONObject:
@@ -224,6 +227,7 @@ class ComparedRunRecord:
             "run_dir": self.run_dir,
             "model": self.model,
             "run": self.run,
+            **({} if self.dataset == DEFAULT_DATASET else {"dataset": self.dataset}),
             "split": self.split,
             "mode": self.mode,
             "with_background": self.with_background,
@@ -242,6 +246,7 @@ class ComparedRunRecord:
             run_dir=text(record.get("run_dir")),
             model=text(record.get("model")),
             run=text(record.get("run")),
+            dataset=text(record.get("dataset"), DEFAULT_DATASET),
             split=text(record.get("split")),
             mode=text(record.get("mode")),
             with_background=text(record.get("with_background")),

@@ -23,7 +23,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from stages.benchmark.pins import pins
+from stages.benchmark.datasets import DEFAULT_DATASET, dataset_named, dataset_names
+from stages.benchmark.problems import Benchmark
 from stages.benchmark.protocol import CARRY_MODES, DEFAULT_CARRY, Carry
 from stages.benchmark.published import REQUEST_PARAMS_SETTING, protocol_named, protocol_names
 from stages.config.declaration import (
@@ -226,6 +227,11 @@ def _url(name: str, value: Any) -> str:
     return text
 
 
+def _not_original(settings: Settings) -> bool:
+    """The dataset enters the fingerprints only when it is not the original (earlier runs stay current)."""
+    return settings.dataset != DEFAULT_DATASET
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every setting, each declared once: its name, type and default here, the rest in its `Declared` record."""
@@ -365,6 +371,18 @@ class Settings:
         ),
     )
     # ---- which problems ----
+    dataset: str = setting(
+        DEFAULT_DATASET,
+        choice(
+            dataset_names(),
+            "which data: `original` (the official SciCode files) or `verified` (SciCode-Verified: 64 test problems, "
+            "manifest-bound; see [Datasets](stages-and-artifacts.md#datasets)); a dataset other than `original` "
+            "prefixes the run name",
+            stages_when={stage: _not_original for stage in ("select", "generate", "score")},
+            recorded=True,
+            group=SELECTION,
+        ),
+    )
     split: Split = setting(
         "all",
         choice(
@@ -649,7 +667,10 @@ class Settings:
     run: str = setting(
         "",
         Declared(
-            to_text, "run name", shown_default="`<split>-<mode>-<bg or nobg>[-carrydef][-<protocol>]`", group=FOLDERS
+            to_text,
+            "run name",
+            shown_default="`[<dataset>-]<split>-<mode>-<bg or nobg>[-carrydef][-<protocol>]`",
+            group=FOLDERS,
         ),
     )
     h5py_file: str = setting(
@@ -671,12 +692,22 @@ class Settings:
         ),
     )
     dataset_zip_url: str = setting(
-        pins()["default_dataset_zip_url"],
+        dataset_named(DEFAULT_DATASET).file_pins().table["default_dataset_zip_url"],
         Declared(
             _url,
             "archive to fetch when files are absent",
             stages=("download",),
             shown_default="AgentCompass's SciCode zip",
+            group=FOLDERS,
+        ),
+    )
+    dataset_base_url: str = setting(
+        "",
+        Declared(
+            _url,
+            "where a manifest-bound dataset's published files are fetched from when not staged (the pinned "
+            "revision's path is appended)",
+            shown_default="its published location",
             group=FOLDERS,
         ),
     )
@@ -747,12 +778,14 @@ class Settings:
     # ---- derived values -------------------------------------------------
     @property
     def run_name(self) -> str:
-        """`run=`, else `<split>-<mode>-<bg|nobg>`, plus `-carrydef` under `carry=definition` (runs that
-        carry code differently never share a folder) and `-<protocol>` under `protocol=` (a protocol's run never
-        shares a folder with one of other request parameters)."""
+        """`run=`, else `[<dataset>-]<split>-<mode>-<bg|nobg>`, plus `-carrydef` under `carry=definition` and
+        `-<protocol>` under `protocol=` (runs of another dataset, that carry code differently, or of a protocol's
+        request parameters never share a folder)."""
         if self.run:
             return self.run
         name = f"{self.split}-{self.mode}-{'bg' if self.with_background else 'nobg'}"
+        if self.dataset != DEFAULT_DATASET:
+            name = f"{self.dataset}-{name}"
         if self.carry != DEFAULT_CARRY:
             name = f"{name}-{CARRY_RUN_SUFFIX[self.carry]}"
         return f"{name}-{self.protocol}" if self.protocol else name
@@ -765,6 +798,11 @@ class Settings:
     @property
     def data_paths(self) -> DataPaths:
         return DataPaths(Path(self.data_dir))
+
+    @property
+    def benchmark(self) -> Benchmark:
+        """The run's dataset bound to `data_dir`: what every stage asks for problems, counts and special cases."""
+        return Benchmark(dataset_named(self.dataset), Path(self.data_dir))
 
     @property
     def run_paths(self) -> RunPaths:
@@ -999,6 +1037,17 @@ def load_settings(
 
 
 def _check_consistency(settings: Settings) -> None:
+    if settings.model == "gold" and settings.dataset != DEFAULT_DATASET:
+        raise ConfigError(
+            f"invalid dataset={settings.dataset} with model=gold: the gold model has reference code for "
+            f"dataset={DEFAULT_DATASET} split=validation only"
+        )
+    described = dataset_named(settings.dataset)
+    if not described.has_split(settings.split):
+        raise ConfigError(
+            f"invalid split={settings.split} with dataset={settings.dataset}: expected all or "
+            f"{', '.join(described.splits)} (the {settings.dataset} data holds no other split)"
+        )
     if settings.model == "gold" and settings.split != "validation":
         origin = f" (set by protocol={settings.protocol})" if settings.protocol else ""
         raise ConfigError(

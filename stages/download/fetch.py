@@ -271,3 +271,39 @@ def pip_download(requirement: str, folder: Path) -> Path:
         lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
         raise SourceUnavailable(f"pip download failed ({lines[-1].strip() if lines else f'exit {result.returncode}'})")
     return wheels[0]
+
+
+# ---------------------------------------------------------------------------
+# One published file (a manifest-bound dataset's), size-capped
+# ---------------------------------------------------------------------------
+
+MAX_PUBLISHED_FILE_BYTES = 64 << 20  # a published problem file or manifest (SciCode-Verified's: under 1 MB)
+
+
+class _CappedReader:
+    """A reader that fails once more than `limit` bytes have been read (a server that never stops sending)."""
+
+    def __init__(self, reader: IO[bytes], limit: int) -> None:
+        self._reader, self._left = reader, limit
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._reader.read(CHUNK_SIZE if size < 0 else size)
+        self._left -= len(chunk)
+        if self._left < 0:
+            raise SourceUnavailable(f"more than {MAX_PUBLISHED_FILE_BYTES} bytes: not a published data file")
+        return chunk
+
+
+def fetch_file(url: str, dest: Path, name: str, source: str) -> StagedFile:
+    """`url` (http, https or file) into a temp file in `dest` under `name`, at most MAX_PUBLISHED_FILE_BYTES;
+    SourceUnavailable (one line naming the URL) when it cannot be fetched."""
+    shown = display_url(url)
+    try:
+        with urllib.request.urlopen(url, timeout=NETWORK_TIMEOUT_SECONDS) as response:
+            return stream_to_temp(_CappedReader(response, MAX_PUBLISHED_FILE_BYTES), dest, name, source)  # type: ignore[arg-type]
+    except urllib.error.HTTPError as error:
+        raise SourceUnavailable(f"{shown}: HTTP {error.code} {error.reason}") from None
+    except SourceUnavailable as error:
+        raise SourceUnavailable(f"{shown}: {error}") from None
+    except (OSError, http.client.HTTPException, ValueError) as error:
+        raise SourceUnavailable(f"{shown}: {_reason(error)}") from None

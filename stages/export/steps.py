@@ -2,7 +2,7 @@
 
 Columns: run, model, problem, step, attempt (1-based), status, reason, input/output/total tokens, their cost in
 USD at the run's prices (empty without prices) and the model calls of the step's generation, its model latency, the
-test duration, the tool calls and their summed duration, field, subfield and split, and under `environments=` each
+test duration, the tool calls and their summed duration, field, subfield, split and dataset, and under `environments=` each
 grading environment's verdict (`NAME=STATUS` joined by `;`, in the order named; empty otherwise). Every text is
 `valid_text`. In the CSV every text cell is quoted (whatever separator
 a spreadsheet splits on, a cell stays one cell when it is read as CSV), and no part of a text cell can be read as
@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from stages.benchmark.datasets import PREFILLED_REASON
 from stages.execution.untrusted import valid_text
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.verdict import StepVerdict
@@ -58,6 +59,7 @@ class StepRow:
     field: str
     subfield: str
     split: str
+    dataset: str
     environments: str = ""
 
 
@@ -79,7 +81,7 @@ def _status_and_reason(
     if verdict is not None:
         return cell_status(verdict, ungenerated), verdict.reason
     if prefilled:
-        return "skipped", "official prefilled step"
+        return "skipped", PREFILLED_REASON
     return "no_verdict", missing_reason
 
 
@@ -90,6 +92,7 @@ def step_row(
     step_id: str,
     prefilled: bool,
     attempt: int,
+    dataset: str,
     prices: Prices | None = None,
 ) -> StepRow:
     scored = result.scored_attempt(attempt)
@@ -120,6 +123,7 @@ def step_row(
         field=valid_text(entry.taxonomy.field),
         subfield=valid_text(entry.taxonomy.subfield),
         split=entry.split,
+        dataset=dataset,
         environments=environments_cell(verdict),
     )
 
@@ -136,7 +140,9 @@ def step_rows(run: RunResults, model: str) -> Iterator[StepRow]:
     for result in run.problems:
         for attempt in range(result.attempt_count):
             for step in result.entry.layout:
-                yield step_row(label, model, result, step.step_id, step.prefilled, attempt, prices)
+                yield step_row(
+                    label, model, result, step.step_id, step.prefilled, attempt, run.selection.dataset, prices
+                )
 
 
 def _rounded(cost: float | None) -> float | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from stages.benchmark.problems import Problem, ProblemDataError, Step, load_problems, prefilled_code
+from stages.benchmark.problems import Benchmark, Problem, ProblemDataError, Step, prefilled_code
 from stages.config.settings import ConfigError, Settings
 from stages.generate.server import ErrorReply, ModelReply, ModelRequest, ModelServer, Responder, ToolCallSpec
 from stages.storage.paths import DataPaths
@@ -123,7 +123,7 @@ def _steps_by_id(problems: tuple[Problem, ...]) -> dict[str, tuple[Problem, Step
 def reference_code(data_paths: DataPaths, problem: Problem, step: Step) -> str | None:
     if step.ground_truth_code:
         return step.ground_truth_code
-    return prefilled_code(data_paths, step.step_id) if step.prefilled else None
+    return prefilled_code(data_paths, step)
 
 
 def no_reference_message(problem: Problem) -> str:
@@ -172,23 +172,23 @@ class GoldResponder:
 
 def check_gold_selection(settings: Settings) -> None:
     """Refuse gold when the selected problems (sample_ids, else the split) lack reference code."""
-    problems = _load_for_gold(settings.data_paths, settings.split)
+    problems = _load_for_gold(settings.benchmark, settings.split)
     wanted = set(settings.sample_ids)
     for problem in problems:
         if (not wanted or problem.problem_id in wanted) and not problem.has_reference_code:
             raise BuiltinModelError(no_reference_message(problem))
 
 
-def _load_for_gold(data_paths: DataPaths, split: str) -> tuple[Problem, ...]:
+def _load_for_gold(benchmark: Benchmark, split: str) -> tuple[Problem, ...]:
     try:
-        return load_problems(data_paths, split)
+        return benchmark.problems(split)
     except ProblemDataError as error:
         raise BuiltinModelError(f"model=gold cannot load the problems: {error}") from None
 
 
 def gold_responder(settings: Settings) -> GoldResponder:
     check_gold_selection(settings)
-    problems = _load_for_gold(settings.data_paths, "all")
+    problems = _load_for_gold(settings.benchmark, "all")
     return GoldResponder(model=settings.model, data_paths=settings.data_paths, steps=_steps_by_id(problems))
 
 

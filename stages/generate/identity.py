@@ -2,12 +2,14 @@
 
 The identity is the generate stage's settings slice (`stages.config.fingerprints.settings_slice(settings, "generate")`, the
 very settings the generation fingerprint covers, so the two never disagree), plus the replay file's digest under
-`model=replay:<file>` (the file is the model), plus, in tool_use without a sandbox, the library versions of the
-interpreter local snippets run in (`python_binary` by what it holds, not by its path: a moved virtualenv with the
-same libraries is the same configuration), plus the endpoint (`ENDPOINT_KEY`: base_url without credentials or
-query, `built-in` for the built-in models): for a local model the server's template and weights are part of what is
-measured, so answers of one endpoint are not resumed against another unless `endpoint_change=resume` says so (the
-identity then takes the new endpoint). An identity recorded before endpoints were part of it takes the current one.
+`model=replay:<file>` (the file is the model), plus, for a manifest-bound dataset, the md5 its manifest states
+for the problem file (added to identity.json once the files are staged), plus, in tool_use without a sandbox, the
+library versions of the interpreter local snippets run in (`python_binary` by what it holds, not by its path: a moved
+virtualenv with the same libraries is the same configuration), plus the endpoint (`ENDPOINT_KEY`: base_url without
+credentials or query, `built-in` for the built-in models): for a local model the server's template and weights are
+part of what is measured, so answers of one endpoint are not resumed against another unless `endpoint_change=resume`
+says so (the identity then takes the new endpoint). An identity recorded before endpoints were part of it takes the
+current one.
 
 `identity.json` is written at the folder's first run. A folder from before identities existed adopts the settings
 its generations were made with (each generation records its settings slice), so nothing is asked again. Commands
@@ -41,6 +43,10 @@ ENDPOINT_KEY = "endpoint"
 # Parts an identity recorded before they existed lacks: such an identity takes the current value (nothing to compare).
 ADDED_PARTS: tuple[str, ...] = (ENDPOINT_KEY,)
 INTERPRETER_KEY = "snippet interpreter"
+PROBLEMS_MD5_KEY = "problems md5"  # a manifest-bound dataset: the md5 its manifest states for the problem file
+# Parts known only once the data is staged: compared when both sides have them, and added to identity.json when it
+# lacks them (a first run records its identity before the download).
+FILLED_LATER: frozenset[str] = frozenset({PROBLEMS_MD5_KEY})
 INTERPRETER_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "sympy", "mpmath", "h5py")
 _VERSIONS_PROBE = (
     "import json, platform; from importlib import metadata\n"
@@ -176,7 +182,20 @@ def _extra_parts(settings: Settings) -> dict[str, str]:
         parts[REPLAY_KEY] = _replay_digest(settings.model)
     if snippets_run_locally(settings):
         parts[INTERPRETER_KEY] = interpreter_text(interpreter_versions(settings.python_binary))
+    problems_md5 = _problems_md5(settings)
+    if problems_md5 is not None:
+        parts[PROBLEMS_MD5_KEY] = problems_md5
     return parts
+
+
+def _problems_md5(settings: Settings) -> str | None:
+    """The md5 the dataset's manifest states for its problem file; None when not bound or not staged yet."""
+    from stages.benchmark.datasets import ProblemDataError
+
+    try:
+        return settings.benchmark.problems_md5()
+    except ProblemDataError:
+        return None
 
 
 def recorded_identity(settings: Settings) -> JSONObject | None:
@@ -220,8 +239,9 @@ def difference(
     """The settings whose values differ (a setting absent on one side is unset there); None when none does."""
     recorded = {**{name: current[name] for name in ADDED_PARTS if name in current}, **recorded}
     names = sorted(set(recorded) | set(current))
+    compared = [name for name in names if name not in FILLED_LATER or (name in recorded and name in current)]
     changes = tuple(
-        (name, recorded.get(name), current.get(name)) for name in names if recorded.get(name) != current.get(name)
+        (name, recorded.get(name), current.get(name)) for name in compared if recorded.get(name) != current.get(name)
     )
     return IdentityDifference(run_dir, changes, clean_command) if changes else None
 
@@ -260,6 +280,9 @@ def check_identity(settings: Settings, *, record: bool) -> IdentityDifference | 
     found = difference(recorded, current, str(settings.run_paths.run_dir), clean_generations_command(settings))
     if found is not None and settings.endpoint_change == "resume":
         found = _resumed_endpoint(settings, found, recorded, record=record)
+    filled = {name: current[name] for name in FILLED_LATER if name in current and name not in recorded}
+    if record and found is None and filled and settings.run_paths.identity.is_file():
+        write_identity(settings, {**recorded, **filled}, _identity_origin(settings))
     return found
 
 
@@ -278,6 +301,7 @@ def _resumed_endpoint(
 
 
 def _identity_origin(settings: Settings) -> Origin:
+    """How identity.json came to be, as it says (kept when it is written again with parts known later)."""
     record = read_frozen(settings.run_paths.identity, "identity")
     return "adopted from generations" if record and record.get("origin") == "adopted from generations" else "first run"
 

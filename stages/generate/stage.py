@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from tqdm import tqdm
 
-from stages.benchmark.problems import Problem, ProblemDataError, Step, prefilled_code, problem_by_id
+from stages.benchmark.problems import Problem, ProblemDataError, Step, prefilled_code
 from stages.benchmark.protocol import carried_forward
 from stages.config.fingerprints import FingerprintParts, digest, settings_slice
 from stages.config.run_command import clean_generations_command
@@ -134,7 +134,7 @@ def generation_fingerprint_parts(settings: Settings, problem: Problem, attempt: 
 
 def generation_fingerprint(settings: Settings, problem_id: str, attempt: int = 0) -> str:
     """sha256 of the generate settings, the problem record and the attempt number."""
-    return _fingerprint_of(settings, problem_by_id(settings.data_paths, problem_id), attempt)
+    return _fingerprint_of(settings, settings.benchmark.problem(problem_id), attempt)
 
 
 def generation_current(settings: Settings, problem_id: str, attempt: int = 0) -> bool:
@@ -238,7 +238,7 @@ def _unasked_step_record(step: Step, status: str, code: str | None, error: str |
 
 
 def prefilled_step_record(step: Step, data_paths: DataPaths) -> GeneratedStep:
-    return _unasked_step_record(step, "prefilled", prefilled_code(data_paths, step.step_id), None)
+    return _unasked_step_record(step, "prefilled", prefilled_code(data_paths, step), None)
 
 
 def not_generated_step_record(step: Step, reason: str) -> GeneratedStep:
@@ -443,7 +443,7 @@ def run_generate(settings: Settings, problem_id: str, attempt: int = 0) -> JSONO
     """Generate (or resume) every step of one problem; returns the written generation record.
 
     RunAborted when the model failed with a permanent model-level error for every problem so far."""
-    problem = problem_by_id(settings.data_paths, problem_id)
+    problem = settings.benchmark.problem(problem_id)
     path = generation_path(settings, problem_id, attempt)
     expected = generation_fingerprint_parts(settings, problem, attempt)
     if is_current(path, ARTIFACT_KIND, expected.value, require_status=("complete",)):

@@ -84,11 +84,10 @@ def generations_are_current(settings: Settings, problem_id: str) -> bool:
 
 
 def generate_artifacts(settings: Settings, problem_id: str) -> list[ArtifactCheck]:
-    from stages.benchmark.problems import problem_by_id
     from stages.generate.stage import generation_fingerprint_parts, generation_path
 
     def expected(attempt: int) -> Callable[[], FingerprintParts]:
-        return lambda: generation_fingerprint_parts(settings, problem_by_id(settings.data_paths, problem_id), attempt)
+        return lambda: generation_fingerprint_parts(settings, settings.benchmark.problem(problem_id), attempt)
 
     return [
         ArtifactCheck(generation_path(settings, problem_id, attempt), "generation", expected(attempt))

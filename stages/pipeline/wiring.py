@@ -143,9 +143,7 @@ def check_executor(settings: Settings) -> None:
 
 def problem_bound(settings: Settings) -> int:
     """The most problems a run of these settings can select (known before any file is downloaded)."""
-    from stages.benchmark.pins import split_problem_count
-
-    return len(settings.sample_ids) if settings.sample_ids else split_problem_count(settings.split)
+    return len(settings.sample_ids) if settings.sample_ids else settings.benchmark.dataset.problem_count(settings.split)
 
 
 def worker_threads() -> int:

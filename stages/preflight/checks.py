@@ -20,7 +20,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.benchmark.pins import pins, split_files
 from stages.benchmark.problems import Problem, ProblemDataError
 from stages.config.environments import Environment
 from stages.config.settings import ConfigError, Settings
@@ -34,7 +33,7 @@ DERIVABLE_KINDS = frozenset({"derived", "missing"})  # validation targets can be
 
 
 def problem_files_staged(settings: Settings) -> bool:
-    return all(settings.data_paths.file(name).is_file() for name in split_files().values())
+    return settings.benchmark.problems_staged()
 
 
 PER_PROBLEM_TASKS: tuple[str, ...] = ("generate", "score")
@@ -102,12 +101,27 @@ def steps_with_targets_in(path: Path, step_ids: list[str]) -> set[str]:
         raise ConfigError(f"targets file {path} unreadable: {error}") from None
 
 
+def _has_validation(settings: Settings) -> bool:
+    """Whether the run's dataset has the validation split, whose targets can be derived from reference code."""
+    return "validation" in settings.benchmark.dataset.splits
+
+
+def _targets_missing_note(settings: Settings) -> str:
+    dataset = settings.benchmark.dataset
+    return (
+        f"no {dataset.targets_file} in {settings.benchmark.folder} and no h5py_file=; "
+        f"it is published in the {dataset.targets_published}"
+    )
+
+
 def missing_targets(settings: Settings, problems: tuple[Problem, ...], targets: ResolvedTargets) -> MissingTargets:
     """The selected scored steps that will have no targets to be scored against."""
     scorable = [step.step_id for problem in problems for step in problem.scored_steps]
     if targets.kind in ("official", "explicit") and targets.path is not None:
         present = steps_with_targets_in(targets.path, scorable)
         why = f"not in {targets.path.name}"
+    elif targets.kind in DERIVABLE_KINDS and settings.explicit_targets_file() is None and not _has_validation(settings):
+        present, why = set(), targets.note or _targets_missing_note(settings)
     elif targets.kind in DERIVABLE_KINDS and settings.explicit_targets_file() is None:
         derivable = {
             step.step_id
@@ -135,13 +149,18 @@ def check_targets(settings: Settings, problems: tuple[Problem, ...]) -> str:
 
 
 def targets_advice(settings: Settings) -> str:
-    """What to do about missing targets: where the official file comes from, and the two ways without it."""
-    origin = pins()["targets_file_origin"]
-    name = pins()["targets_file"]
+    """What to do about missing targets: where the dataset's targets file comes from and how big it is, and the ways
+    on without it (split=validation, whose targets are derived from the reference code, where the dataset has it)."""
+    dataset = settings.benchmark.dataset
+    validation = (
+        "run split=validation (its targets are derived from the reference code), "
+        if dataset.has_split("validation")
+        else ""
+    )
     return (
-        f"the official targets are {name} ({origin['size']}, from {origin['source']}): stage it in "
-        f"{settings.data_paths.scicode_dir} or set h5py_file=<path to it>; without it, run split=validation "
-        "(its targets are derived from the reference code), or set allow_missing_targets=true to score the rest"
+        f"stage the official {dataset.targets_file} ({dataset.targets_size}, from {dataset.targets_published}) in "
+        f"{settings.benchmark.folder} or set h5py_file=<path to it>; without it, {validation}select other problems, "
+        "or set allow_missing_targets=true to score the rest"
     )
 
 

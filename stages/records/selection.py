@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stages.benchmark.categories import UNCLASSIFIED, Category, category_of
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
@@ -100,6 +101,14 @@ class SelectionEntry:
         }
 
 
+def dataset_fields(dataset: str, problems_md5: str | None) -> JSONObject:
+    """A record's dataset fields: none for the original (records written before datasets existed read back as they
+    were), else the dataset and the md5 its manifest states for the problem file."""
+    if dataset == DEFAULT_DATASET and problems_md5 is None:
+        return {}
+    return {"dataset": dataset, "problems_md5": problems_md5}
+
+
 @dataclass(frozen=True)
 class Selection:
     fingerprint: str
@@ -109,6 +118,8 @@ class Selection:
     entries: tuple[SelectionEntry, ...]
     stamp: Stamp | None = None  # None only for a selection built in memory, never written
     status: str = "complete"
+    dataset: str = DEFAULT_DATASET  # a selection written before datasets existed is of the original
+    problems_md5: str | None = None  # a manifest-bound dataset: the md5 its manifest states for the problem file
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> Selection:
@@ -120,6 +131,8 @@ class Selection:
             tuple(SelectionEntry.from_record(entry) for entry in objects(record.get("problems"))),
             Stamp.from_record(record),
             text(record.get("status"), "complete"),
+            text(record.get("dataset"), DEFAULT_DATASET),
+            optional_text(record.get("problems_md5")),
         )
 
     def to_record(self) -> JSONObject:
@@ -129,6 +142,7 @@ class Selection:
         sample_ids: list[JSONValue] = list(self.sample_ids)
         return stamp.to_record() | {
             "status": self.status,
+            **dataset_fields(self.dataset, self.problems_md5),
             "split": self.split,
             "category": category,
             "sample_ids": sample_ids,

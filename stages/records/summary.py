@@ -16,7 +16,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, get_args
 
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.records.endpoint import EndpointUse
+from stages.records.selection import dataset_fields
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
@@ -207,6 +209,8 @@ class RunIdentity:
     with_background: bool
     carry: Frozen
     attempts_per_problem: Frozen
+    dataset: str = DEFAULT_DATASET  # a summary written before datasets existed is of the original
+    problems_md5: str | None = None  # a manifest-bound dataset: the md5 its manifest states for the problem file
 
     @classmethod
     def from_record(cls, record: FrozenObject) -> RunIdentity:
@@ -220,12 +224,15 @@ class RunIdentity:
             flag(record.get("with_background")),
             record.get("carry"),
             record.get("attempts_per_problem"),
+            text(record.get("dataset"), DEFAULT_DATASET),
+            optional_text(record.get("problems_md5")),
         )
 
     def to_record(self) -> JSONObject:
         return {
             "model": self.model,
             "run": self.run,
+            **dataset_fields(self.dataset, self.problems_md5),
             "split": self.split,
             "category": _texts_list(self.category),
             "sample_ids": _texts_list(self.sample_ids),

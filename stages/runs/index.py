@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.benchmark.published import Protocol, protocols
 from stages.execution.untrusted import shown
 from stages.records.results import cached_selection
@@ -52,17 +53,19 @@ class MarkedSetting:
     split: str
     with_background: bool
     label: str
+    dataset: str = DEFAULT_DATASET  # the published settings are the original data's
 
-    def is_setting_of(self, split: str | None, with_background: bool | None) -> bool:
-        """Whether a split and background setting (a plot's) is this one."""
-        return self.split == split and self.with_background == with_background
+    def is_setting_of(self, split: str | None, with_background: bool | None, dataset: str = DEFAULT_DATASET) -> bool:
+        """Whether a dataset, split and background setting (a plot's) is this one."""
+        return self.dataset == dataset and self.split == split and self.with_background == with_background
 
 
 def _marked(protocol: Protocol) -> MarkedSetting | None:
     split, background = protocol.settings.get("split"), protocol.settings.get("with_background")
-    if not isinstance(split, str) or not isinstance(background, bool):
+    dataset = protocol.settings.get("dataset", DEFAULT_DATASET)
+    if not isinstance(split, str) or not isinstance(background, bool) or not isinstance(dataset, str):
         return None
-    return MarkedSetting(protocol.name, split, background, protocol.title)
+    return MarkedSetting(protocol.name, split, background, protocol.title, dataset)
 
 
 MARKED_SETTINGS: tuple[MarkedSetting, ...] = tuple(mark for entry in protocols() if (mark := _marked(entry)))
@@ -98,6 +101,13 @@ class IndexRow:
     caveats: tuple[Caveat, ...] = ()  # the summary's (`stages.summarize.caveats`)
     published: PublishedSetting | None = None  # the summary's (`stages.summarize.published_setting`)
     references: tuple[ReferenceFigure, ...] = ()  # the summary's published figures of the run's model
+    dataset: str = DEFAULT_DATASET
+
+    @property
+    def split_label(self) -> str:
+        """The split as the index shows it: `test`, or `test (verified)` for a dataset other than the original."""
+        split = self.split or "unknown"
+        return split if self.dataset == DEFAULT_DATASET else f"{split} ({self.dataset})"
 
     @property
     def caveats_text(self) -> str:
@@ -126,8 +136,8 @@ class IndexRow:
 
     @property
     def setting(self) -> tuple[str, str]:
-        """(split, background) of the run's plot."""
-        return (self.split or "unknown", background_text(self.with_background))
+        """(split, background) of the run's plot (runs of different datasets are never plotted together)."""
+        return (self.split_label, background_text(self.with_background))
 
     @property
     def date(self) -> str:
@@ -268,6 +278,9 @@ def index_row(run_dir: Path) -> IndexRow:
         caveats=summary.caveats if summary else (),
         published=summary.published if summary else None,
         references=summary.references if summary else (),
+        dataset=(identity and identity.dataset)
+        or optional_text(settings.get("dataset"))
+        or (selection.dataset if selection else DEFAULT_DATASET),
     )
 
 
@@ -334,7 +347,7 @@ def markdown_row(row: IndexRow, link_from: Path) -> tuple[str, ...]:
     return (
         name_span(row.model),
         name_span(row.run) + (f" ({shown(row.summary_tag)})" if row.summary_tag else ""),
-        shown(row.split or "-"),
+        shown(row.split_label if row.split else "-"),
         shown(row.mode or "-"),
         background_text(row.with_background),
         shown(row.carry or "-"),
@@ -397,7 +410,7 @@ class SettingFront:
         return tuple(
             mark
             for mark in MARKED_SETTINGS
-            if first is not None and mark.is_setting_of(first.split, first.with_background)
+            if first is not None and mark.is_setting_of(first.split, first.with_background, first.dataset)
         )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,7 @@ class PlotGroup:
 
     @property
     def plot_id(self) -> str:
-        return f"plot-{self.split}-{self.background.replace(' ', '-')}"
+        return "plot-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{self.split}-{self.background}").strip("-")
 
 
 def row_id(row: IndexRow) -> str:
@@ -261,7 +262,7 @@ def page_rows(rows: Sequence[IndexRow], page_dir: Path) -> list[PageRow]:
 def filter_values(rows: Sequence[IndexRow]) -> dict[str, list[str]]:
     """The values each filter offers: those present in the rows."""
     return {
-        "split": sorted({row.split or "unknown" for row in rows}),
+        "split": sorted({row.split_label for row in rows}),
         "mode": sorted({row.mode or "unknown" for row in rows}),
         "background": sorted({background_text(row.with_background) for row in rows}),
         "carry": sorted({row.carry or "unknown" for row in rows}),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import platform
 
 from stages.benchmark.categories import allowed_names_text, table_digest, unknown_names
-from stages.benchmark.pins import prefilled_steps
-from stages.benchmark.problems import Problem, load_problems
+from stages.benchmark.datasets import Dataset
+from stages.benchmark.problems import Problem
 from stages.config.fingerprints import FingerprintParts, digest, settings_slice
 from stages.config.settings import ConfigError, Settings
 from stages.config.view import View
@@ -25,7 +25,7 @@ VERSIONED_PACKAGES: tuple[str, ...] = ("doit", "openai", "numpy", "scipy", "symp
 
 def select_problems(settings: Settings) -> tuple[Problem, ...]:
     """The selected problems in official order; ConfigError for an unknown id or an empty selection."""
-    candidates = load_problems(settings.data_paths, settings.split)
+    candidates = settings.benchmark.problems(settings.split)
     _check_sample_ids(settings, candidates)
     _check_categories(settings, candidates)
     view = View.of(settings)
@@ -76,7 +76,8 @@ def selection_fingerprint(settings: Settings) -> str:
 def selection_fingerprint_parts(settings: Settings) -> FingerprintParts:
     """`selection_fingerprint` and what it covers by named part (settings slice, problem files, category table,
     step layout rules)."""
-    problems, categories, layout = _problem_files_identity(settings), table_digest(), _layout_identity()
+    problems, categories = _problem_files_identity(settings), table_digest()
+    layout = _layout_identity(settings.benchmark.dataset)
     value = fingerprint(
         {"settings": settings.fingerprint("select"), "problems": problems, "categories": categories, "layout": layout}
     )
@@ -89,12 +90,17 @@ def selection_fingerprint_parts(settings: Settings) -> FingerprintParts:
     )
 
 
-def _layout_identity() -> dict[str, int | list[str]]:
-    return {"format": LAYOUT_FORMAT, "prefilled": sorted(prefilled_steps())}
+def _layout_identity(dataset: Dataset) -> dict[str, int | list[str]]:
+    """What decides which problems and steps a selection holds besides the files: the layout format, the prefilled
+    steps, and (for a dataset that has them) the problems never selected."""
+    identity: dict[str, int | list[str]] = {"format": LAYOUT_FORMAT, "prefilled": sorted(dataset.prefilled_steps)}
+    if dataset.excluded_problems:
+        identity["excluded"] = sorted(dataset.excluded_problems)
+    return identity
 
 
 def _problem_files_identity(settings: Settings) -> dict[str, str] | None:
-    manifest = read_manifest_file(settings.data_paths.manifest)
+    manifest = read_manifest_file(settings.benchmark.record_path)
     if manifest is None:
         return None
     return {name: entry.sha256 for name, entry in sorted(manifest.by_name.items()) if name.endswith(".jsonl")}
@@ -169,6 +175,8 @@ def run_select(settings: Settings) -> JSONObject:
         sample_ids=tuple(settings.sample_ids),
         entries=tuple(selection_entry(problem) for problem in problems),
         stamp=Stamp.of(parts),
+        dataset=settings.dataset,
+        problems_md5=settings.benchmark.problems_md5(),
     )
     write_run_config(settings)
     return write_artifact(settings.run_paths.selection, KIND, selection.to_record())

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stages.benchmark.pins import split_problem_count
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.config.settings import Settings
 from stages.records.results import GENERATION_FAILED_STATES, NO_DETAILS_STATES
 from stages.records.summary import Caveat, CaveatKind
@@ -47,11 +47,16 @@ def _tool_use_as_naive(found: CaveatInputs) -> str | None:
     return "tool_use behaved as naive (no tool call in the whole run: the server may ignore tools)"
 
 
+def _of_dataset(settings: Settings) -> str:
+    """` of dataset verified` for a dataset other than the original (whose wording stays as it was)."""
+    return "" if settings.dataset == DEFAULT_DATASET else f" of dataset {settings.dataset}"
+
+
 def subset_phrase(settings: Settings, selected: int) -> str | None:
     """`2 of the 65 problems of split test (a subset)` when not every problem of the split is selected."""
-    whole = split_problem_count(settings.split)
+    whole = settings.benchmark.dataset.problem_count(settings.split)
     if settings.sample_ids or settings.categories is not None or selected != whole:
-        return f"{selected} of the {whole} problems of split {settings.split} (a subset)"
+        return f"{selected} of the {whole} problems of split {settings.split}{_of_dataset(settings)} (a subset)"
     return None
 
 

@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.benchmark.weak_tests import FLAG as WEAK_TEST_FLAG
 from stages.execution.untrusted import shown
 from stages.records.endpoint import EndpointUse
@@ -18,6 +19,7 @@ from stages.records.summary import (
     EnvironmentsSummary,
     GroupMetrics,
     RecordedInvocation,
+    RunIdentity,
     Summary,
     SummaryTargets,
     caveats_text,
@@ -173,6 +175,15 @@ def _endpoint_span(use: EndpointUse) -> str:
     return shown(use.shown(), limit=ENDPOINT_LIMIT, markdown=True)
 
 
+def _dataset_lines(identity: RunIdentity) -> list[str]:
+    """A dataset other than the original, and the md5 of the problem file its manifest states (none for the original:
+    its header stays as it was)."""
+    if identity.dataset == DEFAULT_DATASET:
+        return []
+    bound = f" (problem file md5 {identity.problems_md5}, as its manifest states)" if identity.problems_md5 else ""
+    return [f"- dataset: {identity.dataset}{bound}"]
+
+
 def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
     identity, setup, targets = summary.identity, summary.setup, summary.targets
     categories = ", ".join(identity.category)
@@ -185,6 +196,7 @@ def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
         f"- model: {model}" + (f" at {name_span(setup.base_url)}" if setup.base_url else ""),
         *_endpoint_lines(setup.endpoints),
         f"- run: {run} ({name_span(run_dir)})",
+        *_dataset_lines(identity),
         f"- split: {identity.split}; category: {categories}; sample_ids: {samples}",
         f"- mode: {_mode_text(summary)}",
         f"- background: {'with step background' if identity.with_background else 'without step background'}",

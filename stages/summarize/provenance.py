@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib import metadata
@@ -26,20 +26,34 @@ GIT_TIMEOUT_SECONDS = 5.0
 TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
 
 
+def _original_targets_sha256() -> str | None:
+    return pinned_sha256(str(pins()["targets_file"]))
+
+
+def pinned_targets_sha256(settings: Settings) -> str | None:
+    """The sha256 the run's dataset pins for its targets file; None for a manifest-bound dataset, whose targets the
+    download checks against its manifest's md5 instead."""
+    dataset = settings.benchmark.dataset
+    if dataset.is_manifest_bound:
+        return None
+    file_pins = dataset.file_pins()
+    return file_pins.sha256(file_pins.targets_file)
+
+
 @dataclass(frozen=True)
 class TargetsInfo:
     kind: TargetsKind
     note: str
     sha256: str | None = None  # of the file scored against, where the download manifest records it
+    pinned: str | None = field(default_factory=_original_targets_sha256)  # the dataset's pin of its targets file
 
     @property
     def official(self) -> bool:
-        """Scored against the official targets: the official file (its pin, where a sha256 is known), or an explicit
-        `h5py_file=` identical to it."""
-        pinned = pinned_sha256(str(pins()["targets_file"]))
+        """Scored against the official targets: the official file (its pin, where a sha256 and a pin are known), or an
+        explicit `h5py_file=` identical to the pinned file."""
         if self.kind == "official":
-            return self.sha256 is None or self.sha256 == pinned
-        return self.kind == "explicit" and self.sha256 is not None and self.sha256 == pinned
+            return self.sha256 is None or self.pinned is None or self.sha256 == self.pinned
+        return self.kind == "explicit" and self.sha256 is not None and self.sha256 == self.pinned
 
 
 def resolve_targets_info(settings: Settings) -> TargetsInfo:
@@ -54,9 +68,8 @@ def resolve_targets_info(settings: Settings) -> TargetsInfo:
         return TargetsInfo("unknown", f"targets could not be resolved: {error}")
     except Exception as error:  # a summary is still written; the reason is shown in its first lines
         return TargetsInfo("unknown", f"targets could not be resolved: {type(error).__name__}: {error}")
-    return TargetsInfo(
-        resolved.kind, without_targets_path(str(resolved.note or ""), settings, resolved.path), resolved.sha256
-    )
+    note = without_targets_path(str(resolved.note or ""), settings, resolved.path)
+    return TargetsInfo(resolved.kind, note, resolved.sha256, pinned_targets_sha256(settings))
 
 
 def without_targets_path(note: str, settings: Settings, resolved: Path | None) -> str:

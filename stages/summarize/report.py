@@ -38,7 +38,7 @@ import jinja2
 from markupsafe import Markup
 from markupsafe import escape as markupsafe_escape
 
-from stages.benchmark.problems import Problem, ProblemDataError, load_problems
+from stages.benchmark.problems import Benchmark, Problem, ProblemDataError
 from stages.benchmark.protocol import Carry, is_code
 from stages.benchmark.weak_tests import weak_test
 from stages.config.settings import Settings
@@ -356,10 +356,10 @@ def _script_of(
 # ---------------------------------------------------------------------------
 
 
-def _problems_of(data_paths: DataPaths, run: RunResults) -> dict[str, Problem]:
+def _problems_of(benchmark: Benchmark, run: RunResults) -> dict[str, Problem]:
     """The staged problem records whose fingerprint is the one selected."""
     try:
-        staged = {problem.problem_id: problem for problem in load_problems(data_paths, "all")}
+        staged = {problem.problem_id: problem for problem in benchmark.problems("all")}
     except ProblemDataError:
         return {}
     return {
@@ -452,7 +452,7 @@ def _attempt_status(result: ProblemResult, step_id: str, attempt: int) -> str:
 
 def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Mapping[str, Any]) -> RunView:
     """The report's records: a grid row per problem (attempt 1) and a step view per step and attempt."""
-    problems = _problems_of(settings.data_paths, run)
+    problems = _problems_of(settings.benchmark, run)
     targets_of = targets_reader(settings, problems)
     costs = {str(record["problem_id"]): record.get("cost") for record in summary.get("problems", [])}
     view = RunView(

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stages.benchmark.problems import prefilled_reason
+from stages.benchmark.datasets import PREFILLED_REASON
 from stages.benchmark.weak_tests import WeakTest, weak_test
 from stages.records.endpoint import EndpointRecord
 from stages.records.generation import Generation
@@ -118,7 +118,7 @@ def _attempts_cost(result: ProblemResult) -> tuple[Usage | None, float | None]:
 
 
 def _rows_without_details(layout: StepLayout, reason: str) -> tuple[StepRow, ...]:
-    skipped = prefilled_reason()
+    skipped = PREFILLED_REASON
     return tuple(
         StepRow(step.step_id, "skipped", skipped) if step.prefilled else StepRow(step.step_id, "no_verdict", reason)
         for step in layout
@@ -153,7 +153,7 @@ def _merge_steps(
                 StepRow(step.step_id, status, verdict.reason, cached=verdict.cached, environments=verdict.environments)
             )
         elif step.prefilled:
-            rows.append(StepRow(step.step_id, "skipped", prefilled_reason()))
+            rows.append(StepRow(step.step_id, "skipped", PREFILLED_REASON))
         else:
             rows.append(StepRow(step.step_id, "no_verdict", "step missing from the details file"))
     rows.extend(StepRow(sid, verdict.status, verdict.reason) for sid, verdict in by_id.items())

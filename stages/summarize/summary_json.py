@@ -10,7 +10,7 @@ from stages.config.fingerprints import FingerprintParts
 from stages.config.settings import RECORDED_SETTINGS, Settings
 from stages.generate.identity import where_snippets_ran
 from stages.records.endpoint import endpoint_uses
-from stages.records.results import ToolStats
+from stages.records.results import ToolStats, cached_selection
 from stages.records.run_conditions import unscored_steps
 from stages.records.stamp import Stamp
 from stages.records.summary import (
@@ -97,7 +97,15 @@ def _identity(settings: Settings) -> RunIdentity:
         with_background=settings.with_background,
         carry=freeze(settings.carry),
         attempts_per_problem=freeze(settings.attempts),
+        dataset=settings.dataset,
+        problems_md5=_problems_md5(settings),
     )
+
+
+def _problems_md5(settings: Settings) -> str | None:
+    """The md5 the run's selection records for a manifest-bound dataset's problem file."""
+    selection = cached_selection(settings.run_paths)
+    return selection.problems_md5 if selection is not None else None
 
 
 def _groups(rows: Sequence[ProblemRow]) -> Groups:

@@ -130,7 +130,7 @@ def run_failure(settings: Settings) -> TaskFailed | None:
     if without_targets:
         parts.append(
             f"{len(without_targets)} problem(s) have steps without targets ({', '.join(without_targets)}): "
-            f"stage the official test_data.h5 in {settings.data_paths.scicode_dir} or set h5py_file="
+            f"stage the official {settings.benchmark.dataset.targets_file} in {settings.benchmark.folder} or set h5py_file="
         )
     return TaskFailed("; ".join(parts) + "; the summary counts them as unresolved")
 

@@ -28,8 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from stages.benchmark.pins import prefilled_steps, reference_step_seconds, split_files
-from stages.benchmark.problems import Problem, Step, load_split, prefilled_code
+from stages.benchmark.datasets import DEFAULT_DATASET, Dataset, dataset_named
+from stages.benchmark.problems import Problem, Step, original, prefilled_code
 from stages.config.fingerprints import FingerprintParts
 from stages.config.settings import Settings
 from stages.execution.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
@@ -96,7 +96,7 @@ def step_jobs(data_paths: DataPaths, problems: Iterable[Problem]) -> list[Deriva
 
 def _reference_code(data_paths: DataPaths, step: Step) -> str:
     if step.prefilled:
-        code = prefilled_code(data_paths, step.step_id)
+        code = prefilled_code(data_paths, step)
         if code is None:
             raise TargetsError(f"prefilled step {step.step_id} has no official code file")
         return code
@@ -262,10 +262,12 @@ class DerivationInputs:
 
 
 def _fingerprint_inputs(data_paths: DataPaths) -> DerivationInputs:
-    problems_file = data_paths.file(split_files()["validation"])
+    source = original(data_paths)  # derived targets are the official validation split's
+    problems_file = source.file(source.dataset.splits["validation"])
+    prefilled_files = sorted(source.dataset.prefilled_steps.values())
     return DerivationInputs(
         problems={problems_file.name: _small_file_sha256(problems_file)},
-        prefilled={name: _small_file_sha256(data_paths.file(name)) for name in sorted(prefilled_steps().values())},
+        prefilled={name: _small_file_sha256(data_paths.file(name)) for name in prefilled_files},
         code=_code_sha256(),
         environment=derivation_environment(),
     )
@@ -330,10 +332,13 @@ def derive_targets(settings: Settings) -> JSONObject:
     if derived_targets_current(settings):
         return read_artifact(record_path, RECORD_KIND)  # type: ignore[return-value]
     started = time.monotonic()
-    problems = [p for p in load_split(data_paths, "validation") if p.has_reference_code]
+    source = original(data_paths)  # derived targets are the official validation split's
+    problems = [p for p in source.split("validation") if p.has_reference_code]
     jobs = step_jobs(data_paths, problems)
     if not jobs:
-        raise TargetsError(f"no problem in {split_files()['validation']} ships reference code: nothing to derive")
+        raise TargetsError(
+            f"no problem in {source.dataset.splits['validation']} ships reference code: nothing to derive"
+        )
     outcomes = run_step_jobs(jobs, settings, expected_durations(read_frozen(record_path, RECORD_KIND)))
     record_path.unlink(missing_ok=True)  # a stale record must not describe the new file
     ordered = [outcomes[job.step_id] for job in jobs]
@@ -344,13 +349,17 @@ def derive_targets(settings: Settings) -> JSONObject:
     return write_artifact(record_path, RECORD_KIND, record)
 
 
+def original_dataset() -> Dataset:
+    return dataset_named(DEFAULT_DATASET)
+
+
 def expected_durations(previous_record: FrozenObject | None) -> dict[str, float]:
     """Expected step durations, to start the longest steps first.
 
     Measured by the previous derivation when there is one; else the optional `reference_step_seconds`
-    table of pins.json (seconds per step id, measured once); steps in neither are ordered by code size.
+    table of datasets.json (seconds per step id, measured once); steps in neither are ordered by code size.
     """
-    durations = reference_step_seconds()
+    durations = dict(original_dataset().reference_step_seconds)
     for step in objects((previous_record or {}).get("steps")):
         durations[text(step.get("step_id"))] = number(step.get("duration_s"))
     return durations

@@ -37,6 +37,8 @@ def resolve_targets(settings: Settings) -> ResolvedTargets:
         return from_manifest
     if settings.explicit_targets_file() is not None:  # an explicit file is never silently replaced
         return ResolvedTargets("missing", None, None, manifest_note)
+    if "validation" not in settings.benchmark.dataset.splits:  # derived targets are the official validation split's
+        return ResolvedTargets("missing", None, None, manifest_note)
     record = read_frozen(derived_record_path(data_paths), RECORD_KIND)
     if record is not None and derived_targets_current(settings):
         failed = [text(step.get("step_id")) for step in objects(record.get("steps")) if step.get("status") != "ok"]
@@ -51,7 +53,7 @@ def resolve_targets(settings: Settings) -> ResolvedTargets:
 
 
 def _manifest_targets(settings: Settings) -> tuple[ResolvedTargets | None, str]:
-    manifest = read_manifest_file(settings.data_paths.manifest)
+    manifest = read_manifest_file(settings.benchmark.record_path)
     if manifest is None:
         return None, "no download manifest"
     targets = manifest.targets

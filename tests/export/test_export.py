@@ -168,7 +168,9 @@ SPLIT_ON = re.compile(r"[,;\t\r\n]")
 
 
 def reason_row(reason: str) -> StepRow:
-    return StepRow("r", "m", "1", "1.1", 1, "fail", reason, 1, 1, 2, None, 1, 0.5, 0.25, 0, 0.0, "F", "S", "test")
+    return StepRow(
+        "r", "m", "1", "1.1", 1, "fail", reason, 1, 1, 2, None, 1, 0.5, 0.25, 0, 0.0, "F", "S", "test", "original"
+    )
 
 
 def test_a_cell_split_on_semicolons_runs_no_formula() -> None:
@@ -178,7 +180,7 @@ def test_a_cell_split_on_semicolons_runs_no_formula() -> None:
     reason = 'AssertionError;=HYPERLINK(CHAR(104)&"ttp://x","see")'
     line = csv_text([reason_row(reason)]).splitlines()[1]
     guarded = '"AssertionError;\'=HYPERLINK(CHAR(104)&""ttp://x"",""see"")"'
-    assert line == f'"r","m","1","1.1",1,"fail",{guarded},1,1,2,"",1,0.5,0.25,0,0.0,"F","S","test",""'
+    assert line == f'"r","m","1","1.1",1,"fail",{guarded},1,1,2,"",1,0.5,0.25,0,0.0,"F","S","test","original",""'
     for separator in (",", ";", "\t", "\n"):
         assert spreadsheet_safe(f"ok{separator} @SUM(A1)") == f"ok{separator} '@SUM(A1)"
 

@@ -29,7 +29,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,8 +37,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, TypedDict
 
-from stages.benchmark.pins import reference_step_seconds
-from stages.benchmark.problems import Problem, Step, prefilled_reason, problem_by_id
+from stages.benchmark.datasets import DEFAULT_DATASET, PREFILLED_REASON, dataset_named
+from stages.benchmark.problems import Problem, Step
 from stages.benchmark.protocol import is_code, no_code_reason
 from stages.config.environments import Environment
 from stages.config.fingerprints import FingerprintParts, digest, run_relative, settings_slice
@@ -137,7 +137,7 @@ def score_fingerprint(settings: Settings, problem_id: str, targets: ResolvedTarg
 
 def _score_inputs(settings: Settings, problem_id: str, targets: ResolvedTargets | None) -> ScoreInputs:
     targets = targets or resolve_targets(settings)
-    problem = problem_by_id(settings.data_paths, problem_id)
+    problem = settings.benchmark.problem(problem_id)
     paths = [settings.run_paths.generation(problem_id, attempt) for attempt in range(settings.attempts)]
     return ScoreInputs(
         settings=settings.fingerprint("score"),
@@ -251,7 +251,7 @@ def _not_generated_reason(generation: Generation | None, record: GeneratedStep |
 def _pre_verdict(step: Step, generation: Generation | None, record: GeneratedStep | None) -> StepVerdict | None:
     total = len(step.test_cases)
     if step.prefilled:
-        return StepVerdict(step.step_id, "skipped", prefilled_reason(), tests_total=total)
+        return StepVerdict(step.step_id, "skipped", PREFILLED_REASON, tests_total=total)
     if record is None or record.status == "error":
         return StepVerdict(step.step_id, "fail", _not_generated_reason(generation, record), tests_total=total)
     if record.status in NEVER_ANSWERED_STATUSES:  # final: a prompt too long for the server's context
@@ -323,15 +323,15 @@ class ScoringContext:
     rescored: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # (step, cached, new) re-executed
 
 
-@lru_cache(maxsize=1)
-def reference_seconds() -> dict[str, float]:
-    """Measured wall times of the slow reference steps (pins.json): longest first on a first run too."""
-    return reference_step_seconds()
+@lru_cache(maxsize=4)
+def reference_seconds(dataset: str = DEFAULT_DATASET) -> Mapping[str, float]:
+    """Measured wall times of the dataset's slow reference steps (datasets.json): longest first on a first run too."""
+    return dataset_named(dataset).reference_step_seconds
 
 
-def expected_step_seconds(cache: VerdictCache, step_id: str) -> float:
+def expected_step_seconds(cache: VerdictCache, step_id: str, dataset: str = DEFAULT_DATASET) -> float:
     """The step's last duration measured here, else its pinned reference duration, else the default."""
-    return cache.expected_seconds(step_id, default=reference_seconds().get(step_id, DEFAULT_EXPECTED_SECONDS))
+    return cache.expected_seconds(step_id, default=reference_seconds(dataset).get(step_id, DEFAULT_EXPECTED_SECONDS))
 
 
 def expected_work(settings: Settings, problem_id: str) -> ExpectedWork:
@@ -343,7 +343,9 @@ def expected_work(settings: Settings, problem_id: str) -> ExpectedWork:
         raise ScoringError(f"problem {problem_id} is not in {settings.run_paths.selection}: run `doit select` first")
     cache = cache_at(settings.state_paths.verdict_cache)
     steps = entry.scored_step_ids
-    return ExpectedWork(problem_id, len(steps), sum(expected_step_seconds(cache, step_id) for step_id in steps))
+    return ExpectedWork(
+        problem_id, len(steps), sum(expected_step_seconds(cache, step_id, settings.dataset) for step_id in steps)
+    )
 
 
 def reexecuted(rescore: str, cached: StepVerdict) -> bool:
@@ -439,7 +441,10 @@ def score_steps(
             runnable.setdefault(item.keys, []).append(item)
     if not runnable:
         return
-    expected = {key: expected_step_seconds(context.cache, items[0].step.step_id) for key, items in runnable.items()}
+    expected = {
+        key: expected_step_seconds(context.cache, items[0].step.step_id, context.settings.dataset)
+        for key, items in runnable.items()
+    }
     slowest = max(expected.values())
     with ThreadPoolExecutor(max_workers=len(runnable), thread_name_prefix=f"score-{problem.problem_id}") as pool:
         futures: dict[Future[StepVerdict], tuple[str, ...]] = {
@@ -608,7 +613,7 @@ def run_score(settings: Settings, problem_id: str, targets: ResolvedTargets | No
 
 
 def _score_problem(settings: Settings, problem_id: str, targets: ResolvedTargets | None) -> ScoreSummary:
-    problem = problem_by_id(settings.data_paths, problem_id)
+    problem = settings.benchmark.problem(problem_id)
     executor = _executor(settings)
     targets = targets or resolve_targets(settings)
     generations = [_read_generation(settings, problem_id, attempt) for attempt in range(settings.attempts)]

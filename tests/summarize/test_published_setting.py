@@ -61,6 +61,7 @@ def test_a_protocol_sets_every_setting_it_fixes(name: str) -> None:
 def test_the_published_protocols_are_those_of_the_sources() -> None:
     by_name = {entry.name: entry.settings for entry in protocols()}
     assert dict(by_name["scicode-paper"]) == {
+        "dataset": "original",
         "split": "test",
         "mode": "naive",
         "with_background": False,
@@ -77,6 +78,16 @@ def test_the_published_protocols_are_those_of_the_sources() -> None:
         False,
         {"temperature": 0},
     )
+    verified = by_name["scicode-verified"]
+    assert (verified["dataset"], verified["split"], verified["mode"], verified["with_background"]) == (
+        "verified",
+        "test",
+        "naive",
+        False,
+    )
+    assert "model_params" not in verified and verified["step_timeout_seconds"] == 1800  # the provider's temperature
+    assert by_name["scicode-verified-background"]["with_background"] is True
+    assert all("dataset" in settings for settings in by_name.values())  # every protocol names its data
 
 
 def test_a_setting_given_beside_the_protocol_wins() -> None:
@@ -219,6 +230,20 @@ def test_explicit_targets_are_official_only_when_they_are_the_official_file(tmp_
     assert summary_of(settings).published.is_published
     run_summarize(settings, targets=TargetsInfo("explicit", "h5py_file", "0" * 64), now=FIXED_NOW)
     assert "targets explicit, not the official test_data.h5" in summary_of(settings).published.reasons
+
+
+def test_a_verified_run_is_judged_against_the_verified_protocol_never_the_papers(tmp_path: Path) -> None:
+    """The paper's protocols are of the original data: a SciCode-Verified run with every other setting of the paper's
+    is not its published setting, and matches SciCode-Verified's own protocol."""
+    from tests.support.run_artifacts import make_summarized_run
+
+    verified = {"split": "test", "with_background": "false", "dataset": "verified", "mode": "naive"}
+    own = summary_of(make_summarized_run(tmp_path, "own", [True] + [False] * 63, **verified)).published
+    assert own.is_published and own.protocol == "scicode-verified"
+    paper = make_summarized_run(tmp_path, "paper", [True] + [False] * 63, **verified, **PAPER)
+    judged = summary_of(paper).published
+    assert not judged.is_published and judged.protocol == "scicode-paper"
+    assert "dataset=verified (protocol: original)" in judged.reasons[0]
 
 
 def test_a_run_without_protocol_is_judged_against_the_protocol_it_matches(tmp_path: Path) -> None:

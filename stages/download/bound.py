@@ -28,7 +28,7 @@ from stages.benchmark.datasets import ManifestBinding, ProblemDataError, Publish
 from stages.benchmark.problems import Benchmark
 from stages.config.fingerprints import FingerprintParts, digest, settings_slice
 from stages.config.settings import Settings
-from stages.download.fetch import SourceUnavailable, StagedFile, already_placed, discard, fetch_file
+from stages.download.fetch import SourceUnavailable, StagedFile, already_placed, discard, fetch_file, file_identity
 from stages.errors import PipelineError
 from stages.records.manifest import KIND as MANIFEST_KIND
 from stages.records.manifest import Manifest, ManifestFile, ManifestTargets, TargetsKind
@@ -65,9 +65,9 @@ def bound_fingerprint_parts(settings: Settings) -> FingerprintParts:
     benchmark = settings.benchmark
     binding, published = _bound_parts(benchmark)
     names = (*benchmark.dataset.problem_files, binding.file, benchmark.dataset.targets_file)
-    staged = {name: _identity(benchmark.file(name)) for name in names}
-    shared = {name: _identity(benchmark.shared.file(name)) for name in shared_files(benchmark)}
-    explicit = _identity(settings.explicit_targets_file())
+    staged = {name: file_identity(benchmark.file(name)) for name in names}
+    shared = {name: file_identity(benchmark.shared.file(name)) for name in shared_files(benchmark)}
+    explicit = file_identity(settings.explicit_targets_file())
     pins = {"dataset": benchmark.name, "revision": published.revision, "problems_md5": published.problems_md5}
     covered = {
         "settings": settings.fingerprint("download"),
@@ -84,16 +84,6 @@ def bound_fingerprint_parts(settings: Settings) -> FingerprintParts:
         "h5py_file": digest(explicit),
     }
     return FingerprintParts(fingerprint(covered), settings=settings_slice(settings, "download"), inputs=inputs)
-
-
-def _identity(path: Path | None) -> list[int] | None:
-    if path is None:
-        return None
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return [stat.st_size, stat.st_mtime_ns]
 
 
 # ---------------------------------------------------------------------------

@@ -307,3 +307,15 @@ def fetch_file(url: str, dest: Path, name: str, source: str) -> StagedFile:
         raise SourceUnavailable(f"{shown}: {error}") from None
     except (OSError, http.client.HTTPException, ValueError) as error:
         raise SourceUnavailable(f"{shown}: {_reason(error)}") from None
+
+
+def file_identity(path: Path | None) -> list[int] | None:
+    """A file's size and modification time (what a fingerprint of staged files covers without hashing them); None
+    for no path or a file that cannot be read."""
+    if path is None:
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]

@@ -38,6 +38,7 @@ from stages.download.fetch import (
     discard,
     display_url,
     extract_members,
+    file_identity,
     is_placed,
     local_archive,
     pip_download,
@@ -104,7 +105,7 @@ def download_fingerprint_parts(settings: Settings) -> FingerprintParts:
         "scicode_dir": _folder_identity(files, paths.scicode_dir),
         "data_dir": _folder_identity(files, paths.data_dir),
     }
-    explicit = _file_identity(settings.explicit_targets_file())
+    explicit = file_identity(settings.explicit_targets_file())
     covered = {
         "settings": settings.fingerprint("download"),
         "pins": pinned,
@@ -120,19 +121,9 @@ def download_fingerprint_parts(settings: Settings) -> FingerprintParts:
     return FingerprintParts(fingerprint(covered), settings=settings_slice(settings, "download"), inputs=inputs)
 
 
-def _file_identity(path: Path | None) -> list[int] | None:
-    if path is None:
-        return None
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return [stat.st_size, stat.st_mtime_ns]
-
-
 def _folder_identity(files: FilePins, folder: Path) -> dict[str, list[int]]:
     candidates = sorted({alias for name in files.known_names for alias in files.names_on_disk(name)})
-    identities = {name: _file_identity(folder / name) for name in candidates}
+    identities = {name: file_identity(folder / name) for name in candidates}
     return {name: identity for name, identity in identities.items() if identity is not None}
 
 

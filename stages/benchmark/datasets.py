@@ -74,6 +74,7 @@ class Dataset:
     excluded_problems: frozenset[str]
     prefilled_steps: Mapping[str, str]  # step id -> file of its official code (in the shared_from dataset's folder)
     targets_file: str
+    protocol_environments: tuple[str, ...]  # the environments its published protocol grades every step in
     targets_size: str  # as an error line says it ("about 1.05 GB")
     targets_published: str
     manifest: ManifestBinding | None
@@ -148,6 +149,7 @@ def _dataset(name: str, record: Mapping[str, Any]) -> Dataset:
         excluded_problems=frozenset(str(pid) for pid in record["excluded_problems"]),
         prefilled_steps=MappingProxyType({str(k): str(v) for k, v in record["prefilled_steps"].items()}),
         targets_file=str(record["targets_file"]),
+        protocol_environments=tuple(str(name) for name in record["protocol_environments"]),
         targets_size=str(record["targets_size"]),
         targets_published=str(record["targets_published"]),
         manifest=_binding(record.get("manifest")),

@@ -266,6 +266,7 @@ CaveatKind = Literal[
     "problems_failed",
     "steps_not_generated",
     "snippets_elsewhere",
+    "fewer_environments",
 ]
 CAVEAT_KINDS: tuple[CaveatKind, ...] = get_args(CaveatKind)
 

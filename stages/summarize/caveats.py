@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.benchmark.datasets import DEFAULT_DATASET
+from stages.config.environments import parse_environments
 from stages.config.settings import Settings
 from stages.records.results import GENERATION_FAILED_STATES, NO_DETAILS_STATES
 from stages.records.summary import Caveat, CaveatKind
@@ -112,6 +113,20 @@ def _snippets_elsewhere(found: CaveatInputs) -> str | None:
     return f"tool snippets ran in the sandbox at {sandbox}, the tests on this machine"
 
 
+def _fewer_environments(found: CaveatInputs) -> str | None:
+    """A dataset whose published protocol grades every step in several environments, graded in fewer."""
+    settings = found.settings
+    wanted = settings.benchmark.dataset.protocol_environments
+    graded = len(parse_environments(settings.environments)) if settings.environments else 1
+    if graded >= len(wanted):
+        return None
+    return (
+        f"graded in {graded} environment(s); the published protocol of dataset {settings.dataset} grades every step "
+        f"in {len(wanted)} ({', '.join(wanted)}) and passes it when any passes (`doit environments`, then "
+        "environments=)"
+    )
+
+
 CAVEAT_RULES: tuple[Callable[[CaveatInputs], Caveat | None], ...] = (
     _targets,
     lambda found: _phrased("tool_use_as_naive", _tool_use_as_naive(found)),
@@ -120,6 +135,7 @@ CAVEAT_RULES: tuple[Callable[[CaveatInputs], Caveat | None], ...] = (
     lambda found: _phrased("problems_failed", _failed_problems(found)),
     lambda found: _phrased("steps_not_generated", _steps_not_generated(found)),
     lambda found: _phrased("snippets_elsewhere", _snippets_elsewhere(found)),
+    lambda found: _phrased("fewer_environments", _fewer_environments(found)),
 )
 
 

@@ -135,3 +135,25 @@ def test_failed_problems_are_named_by_why_they_failed(tmp_path: Path) -> None:
         "3 problem(s) failed (counted as unresolved): 1 not scored, "
         "2 with steps that could not be evaluated (eval_error)"
     )
+
+
+def test_a_verified_run_graded_in_fewer_environments_than_its_protocol_says_so(tmp_path: Path) -> None:
+    """SciCode-Verified's protocol grades every step in a 2024-era and a 2025-era environment: a run graded in one
+    carries that caveat wherever its headline is; a run graded in both does not."""
+    import sys
+
+    from tests.support.run_artifacts import make_summarized_run
+
+    verified = {"split": "test", "with_background": "false", "dataset": "verified", "mode": "naive"}
+    one = make_summarized_run(tmp_path, "one", [True] + [False] * 63, **verified)
+    summary = read_summary_file(one.run_paths.summary_json)
+    assert summary is not None and [caveat.kind for caveat in summary.caveats] == ["fewer_environments"]
+    phrase = "graded in 1 environment(s); the published protocol of dataset verified grades every step in 2"
+    assert phrase in summary.caveats[0].text and "(2024-era, 2025-era)" in summary.caveats[0].text
+    assert phrase in run_summarize(one, targets=OFFICIAL, now=FIXED_NOW).one_line
+    both = f"2024-era:{sys.executable},2025-era:{sys.executable}"
+    two = make_summarized_run(tmp_path, "two", [True] + [False] * 63, **verified, environments=both)
+    graded = read_summary_file(two.run_paths.summary_json)
+    assert graded is not None and graded.caveats == ()
+    original = read_summary_file(make_whole_split_run(tmp_path, "original", mode="naive").run_paths.summary_json)
+    assert original is not None and original.caveats == ()  # the original's protocols grade in one

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from stages.benchmark import manifest_bound
@@ -178,15 +179,14 @@ def _targets(settings: Settings, binding: ManifestBinding) -> tuple[bool, Manife
     return True, ManifestTargets(kind, str(path), sha256_file(path), note)
 
 
-def _shared_entries(settings: Settings) -> dict[str, ManifestFile]:
-    """The templates and prefilled code in the original folder, staged there from the original's sources."""
-    from stages.download.stage import stage_original_files
-
-    return stage_original_files(settings, list(shared_files(settings.benchmark)))
+# How the original dataset's files are staged (`stages.download.stage.stage_original_files`): given by the caller, so
+# that this module, which that one dispatches to, never imports it back.
+StageOriginalFiles = Callable[[Settings, list[str]], dict[str, ManifestFile]]
 
 
-def run_bound_download(settings: Settings) -> JSONObject:
-    """Stage a manifest-bound dataset's files; returns its record (unchanged when already current)."""
+def run_bound_download(settings: Settings, stage_original_files: StageOriginalFiles) -> JSONObject:
+    """Stage a manifest-bound dataset's files, and with `stage_original_files` the templates and prefilled code it
+    shares with the original (in the original's folder); returns its record (unchanged when already current)."""
     benchmark = settings.benchmark
     record_path = benchmark.record_path
     if is_current(record_path, MANIFEST_KIND, bound_fingerprint_parts(settings).value):
@@ -210,7 +210,7 @@ def run_bound_download(settings: Settings) -> JSONObject:
         _warn(warnings, targets.note or "no targets")
     files = {
         staged.name: ManifestFile(staged.size, staged.sha256, staged.source, state) for staged in batch
-    } | _shared_entries(settings)
+    } | stage_original_files(settings, list(shared_files(benchmark)))
     manifest = Manifest(
         stamp=Stamp.of(bound_fingerprint_parts(settings)),
         verify_checksums=settings.verify_checksums,

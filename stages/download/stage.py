@@ -375,7 +375,7 @@ def run_download(settings: Settings) -> JSONObject:
     if settings.benchmark.dataset.is_manifest_bound:
         from stages.download.bound import run_bound_download
 
-        return run_bound_download(settings)
+        return run_bound_download(settings, stage_original_files)
     return run_original_download(settings)
 
 

@@ -48,7 +48,9 @@ def test_a_verified_run_names_its_dataset_in_the_summary_index_and_export(tmp_pa
     assert summary is not None
     assert (summary.identity.dataset, summary.identity.problems_md5) == ("verified", MD5)
     assert [caveat.text for caveat in summary.caveats] == [
-        "2 of the 64 problems of split test of dataset verified (a subset)"
+        "2 of the 64 problems of split test of dataset verified (a subset)",
+        "graded in 1 environment(s); the published protocol of dataset verified grades every step in 2 "
+        "(2024-era, 2025-era) and passes it when any passes (`doit environments`, then environments=)",
     ]
     markdown = settings.run_paths.summary_md.read_text(encoding="utf-8")
     assert f"- dataset: verified (problem file md5 {MD5}, as its manifest states)" in markdown

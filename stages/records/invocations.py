@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,16 +36,15 @@ def _now() -> str:
 
 
 def process_started() -> datetime:
-    """When this process (the `doit` command) started: from /proc (its start in clock ticks after boot, and the
-    boot time), else when this module was imported. A run's recorded start is its command's, not the moment its
-    first problem was admitted after select and preflight."""
+    """When this process (the `doit` command) started: from /proc, its start in clock ticks after boot set against
+    the time since boot now (both on the boot clock, to a clock tick; /proc/stat's boot time is whole seconds), else
+    when this module was imported. A run's recorded start is its command's, not the moment its first problem was
+    admitted after select and preflight."""
     try:
         ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(
-            int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")
-        )
-        return datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), timezone.utc)
-    except (OSError, ValueError, IndexError, StopIteration):
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return datetime.fromtimestamp(time.time() - max(age, 0.0), timezone.utc)
+    except (OSError, ValueError, IndexError, AttributeError):
         return _IMPORTED
 
 

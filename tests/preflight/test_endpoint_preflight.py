@@ -205,17 +205,24 @@ class RevokedAfter(ScriptedModel):
         return super().__call__(request)
 
 
+def run_with_key_revoked_after(
+    workdir: Path, staged_data_dir: Path, dev_targets: Path, *, answers: int, concurrency: int
+) -> subprocess.CompletedProcess[str]:
+    """A naive run against a server that refuses the key after `answers` answers, `concurrency` calls in flight."""
+    model = RevokedAfter(steps_of(staged_data_dir, PROBLEMS, "validation"), answers=answers)
+    with ModelServer(model) as server:
+        return run_doit(
+            workdir,
+            *common_args(staged_data_dir, dev_targets),
+            *model_args(server, mode="naive", concurrency=str(concurrency)),
+            api_key=TEST_API_KEY,
+        )
+
+
 def test_a_key_refused_mid_run_stops_the_run_with_one_line(
     workdir: Path, staged_data_dir: Path, dev_targets: Path
 ) -> None:
-    model = RevokedAfter(steps_of(staged_data_dir, PROBLEMS, "validation"), answers=1)
-    with ModelServer(model) as server:
-        result = run_doit(
-            workdir,
-            *common_args(staged_data_dir, dev_targets),
-            *model_args(server, mode="naive", concurrency="1"),
-            api_key=TEST_API_KEY,
-        )
+    result = run_with_key_revoked_after(workdir, staged_data_dir, dev_targets, answers=1, concurrency=1)
     assert result.returncode == KEY_REFUSED.code, output_of(result)
     line = stopped_line(result)
     assert "HTTP 401" in line and "the key was refused mid-run" in line and "finished work is saved" in line
@@ -230,14 +237,7 @@ def test_a_key_refused_at_the_first_real_call_after_a_passing_preflight_is_the_k
 ) -> None:
     """Two problems in flight, the first real call refused: exit 22 and the key's line, not "model call failed for
     every problem ... check model= and base_url=" (exit 2)."""
-    model = RevokedAfter(steps_of(staged_data_dir, PROBLEMS, "validation"), answers=0)
-    with ModelServer(model) as server:
-        result = run_doit(
-            workdir,
-            *common_args(staged_data_dir, dev_targets),
-            *model_args(server, mode="naive", concurrency="2"),
-            api_key=TEST_API_KEY,
-        )
+    result = run_with_key_revoked_after(workdir, staged_data_dir, dev_targets, answers=0, concurrency=2)
     assert result.returncode == KEY_REFUSED.code, output_of(result)
     line = stopped_line(result)
     assert "HTTP 401" in line and "the key was refused mid-run" in line, line

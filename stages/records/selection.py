@@ -3,102 +3,35 @@ its step ids and of which steps are scored, for every stage after select)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from functools import cached_property
 from pathlib import Path
 
 from stages.benchmark.categories import UNCLASSIFIED, Category, category_of
 from stages.benchmark.datasets import DEFAULT_DATASET
+from stages.records.declared import Declared, key
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
-from stages.storage.json_values import (
-    FrozenObject,
-    JSONObject,
-    JSONValue,
-    flag,
-    integer,
-    objects,
-    optional_text,
-    text,
-    texts,
-)
+from stages.storage.json_values import JSONObject
 
 KIND = "selection"
 
 
 @dataclass(frozen=True)
-class LayoutStep:
+class LayoutStep(Declared):
     """One step of a selected problem, in problem order: scored, or prefilled (official code, not scored)."""
 
     step_id: str
     prefilled: bool
 
-    def to_record(self) -> JSONObject:
-        return {"step_id": self.step_id, "prefilled": self.prefilled}
-
 
 StepLayout = tuple[LayoutStep, ...]
 
 
-def layout_of(records: Iterable[FrozenObject]) -> StepLayout:
-    return tuple(LayoutStep(text(step.get("step_id")), flag(step.get("prefilled"))) for step in records)
-
-
-@dataclass(frozen=True)
-class SelectionEntry:
-    """A selected problem as selection.json records it. `field`/`subfield` are None in entries written before
-    they were recorded (`taxonomy` then falls back to the entry's category, else the table)."""
-
-    problem_id: str
-    split: str
-    category: str
-    taxonomy: Category
-    fingerprint: str
-    steps: int
-    scored_steps: int
-    layout: StepLayout
-    field: str | None = None
-    subfield: str | None = None
-
-    @property
-    def skipped_steps(self) -> int:
-        return self.steps - self.scored_steps
-
-    @property
-    def scored_step_ids(self) -> tuple[str, ...]:
-        return tuple(step.step_id for step in self.layout if not step.prefilled)
-
-    @classmethod
-    def from_record(cls, entry: FrozenObject) -> SelectionEntry:
-        problem_id = text(entry.get("problem_id"))
-        category = text(entry.get("category"))
-        field, subfield = optional_text(entry.get("field")), optional_text(entry.get("subfield"))
-        stated = {"field": field, "subfield": subfield, "category": category if category != UNCLASSIFIED else None}
-        return cls(
-            problem_id,
-            text(entry.get("split")),
-            category,
-            category_of(problem_id, stated),
-            text(entry.get("fingerprint")),
-            integer(entry.get("steps")),
-            integer(entry.get("scored_steps")),
-            layout_of(objects(entry.get("layout"))),
-            field,
-            subfield,
-        )
-
-    def to_record(self) -> JSONObject:
-        record: JSONObject = {"problem_id": self.problem_id, "category": self.category}
-        if self.field is not None or self.subfield is not None:
-            record |= {"field": self.field, "subfield": self.subfield}
-        layout: list[JSONValue] = [step.to_record() for step in self.layout]
-        return record | {
-            "fingerprint": self.fingerprint,
-            "split": self.split,
-            "steps": self.steps,
-            "scored_steps": self.scored_steps,
-            "layout": layout,
-        }
+def _without_taxonomy(entry: SelectionEntry) -> bool:
+    """Entries written before the field and subfield were recorded carry neither key."""
+    return entry.field is None and entry.subfield is None
 
 
 def dataset_fields(dataset: str, problems_md5: str | None) -> JSONObject:
@@ -109,45 +42,58 @@ def dataset_fields(dataset: str, problems_md5: str | None) -> JSONObject:
     return {"dataset": dataset, "problems_md5": problems_md5}
 
 
-@dataclass(frozen=True)
-class Selection:
+@dataclass(frozen=True, kw_only=True)
+class SelectionEntry(Declared):
+    """A selected problem as selection.json records it. `field`/`subfield` are None in entries written before
+    they were recorded (`taxonomy` then falls back to the entry's category, else the table)."""
+
+    problem_id: str
+    category: str
+    field: str | None = dataclass_field(default=None, metadata=key(omit=_without_taxonomy))
+    subfield: str | None = dataclass_field(default=None, metadata=key(omit=_without_taxonomy))
     fingerprint: str
+    split: str
+    steps: int
+    scored_steps: int
+    layout: StepLayout
+
+    @cached_property
+    def taxonomy(self) -> Category:
+        stated = {
+            "field": self.field,
+            "subfield": self.subfield,
+            "category": self.category if self.category != UNCLASSIFIED else None,
+        }
+        return category_of(self.problem_id, stated)
+
+    @property
+    def skipped_steps(self) -> int:
+        return self.steps - self.scored_steps
+
+    @property
+    def scored_step_ids(self) -> tuple[str, ...]:
+        return tuple(step.step_id for step in self.layout if not step.prefilled)
+
+
+def _of_the_original(selection: Selection) -> bool:
+    """Records of the original dataset written before datasets existed carry no dataset keys (and read back so)."""
+    return selection.dataset == DEFAULT_DATASET and selection.problems_md5 is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selection(Declared):
+    stamp: Stamp = dataclass_field(metadata=key(flatten=True))
+    status: str = "complete"
+    dataset: str = dataclass_field(default=DEFAULT_DATASET, metadata=key(omit=_of_the_original))
+    problems_md5: str | None = dataclass_field(default=None, metadata=key(omit=_of_the_original))
     split: str
     category: tuple[str, ...]
     sample_ids: tuple[str, ...]
-    entries: tuple[SelectionEntry, ...]
-    stamp: Stamp | None = None  # None only for a selection built in memory, never written
-    status: str = "complete"
-    dataset: str = DEFAULT_DATASET  # a selection written before datasets existed is of the original
-    problems_md5: str | None = None  # a manifest-bound dataset: the md5 its manifest states for the problem file
+    entries: tuple[SelectionEntry, ...] = dataclass_field(metadata=key("problems"))
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> Selection:
-        return cls(
-            text(record.get("fingerprint")),
-            text(record.get("split")),
-            texts(record.get("category")),
-            texts(record.get("sample_ids")),
-            tuple(SelectionEntry.from_record(entry) for entry in objects(record.get("problems"))),
-            Stamp.from_record(record),
-            text(record.get("status"), "complete"),
-            text(record.get("dataset"), DEFAULT_DATASET),
-            optional_text(record.get("problems_md5")),
-        )
-
-    def to_record(self) -> JSONObject:
-        stamp = self.stamp or Stamp(self.fingerprint)
-        problems: list[JSONValue] = [entry.to_record() for entry in self.entries]
-        category: list[JSONValue] = list(self.category)
-        sample_ids: list[JSONValue] = list(self.sample_ids)
-        return stamp.to_record() | {
-            "status": self.status,
-            **dataset_fields(self.dataset, self.problems_md5),
-            "split": self.split,
-            "category": category,
-            "sample_ids": sample_ids,
-            "problems": problems,
-        }
+    @property
+    def fingerprint(self) -> str:
+        return self.stamp.fingerprint
 
     @property
     def by_id(self) -> dict[str, SelectionEntry]:

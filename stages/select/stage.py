@@ -154,7 +154,6 @@ def selection_entry(problem: Problem) -> SelectionEntry:
         problem_id=problem.problem_id,
         split=problem.split,
         category=problem.category,
-        taxonomy=problem.taxonomy,
         fingerprint=problem.fingerprint,
         steps=len(problem.steps),
         scored_steps=len(problem.scored_steps),
@@ -169,7 +168,6 @@ def run_select(settings: Settings) -> JSONObject:
     problems = select_problems(settings)
     parts = selection_fingerprint_parts(settings)
     selection = Selection(
-        fingerprint=parts.value,
         split=settings.split,
         category=tuple(settings.category),
         sample_ids=tuple(settings.sample_ids),

@@ -1,0 +1,281 @@
+"""Records declared once: a record's JSON form, read and written, derived from its dataclass fields.
+
+A record is a frozen dataclass that subclasses `Declared`. Each field is one key of the record's JSON object, in
+the order the fields are declared (use `kw_only=True` where a key without a default follows one with a default).
+How a field is read and written follows from its annotation (the module's `from __future__ import annotations`
+keeps it a string, which is what is read here):
+
+| annotation | read from a frozen value (total: a missing or ill-typed key reads as the field's default) | written |
+| --- | --- | --- |
+| `str`, `int`, `float`, `bool` (a `Literal[...]` of strings reads as `str`) | `text`, `integer`, `number`, `flag` | as is |
+| `X | None` | None when absent or not of X's shape, else X's reading | as is |
+| `tuple[X, ...]` | each item of an array read as X (objects only, for a record X) | a list |
+| a `Declared` record | its `from_record` of the object | its `to_record` |
+| `FrozenObject`, `Frozen` (free-form JSON: a trajectory, a tool's outcome) | the frozen value | `thaw` of it |
+
+What the annotation cannot say is the field's metadata, given with `key(...)` (`field(metadata=key(...))`): its
+JSON key when it differs from the attribute's name, when the key is left out of the written record (`omit`), a
+record whose keys are spread into this one's (`flatten`), and a reader or writer of its own for the rare value
+no annotation describes. The readers of `stages.storage.json_values` are the building blocks: a record read here
+reads exactly as the hand-written converters it replaced did.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, dataclass, fields
+from types import GenericAlias
+from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
+
+from stages.storage.json_values import (
+    EMPTY,
+    Frozen,
+    FrozenObject,
+    JSONObject,
+    JSONValue,
+    flag,
+    integer,
+    items,
+    number,
+    obj,
+    text,
+    thaw,
+)
+
+D = TypeVar("D", bound="Declared")
+
+Omit = Literal["never", "if_none", "if_empty", "if_default"]
+Reader = Callable[[Frozen], Any]
+Writer = Callable[[Any], JSONValue]
+
+_METADATA_KEY = "record"
+
+
+@dataclass(frozen=True)
+class KeyDeclaration:
+    """What a field's annotation cannot say about its key (see the module's docstring)."""
+
+    name: str | None = None  # the JSON key; None: the attribute's name
+    omit: Omit | Callable[[Any], bool] = "never"  # a callable is given the whole record
+    flatten: bool = False  # a Declared field whose keys are this record's own
+    read: Reader | None = None
+    write: Writer | None = None
+
+
+def key(
+    name: str | None = None,
+    *,
+    omit: Omit | Callable[[Any], bool] = "never",
+    flatten: bool = False,
+    read: Reader | None = None,
+    write: Writer | None = None,
+) -> dict[str, KeyDeclaration]:
+    """A field's metadata: `field(default=..., metadata=key("usage", omit="if_none"))`."""
+    return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write)}
+
+
+class Declared:
+    """A record whose `from_record` and `to_record` follow from its fields' declarations."""
+
+    __record_plan__: ClassVar[tuple[_FieldPlan, ...] | None] = None
+
+    @classmethod
+    def from_record(cls: type[D], record: FrozenObject) -> D:
+        """The record of a frozen JSON object (a valid artifact's, or a part of it): never raises on its shape."""
+        return cls(**{plan.attribute: plan.read_from(record) for plan in _plan_of(cls)})
+
+    def to_record(self) -> JSONObject:
+        """The JSON object the writer writes, keys in the fields' order."""
+        record: JSONObject = {}
+        for plan in _plan_of(type(self)):
+            value = getattr(self, plan.attribute)
+            if plan.omitted(self, value):
+                continue
+            written = plan.write(value)
+            if plan.declaration.flatten and isinstance(written, dict):
+                record |= written
+            else:
+                record[plan.key] = written
+        return record
+
+
+# ---------------------------------------------------------------------------
+# The plan of a record class: one reader and one writer per field, made once per class
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """How one annotation reads and writes."""
+
+    read: Callable[[Frozen, Any], Any]  # (value, default) -> field value
+    write: Writer
+
+
+@dataclass(frozen=True)
+class _FieldPlan:
+    attribute: str
+    key: str
+    default: Any  # what a missing key reads as (MISSING: the kind's own zero)
+    kind: _Kind
+    declaration: KeyDeclaration
+
+    def read_from(self, record: FrozenObject) -> Any:
+        if self.declaration.flatten:
+            return self.kind.read(record, self.default)
+        return self.kind.read(record.get(self.key), self.default)
+
+    def omitted(self, owner: Declared, value: Any) -> bool:
+        omit = self.declaration.omit
+        if callable(omit):
+            return bool(omit(owner))
+        if omit == "if_none":
+            return value is None
+        if omit == "if_empty":
+            return not value
+        if omit == "if_default":
+            return bool(value == self.default)
+        return False
+
+    def write(self, value: Any) -> JSONValue:
+        return self.kind.write(value)
+
+
+def _plan_of(cls: type[Declared]) -> tuple[_FieldPlan, ...]:
+    plan = cls.__dict__.get("__record_plan__")
+    if plan is None:
+        plan = tuple(_field_plan(cls, item) for item in fields(cls) if item.init)  # type: ignore[arg-type]
+        cls.__record_plan__ = plan
+    return plan
+
+
+def _field_plan(cls: type, item: Field[Any]) -> _FieldPlan:
+    declaration = item.metadata.get(_METADATA_KEY, KeyDeclaration())
+    default = item.default
+    if default is MISSING and item.default_factory is not MISSING:
+        default = item.default_factory()
+    kind = _declared_kind(declaration) or _kind_of(str(item.type), _namespace(cls), f"{cls.__name__}.{item.name}")
+    return _FieldPlan(item.name, declaration.name or item.name, default, kind, declaration)
+
+
+def _declared_kind(declaration: KeyDeclaration) -> _Kind | None:
+    if declaration.read is None and declaration.write is None:
+        return None
+    if declaration.read is None or declaration.write is None:
+        raise TypeError("a field's own reader and writer are declared together")
+    reader = declaration.read
+    return _Kind(lambda value, default: reader(value), declaration.write)
+
+
+def _namespace(cls: type) -> dict[str, Any]:
+    return vars(sys.modules[cls.__module__])
+
+
+# ---------------------------------------------------------------------------
+# Kinds by annotation
+# ---------------------------------------------------------------------------
+
+
+def _or(default: Any, zero: Any) -> Any:
+    return zero if default is MISSING else default
+
+
+def _as_is(value: Any) -> JSONValue:
+    return value  # type: ignore[no-any-return]
+
+
+_SCALARS: dict[str, _Kind] = {
+    "str": _Kind(lambda value, default: text(value, _or(default, "")), _as_is),
+    "int": _Kind(lambda value, default: integer(value, _or(default, 0)), _as_is),
+    "float": _Kind(lambda value, default: number(value, _or(default, 0.0)), _as_is),
+    "bool": _Kind(lambda value, default: flag(value) if value is not None else _or(default, False), _as_is),
+    "FrozenObject": _Kind(lambda value, default: obj(value) if value is not None else _or(default, EMPTY), thaw),
+    "Frozen": _Kind(lambda value, default: value if value is not None else _or(default, None), thaw),
+}
+
+_SHAPES: dict[str, Callable[[Frozen], bool]] = {
+    "str": lambda value: value is not None,
+    "int": lambda value: isinstance(value, int) and not isinstance(value, bool),
+    "float": lambda value: isinstance(value, (int, float)) and not isinstance(value, bool),
+    "bool": lambda value: isinstance(value, bool),
+    "FrozenObject": lambda value: isinstance(value, Mapping),
+    "Frozen": lambda value: value is not None,
+}
+
+_OPTIONAL = re.compile(r"^(?P<inner>.+?)\s*\|\s*None$")
+_TUPLE = re.compile(r"^tuple\[(?P<item>.+),\s*\.\.\.\]$")
+_LITERAL = re.compile(r"^Literal\[.*\]$")
+
+
+def _kind_of(annotation: str, namespace: Mapping[str, Any], where: str) -> _Kind:
+    annotation = annotation.strip()
+    alias = namespace.get(annotation)
+    if isinstance(alias, GenericAlias):  # a name for `tuple[X, ...]`
+        return _kind_of(_alias_text(alias), {**namespace, **_alias_names(alias)}, where)
+    optional = _OPTIONAL.match(annotation)
+    if optional:
+        return _optional_kind(optional.group("inner"), namespace, where)
+    if _LITERAL.match(annotation) or namespace.get(annotation) is str:
+        annotation = "str"
+    if annotation in _SCALARS:
+        return _SCALARS[annotation]
+    sequence = _TUPLE.match(annotation)
+    if sequence:
+        return _tuple_kind(sequence.group("item"), namespace, where)
+    record = _record_class(annotation, namespace)
+    if record is not None:
+        return _Kind(lambda value, default: record.from_record(obj(value)), lambda value: value.to_record())
+    raise TypeError(f"{where}: no reading of the annotation {annotation!r}; declare its reader and writer with key()")
+
+
+def _optional_kind(inner: str, namespace: Mapping[str, Any], where: str) -> _Kind:
+    kind = _kind_of(inner, namespace, where)
+    record = _record_class(inner.strip(), namespace)
+    shape = _SHAPES.get("str" if _LITERAL.match(inner.strip()) else inner.strip())
+    if record is not None:
+        shape = _is_mapping
+    if shape is None:
+        shape = _is_present
+    test = shape
+
+    def read(value: Frozen, default: Any) -> Any:
+        return kind.read(value, MISSING) if test(value) else _or(default, None)
+
+    return _Kind(read, lambda value: None if value is None else kind.write(value))
+
+
+def _tuple_kind(item: str, namespace: Mapping[str, Any], where: str) -> _Kind:
+    kind = _kind_of(item, namespace, where)
+    record = _record_class(item.strip(), namespace)
+
+    def read(value: Frozen, default: Any) -> tuple[Any, ...]:
+        values = items(value)
+        if record is not None:
+            return tuple(kind.read(entry, MISSING) for entry in values if isinstance(entry, Mapping))
+        return tuple(kind.read(entry, MISSING) for entry in values)
+
+    return _Kind(read, lambda value: [kind.write(entry) for entry in value])
+
+
+def _record_class(annotation: str, namespace: Mapping[str, Any]) -> type[Declared] | None:
+    found = namespace.get(annotation)
+    return found if isinstance(found, type) and issubclass(found, Declared) else None
+
+
+def _alias_text(alias: GenericAlias) -> str:
+    names = ", ".join("..." if arg is Ellipsis else getattr(arg, "__name__", str(arg)) for arg in get_args(alias))
+    return f"{getattr(get_origin(alias), '__name__', '')}[{names}]"
+
+
+def _alias_names(alias: GenericAlias) -> dict[str, Any]:
+    return {arg.__name__: arg for arg in get_args(alias) if isinstance(arg, type)}
+
+
+def _is_mapping(value: Frozen) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _is_present(value: Frozen) -> bool:
+    return value is not None

@@ -1,0 +1,109 @@
+"""Records declared once: the JSON form read and written from the fields' declarations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from stages.records.declared import Declared, key
+from stages.storage.json_values import Frozen, FrozenObject, freeze, freeze_object
+
+
+@dataclass(frozen=True)
+class Part(Declared):
+    name: str
+    size: int = 7
+
+
+Parts = tuple[Part, ...]
+
+
+def _no_note(record: Whole) -> bool:
+    return record.note is None and record.extra is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stamped(Declared):
+    fingerprint: str
+    parts: FrozenObject | None = field(default=None, metadata=key("fingerprint_parts", omit="if_none"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Whole(Declared):
+    stamp: Stamped = field(metadata=key(flatten=True))
+    status: str = "complete"
+    note: str | None = field(default=None, metadata=key(omit=_no_note))
+    extra: int | None = field(default=None, metadata=key(omit=_no_note))
+    ratio: float
+    ok: bool
+    tags: tuple[str, ...] = ()
+    items: Parts = field(default=(), metadata=key("parts", omit="if_empty"))
+    best: Part | None = None
+    free: Frozen = None
+
+
+def test_a_record_round_trips_with_its_keys_in_the_declared_order() -> None:
+    record = {
+        "fingerprint": "f",
+        "fingerprint_parts": {"a": [1, 2]},
+        "status": "partial",
+        "note": "n",
+        "extra": None,
+        "ratio": 0.5,
+        "ok": True,
+        "tags": ["x", "y"],
+        "parts": [{"name": "p", "size": 3}],
+        "best": {"name": "b", "size": 1},
+        "free": {"any": ["shape", 1, None]},
+    }
+    whole = Whole.from_record(freeze_object(record))
+    assert whole.items == (Part("p", 3),) and whole.best == Part("b", 1) and whole.tags == ("x", "y")
+    assert whole.stamp.fingerprint == "f" and whole.note == "n"
+    written = whole.to_record()
+    assert written == record and list(written) == list(record)
+
+
+def test_left_out_keys_read_as_the_field_defaults_and_are_omitted_as_declared() -> None:
+    whole = Whole.from_record(freeze_object({"fingerprint": "f", "ratio": 1, "ok": False}))
+    assert whole.status == "complete" and whole.items == () and whole.best is None and whole.free is None
+    assert whole.to_record() == {
+        "fingerprint": "f",
+        "status": "complete",
+        "ratio": 1.0,
+        "ok": False,
+        "tags": [],
+        "best": None,
+        "free": None,
+    }
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {
+            "fingerprint": 3,
+            "ratio": "x",
+            "ok": None,
+            "tags": "abc",
+            "parts": [1, "a", None],
+            "best": [1],
+            "extra": True,
+        },
+        {"fingerprint": {"a": 1}, "ratio": [], "parts": {"name": "p"}, "best": "b", "extra": 1.5},
+    ],
+)
+def test_ill_typed_keys_read_as_defaults_without_raising(hostile: dict[str, object]) -> None:
+    whole = Whole.from_record(freeze_object(hostile))
+    assert whole.ratio == 0.0 and whole.items == () and whole.best is None and whole.extra is None
+    assert isinstance(whole.stamp.fingerprint, str)
+    Whole.from_record(freeze_object(freeze(whole.to_record())))  # what it writes reads back
+
+
+def test_an_annotation_with_no_reading_is_refused_naming_the_field() -> None:
+    @dataclass(frozen=True)
+    class Odd(Declared):
+        when: complex
+
+    with pytest.raises(TypeError, match=r"Odd.when: no reading of the annotation 'complex'"):
+        Odd.from_record(freeze_object({}))

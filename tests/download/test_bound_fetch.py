@@ -3,10 +3,9 @@ copy at the pinned revision's path, a corrupted copy, nothing, or an endless bod
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from stages.download import bound, fetch
 from stages.download.bound import BoundDataError
 from stages.download.stage import run_download
 from stages.select.stage import select_problems
+from tests.support.loopback_http import LoopbackServer
 from tests.support.run_artifacts import json_at, json_str
 
 REVISION = "faa28a1d4e709bf94c659f04ba608e51d3dceb1f"
@@ -25,7 +25,7 @@ PINNED_MD5 = "5c604d8dbf52642bd94e13b92c8f52eb"
 NAMES = ("problems_test.jsonl", "manifest.json")
 
 
-class PublishedFiles:
+class PublishedFiles(LoopbackServer):
     """An HTTP server on 127.0.0.1 serving `files` under `/<revision>/scicode_verified/<name>` (404 otherwise), or an
     endless body when `endless`; it records the paths asked for."""
 
@@ -33,47 +33,32 @@ class PublishedFiles:
         self.files: dict[str, bytes] = {}
         self.endless = False
         self.asked: list[str] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/mirror"
+        return f"{self.origin}/mirror"
 
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server API)
-                server.asked.append(self.path)
-                prefix = f"/mirror/{REVISION}/scicode_verified/"
-                name = self.path.removeprefix(prefix) if self.path.startswith(prefix) else None
-                if server.endless:
-                    self.send_response(200)
-                    self.end_headers()
-                    try:
-                        while True:
-                            self.wfile.write(b"x" * 65536)
-                    except OSError:
-                        return
-                body = server.files.get(name or "")
-                if body is None:
-                    self.send_error(404, "Not Found")
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                return None
-
-        return Handler
+    def answer(self, request: BaseHTTPRequestHandler) -> None:
+        self.asked.append(request.path)
+        prefix = f"/mirror/{REVISION}/scicode_verified/"
+        name = request.path.removeprefix(prefix) if request.path.startswith(prefix) else None
+        if self.endless:
+            request.send_response(200)
+            request.end_headers()
+            try:
+                while True:
+                    request.wfile.write(b"x" * 65536)
+            except OSError:
+                return
+        body = self.files.get(name or "")
+        if body is None:
+            request.send_error(404, "Not Found")
+            return
+        request.send_response(200)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        request.wfile.write(body)
 
 
 @pytest.fixture

@@ -6,10 +6,9 @@ import hashlib
 import os
 import shutil
 import socket
-import threading
 import zipfile
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from stages.benchmark.pins import pinned_sha256, pins, required_files
 from stages.config.settings import Settings, load_settings
 from stages.download.stage import ChecksumError, DownloadError, download_fingerprint, run_download
 from stages.storage.artifacts import read_artifact
+from tests.support.loopback_http import LoopbackServer
 from tests.support.run_artifacts import json_at, json_list, json_object, json_str
 
 REQUIRED = tuple(required_files())
@@ -42,7 +42,7 @@ def build_zip(path: Path, members: dict[str, bytes], top: str = "scicode") -> Pa
     return path
 
 
-class ArchiveServer:
+class ArchiveServer(LoopbackServer):
     """Serves one payload on 127.0.0.1; can drop the first transfer mid-body and ignore Range."""
 
     def __init__(self) -> None:
@@ -51,48 +51,33 @@ class ArchiveServer:
         self.drop_next_after: int | None = None
         self.range_headers: list[str | None] = []
         self.statuses: list[int] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+        super().__init__()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/scicode.zip"
+        return f"{self.origin}/scicode.zip"
 
     @property
     def request_count(self) -> int:
         return len(self.range_headers)
 
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server API)
-                range_header = self.headers.get("Range")
-                server.range_headers.append(range_header)
-                start = int(range_header.split("=")[1].split("-")[0]) if range_header and server.honor_range else 0
-                body = server.payload[start:]
-                status = 206 if start else 200
-                server.statuses.append(status)
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Accept-Ranges", "bytes" if server.honor_range else "none")
-                if start:
-                    self.send_header("Content-Range", f"bytes {start}-{len(server.payload) - 1}/{len(server.payload)}")
-                self.end_headers()
-                if server.drop_next_after is not None:
-                    body, server.drop_next_after = body[: server.drop_next_after], None
-                    self.close_connection = True
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
+    def answer(self, request: BaseHTTPRequestHandler) -> None:
+        range_header = request.headers.get("Range")
+        self.range_headers.append(range_header)
+        start = int(range_header.split("=")[1].split("-")[0]) if range_header and self.honor_range else 0
+        body = self.payload[start:]
+        status = 206 if start else 200
+        self.statuses.append(status)
+        request.send_response(status)
+        request.send_header("Content-Length", str(len(body)))
+        request.send_header("Accept-Ranges", "bytes" if self.honor_range else "none")
+        if start:
+            request.send_header("Content-Range", f"bytes {start}-{len(self.payload) - 1}/{len(self.payload)}")
+        request.end_headers()
+        if self.drop_next_after is not None:
+            body, self.drop_next_after = body[: self.drop_next_after], None
+            request.close_connection = True
+        request.wfile.write(body)
 
 
 def closed_port_url() -> str:

@@ -27,14 +27,13 @@ from tests.support.pipeline_support import (
     assert_ok,
     data_args,
     descendants,
-    doit_command,
-    doit_environment,
     load_json,
     looping_answer,
     model_args,
     output_of,
     run_doit,
     running,
+    start_doit,
     step_statuses,
     steps_of,
     wrong_answer,
@@ -45,18 +44,6 @@ from tests.support.run_files import summary_file
 STOP_LIMIT_SECONDS = 2.0
 INTERRUPTED_LINE = "scicode: interrupted ("
 SMALL = ("70", "29", "38")  # 14 steps
-
-
-def start_doit(workdir: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        doit_command(workdir, *args),
-        cwd=workdir,
-        env=doit_environment(TEST_API_KEY),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
 
 
 def wait_until(condition: Callable[[], bool], process: subprocess.Popen[str], what: str, limit: float = 240) -> None:

@@ -42,7 +42,6 @@ from tests.support.pipeline_support import (
     command_line,
     data_args,
     descendants,
-    doit_command,
     doit_environment,
     files_containing,
     forbidden_imports,
@@ -56,6 +55,7 @@ from tests.support.pipeline_support import (
     run_doit,
     run_doit_listing_imports,
     running,
+    start_doit,
     step_statuses,
     steps_of,
     wrong_answer,
@@ -265,15 +265,7 @@ def test_first_problem_is_scored_while_generation_is_still_running(
     )
     environment = {**doit_environment(), LATENCY_VARIABLE: str(SLOW_ANSWER_SECONDS)}
     run = run_dir(workdir, "gold", "validation-naive-bg")
-    process = subprocess.Popen(
-        doit_command(workdir, *args),
-        cwd=workdir,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    process = start_doit(workdir, *args, env=environment)
     generations: dict[str, float] = {}
     details: dict[str, float] = {}
     unfinished_at_first_details: list[str] = []
@@ -579,15 +571,7 @@ def interrupt_during_generation(
     workdir: Path, args: tuple[str, ...], model: ScriptedModel, after_requests: int, signum: int
 ) -> subprocess.CompletedProcess[str]:
     """Start `doit`, send `signum` once the server has received `after_requests` requests in total, wait for exit."""
-    process = subprocess.Popen(
-        doit_command(workdir, *args),
-        cwd=workdir,
-        env=doit_environment(TEST_API_KEY),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    process = start_doit(workdir, *args)
     try:
         deadline = time.monotonic() + 120
         while model.total() < after_requests:
@@ -679,15 +663,7 @@ def test_sigkill_during_scoring_leaves_no_test_process_running(
         "split=validation",
         "sample_ids=4",
     )
-    process = subprocess.Popen(
-        doit_command(workdir, *args, "step_timeout_seconds=120"),
-        cwd=workdir,
-        env=doit_environment(TEST_API_KEY),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    process = start_doit(workdir, *args, "step_timeout_seconds=120")
     generation = run_dir(workdir, "acme-coder-1", "validation-tool_use-bg") / "generations" / "4.json"
     seen: set[int] = set()
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -14,15 +13,13 @@ import pytest
 
 from stages.generate.server import ModelReply, ToolCallSpec
 from tests.support.pipeline_support import (
-    TEST_API_KEY,
     ScriptedModel,
     command_line,
     data_args,
     descendants,
-    doit_command,
-    doit_environment,
     model_args,
     running,
+    start_doit,
     steps_of,
 )
 
@@ -62,15 +59,7 @@ def test_sigkill_of_doit_during_a_tool_snippet_leaves_no_process_running(
         "code_timeout_seconds=600",
         f"code_workdir={code_workdir}",
     )
-    process = subprocess.Popen(
-        doit_command(workdir, *args),
-        cwd=workdir,
-        env=doit_environment(TEST_API_KEY),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    process = start_doit(workdir, *args)
     seen: set[int] = set()
     try:
         deadline = time.monotonic() + 120

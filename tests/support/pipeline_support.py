@@ -158,6 +158,20 @@ def doit_environment(api_key: str | None = None) -> dict[str, str]:
     return env
 
 
+def start_doit(workdir: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    """`doit` started in a session of its own (a test may signal its whole group), its output piped; `env`: the
+    test key's environment unless given."""
+    return subprocess.Popen(
+        doit_command(workdir, *args),
+        cwd=workdir,
+        env=dict(env) if env is not None else doit_environment(TEST_API_KEY),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def run_doit(
     workdir: Path, *args: str, api_key: str | None = None, timeout: float = 400
 ) -> subprocess.CompletedProcess[str]:

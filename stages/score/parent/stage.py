@@ -1,10 +1,11 @@
 """score stage: `<run>/details/<id>.json` from `<run>/generations/<id>.json`.
 
 `run_score(settings, problem_id)` scores every step of every attempt of one problem (attempts
-0..settings.attempts-1, from `generations/<id>.json` and `generations/<id>@<k>.json`): prefilled
-steps are `skipped` (excluded from totals), steps that generation never produced are `fail`
-("not generated: ..."), steps without code (none, blank, or too long: `protocol.is_code`) are `parse_error`, steps whose targets are missing are
-`eval_error`, and every other step runs its test script in an isolated test process
+0..settings.attempts-1, from `generations/<id>.json` and `generations/<id>@<k>.json`). Every verdict is
+decided by the rules of `stages.score.checker.verdict_rules`, which this stage calls with what it observed: before
+running (prefilled steps are `skipped` and excluded from totals, steps that generation never produced are `fail`
+("not generated: ..."), steps without code (none, blank, or too long: `protocol.is_code`) are `parse_error`), steps
+whose targets are missing are `eval_error`, and every other step runs its test script in an isolated test process
 (`engine.execute_step`, through the executor of `settings.executor`: see executor.py) unless the
 verdict cache already holds the verdict of that exact script. Steps of all attempts of a problem are
 submitted together, longest expected first; a script that occurs in several attempts runs once (the
@@ -37,9 +38,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, TypedDict
 
-from stages.benchmark.datasets import DEFAULT_DATASET, PREFILLED_REASON, dataset_named
+from stages.benchmark.datasets import DEFAULT_DATASET, dataset_named
 from stages.benchmark.problems import Problem, Step
-from stages.benchmark.protocol import is_code, no_code_reason
 from stages.config.environments import Environment
 from stages.config.fingerprints import FingerprintParts, digest, run_relative, settings_slice
 from stages.config.settings import Settings
@@ -59,7 +59,7 @@ from stages.score.parent.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, ca
 from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import StepScript, build_step_script
 from stages.score.parent.truncation import truncation_note, with_note
-from stages.statuses import NEVER_ANSWERED_STATUSES, UNGENERATED_STATUSES, StepStatus
+from stages.statuses import UNGENERATED_STATUSES, StepStatus
 from stages.storage.artifacts import fingerprint, sha256_file, write_artifact
 from stages.storage.json_values import JSONObject, freeze_object
 from stages.targets import ResolvedTargets, resolve_targets
@@ -241,29 +241,6 @@ def _generated_steps(generation: Generation | None) -> dict[str, GeneratedStep]:
     return {s.step_id: s for s in generation.steps} if generation is not None else {}
 
 
-def _not_generated_reason(generation: Generation | None, record: GeneratedStep | None) -> str:
-    if generation is None:
-        return "not generated: no generation file"
-    detail = (record.error if record else None) or generation.error or "generation stopped before this step"
-    return f"not generated: {detail}"
-
-
-def _pre_verdict(step: Step, generation: Generation | None, record: GeneratedStep | None) -> StepVerdict | None:
-    total = len(step.test_cases)
-    if step.prefilled:
-        return StepVerdict(step.step_id, "skipped", PREFILLED_REASON, tests_total=total)
-    if record is None or record.status == "error":
-        return StepVerdict(step.step_id, "fail", _not_generated_reason(generation, record), tests_total=total)
-    if record.status in NEVER_ANSWERED_STATUSES:  # final: a prompt too long for the server's context
-        return StepVerdict(step.step_id, "fail", str(record.error or record.status), tests_total=total)
-    code = record.code
-    if not isinstance(code, str) or not is_code(code):
-        why = record.status if record.status in ("no_code", "truncated") else "no_code"
-        reason = f"no code in the answer ({why}): {no_code_reason(record.raw_answer)}"
-        return StepVerdict(step.step_id, "parse_error", reason, tests_total=total)
-    return None
-
-
 def _step_codes(problem: Problem, steps: dict[str, GeneratedStep]) -> dict[str, str | None]:
     return {step.step_id: found.code if (found := steps.get(step.step_id)) else None for step in problem.steps}
 
@@ -276,12 +253,14 @@ def plan_steps(
     environments: tuple[ScoringEnvironment, ...],
     attempt: int = 0,
 ) -> list[PlannedStep]:
+    from stages.score.checker.verdict_rules import verdict_before_running
+
     records = _generated_steps(generation)
     codes = _step_codes(problem, records)
     targets_sha = targets_identity(targets)["sha256"]
     planned = []
     for index, step in enumerate(problem.steps):
-        item = PlannedStep(step, attempt, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
+        item = PlannedStep(step, attempt, verdict=verdict_before_running(step, generation, records.get(step.step_id)))
         if item.verdict is None:
             item.script = build_step_script(problem, index, codes, settings.data_paths, settings.carry)
             item.keys = tuple(verdict_key(item.script, targets_sha, env.versions, env.limits) for env in environments)
@@ -291,14 +270,13 @@ def plan_steps(
 
 def _build_job(item: PlannedStep, targets: ResolvedTargets, limits: StepLimits) -> StepVerdict | StepJob:
     """The step's job, without target values: the executor reads them from `targets_file` where it runs."""
+    from stages.score.checker.verdict_rules import targets_missing
     from stages.score.parent.request import job_for_script
 
     script = item.script
     assert script is not None
     if targets.path is None:
-        return StepVerdict(
-            script.step_id, "eval_error", f"targets missing: {targets.note}", tests_total=len(script.tests)
-        )
+        return targets_missing(script.step_id, len(script.tests), targets.note)
     return job_for_script(script, limits=limits, targets_file=Path(targets.path))
 
 

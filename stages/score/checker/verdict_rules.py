@@ -7,7 +7,7 @@ side (`stages.score.parent`) only observes and assembles: it calls these rules w
   `skipped` (prefilled), `fail` (never generated, or never answered), `parse_error` (no code in the answer), or
   is to be run (None).
 * Without a judgement of the test process: the steps the trusted side could not run are `eval_error`s with a named
-  reason (`targets_missing`, `tests_not_prepared`, `targets_unreadable`, `not_started`, and the dask executor's
+  reason (`targets_missing`, `unprepared_tests`, `targets_unreadable`, `not_started`, and the dask executor's
   `worker_unfit`, `not_submitted`, `worker_failed`, `workers_lost`; `retried_after_worker_loss` notes a step
   re-run after its worker died). Each reason's text is declared once, in a `Rule`.
 * Executed: `SessionLog` holds what the engine saw; `on_test_frame` and `on_checker_frame` take each frame of the
@@ -371,7 +371,7 @@ def targets_missing(step_id: str, tests_total: int, note: str) -> StepVerdict:
     return TARGETS_MISSING.verdict(step_id, tests_total, note=note)
 
 
-def tests_not_prepared(step_id: str, tests_total: int, error: str) -> StepVerdict:
+def unprepared_tests(step_id: str, tests_total: int, error: str) -> StepVerdict:
     """The official test cells could not be split between the test process and the checker."""
     return TESTS_NOT_PREPARED.verdict(step_id, tests_total, error=error)
 

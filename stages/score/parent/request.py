@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 from stages.execution.scheduling import StepPriority, step_priority
 from stages.records.verdict import StepVerdict
 from stages.score.checker.rewrite import RewriteError, imported_modules, rewrite_tests
-from stages.score.checker.verdict_rules import targets_unreadable, tests_not_prepared
+from stages.score.checker.verdict_rules import targets_unreadable, unprepared_tests
 from stages.score.parent.engine import StepJob, execute_step
 from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import StepScript
@@ -67,7 +67,7 @@ def job_for_script(
     try:
         tests = rewrite_tests(script.tests, script.deps)
     except RewriteError as error:
-        return tests_not_prepared(script.step_id, len(script.tests), str(error))
+        return unprepared_tests(script.step_id, len(script.tests), str(error))
     return StepJob(
         problem_id=script.problem_id,
         step_id=script.step_id,

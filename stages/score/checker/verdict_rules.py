@@ -310,7 +310,7 @@ NEVER_ANSWERED = Rule("fail", "{detail}")  # final: a prompt too long for the se
 NO_CODE = Rule("parse_error", "no code in the answer ({why}): {detail}")
 # Steps the trusted side could not run: evaluation errors (never cached).
 TARGETS_MISSING = Rule("eval_error", "targets missing: {note}")
-TESTS_NOT_PREPARED = Rule("eval_error", "cannot prepare the tests: {error}")
+UNPREPARED_TESTS = Rule("eval_error", "cannot prepare the tests: {error}")
 TARGETS_UNREADABLE = Rule("eval_error", "{error}")
 NOT_STARTED = Rule("eval_error", "could not start the test process: {error}")
 # ... on a dask cluster (`executor=dask`).
@@ -326,7 +326,7 @@ RULES: tuple[Rule, ...] = (
     NEVER_ANSWERED,
     NO_CODE,
     TARGETS_MISSING,
-    TESTS_NOT_PREPARED,
+    UNPREPARED_TESTS,
     TARGETS_UNREADABLE,
     NOT_STARTED,
     WORKER_UNFIT,
@@ -373,7 +373,7 @@ def targets_missing(step_id: str, tests_total: int, note: str) -> StepVerdict:
 
 def unprepared_tests(step_id: str, tests_total: int, error: str) -> StepVerdict:
     """The official test cells could not be split between the test process and the checker."""
-    return TESTS_NOT_PREPARED.verdict(step_id, tests_total, error=error)
+    return UNPREPARED_TESTS.verdict(step_id, tests_total, error=error)
 
 
 def targets_unreadable(step_id: str, tests_total: int, error: str) -> StepVerdict:

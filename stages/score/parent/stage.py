@@ -253,7 +253,7 @@ def plan_steps(
     environments: tuple[ScoringEnvironment, ...],
     attempt: int = 0,
 ) -> list[PlannedStep]:
-    from stages.score.checker.verdict_rules import verdict_before_running
+    from stages.score.checker.verdict_rules import verdict_before_running  # loaded only when steps are scored
 
     records = _generated_steps(generation)
     codes = _step_codes(problem, records)

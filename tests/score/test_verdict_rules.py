@@ -25,10 +25,12 @@ from stages.score.checker.verdict_rules import (
     targets_unreadable,
     unprepared_tests,
     verdict_before_running,
+    verdict_over_environments,
     worker_failed,
     worker_unfit,
     workers_lost,
 )
+from stages.statuses import StepStatus
 from stages.storage.json_values import JSONObject, freeze_object
 
 TESTS = ("assert f(1) == 1", "assert f(2) == 2", "assert f(3) == 3")
@@ -203,6 +205,23 @@ def test_the_verdict_of_an_execution_carries_what_the_engine_collected() -> None
     failed.compared[1] = compared
     verdict = judged_verdict("19.2", failed, 1, 60.0, output)
     assert (verdict.status, verdict.reason, verdict.compared) == ("fail", "test 2: 3 != 2", compared)
+
+
+def _ran(status: StepStatus, reason: str, cached: bool = False) -> StepVerdict:
+    return StepVerdict("19.2", status, reason, tests_total=3, cached=cached, duration_s=1.0)
+
+
+def test_a_step_over_grading_environments_takes_the_first_pass_and_keeps_each_verdict() -> None:
+    failed, passed = _ran("fail", "test 2: 3 != 2"), _ran("pass", "all 3 tests passed", cached=True)
+    verdict = verdict_over_environments(("2024", "2025", "2026"), {1: passed, 0: failed})
+    assert (verdict.status, verdict.reason, verdict.cached) == ("pass", "all 3 tests passed", True)
+    assert [(kept.name, kept.status, kept.cached) for kept in verdict.environments] == [
+        ("2024", "fail", False),
+        ("2025", "pass", True),
+    ]
+    none_passed = verdict_over_environments(("2024", "2025"), {1: _ran("timeout", "late"), 0: failed})
+    assert (none_passed.status, none_passed.reason) == ("fail", "test 2: 3 != 2")
+    assert verdict_over_environments(("",), {0: failed}) is failed  # python_binary alone: the verdict as it was
 
 
 def test_every_rule_is_declared_once_in_the_table() -> None:

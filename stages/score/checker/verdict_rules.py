@@ -14,6 +14,8 @@ side (`stages.score.parent`) only observes and assembles: it calls these rules w
   two processes into it; `decide` turns it, with the test process's exit status, into a status and a reason, and
   `judged_verdict` into the step's verdict: `pass` needs every test judged passed by the checker, the test
   process's completion record and exit code 0; a value that never arrives fails.
+* Over grading environments (`environments=`): `verdict_over_environments` makes one verdict of each consulted
+  environment's.
 
 Total on whatever the test process sends: every frame is bounded before it is parsed, every parse of it catches
 everything (deep nesting, invalid UTF-8), every text it takes from it is made valid UTF-8
@@ -29,6 +31,7 @@ import dataclasses
 import json
 import mmap
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,7 +40,7 @@ from stages.benchmark.problems import Step
 from stages.benchmark.protocol import is_code, no_code_reason
 from stages.execution.untrusted import valid_data, valid_text
 from stages.records.generation import GeneratedStep, Generation
-from stages.records.verdict import StepVerdict
+from stages.records.verdict import EnvironmentVerdict, StepVerdict
 from stages.statuses import NEVER_ANSWERED_STATUSES, GenerationStepStatus, StepStatus
 from stages.storage.json_values import JSONObject, JSONValue
 
@@ -412,3 +415,16 @@ def retried_after_worker_loss(verdict: StepVerdict, lost: list[str], final: str 
     where = RETRY_PLACE.format(worker=final) if final else ""
     reason = RETRY_NOTE.format(reason=verdict.reason, lost=", ".join(lost), where=where)
     return dataclasses.replace(verdict, reason=reason)
+
+
+def verdict_over_environments(names: tuple[str, ...], found: Mapping[int, StepVerdict]) -> StepVerdict:
+    """One step's verdict from those of the grading environments consulted (`found`, by their index in `names`):
+    the first passing environment's, else the first consulted one's. With named environments every consulted
+    environment's verdict is kept in it, in their order; `python_binary` alone (one unnamed environment), the
+    verdict as it always was."""
+    order = sorted(found)
+    chosen = next((found[index] for index in order if found[index].status == "pass"), found[order[0]])
+    if not names[0]:
+        return chosen
+    kept = tuple(EnvironmentVerdict.of(names[index], found[index]) for index in order)
+    return dataclasses.replace(chosen, environments=kept)

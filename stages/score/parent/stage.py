@@ -12,7 +12,7 @@ submitted together, longest expected first; a script that occurs in several atte
 other attempts get its verdict marked `cached`). Under `environments=` each step runs in every named interpreter
 (`scoring_environments`) until one passes (every one with `all_environments=true`); a cached pass in any of them
 decides the step before anything runs, and the step's verdict keeps each consulted environment's verdict
-(`environment_verdicts`, `combined_verdict`). Every failed step is published to the live view
+(`environment_verdicts`, `verdict_rules.verdict_over_environments`). Every failed step is published to the live view
 (`stages.execution.activity`) as soon as its verdict is known, while the problem's other steps may still run: the steps
 decided without a test process (not generated, no code) at once, one line for the steps that share a status
 and reason, each tested step when its test process ends. The details file holds `attempts[k]` for every
@@ -54,7 +54,7 @@ from stages.records.generation import GeneratedStep, Generation, read_generation
 from stages.records.results import cached_selection
 from stages.records.run_conditions import generation_tool_outcomes
 from stages.records.stamp import Stamp
-from stages.records.verdict import EnvironmentVerdict, StepVerdict
+from stages.records.verdict import StepVerdict
 from stages.score.parent.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
 from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import StepScript, build_step_script
@@ -339,9 +339,12 @@ def _usable_cached(context: ScoringContext, key: str) -> StepVerdict | None:
 
 
 def _run_planned(context: ScoringContext, item: PlannedStep, expected: float, problem_seconds: float) -> StepVerdict:
-    """The step's verdict over its scoring environments (see `environment_verdicts` and `combined_verdict`)."""
+    """The step's verdict over its scoring environments (see `environment_verdicts` and
+    `verdict_rules.verdict_over_environments`)."""
+    from stages.score.checker.verdict_rules import verdict_over_environments
+
     found = environment_verdicts(context, item, expected, problem_seconds)
-    return combined_verdict(context.environments, found)
+    return verdict_over_environments(tuple(environment.name for environment in context.environments), found)
 
 
 def environment_verdicts(
@@ -363,17 +366,6 @@ def environment_verdicts(
         if found[index].status == "pass" and not every:
             break
     return found
-
-
-def combined_verdict(environments: tuple[ScoringEnvironment, ...], found: dict[int, StepVerdict]) -> StepVerdict:
-    """One step's verdict: the first passing environment's, else the first environment's; with named environments,
-    every consulted environment's verdict is kept in it (in their order)."""
-    order = sorted(found)
-    chosen = next((found[index] for index in order if found[index].status == "pass"), found[order[0]])
-    if not environments[0].name:  # python_binary alone: the verdict as it always was
-        return chosen
-    kept = tuple(EnvironmentVerdict.of(environments[index].name, found[index]) for index in order)
-    return dataclasses.replace(chosen, environments=kept)
 
 
 def _execute(

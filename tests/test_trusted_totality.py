@@ -30,10 +30,10 @@ from stages.progress.failures import describe_failure, step_failure_line
 from stages.records import not_scored
 from stages.records.generation import GeneratedStep, Generation, _tool_code
 from stages.records.verdict import StepVerdict
+from stages.score.checker.verdict_rules import verdict_before_running
 from stages.score.parent.cache import VerdictCache, verdict_key
 from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import build_step_script
-from stages.score.parent.stage import _pre_verdict
 from stages.storage.json_values import freeze_object
 from stages.storage.paths import DataPaths, RunPaths
 from stages.summarize.report import _script_of, compressed
@@ -81,7 +81,7 @@ def test_the_test_script_of_hostile_code_is_built_and_keyed(problem_19, first: s
     record = {"status": "ok", "code": second, "raw_answer": second}
     step = GeneratedStep.from_record(freeze_object(record))
     generation = Generation.from_record(freeze_object({"steps": [record]}))
-    verdict = _pre_verdict(problem.steps[1], generation, step)
+    verdict = verdict_before_running(problem.steps[1], generation, step)
     assert verdict is None or (verdict.status == "parse_error" and encodes(verdict.reason))
     if verdict is None:
         script = build_step_script(problem, 1, codes, data_paths, carry)

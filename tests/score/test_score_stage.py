@@ -12,7 +12,9 @@ import pytest
 from stages.benchmark.problems import load_split, problems_by_id
 from stages.config.settings import load_settings
 from stages.execution.activity import Activity, StepFailure
+from stages.records.generation import read_generation_file
 from stages.records.verdict import StepVerdict
+from stages.score.parent import cache as cache_module
 from stages.score.parent import executor as executor_module
 from stages.score.parent import stage
 from stages.score.parent.request import StepRequest
@@ -94,6 +96,41 @@ def test_reference_problem_passes_and_cache_reruns_only_changed_scripts(settings
     summary = run_score(settings, "19", dev_targets)
     assert executions() - before == 2
     assert summary["resolved"] is False
+
+
+# What the verdict sources hashed to in the version before every verdict was decided in verdict_rules.py (the parent
+# side built its own then): the part of the cache key that a verdict cache written by that version holds.
+VERDICT_SOURCES_BEFORE_ONE_ROOM = "3c954d371057f72bb374ef5639a20899f42d11cbe106bbbb08592b3879af6ea2"
+
+
+def test_verdicts_cached_before_every_verdict_was_decided_in_the_rules_are_scored_again(
+    settings, dev_targets, monkeypatch
+) -> None:
+    """The upgrade note's promise: the cache of the version before is not reused (its verdict differs here, so
+    reuse would show), nothing crashes, and the steps run again once; the new verdicts are then cached."""
+    prob = problems_by_id(settings.data_paths)["19"]
+    write_generation(settings, prob, reference_codes(prob))
+    generation = read_generation_file(settings.run_paths.generation("19"))
+    environments = stage.scoring_environments(settings)
+    with monkeypatch.context() as before:
+        before.setattr(cache_module, "verdict_sources_hash", lambda: VERDICT_SOURCES_BEFORE_ONE_ROOM)
+        planned = stage.plan_steps(settings, prob, generation, dev_targets, environments)
+    old_cache = cache_module.cache_at(settings.state_paths.verdict_cache)
+    for item in planned:
+        old_cache.put(item.keys[0], StepVerdict(item.step.step_id, "fail", "cached before the upgrade", tests_total=1))
+    assert cache_module.verdict_sources_hash() != VERDICT_SOURCES_BEFORE_ONE_ROOM
+
+    started = executions()
+    summary = run_score(settings, "19", dev_targets)
+    steps = evaluation_of(settings, "19")["steps"]
+    assert executions() - started == 2, "every step cached by the version before runs again"
+    assert summary["resolved"] is True
+    assert [(s["status"], s["cached"]) for s in steps] == [("pass", False), ("pass", False)]
+    assert all(old_cache.get(item.keys[0]) is not None for item in planned)  # left as it was, unused
+
+    started = executions()
+    run_score(settings, "19", dev_targets)
+    assert executions() == started and all(s["cached"] for s in evaluation_of(settings, "19")["steps"])
 
 
 def test_generation_error_and_missing_steps(settings, dev_targets) -> None:

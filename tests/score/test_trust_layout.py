@@ -95,3 +95,51 @@ def test_a_program_starts_by_path_outside_the_project(role: str, tmp_path: Path)
     )
     assert result.returncode == 0, result.stderr
     assert "--channel-fd" in result.stdout
+
+
+# Where a verdict is made: every `StepVerdict(...)` of the package is in the rules module; elsewhere a verdict is only
+# read back (the record's own readers build theirs with `cls(...)`) or assembled (`dataclasses.replace` of a
+# verdict the rules made, never of its status).
+VERDICT_RULES = Path(launcher.__file__).resolve().parents[1] / "checker" / "verdict_rules.py"
+STAGES_DIR = VERDICT_RULES.parents[2]
+
+
+def _verdicts_built(path: Path, root: Path = STAGES_DIR.parent) -> list[str]:
+    """`file:line` (relative to `root`) of each construction of a StepVerdict in `path`, and of each `replace(...)`
+    that sets a status."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        sets_status = called == "replace" and any(keyword.arg == "status" for keyword in node.keywords)
+        if called == "StepVerdict" or sets_status:
+            found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    return found
+
+
+def verdicts_built_outside_the_rules() -> list[str]:
+    return [
+        place
+        for path in sorted(STAGES_DIR.rglob("*.py"))
+        if path.resolve() != VERDICT_RULES
+        for place in _verdicts_built(path)
+    ]
+
+
+def test_the_count_of_verdicts_built_sees_a_construction_and_a_changed_status(tmp_path: Path) -> None:
+    source = tmp_path / "stages" / "elsewhere.py"
+    source.parent.mkdir()
+    source.write_text(
+        "import dataclasses\nfrom stages.records import verdict\n"
+        "a = verdict.StepVerdict('1.1', 'fail', 'x')\n"
+        "b = dataclasses.replace(a, status='pass')\n"
+        "c = dataclasses.replace(a, reason='noted')\n",
+        encoding="utf-8",
+    )
+    assert _verdicts_built(source, tmp_path) == ["stages/elsewhere.py:3", "stages/elsewhere.py:4"]
+
+
+def test_every_verdict_is_built_by_the_verdict_rules() -> None:
+    assert verdicts_built_outside_the_rules() == []
+    assert VERDICT_RULES.is_file() and _verdicts_built(VERDICT_RULES)

@@ -1,9 +1,21 @@
-"""The rules of a verdict: what the engine saw of a step's test process and checker, and the verdict it makes.
+"""The rules of a verdict: every verdict of a step, whether its test process ran or not, is decided here.
 
-Trusted, in the doit process. `SessionLog` holds what the engine saw; `on_test_frame` and `on_checker_frame`
-take each frame of the two processes into it; `decide` turns it, with the test process's exit status, into a
-status and a reason: `pass` needs every test judged passed by the checker, the test process's completion record
-and exit code 0; a value that never arrives fails.
+Trusted, in the doit process (never in the checker process: nothing run by path imports this module). The parent
+side (`stages.score.parent`) only observes and assembles: it calls these rules with the facts it saw.
+
+* Before running: `verdict_before_running` decides from the step and its generation record whether the step is
+  `skipped` (prefilled), `fail` (never generated, or never answered), `parse_error` (no code in the answer), or
+  is to be run (None).
+* Without a judgement of the test process: the steps the trusted side could not run are `eval_error`s with a named
+  reason (`targets_missing`, `unprepared_tests`, `targets_unreadable`, `not_started`, and the dask executor's
+  `worker_unfit`, `not_submitted`, `worker_failed`, `workers_lost`; `retried_after_worker_loss` notes a step
+  re-run after its worker died). Each reason's text is declared once, in a `Rule`.
+* Executed: `SessionLog` holds what the engine saw; `on_test_frame` and `on_checker_frame` take each frame of the
+  two processes into it; `decide` turns it, with the test process's exit status, into a status and a reason, and
+  `judged_verdict` into the step's verdict: `pass` needs every test judged passed by the checker, the test
+  process's completion record and exit code 0; a value that never arrives fails.
+* Over grading environments (`environments=`): `verdict_over_environments` makes one verdict of each consulted
+  environment's.
 
 Total on whatever the test process sends: every frame is bounded before it is parsed, every parse of it catches
 everything (deep nesting, invalid UTF-8), every text it takes from it is made valid UTF-8
@@ -15,14 +27,21 @@ are checked before the launch).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import mmap
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from stages.benchmark.datasets import PREFILLED_REASON
+from stages.benchmark.problems import Step
+from stages.benchmark.protocol import is_code, no_code_reason
 from stages.execution.untrusted import valid_data, valid_text
-from stages.statuses import StepStatus
+from stages.records.generation import GeneratedStep, Generation
+from stages.records.verdict import EnvironmentVerdict, StepVerdict
+from stages.statuses import NEVER_ANSWERED_STATUSES, GenerationStepStatus, StepStatus
 from stages.storage.json_values import JSONObject, JSONValue
 
 MAX_VALUES_HEADER_BYTES = 1 << 20  # the JSON header of a values frame (a name and a size per value)
@@ -234,3 +253,178 @@ def decide(log: SessionLog, returncode: int | None, timeout_seconds: float) -> t
             f"the test process exited with code 0 {done} without a completion record (early exit is not a pass)",
         )
     return "fail", f"the test process exited with code {returncode} {done} without a completion record"
+
+
+@dataclass(frozen=True)
+class SessionOutput:
+    """What the engine collected of one execution besides its frames: the test process's bounded output (stderr
+    with the checker's when the checker failed), how long the step ran and how its test process was launched."""
+
+    stdout: str
+    stderr: str
+    duration_s: float
+    launch_mode: str
+
+
+def judged_verdict(
+    step_id: str, log: SessionLog, returncode: int | None, timeout_seconds: float, output: SessionOutput
+) -> StepVerdict:
+    """The verdict of one execution: `decide`'s status and reason, with what the engine collected of it."""
+    status, reason = decide(log, returncode, timeout_seconds)
+    return StepVerdict(
+        step_id=step_id,
+        status=status,
+        reason=valid_text(reason),
+        tests_total=log.total,
+        tests_passed=len(log.passed),
+        returncode=returncode,
+        stdout=valid_text(output.stdout),
+        stderr=valid_text(output.stderr),
+        duration_s=output.duration_s,
+        launch_mode=output.launch_mode,
+        compared=log.deciding_comparison(reason) if status == "fail" else None,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Verdicts without a judgement of the test process
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A verdict reached without the test process's judgement: its status and its reason's text, whose `{name}`
+    fields are filled with what the parent side observed (the facts are inserted as they are, never read as
+    templates)."""
+
+    status: StepStatus
+    reason: str
+
+    def verdict(self, step_id: str, tests_total: int, executed_on: str = "", **facts: str | int) -> StepVerdict:
+        return StepVerdict(
+            step_id, self.status, self.reason.format(**facts), tests_total=tests_total, executed_on=executed_on
+        )
+
+
+# Decided before running, from the step and its generation record (in the order `verdict_before_running` tries them).
+PREFILLED = Rule("skipped", PREFILLED_REASON)
+NOT_GENERATED = Rule("fail", "not generated: {detail}")
+NEVER_ANSWERED = Rule("fail", "{detail}")  # final: a prompt too long for the server's context, a step never asked
+NO_CODE = Rule("parse_error", "no code in the answer ({why}): {detail}")
+# Steps the trusted side could not run: evaluation errors (never cached).
+TARGETS_MISSING = Rule("eval_error", "targets missing: {note}")
+UNPREPARED_TESTS = Rule("eval_error", "cannot prepare the tests: {error}")
+TARGETS_UNREADABLE = Rule("eval_error", "{error}")
+NOT_STARTED = Rule("eval_error", "could not start the test process: {error}")
+# ... on a dask cluster (`executor=dask`).
+WORKER_UNFIT = Rule("eval_error", "on dask worker {worker}: {problem}")
+NOT_SUBMITTED = Rule("eval_error", "cannot submit to the dask scheduler: {error}")
+WORKER_FAILED = Rule("eval_error", "the dask worker could not run the step: {kind}: {error}")
+WORKERS_LOST = Rule(
+    "eval_error", "the dask workers running this step died {count} times ({workers}); not retried again"
+)
+RULES: tuple[Rule, ...] = (
+    PREFILLED,
+    NOT_GENERATED,
+    NEVER_ANSWERED,
+    NO_CODE,
+    TARGETS_MISSING,
+    UNPREPARED_TESTS,
+    TARGETS_UNREADABLE,
+    NOT_STARTED,
+    WORKER_UNFIT,
+    NOT_SUBMITTED,
+    WORKER_FAILED,
+    WORKERS_LOST,
+)
+# The details of NOT_GENERATED when the generation names none, and of NO_CODE.
+NO_GENERATION_FILE = "no generation file"
+GENERATION_STOPPED = "generation stopped before this step"
+NO_CODE_STATUSES: tuple[GenerationStepStatus, ...] = ("no_code", "truncated")  # named as they are; any other: no_code
+RETRY_NOTE = "{reason}; retried after worker loss (dask worker {lost} died during the step{where})"
+RETRY_PLACE = "; re-run on {worker}"
+
+
+def _not_generated_detail(generation: Generation | None, record: GeneratedStep | None) -> str:
+    if generation is None:
+        return NO_GENERATION_FILE
+    return (record.error if record else None) or generation.error or GENERATION_STOPPED
+
+
+def verdict_before_running(
+    step: Step, generation: Generation | None, record: GeneratedStep | None
+) -> StepVerdict | None:
+    """The verdict of a step decided before anything runs (`record`: its entry in `generation`, None when there is
+    none): prefilled, never generated, never answered, or without code; None when its code is to be run."""
+    total = len(step.test_cases)
+    if step.prefilled:
+        return PREFILLED.verdict(step.step_id, total)
+    if record is None or record.status == "error":
+        return NOT_GENERATED.verdict(step.step_id, total, detail=_not_generated_detail(generation, record))
+    if record.status in NEVER_ANSWERED_STATUSES:
+        return NEVER_ANSWERED.verdict(step.step_id, total, detail=str(record.error or record.status))
+    if not isinstance(record.code, str) or not is_code(record.code):
+        why = record.status if record.status in NO_CODE_STATUSES else "no_code"
+        return NO_CODE.verdict(step.step_id, total, why=why, detail=no_code_reason(record.raw_answer))
+    return None
+
+
+def targets_missing(step_id: str, tests_total: int, note: str) -> StepVerdict:
+    """No targets file to judge the step with (`note`: why, as the targets resolution says)."""
+    return TARGETS_MISSING.verdict(step_id, tests_total, note=note)
+
+
+def unprepared_tests(step_id: str, tests_total: int, error: str) -> StepVerdict:
+    """The official test cells could not be split between the test process and the checker."""
+    return UNPREPARED_TESTS.verdict(step_id, tests_total, error=error)
+
+
+def targets_unreadable(step_id: str, tests_total: int, error: str) -> StepVerdict:
+    """The step's targets could not be read from the targets file (`error` names the file and the cause)."""
+    return TARGETS_UNREADABLE.verdict(step_id, tests_total, error=error)
+
+
+def not_started(step_id: str, tests_total: int, error: str) -> StepVerdict:
+    """The test process or the checker could not be launched."""
+    return NOT_STARTED.verdict(step_id, tests_total, error=error)
+
+
+def worker_unfit(step_id: str, tests_total: int, worker: str, problem: str) -> StepVerdict:
+    """A dask worker cannot run the step as the submitting side would (its targets or its versions differ)."""
+    return WORKER_UNFIT.verdict(step_id, tests_total, executed_on=worker, worker=worker, problem=problem)
+
+
+def not_submitted(step_id: str, tests_total: int, error: str) -> StepVerdict:
+    """The dask scheduler did not take the step (a closed client, a lost scheduler)."""
+    return NOT_SUBMITTED.verdict(step_id, tests_total, error=error)
+
+
+def worker_failed(step_id: str, tests_total: int, error: BaseException) -> StepVerdict:
+    """The dask worker raised instead of returning the step's verdict."""
+    return WORKER_FAILED.verdict(step_id, tests_total, kind=type(error).__name__, error=str(error))
+
+
+def workers_lost(step_id: str, tests_total: int, lost: list[str]) -> StepVerdict:
+    """Every worker given the step died while running it (`lost`: their addresses, in order)."""
+    return WORKERS_LOST.verdict(step_id, tests_total, count=len(lost), workers=", ".join(lost))
+
+
+def retried_after_worker_loss(verdict: StepVerdict, lost: list[str], final: str | None) -> StepVerdict:
+    """`verdict`, reached after the workers `lost` died running the step, with that said in its reason (`final`:
+    the worker that ran it to the end, when known)."""
+    where = RETRY_PLACE.format(worker=final) if final else ""
+    reason = RETRY_NOTE.format(reason=verdict.reason, lost=", ".join(lost), where=where)
+    return dataclasses.replace(verdict, reason=reason)
+
+
+def verdict_over_environments(names: tuple[str, ...], found: Mapping[int, StepVerdict]) -> StepVerdict:
+    """One step's verdict from those of the grading environments consulted (`found`, by their index in `names`):
+    the first passing environment's, else the first consulted one's. With named environments every consulted
+    environment's verdict is kept in it, in their order; `python_binary` alone (one unnamed environment), the
+    verdict as it always was."""
+    order = sorted(found)
+    chosen = next((found[index] for index in order if found[index].status == "pass"), found[order[0]])
+    if not names[0]:
+        return chosen
+    kept = tuple(EnvironmentVerdict.of(names[index], found[index]) for index in order)
+    return dataclasses.replace(chosen, environments=kept)

@@ -47,6 +47,13 @@ from typing import Any
 
 from stages.execution.scheduling import integer_priority
 from stages.records.verdict import StepVerdict
+from stages.score.checker.verdict_rules import (
+    not_submitted,
+    retried_after_worker_loss,
+    worker_failed,
+    worker_unfit,
+    workers_lost,
+)
 from stages.score.parent.request import ExecutorError, ExecutorName, StepRequest, run_request
 from stages.storage.artifacts import sha256_file
 
@@ -165,24 +172,13 @@ def run_on_worker(request: StepRequest, key: str) -> StepVerdict:
     _announce_start(key, worker)
     problem = _targets_problem(request) or _versions_problem(request)
     if problem is not None:
-        return StepVerdict(
-            request.step_id,
-            "eval_error",
-            f"on dask worker {worker}: {problem}",
-            tests_total=len(request.job.tests),
-            executed_on=worker,
-        )
+        return worker_unfit(request.step_id, len(request.job.tests), worker, problem)
     return dataclasses.replace(run_request(request), executed_on=worker)
 
 
 # ---------------------------------------------------------------------------
 # Submitting side
 # ---------------------------------------------------------------------------
-
-
-def _retry_note(lost: list[str], final: str | None) -> str:
-    where = f"; re-run on {final}" if final else ""
-    return f"retried after worker loss (dask worker {', '.join(lost)} died during the step{where})"
 
 
 class DaskExecutor:
@@ -259,7 +255,7 @@ class DaskExecutor:
             try:
                 key, future = self._submit(request)
             except Exception as error:  # noqa: BLE001 - a closed client, a lost scheduler
-                return self._infrastructure_error(request, f"cannot submit to the dask scheduler: {error}")
+                return not_submitted(request.step_id, len(request.job.tests), str(error))
             try:
                 verdict: StepVerdict = future.result()  # run_on_worker's
             except KilledWorker as error:
@@ -269,25 +265,15 @@ class DaskExecutor:
                 continue
             except Exception as error:  # noqa: BLE001 - a worker-side exception, a lost scheduler
                 self._pop_starts(key)
-                return self._infrastructure_error(
-                    request, f"the dask worker could not run the step: {type(error).__name__}: {error}"
-                )
+                return worker_failed(request.step_id, len(request.job.tests), error)
             finally:
                 future.release()
             starts = self._pop_starts(key)
             lost.extend(starts[:-1])  # a scheduler that re-ran the step itself announced every start
             if lost:
-                verdict = dataclasses.replace(
-                    verdict, reason=f"{verdict.reason}; {_retry_note(lost, starts[-1] if starts else None)}"
-                )
+                verdict = retried_after_worker_loss(verdict, lost, starts[-1] if starts else None)
             return verdict
-        return self._infrastructure_error(
-            request, f"the dask workers running this step died {len(lost)} times ({', '.join(lost)}); not retried again"
-        )
-
-    @staticmethod
-    def _infrastructure_error(request: StepRequest, reason: str) -> StepVerdict:
-        return StepVerdict(request.step_id, "eval_error", reason, tests_total=len(request.job.tests))
+        return workers_lost(request.step_id, len(request.job.tests), lost)
 
     def close(self) -> None:
         for closable in (self.client, self.cluster):

@@ -12,8 +12,9 @@
 The engine forwards values frame by frame without decoding them (each read into one buffer, at most the step's
 memory), never waits past the step's deadline (both channels are non-blocking and polled; what it sends is queued),
 stops at the first failed test, enforces the timeout by killing the test process's group (its namespace goes with
-it) and the checker, collects bounded stdout/stderr, and returns a `StepVerdict`. What each frame means and what verdict the session makes are the
-trusted side's rules (`stages.score.checker.verdict_rules`); this module only moves bytes and processes.
+it) and the checker, collects bounded stdout/stderr, and returns a `StepVerdict`. What each frame means and what verdict the session makes (or a
+launch that failed) are the trusted side's rules (`stages.score.checker.verdict_rules`); this module only moves bytes
+and processes.
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ from typing import Any
 
 from stages.execution import live_processes
 from stages.execution.isolation import DEFAULT_OUTPUT_LIMIT, BoundedReader, ScratchDir, scrubbed_environment
-from stages.execution.untrusted import valid_text
 from stages.records.verdict import StepVerdict
 from stages.score.checker.rewrite import RewrittenTest, checker_scope
 from stages.score.checker.verdict_rules import (
     CHECKER_RECORD_BYTES,
     Frame,
     SessionLog,
-    decide,
+    SessionOutput,
+    judged_verdict,
+    not_started,
     on_checker_frame,
     on_test_frame,
 )
@@ -359,9 +361,7 @@ def execute_step(job: StepJob) -> StepVerdict:
                 checker_process = _start("checker", job, checker_child, scratch, env, CHECKER_ERROR_LIMIT, 1)
                 test_process = _start("test", job, test_child, scratch, env, OUTPUT_LIMIT_BYTES, 2)
             except LaunchError as error:
-                return StepVerdict(
-                    job.step_id, "eval_error", f"could not start the test process: {error}", tests_total=len(job.tests)
-                )
+                return not_started(job.step_id, len(job.tests), str(error))
             checker = _Peer(checker_end, CHECKER_RECORD_BYTES)
             test = _Peer(test_end, values_frame_limit(job.limits.memory_mb))
             checker.send(json.dumps(job.checker_spec()).encode("utf-8"))
@@ -388,17 +388,7 @@ def execute_step(job: StepJob) -> StepVerdict:
     stdout, stderr = test_process.output() if test_process else ("", "")
     if (log.checker_error or log.checker_failure) and checker_process is not None:
         stderr += "\n[checker] " + checker_process.output()[0]
-    status, reason = decide(log, returncode, job.limits.timeout_seconds)
-    return StepVerdict(
-        step_id=job.step_id,
-        status=status,
-        reason=valid_text(reason),
-        tests_total=len(job.tests),
-        tests_passed=len(log.passed),
-        returncode=returncode,
-        stdout=valid_text(stdout),
-        stderr=valid_text(stderr),
-        duration_s=duration,
-        launch_mode=test_process.launched.mode if test_process else "",
-        compared=log.deciding_comparison(reason) if status == "fail" else None,
+    launch_mode = test_process.launched.mode if test_process else ""
+    return judged_verdict(
+        job.step_id, log, returncode, job.limits.timeout_seconds, SessionOutput(stdout, stderr, duration, launch_mode)
     )

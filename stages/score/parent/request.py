@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 from stages.execution.scheduling import StepPriority, step_priority
 from stages.records.verdict import StepVerdict
 from stages.score.checker.rewrite import RewriteError, imported_modules, rewrite_tests
+from stages.score.checker.verdict_rules import targets_unreadable, unprepared_tests
 from stages.score.parent.engine import StepJob, execute_step
 from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import StepScript
@@ -66,8 +67,7 @@ def job_for_script(
     try:
         tests = rewrite_tests(script.tests, script.deps)
     except RewriteError as error:
-        reason = f"cannot prepare the tests: {error}"
-        return StepVerdict(script.step_id, "eval_error", reason, tests_total=len(script.tests))
+        return unprepared_tests(script.step_id, len(script.tests), str(error))
     return StepJob(
         problem_id=script.problem_id,
         step_id=script.step_id,
@@ -91,7 +91,7 @@ def with_targets(job: StepJob) -> StepJob | StepVerdict:
     try:
         pickles = load_step_targets(Path(job.targets_file), job.step_id, len(job.tests), job.limits.python_binary)
     except TargetsUnavailable as error:
-        return StepVerdict(job.step_id, "eval_error", str(error), tests_total=len(job.tests))
+        return targets_unreadable(job.step_id, len(job.tests), str(error))
     return dataclasses.replace(job, target_pickles=tuple(pickles))
 
 

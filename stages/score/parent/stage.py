@@ -1,17 +1,18 @@
 """score stage: `<run>/details/<id>.json` from `<run>/generations/<id>.json`.
 
 `run_score(settings, problem_id)` scores every step of every attempt of one problem (attempts
-0..settings.attempts-1, from `generations/<id>.json` and `generations/<id>@<k>.json`): prefilled
-steps are `skipped` (excluded from totals), steps that generation never produced are `fail`
-("not generated: ..."), steps without code (none, blank, or too long: `protocol.is_code`) are `parse_error`, steps whose targets are missing are
-`eval_error`, and every other step runs its test script in an isolated test process
+0..settings.attempts-1, from `generations/<id>.json` and `generations/<id>@<k>.json`). Every verdict is
+decided by the rules of `stages.score.checker.verdict_rules`, which this stage calls with what it observed: before
+running (prefilled steps are `skipped` and excluded from totals, steps that generation never produced are `fail`
+("not generated: ..."), steps without code (none, blank, or too long: `protocol.is_code`) are `parse_error`), steps
+whose targets are missing are `eval_error`, and every other step runs its test script in an isolated test process
 (`engine.execute_step`, through the executor of `settings.executor`: see executor.py) unless the
 verdict cache already holds the verdict of that exact script. Steps of all attempts of a problem are
 submitted together, longest expected first; a script that occurs in several attempts runs once (the
 other attempts get its verdict marked `cached`). Under `environments=` each step runs in every named interpreter
 (`scoring_environments`) until one passes (every one with `all_environments=true`); a cached pass in any of them
 decides the step before anything runs, and the step's verdict keeps each consulted environment's verdict
-(`environment_verdicts`, `combined_verdict`). Every failed step is published to the live view
+(`environment_verdicts`, `verdict_rules.verdict_over_environments`). Every failed step is published to the live view
 (`stages.execution.activity`) as soon as its verdict is known, while the problem's other steps may still run: the steps
 decided without a test process (not generated, no code) at once, one line for the steps that share a status
 and reason, each tested step when its test process ends. The details file holds `attempts[k]` for every
@@ -37,9 +38,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, TypedDict
 
-from stages.benchmark.datasets import DEFAULT_DATASET, PREFILLED_REASON, dataset_named
+from stages.benchmark.datasets import DEFAULT_DATASET, dataset_named
 from stages.benchmark.problems import Problem, Step
-from stages.benchmark.protocol import is_code, no_code_reason
 from stages.config.environments import Environment
 from stages.config.fingerprints import FingerprintParts, digest, run_relative, settings_slice
 from stages.config.settings import Settings
@@ -54,12 +54,12 @@ from stages.records.generation import GeneratedStep, Generation, read_generation
 from stages.records.results import cached_selection
 from stages.records.run_conditions import generation_tool_outcomes
 from stages.records.stamp import Stamp
-from stages.records.verdict import EnvironmentVerdict, StepVerdict
+from stages.records.verdict import StepVerdict
 from stages.score.parent.cache import DEFAULT_EXPECTED_SECONDS, VerdictCache, cache_at, scoring_code_hash, verdict_key
 from stages.score.parent.limits import StepLimits
 from stages.score.parent.script import StepScript, build_step_script
 from stages.score.parent.truncation import truncation_note, with_note
-from stages.statuses import NEVER_ANSWERED_STATUSES, UNGENERATED_STATUSES, StepStatus
+from stages.statuses import UNGENERATED_STATUSES, StepStatus
 from stages.storage.artifacts import fingerprint, sha256_file, write_artifact
 from stages.storage.json_values import JSONObject, freeze_object
 from stages.targets import ResolvedTargets, resolve_targets
@@ -241,29 +241,6 @@ def _generated_steps(generation: Generation | None) -> dict[str, GeneratedStep]:
     return {s.step_id: s for s in generation.steps} if generation is not None else {}
 
 
-def _not_generated_reason(generation: Generation | None, record: GeneratedStep | None) -> str:
-    if generation is None:
-        return "not generated: no generation file"
-    detail = (record.error if record else None) or generation.error or "generation stopped before this step"
-    return f"not generated: {detail}"
-
-
-def _pre_verdict(step: Step, generation: Generation | None, record: GeneratedStep | None) -> StepVerdict | None:
-    total = len(step.test_cases)
-    if step.prefilled:
-        return StepVerdict(step.step_id, "skipped", PREFILLED_REASON, tests_total=total)
-    if record is None or record.status == "error":
-        return StepVerdict(step.step_id, "fail", _not_generated_reason(generation, record), tests_total=total)
-    if record.status in NEVER_ANSWERED_STATUSES:  # final: a prompt too long for the server's context
-        return StepVerdict(step.step_id, "fail", str(record.error or record.status), tests_total=total)
-    code = record.code
-    if not isinstance(code, str) or not is_code(code):
-        why = record.status if record.status in ("no_code", "truncated") else "no_code"
-        reason = f"no code in the answer ({why}): {no_code_reason(record.raw_answer)}"
-        return StepVerdict(step.step_id, "parse_error", reason, tests_total=total)
-    return None
-
-
 def _step_codes(problem: Problem, steps: dict[str, GeneratedStep]) -> dict[str, str | None]:
     return {step.step_id: found.code if (found := steps.get(step.step_id)) else None for step in problem.steps}
 
@@ -276,12 +253,14 @@ def plan_steps(
     environments: tuple[ScoringEnvironment, ...],
     attempt: int = 0,
 ) -> list[PlannedStep]:
+    from stages.score.checker.verdict_rules import verdict_before_running  # loaded only when steps are scored
+
     records = _generated_steps(generation)
     codes = _step_codes(problem, records)
     targets_sha = targets_identity(targets)["sha256"]
     planned = []
     for index, step in enumerate(problem.steps):
-        item = PlannedStep(step, attempt, verdict=_pre_verdict(step, generation, records.get(step.step_id)))
+        item = PlannedStep(step, attempt, verdict=verdict_before_running(step, generation, records.get(step.step_id)))
         if item.verdict is None:
             item.script = build_step_script(problem, index, codes, settings.data_paths, settings.carry)
             item.keys = tuple(verdict_key(item.script, targets_sha, env.versions, env.limits) for env in environments)
@@ -291,14 +270,13 @@ def plan_steps(
 
 def _build_job(item: PlannedStep, targets: ResolvedTargets, limits: StepLimits) -> StepVerdict | StepJob:
     """The step's job, without target values: the executor reads them from `targets_file` where it runs."""
+    from stages.score.checker.verdict_rules import targets_missing
     from stages.score.parent.request import job_for_script
 
     script = item.script
     assert script is not None
     if targets.path is None:
-        return StepVerdict(
-            script.step_id, "eval_error", f"targets missing: {targets.note}", tests_total=len(script.tests)
-        )
+        return targets_missing(script.step_id, len(script.tests), targets.note)
     return job_for_script(script, limits=limits, targets_file=Path(targets.path))
 
 
@@ -361,9 +339,12 @@ def _usable_cached(context: ScoringContext, key: str) -> StepVerdict | None:
 
 
 def _run_planned(context: ScoringContext, item: PlannedStep, expected: float, problem_seconds: float) -> StepVerdict:
-    """The step's verdict over its scoring environments (see `environment_verdicts` and `combined_verdict`)."""
+    """The step's verdict over its scoring environments (see `environment_verdicts` and
+    `verdict_rules.verdict_over_environments`)."""
+    from stages.score.checker.verdict_rules import verdict_over_environments
+
     found = environment_verdicts(context, item, expected, problem_seconds)
-    return combined_verdict(context.environments, found)
+    return verdict_over_environments(tuple(environment.name for environment in context.environments), found)
 
 
 def environment_verdicts(
@@ -385,17 +366,6 @@ def environment_verdicts(
         if found[index].status == "pass" and not every:
             break
     return found
-
-
-def combined_verdict(environments: tuple[ScoringEnvironment, ...], found: dict[int, StepVerdict]) -> StepVerdict:
-    """One step's verdict: the first passing environment's, else the first environment's; with named environments,
-    every consulted environment's verdict is kept in it (in their order)."""
-    order = sorted(found)
-    chosen = next((found[index] for index in order if found[index].status == "pass"), found[order[0]])
-    if not environments[0].name:  # python_binary alone: the verdict as it always was
-        return chosen
-    kept = tuple(EnvironmentVerdict.of(environments[index].name, found[index]) for index in order)
-    return dataclasses.replace(chosen, environments=kept)
 
 
 def _execute(

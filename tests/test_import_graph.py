@@ -21,7 +21,19 @@ PACKAGE = "stages"
 # another stage's file name asks `stages.storage.paths` (RunPaths), never that stage.
 STAGE_ENTRIES = ("stages.select.stage", "stages.generate.stage", "stages.score.parent.stage", "stages.summarize.stage")
 TASK_KIND_MODULES = frozenset(
-    f"stages.{stage}.task" for stage in ("download", "select", "targets", "preflight", "generate", "score", "summarize")
+    f"stages.{stage}.task"
+    for stage in (
+        "download",
+        "select",
+        "targets",
+        "preflight",
+        "generate",
+        "score",
+        "summarize",
+        "runs",
+        "export",
+        "compare",
+    )
 )
 WIRING = TASK_KIND_MODULES | {"stages.pipeline.wiring", "stages.preflight.checks"}
 

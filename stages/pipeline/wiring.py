@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import errno
 import gc
-import importlib
 import os
 import sys
 import threading
@@ -157,17 +156,6 @@ def worker_threads() -> int:
     except ConfigError:
         return 1  # the creators report the error
     return problem_bound(settings) + 1
-
-
-def deferred(module: str, name: str) -> Callable[..., Any]:
-    """`module.name`, imported only when called: creating a command's tasks (every doit command creates them
-    all) must not import the reports it does not run."""
-
-    def call(*args: Any) -> Any:
-        return getattr(importlib.import_module(module), name)(*args)
-
-    call.__name__ = call.__qualname__ = name
-    return call
 
 
 def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:

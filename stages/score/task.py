@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from doit.exceptions import TaskFailed
 
 from stages.config.command_line import invoked
-from stages.config.task_kind import ArtifactCheck, TaskKind
+from stages.config.task_kind import ArtifactCheck, TaskKind, never_up_to_date, run_whenever_named
 
 if TYPE_CHECKING:
     from stages.config.settings import Settings
@@ -84,3 +84,13 @@ def score_artifacts(settings: Settings, problem_id: str) -> list[ArtifactCheck]:
 
 
 SCORE = TaskKind("score", score_and_count, details_current, score_artifacts, per_problem=True)
+
+
+def build_environments(settings: Settings) -> None:
+    """`doit environments`: build the protocol's grading environments and print the `environments=` value."""
+    from stages.score.parent.environments import build_for_settings
+
+    build_for_settings(settings)
+
+
+ENVIRONMENTS = TaskKind("environments", build_environments, never_up_to_date, other_reasons=run_whenever_named)

@@ -287,7 +287,7 @@ def group_clean_actions(settings: Settings) -> list[Callable[[], None]]:
 def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
     """The selected problems with their expected work, in `stages.execution.scheduling.generation_order`; the count goes
     to the live view. Empty when the selection is missing or stale."""
-    from stages.execution.activity import ACTIVITY
+    from stages.progress.activity import ACTIVITY
     from stages.score.parent.stage import expected_work
     from stages.select.stage import selected_problem_ids
 

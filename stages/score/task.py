@@ -26,7 +26,7 @@ def score_and_count(settings: Settings, problem_id: str) -> ScoreSummary | TaskF
     reads the failure from the live view's activity), and the summary's task fails naming it. Otherwise the
     task fails with that reason."""
     from stages.execution import live_processes
-    from stages.execution.activity import ACTIVITY
+    from stages.progress.activity import ACTIVITY
     from stages.records import not_scored
     from stages.score.parent.stage import run_score
 
@@ -61,7 +61,7 @@ def rescore_wanted(rescore: str, details: Details) -> bool:
 
 def details_current(settings: Settings, problem_id: str) -> bool:
     """Whether `details/<id>.json` is up to date; an up-to-date problem's step counts go to the live view."""
-    from stages.execution.activity import ACTIVITY
+    from stages.progress.activity import ACTIVITY
     from stages.records.details import current_details
     from stages.score.parent.stage import score_fingerprint
 

@@ -11,7 +11,7 @@ import pytest
 
 from stages.benchmark.problems import load_split, problems_by_id
 from stages.config.settings import load_settings
-from stages.execution.activity import Activity, StepFailure
+from stages.progress.activity import Activity, StepFailure
 from stages.records.verdict import StepVerdict
 from stages.score.parent import executor as executor_module
 from stages.score.parent import stage

@@ -5,7 +5,7 @@ the rest: how a raw value is read (its coercer), the allowed values, one line of
 fingerprints cover it (always, or only while a condition holds), whether summary.md records it, and how its value
 is kept out of the recorded configuration when it may hold a secret. Everything else is derived from these
 records: the coercers, the stage-input lists, summary.md's recorded list and the configuration page
-(`stages.config.page`).
+(`scripts/configuration_page.py`).
 """
 
 from __future__ import annotations

@@ -165,34 +165,36 @@ def task_explain():
 
 def task_runs():
     """`doit runs`: an index of every run under results_dir, runs.md and runs.html (never a default task)."""
+    config = settings()
     return {
-        "actions": [wiring.guarded(wiring.deferred("stages.runs.page", "write_run_index"), settings())],
-        "uptodate": [False],
+        "actions": [wiring.guarded(tasks.RUNS.run, config)],
+        "uptodate": [(tasks.RUNS.is_up_to_date, [config])],
     }
 
 
 def task_export():
     """`doit export`: the run's steps as CSV/JSONL and an inspect_ai log under <run>/export/ (never a default task)."""
+    config = settings()
     return {
-        "actions": [wiring.guarded(wiring.deferred("stages.export.stage", "write_export"), settings())],
-        "uptodate": [False],
+        "actions": [wiring.guarded(tasks.EXPORT.run, config)],
+        "uptodate": [(tasks.EXPORT.is_up_to_date, [config])],
     }
 
 
 def task_environments():
     """`doit environments`: build SciCode-Verified's 2024-era and 2025-era grading environments as venvs and print the `environments=` value (never a default task)."""
+    config = settings()
     return {
-        "actions": [
-            wiring.guarded(wiring.deferred("stages.score.parent.environments", "build_for_settings"), settings())
-        ],
-        "uptodate": [False],
+        "actions": [wiring.guarded(tasks.ENVIRONMENTS.run, config)],
+        "uptodate": [(tasks.ENVIRONMENTS.is_up_to_date, [config])],
         "verbosity": 2,
     }
 
 
 def task_compare():
     """`doit compare runs=DIR1,DIR2`: a Markdown report of two runs side by side (never a default task)."""
+    config = settings()
     return {
-        "actions": [wiring.guarded(wiring.deferred("stages.compare.stage", "write_comparison"), settings())],
-        "uptodate": [False],
+        "actions": [wiring.guarded(tasks.COMPARE.run, config)],
+        "uptodate": [(tasks.COMPARE.is_up_to_date, [config])],
     }

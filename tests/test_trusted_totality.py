@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from stages.benchmark.problems import Problem, problems_by_id
 from stages.benchmark.protocol import CARRY_MODES, Carry
-from stages.execution.activity import Activity, StepFailure
 from stages.execution.untrusted import valid_data
 from stages.generate.loops import final_status
+from stages.progress.activity import Activity, StepFailure
 from stages.progress.failures import describe_failure, step_failure_line
 from stages.records import not_scored
 from stages.records.generation import GeneratedStep, Generation, _tool_code

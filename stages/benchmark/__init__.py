@@ -1,2 +1,3 @@
 """Facts of the SciCode benchmark: the datasets (one description each), their problems, the answer protocol,
-categories, pins and known-weak tests."""
+categories, pins, known-weak tests, the published protocols and figures, and the grading environments of a
+protocol; the facts themselves are the JSON files beside the modules."""

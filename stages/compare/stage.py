@@ -40,7 +40,7 @@ __all__ = ["CompareError", "compare_runs", "resolve_run_dir", "write_comparison"
 
 def narrowing_of(settings: Settings) -> View:
     """The view of the command line, one attempt: every problem when it names no sample_ids and no category."""
-    return View.of(settings).of_one_attempt()
+    return settings.view.of_one_attempt()
 
 
 def narrowed_ids(run: RunInfo, common: Sequence[str], view: View) -> list[str]:

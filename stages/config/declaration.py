@@ -5,7 +5,7 @@ the rest: how a raw value is read (its coercer), the allowed values, one line of
 fingerprints cover it (always, or only while a condition holds), whether summary.md records it, and how its value
 is kept out of the recorded configuration when it may hold a secret. Everything else is derived from these
 records: the coercers, the stage-input lists, summary.md's recorded list and the configuration page
-(`stages.config.page`).
+(`scripts/configuration_page.py`).
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from stages.config.values import to_choice
-
-if TYPE_CHECKING:
-    from stages.config.settings import Settings
 
 T = TypeVar("T")
 Stage = Literal["download", "select", "generate", "score"]
 STAGES: tuple[Stage, ...] = ("download", "select", "generate", "score")
 Coercer = Callable[[str, Any], Any]
-InEffect = Callable[["Settings"], bool]
+# A condition over the whole `Settings`. Typed over Any here, because the declaration cannot import the `Settings` it
+# declares without an import circle: each condition is a function of stages/config/settings.py whose parameter is
+# annotated `Settings` (so mypy checks its body there; tests/config/test_configuration_page.py keeps it so).
+InEffect = Callable[[Any], bool]
 # How a value that may hold a secret is shown in config.json: "" never holds one.
 Secrecy = Literal["", "url credentials", "secret-named keys"]
 METADATA_KEY = "declared"

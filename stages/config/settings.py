@@ -227,9 +227,38 @@ def _url(name: str, value: Any) -> str:
     return text
 
 
+# The conditions under which a setting enters a stage's fingerprint (`Declared.stages_when`): a setting added later
+# enters only when set, so artifacts written before it existed stay current.
+
+
 def _not_original(settings: Settings) -> bool:
     """The dataset enters the fingerprints only when it is not the original (earlier runs stay current)."""
     return settings.dataset != DEFAULT_DATASET
+
+
+def _output_capped(settings: Settings) -> bool:
+    return settings.max_tokens is not None
+
+
+def _tool_forced(settings: Settings) -> bool:
+    return bool(settings.tool_choice) and settings.mode == "tool_use"
+
+
+def _grades_in_environments(settings: Settings) -> bool:
+    return bool(settings.environments)
+
+
+def _grades_in_every_environment(settings: Settings) -> bool:
+    return bool(settings.environments) and settings.all_environments
+
+
+def _snippets_scratch_changed(settings: Settings) -> bool:
+    """The snippets' scratch limit shapes what a model sees from its tool calls (only local snippets have it)."""
+    return (
+        settings.mode == "tool_use"
+        and not settings.sandbox_url
+        and settings.scratch_limit_mb != DEFAULT_SCRATCH_LIMIT_MB
+    )
 
 
 @dataclass(frozen=True)
@@ -313,7 +342,7 @@ class Settings:
             "output cap of each answer, sent as `max_output_tokens` (responses), `max_completion_tokens` (chat, "
             "OpenAI's endpoint) or `max_tokens` (chat, elsewhere); recommended for local servers "
             "(see [Local servers](local-servers-sandboxfusion-dask.md#local-servers))",
-            stages_when={"generate": lambda settings: settings.max_tokens is not None},
+            stages_when={"generate": _output_capped},
             shown_default="(unset)",
             group=ENDPOINT,
         ),
@@ -326,7 +355,7 @@ class Settings:
             "one (`required`, a name) goes with the first call of each step only, later calls send none (the "
             "API's default with tools: `auto`); the final answer after the loop cap is asked without tools",
             allowed=TOOL_CHOICE_MODES + TOOLS,
-            stages_when={"generate": lambda settings: bool(settings.tool_choice) and settings.mode == "tool_use"},
+            stages_when={"generate": _tool_forced},
             shown_default="(unset)",
             group=ENDPOINT,
         ),
@@ -499,7 +528,7 @@ class Settings:
             "`NAME:PYTHON,...`: score every step in each of these interpreters, in this order, each under the full "
             "confinement; a step passes when any environment passes it (see [Grading environments]"
             "(running-safely.md#grading-environments); `doit environments` builds the SciCode-Verified ones)",
-            stages_when={"score": lambda settings: bool(settings.environments)},
+            stages_when={"score": _grades_in_environments},
             shown_default='"" (python_binary only)',
             group=SCORING,
         ),
@@ -510,7 +539,7 @@ class Settings:
             to_bool,
             "under `environments=`, run every environment even after one passed and record every verdict (by "
             "default the first pass ends a step)",
-            stages_when={"score": lambda settings: bool(settings.environments) and settings.all_environments},
+            stages_when={"score": _grades_in_every_environment},
             group=SCORING,
         ),
     )
@@ -582,14 +611,7 @@ class Settings:
             "that step only. Part of the score settings and the verdict-cache key; of the generation settings in "
             f"tool_use with local snippets when not {DEFAULT_SCRATCH_LIMIT_MB}",
             stages=("score",),
-            # The snippets' scratch limit shapes what a model sees from its tool calls (only local snippets have it).
-            stages_when={
-                "generate": lambda settings: (
-                    settings.mode == "tool_use"
-                    and not settings.sandbox_url
-                    and settings.scratch_limit_mb != DEFAULT_SCRATCH_LIMIT_MB
-                )
-            },
+            stages_when={"generate": _snippets_scratch_changed},
             group=SCORING,
         ),
     )
@@ -791,9 +813,14 @@ class Settings:
         return f"{name}-{self.protocol}" if self.protocol else name
 
     @property
+    def view(self) -> View:
+        """The problems and attempts this command line looks at (`stages.config.view.View`)."""
+        return View(tuple(self.sample_ids), self.categories, self.attempts)
+
+    @property
     def summary_tag(self) -> str:
         """The tag of this command line's view of the run (`stages.config.view.View.tag`)."""
-        return View.of(self).tag
+        return self.view.tag
 
     @property
     def data_paths(self) -> DataPaths:

@@ -1,6 +1,6 @@
-"""The shape of a doit task kind (a stage, the targets or the preflight): its action, its up-to-date check and
-what that check compares. Each stage package declares its own in its `task` module; the registry and `explain`
-are `stages/pipeline/tasks.py`.
+"""The shape of a doit task kind (a stage, the targets, the preflight, or a task run on request such as `runs`):
+its action, its up-to-date check and what that check compares. Each stage package declares its own in its `task`
+module; the registry and `explain` are `stages/pipeline/tasks.py`.
 
 `run(settings, *key)` is the doit action and `is_up_to_date(settings, *key)` its up-to-date check, where `key` is
 `()` for a run-level task and `(problem_id,)` for `generate:<id>` / `score:<id>` (the generate action also takes
@@ -54,6 +54,16 @@ def no_artifacts(settings: Settings, *key: str) -> list[ArtifactCheck]:
 
 def no_other_reason(settings: Settings, *key: str) -> list[str]:
     return ["its up-to-date condition is not met although its artifacts are current"]
+
+
+def never_up_to_date(settings: Settings, *key: str) -> bool:
+    """The check of a task that runs whenever it is named (an index, a comparison, an export, an environment build:
+    never a default task)."""
+    return False
+
+
+def run_whenever_named(settings: Settings, *key: str) -> list[str]:
+    return ["it runs whenever it is named (never up to date)"]
 
 
 @dataclass(frozen=True)

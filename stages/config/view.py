@@ -15,7 +15,6 @@ from stages.storage.paths import safe_name
 
 if TYPE_CHECKING:
     from stages.benchmark.categories import Category
-    from stages.config.settings import Settings
 
 LONGEST_IDS_IN_TAG = 40  # characters of joined ids a tag spells out; longer lists are named by count and digest
 LONGEST_CATEGORIES_IN_TAG = 100  # the same for joined category names
@@ -23,16 +22,12 @@ LONGEST_CATEGORIES_IN_TAG = 100  # the same for joined category names
 
 @dataclass(frozen=True)
 class View:
-    """`sample_ids` (empty: every problem), `categories` (None: every category) and `attempts`."""
+    """`sample_ids` (empty: every problem), `categories` (None: every category) and `attempts` (the view a command
+    line's settings ask for is `Settings.view`)."""
 
     sample_ids: tuple[str, ...] = ()
     categories: tuple[str, ...] | None = None
     attempts: int = 1
-
-    @classmethod
-    def of(cls, settings: Settings) -> View:
-        """The view a command line's settings ask for."""
-        return cls(tuple(settings.sample_ids), settings.categories, settings.attempts)
 
     def of_one_attempt(self) -> View:
         """The same problems with one attempt (what compare names its files by)."""

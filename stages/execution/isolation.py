@@ -1,7 +1,7 @@
 """Child processes: scrubbed environment, limits, bounded output, scratch folders.
 
 `run_isolated` runs local code-interpreter snippets (generation), whose program is the confinement
-launcher (`stages/confinement/confine.py`): a new session killed as a whole at the timeout and after
+launcher (`stages/execution/confinement/confine.py`): a new session killed as a whole at the timeout and after
 exit, and, inside it, a PID namespace that takes every descendant with it. The scoring engine uses the
 environment, the bounded readers and the scratch folders for its test processes.
 """

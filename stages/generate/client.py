@@ -46,7 +46,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from stages.config.settings import OUTPUT_CAP_PARAMS, TOOL_CHOICE_MODES, ApiProtocol, Settings
-from stages.execution.activity import ACTIVITY
 from stages.execution.service_replies import (
     ENDPOINT_REPLY_BYTES,
     UnreadableReply,
@@ -68,6 +67,7 @@ from stages.generate.api_format import (
     to_responses_input,
 )
 from stages.generate.journal import ReceivedReply
+from stages.progress.activity import ACTIVITY
 from stages.records.usage import Tokens
 from stages.storage.json_values import JSONObject
 

@@ -423,7 +423,7 @@ def _walk_steps(run: ProblemRun, previous: dict[str, GeneratedStep]) -> tuple[JS
 
 def _publish_step(run: ProblemRun, record: GeneratedStep, *, asked: bool) -> None:
     """A step with its final answer, for the live view's step counts and ETA (prefilled and failed steps: none)."""
-    from stages.execution.activity import ACTIVITY
+    from stages.progress.activity import ACTIVITY
 
     if record.status not in UNPUBLISHED_STEP_STATUSES:
         ACTIVITY.add_generated_step(run.problem.problem_id, run.attempt, record.step_id, asked=asked)

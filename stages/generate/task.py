@@ -31,8 +31,8 @@ def run_generate(settings: Settings, problem_id: str, priority: float = 0.0) -> 
     model-level way (`RunAborted`, so that no summary claims 0/N)."""
     from stages.errors import RunStopped
     from stages.execution import live_processes
-    from stages.execution.activity import ACTIVITY
     from stages.generate.stage import AttemptFailed, RunAborted, run_generate_attempts
+    from stages.progress.activity import ACTIVITY
     from stages.records import not_generated
 
     if not invoked().generation_only:

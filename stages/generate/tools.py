@@ -5,7 +5,7 @@ to OUTPUT_LIMIT characters with a marker saying so. Two back ends:
 
 - local (default): a fresh interpreter (`python_binary`, as given: a venv's `bin/python` runs with that venv's
   packages) in its own temp dir under `code_workdir` (removed afterwards), confined by the kernel
-  (`stages/confinement/confine.py`): PID 1 of new PID/network/IPC/mount namespaces, so every process it
+  (`stages/execution/confinement/confine.py`): PID 1 of new PID/network/IPC/mount namespaces, so every process it
   starts dies with it; its folder a tmpfs of `scratch_limit_mb` (at most the memory limit) holding a copy of
   the files written here, so what the snippet writes vanishes with it; Landlock reads only of the
   interpreter's files and the snippet's folder (no data folder, no targets file, no /proc, no home), writes
@@ -34,7 +34,7 @@ from typing import Any
 
 from stages.config.settings import Settings
 from stages.execution import live_processes
-from stages.execution.confinement import binding_arguments
+from stages.execution.confinement import CONFINE_SCRIPT, binding_arguments
 from stages.execution.isolation import Limits, ProcessResult, ScratchDir, run_isolated, scrubbed_environment
 from stages.execution.safe_ast import MAX_PARSED_CHARS
 from stages.execution.untrusted import UntrustedJSONError, parse_json, valid_text
@@ -49,7 +49,6 @@ MAX_ARGUMENT_CHARS = 2 * MAX_PARSED_CHARS  # a call's JSON arguments (its code, 
 SNIPPET_FILE = "snippet.py"
 RUNNER_FILE = "_runner.py"
 PREAMBLE_FILE = "_preamble.py"
-CONFINE_SCRIPT = Path(__file__).resolve().parents[1] / "execution" / "confinement" / "confine.py"
 SINGLE_THREAD_DEFAULTS: dict[str, str] = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 TOOL_DESCRIPTION = (

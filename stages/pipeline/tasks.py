@@ -1,19 +1,23 @@
 """The registry of doit task kinds and `explain`: why a task will run.
 
 Each stage package declares its own task kind (`stages.<stage>.task`: its action, up-to-date check, artifacts and
-explain reasons, shaped by `stages.config.task_kind.TaskKind`); this module lists them by task name and says, for
-`doit explain <task>`, which named parts changed since a task's artifact was written.
+explain reasons, shaped by `stages.config.task_kind.TaskKind`); this module lists them by task name: the stages of
+a run (`STAGES`), which `doit explain <task>` explains (which named parts changed since a task's artifact was
+written), and the tasks run on request (`ON_REQUEST`), never up to date and never a default task.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stages.compare.task import COMPARE
 from stages.config.task_kind import ProblemKey, TaskKind
 from stages.download.task import DOWNLOAD
+from stages.export.task import EXPORT
 from stages.generate.task import GENERATE
 from stages.preflight.task import PREFLIGHT
-from stages.score.task import SCORE
+from stages.runs.task import RUNS
+from stages.score.task import ENVIRONMENTS, SCORE
 from stages.select.task import SELECT
 from stages.summarize.task import SUMMARIZE
 from stages.targets.task import TARGETS
@@ -22,9 +26,14 @@ if TYPE_CHECKING:
     from stages.config.settings import Settings
 
 __all__ = [
+    "COMPARE",
     "DOWNLOAD",
+    "ENVIRONMENTS",
+    "EXPORT",
     "GENERATE",
+    "ON_REQUEST",
     "PREFLIGHT",
+    "RUNS",
     "SCORE",
     "SELECT",
     "STAGES",
@@ -37,6 +46,7 @@ __all__ = [
 STAGES: dict[str, TaskKind] = {
     stage.name: stage for stage in (DOWNLOAD, SELECT, TARGETS, PREFLIGHT, GENERATE, SCORE, SUMMARIZE)
 }
+ON_REQUEST: dict[str, TaskKind] = {task.name: task for task in (RUNS, EXPORT, COMPARE, ENVIRONMENTS)}
 
 
 class UnknownTask(ValueError):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import errno
 import gc
-import importlib
 import os
 import sys
 import threading
@@ -159,17 +158,6 @@ def worker_threads() -> int:
     return problem_bound(settings) + 1
 
 
-def deferred(module: str, name: str) -> Callable[..., Any]:
-    """`module.name`, imported only when called: creating a command's tasks (every doit command creates them
-    all) must not import the reports it does not run."""
-
-    def call(*args: Any) -> Any:
-        return getattr(importlib.import_module(module), name)(*args)
-
-    call.__name__ = call.__qualname__ = name
-    return call
-
-
 def guarded(function: Callable[..., Any], *args: Any) -> Callable[[], TaskFailed | None]:
     """A doit python-action that turns the pipeline's own errors into a one-line task failure."""
 
@@ -299,7 +287,7 @@ def group_clean_actions(settings: Settings) -> list[Callable[[], None]]:
 def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
     """The selected problems with their expected work, in `stages.execution.scheduling.generation_order`; the count goes
     to the live view. Empty when the selection is missing or stale."""
-    from stages.execution.activity import ACTIVITY
+    from stages.progress.activity import ACTIVITY
     from stages.score.parent.stage import expected_work
     from stages.select.stage import selected_problem_ids
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from doit.exceptions import BaseFail, UnmetDependency
 
-from stages.execution.activity import StepFailure
 from stages.execution.untrusted import shown, valid_text
+from stages.progress.activity import StepFailure
 
 OWN_ERROR_MODULE_PREFIX = "stages."
 DETAIL_TAIL_LINES = 30

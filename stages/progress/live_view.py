@@ -17,7 +17,7 @@ work left has finished a task (generation: a step).
 A stage's count is of its problems finished without failure; failures (a task that failed, or a generation that
 ended in error) are counted beside it, so a run whose every model call failed never reads "generated 15/15".
 
-`LiveStatus` is what is shown (built by `stages.progress.run` from doit's task events and `stages.execution.activity`);
+`LiveStatus` is what is shown (built by `stages.progress.run` from doit's task events and `stages.progress.activity`);
 `LiveView` shows it. On a terminal one tqdm bar (problems finished over problems of the run, both
 stages counted) stays under the lines the run prints and is redrawn at every update. Elsewhere (CI, a
 log file) nothing is redrawn (no `\r`): a plain `progress: ...` line is written when the counts changed and
@@ -36,7 +36,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from stages.execution.activity import ActivitySnapshot
+from stages.progress.activity import ActivitySnapshot
 from stages.progress.live_line import Field, FittedLine, columns_of, fit_line, plain_text
 
 PLAIN_PREFIX = "progress: "

@@ -29,7 +29,7 @@ A ticker thread refreshes it every `tick_s` (a tqdm bar fitted to the terminal's
 seconds elsewhere); their final per-stage lines still close the run.
 
 Each failed step is printed once, when its verdict is known (the score stage publishes it through
-`stages.execution.activity`; the reporter prints what was published at every refresh, at most `tick_s` later):
+`stages.progress.activity`; the reporter prints what was published at every refresh, at most `tick_s` later):
 
     step 10.2 timeout: the test process ran past 30 s
     steps 12.1, 12.2, 12.3 fail: not generated: HTTP 500 from the model
@@ -56,8 +56,8 @@ from tqdm import tqdm
 
 from stages.errors import pipeline_error_names
 from stages.execution import live_processes
-from stages.execution.activity import ACTIVITY, Activity, ActivitySnapshot
 from stages.execution.untrusted import shown
+from stages.progress.activity import ACTIVITY, Activity, ActivitySnapshot
 from stages.progress.failures import (
     FailureNote,
     describe_failure,

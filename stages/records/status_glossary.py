@@ -1,6 +1,6 @@
 """The glossary of statuses: every status a generation file or a step's verdict can hold, what it means and how it
 counts in the denominators, declared once. summary.md, report.html, compare.md and the generated page
-`docs/statuses.md` (`python -m stages.records.status_glossary` writes it) all render these entries.
+`docs/statuses.md` (`python -m scripts.statuses_page` writes it) all render these entries.
 
 A step's verdict status is what the tables count (summary.json `status_counts`, the step grid, compare); a failing
 verdict of a step the model never answered is counted as `not_generated`, not as `fail`, so an outage of the
@@ -9,10 +9,8 @@ server is never read as a wrong answer of the model.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from stages.storage.markdown_table import markdown_table
@@ -91,7 +89,6 @@ GENERATION_ENTRIES: tuple[StatusEntry, ...] = (
 )
 GLOSSARY: tuple[StatusEntry, ...] = VERDICT_ENTRIES + GENERATION_ENTRIES
 GLOSSARY_LINK = "docs/statuses.md in the project"
-DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "statuses.md"
 
 
 def verdict_entry(status: str) -> StatusEntry | None:
@@ -106,34 +103,3 @@ def glossary_rows(entries: Sequence[StatusEntry]) -> list[tuple[str, str, str, s
 def glossary_markdown(entries: Sequence[StatusEntry] = GLOSSARY) -> list[str]:
     """The glossary as a Markdown table."""
     return markdown_table(("status", "record", "meaning", "counts"), glossary_rows(entries), (False,) * 4)
-
-
-def glossary_page() -> str:
-    """The text of docs/statuses.md."""
-    lines = [
-        "# Statuses",
-        "",
-        "Generated from `stages/records/status_glossary.py` by `python -m stages.records.status_glossary`; do not "
-        "edit by hand.",
-        "",
-        "A *verdict* status is a scored step's, as the step-status tables, the step grid and compare count it "
-        "(attempt 1). A *generation* status is a step's in `generations/<id>.json`. Every scored step of every "
-        "selected problem is in the denominator of `subproblem`, and every selected problem in that of "
-        "`main_problem_resolve_rate`: a problem is resolved when every scored step passed.",
-        "",
-        *glossary_markdown(),
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str]) -> int:
-    target = Path(argv[0]) if argv else DOCS_PAGE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(glossary_page(), encoding="utf-8")
-    print(f"status glossary: {target}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

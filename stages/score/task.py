@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from doit.exceptions import TaskFailed
 
 from stages.config.command_line import invoked
-from stages.config.task_kind import ArtifactCheck, TaskKind
+from stages.config.task_kind import ArtifactCheck, TaskKind, never_up_to_date, run_whenever_named
 
 if TYPE_CHECKING:
     from stages.config.settings import Settings
@@ -26,7 +26,7 @@ def score_and_count(settings: Settings, problem_id: str) -> ScoreSummary | TaskF
     reads the failure from the live view's activity), and the summary's task fails naming it. Otherwise the
     task fails with that reason."""
     from stages.execution import live_processes
-    from stages.execution.activity import ACTIVITY
+    from stages.progress.activity import ACTIVITY
     from stages.records import not_scored
     from stages.score.parent.stage import run_score
 
@@ -61,7 +61,7 @@ def rescore_wanted(rescore: str, details: Details) -> bool:
 
 def details_current(settings: Settings, problem_id: str) -> bool:
     """Whether `details/<id>.json` is up to date; an up-to-date problem's step counts go to the live view."""
-    from stages.execution.activity import ACTIVITY
+    from stages.progress.activity import ACTIVITY
     from stages.records.details import current_details
     from stages.score.parent.stage import score_fingerprint
 
@@ -84,3 +84,13 @@ def score_artifacts(settings: Settings, problem_id: str) -> list[ArtifactCheck]:
 
 
 SCORE = TaskKind("score", score_and_count, details_current, score_artifacts, per_problem=True)
+
+
+def build_environments(settings: Settings) -> None:
+    """`doit environments`: build the protocol's grading environments and print the `environments=` value."""
+    from stages.score.parent.environments import build_for_settings
+
+    build_for_settings(settings)
+
+
+ENVIRONMENTS = TaskKind("environments", build_environments, never_up_to_date, other_reasons=run_whenever_named)

@@ -9,7 +9,6 @@ from stages.benchmark.datasets import Dataset
 from stages.benchmark.problems import Problem
 from stages.config.fingerprints import FingerprintParts, digest, settings_slice
 from stages.config.settings import ConfigError, Settings
-from stages.config.view import View
 from stages.errors import PipelineError
 from stages.execution.confinement import check_confinement
 from stages.execution.versions import package_versions
@@ -28,7 +27,7 @@ def select_problems(settings: Settings) -> tuple[Problem, ...]:
     candidates = settings.benchmark.problems(settings.split)
     _check_sample_ids(settings, candidates)
     _check_categories(settings, candidates)
-    view = View.of(settings)
+    view = settings.view
     chosen = tuple(problem for problem in candidates if view.selects(problem.problem_id, problem.taxonomy))
     if not chosen:
         raise ConfigError(

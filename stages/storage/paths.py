@@ -6,8 +6,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-SCHEMAS_DIR = PROJECT_ROOT / "schemas"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # stages/, wherever it is imported from
+# The folder that holds stages/: the checkout when run from it (PYTHONPATH, an editable install), site-packages when
+# installed from a wheel. Nothing the package reads lies outside stages/; this is where a child python imports it.
+IMPORT_ROOT = PACKAGE_DIR.parent
+# The artifact schemas. They are kept in the checkout's top-level schemas/ folder, and stages/schemas is a link to it
+# (`../schemas`): so the package reads them inside itself from the checkout and from a wheel alike, into which
+# setuptools copies the linked files as the package data of `stages.schemas` (pyproject.toml).
+SCHEMAS_DIR = PACKAGE_DIR / "schemas"
 STATE_DIR_NAME = ".scicode"
 ATTEMPT_SEPARATOR = "@"
 COMPARE_DIR_NAME = "compare"

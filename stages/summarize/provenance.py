@@ -18,7 +18,7 @@ from stages.errors import PipelineError
 from stages.records.invocations import invocations
 from stages.records.summary import RecordedInvocation
 from stages.storage.json_values import JSONObject
-from stages.storage.paths import PROJECT_ROOT, RunPaths
+from stages.storage.paths import IMPORT_ROOT, RunPaths
 
 PROJECT_NAME = "scicode-pipeline"
 GIT_TIMEOUT_SECONDS = 5.0
@@ -119,10 +119,11 @@ def run_started(paths: RunPaths, problem_ids: Sequence[str]) -> str | None:
 
 
 def _git(*args: str) -> str | None:
-    """The output of a git command in the project's folder; None when git or the repository is not there."""
+    """The output of a git command in the folder stages/ is imported from; None when git or a repository is not
+    there."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), *args],
+            ["git", "-C", str(IMPORT_ROOT), *args],
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT_SECONDS,
@@ -133,14 +134,22 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def _runs_from_its_checkout() -> bool:
+    """Whether stages/ is imported from the top of a git work tree: this project's checkout. An installed package
+    (site-packages of a venv) may lie inside some other repository, a user's project, whose commit is not this
+    project's."""
+    top = _git("rev-parse", "--show-toplevel")
+    return top is not None and Path(top).resolve() == IMPORT_ROOT.resolve()
+
+
 @lru_cache(maxsize=1)
 def project_record() -> JSONObject:
-    """This project's name, installed version and git commit (None outside a checkout; `dirty` when tracked files
+    """This project's name, installed version and git commit (None outside its checkout; `dirty` when tracked files
     differ from it)."""
     try:
         version: str | None = metadata.version(PROJECT_NAME)
     except metadata.PackageNotFoundError:
         version = None
-    commit = _git("rev-parse", "HEAD")
+    commit = _git("rev-parse", "HEAD") if _runs_from_its_checkout() else None
     changes = _git("status", "--porcelain", "--untracked-files=no") if commit else None
     return {"name": PROJECT_NAME, "version": version, "commit": commit, "dirty": bool(changes) if commit else None}

@@ -37,7 +37,7 @@ from stages.execution.versions import package_versions
 from stages.progress.phase import DEFAULT_UNIT_SECONDS, PhaseProgress
 from stages.storage.artifacts import fingerprint, read_artifact, read_frozen, sha256_file, write_artifact
 from stages.storage.json_values import FrozenObject, JSONObject, JSONValue, number, objects, text
-from stages.storage.paths import PROJECT_ROOT, DataPaths
+from stages.storage.paths import IMPORT_ROOT, DataPaths
 from stages.targets.comparison import CAPTURE_NAME, capture_program, find_target_comparison
 from stages.targets.errors import DerivationError, TargetsError
 from stages.targets.layout import GZIP_LEVEL, GZIP_MIN_BYTES, H5Group, layout_of_test, write_targets_file
@@ -185,7 +185,7 @@ def run_step_isolated(job: DerivationJob, scratch: Path, limits: Limits) -> Deri
         ),
         encoding="utf-8",
     )
-    env = scrubbed_environment({"PYTHONPATH": str(PROJECT_ROOT)}, home=folder)
+    env = scrubbed_environment({"PYTHONPATH": str(IMPORT_ROOT)}, home=folder)
     process = run_isolated([sys.executable, "-c", CHILD_ENTRY, str(job_file)], cwd=folder, env=env, limits=limits)
     return _outcome(job, process, output, limits)
 

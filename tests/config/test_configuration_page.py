@@ -7,6 +7,7 @@ import subprocess
 import sys
 from dataclasses import fields
 from pathlib import Path
+from typing import get_type_hints
 
 from scripts.configuration_page import PAGE, configuration_page
 from stages.config.declaration import STAGES
@@ -69,6 +70,15 @@ def test_the_coercers_stage_inputs_and_recorded_list_come_from_the_declarations(
     assert RECORDED_SETTINGS == tuple(name for name in VARIABLES if DECLARED[name].recorded)
     # The settings whose values may hold a secret are redacted by what their declaration says.
     assert {name for name in VARIABLES if DECLARED[name].secrecy} == {"base_url", "sandbox_url", "model_params"}
+
+
+def test_every_condition_of_a_declaration_is_a_function_of_the_settings() -> None:
+    """A `stages_when` condition is typed over Any in the declaration (which cannot import `Settings` without an
+    import circle): each is a function annotated `(settings: Settings) -> bool`, so mypy checks its body."""
+    conditions = [condition for name in VARIABLES for condition in DECLARED[name].stages_when.values()]
+    assert len(conditions) >= 6
+    for condition in conditions:
+        assert get_type_hints(condition) == {"settings": Settings, "return": bool}, condition
 
 
 def test_summary_markdown_records_the_declared_settings() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from stages.config.command_line import CommandLine
+from stages.pipeline.tasks import ON_REQUEST, STAGES
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEAD_URL = "http://127.0.0.1:9/scicode.zip"  # nothing listens on the discard port: download falls through
@@ -23,6 +25,39 @@ def run_doit(workdir: Path, *args: str, timeout: float = 300) -> subprocess.Comp
 @pytest.fixture
 def workdir(tmp_path: Path, staged_data_dir: Path) -> Path:
     return tmp_path
+
+
+DOIT_OWN_TASKS = frozenset({"explain"})  # says why other tasks run; not a task kind of its own
+PROBLEM_CREATOR = "problems"  # yields the generate:<id> and score:<id> tasks
+
+
+def dodo_task_names(tree: ast.Module) -> set[str]:
+    declared = {
+        node.name.removeprefix("task_")
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("task_")
+    }
+    return (declared - {PROBLEM_CREATOR}) | {"generate", "score"}
+
+
+def test_every_task_of_dodo_runs_a_registered_task_kind() -> None:
+    """dodo.py is wiring only: each task runs a `TaskKind` of the registry (`tasks.<KIND>`), none a module named in a
+    string."""
+    tree = ast.parse((PROJECT_ROOT / "dodo.py").read_text(encoding="utf-8"))
+    kinds = {**STAGES, **ON_REQUEST}
+    assert dodo_task_names(tree) - DOIT_OWN_TASKS == set(kinds)
+    used = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "tasks"
+    }
+    assert used == {name.upper() for name in kinds}
+    named_modules = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("stages.")
+    ]
+    assert named_modules == []
 
 
 def _mtime(path: Path) -> int:

@@ -11,9 +11,9 @@ import pytest
 
 from stages.config.command_line import CommandLine
 from stages.config.settings import load_settings
-from stages.execution.activity import Activity
 from stages.generate.stage import problem_slots
 from stages.pipeline.wiring import generation_admissions, problem_bound, problems_in_generation_order
+from stages.progress.activity import Activity
 from stages.score.parent.stage import expected_work, reference_seconds
 from stages.select.stage import run_select, selected_problem_ids
 

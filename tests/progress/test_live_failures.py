@@ -83,7 +83,7 @@ def test_each_failed_step_is_printed_once_as_its_verdict_is_known(
 
 def test_a_failing_step_the_model_never_answered_is_printed_as_not_generated() -> None:
     """The live line names a step as the counts do: `step 3.1 not_generated: ...`, not `fail`."""
-    from stages.execution.activity import StepFailure
+    from stages.progress.activity import StepFailure
     from stages.progress.failures import step_failure_line
     from stages.records.generation import Generation
     from stages.records.verdict import StepVerdict

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.execution.activity import ActivitySnapshot
+from stages.progress.activity import ActivitySnapshot
 from stages.progress.live_line import Field, FittedLine, columns_of, fit_line, layouts
 from stages.progress.live_view import LiveStatus, StageCount
 from stages.progress.phase import PhaseProgress, Running, phase_eta

@@ -419,7 +419,7 @@ def test_failures_with_one_reason_are_shown_once_and_listed_as_one_line() -> Non
 # The live view of a run
 # ---------------------------------------------------------------------------
 
-from stages.execution.activity import MAX_PENDING_FAILURES, Activity, StepFailure  # noqa: E402
+from stages.progress.activity import MAX_PENDING_FAILURES, Activity, StepFailure  # noqa: E402
 from stages.progress.live_view import StageCount, StepCount, estimate_eta  # noqa: E402
 
 PROGRESS_LINE = re.compile(

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 from typing import Any, get_args
 
+from scripts.statuses_page import PAGE, statuses_page
 from stages.config.settings import Settings
 from stages.export.stage import export_run
 from stages.records.results import CELL_STATUSES, CellStatus
-from stages.records.status_glossary import DOCS_PAGE, GENERATION_ENTRIES, VERDICT_ENTRIES, glossary_page
+from stages.records.status_glossary import GENERATION_ENTRIES, VERDICT_ENTRIES
 from stages.statuses import GenerationStepStatus
 from stages.storage.artifacts import read_artifact, write_artifact
 from stages.summarize.stage import run_summarize
@@ -37,8 +38,8 @@ def test_every_status_has_one_glossary_entry() -> None:
 
 
 def test_the_statuses_page_is_generated_from_the_glossary() -> None:
-    """docs/statuses.md is current: after a change of the glossary run `python -m stages.records.status_glossary`."""
-    assert DOCS_PAGE.read_text(encoding="utf-8") == glossary_page()
+    """docs/statuses.md is current: after a change of the glossary run `python -m scripts.statuses_page`."""
+    assert PAGE.read_text(encoding="utf-8") == statuses_page()
 
 
 def generation_step(step_id: str, status: str, error: str | None = None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from doit.exceptions import TaskFailed
 
 from stages.config.settings import load_settings
-from stages.execution.activity import ACTIVITY
+from stages.progress.activity import ACTIVITY
 from stages.records.results import read_details
 from stages.score import task
 from stages.score.parent import stage as score_stage

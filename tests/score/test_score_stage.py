@@ -11,7 +11,7 @@ import pytest
 
 from stages.benchmark.problems import load_split, problems_by_id
 from stages.config.settings import load_settings
-from stages.execution.activity import Activity, StepFailure
+from stages.progress.activity import Activity, StepFailure
 from stages.records.generation import read_generation_file
 from stages.records.verdict import StepVerdict
 from stages.score.parent import cache as cache_module

@@ -156,7 +156,7 @@ def test_select_and_compare_share_one_view(tmp_path: Path, staged_data_dir: Path
     from stages.config.view import View
 
     settings = _settings(tmp_path, staged_data_dir, split="validation", sample_ids="19,1", attempts="3")
-    view = View.of(settings)
+    view = settings.view
     assert view.tag == settings.summary_tag == "ids-19_1-k3"
     assert narrowing_of(settings) == View(("19", "1")) and narrowing_of(settings).tag == "ids-19_1"
     chosen = select_problems(settings)

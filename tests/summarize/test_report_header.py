@@ -78,6 +78,32 @@ def test_report_names_the_project_version_and_commit(priced_run) -> None:
         assert f"commit {commit}" in shown
 
 
+def _repository_with_one_commit(folder: Path) -> str:
+    identity = ["-c", "user.name=someone", "-c", "user.email=someone@example.invalid"]
+    for command in (["init", "-q"], [*identity, "commit", "-q", "--allow-empty", "-m", "one"]):
+        subprocess.run(["git", *command], cwd=folder, check=True, capture_output=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, check=True, capture_output=True, text=True).stdout
+
+
+def test_a_package_installed_inside_another_repository_names_no_commit(tmp_path: Path, monkeypatch) -> None:
+    """A venv kept inside a user's project: that project's commit is not this package's."""
+    from stages.summarize import provenance
+
+    commit = _repository_with_one_commit(tmp_path).strip()
+    site_packages = tmp_path / ".venv" / "lib" / "python3" / "site-packages"
+    site_packages.mkdir(parents=True)
+    monkeypatch.setattr(provenance, "IMPORT_ROOT", site_packages)
+    provenance.project_record.cache_clear()
+    try:
+        assert provenance.project_record()["commit"] is None
+        assert provenance.project_record()["dirty"] is None
+        monkeypatch.setattr(provenance, "IMPORT_ROOT", tmp_path)  # imported from the top of its checkout
+        provenance.project_record.cache_clear()
+        assert provenance.project_record()["commit"] == commit
+    finally:
+        provenance.project_record.cache_clear()
+
+
 def test_report_headline_has_intervals_and_cost(priced_run) -> None:
     page = priced_run.run_paths.report_html.read_text(encoding="utf-8")
     # 2 of 5 resolved: Wilson [0.117621, 0.769277]

@@ -20,8 +20,8 @@ The verdict cache stays with the caller (the score stage).
 from __future__ import annotations
 
 from stages.config.settings import Settings
-from stages.execution.activity import ACTIVITY
 from stages.execution.slots import PrioritySlots, shared_slots
+from stages.progress.activity import ACTIVITY
 from stages.records.verdict import StepVerdict
 from stages.score.parent.engine import execute_step
 from stages.score.parent.request import (

@@ -13,7 +13,7 @@ other attempts get its verdict marked `cached`). Under `environments=` each step
 (`scoring_environments`) until one passes (every one with `all_environments=true`); a cached pass in any of them
 decides the step before anything runs, and the step's verdict keeps each consulted environment's verdict
 (`environment_verdicts`, `verdict_rules.verdict_over_environments`). Every failed step is published to the live view
-(`stages.execution.activity`) as soon as its verdict is known, while the problem's other steps may still run: the steps
+(`stages.progress.activity`) as soon as its verdict is known, while the problem's other steps may still run: the steps
 decided without a test process (not generated, no code) at once, one line for the steps that share a status
 and reason, each tested step when its test process ends. The details file holds `attempts[k]` for every
 attempt, each scored like attempt 0; its record-level `status` is attempt 0's.
@@ -44,9 +44,9 @@ from stages.config.environments import Environment
 from stages.config.fingerprints import FingerprintParts, digest, run_relative, settings_slice
 from stages.config.settings import Settings
 from stages.errors import PipelineError
-from stages.execution.activity import ACTIVITY, StepFailure
 from stages.execution.scheduling import ExpectedWork
 from stages.execution.versions import package_versions
+from stages.progress.activity import ACTIVITY, StepFailure
 from stages.records import invocations, not_scored
 from stages.records.details import GENERATION_FAILED_STATES, Details, DetailsStatus, Evaluation, ScoredAttempt
 from stages.records.details import KIND as DETAILS_KIND

@@ -19,8 +19,9 @@ import pytest
 
 from stages.execution.confinement import confinement_of
 from stages.execution.confinement.kernel import UNPRIVILEGED_ID
-from stages.storage.paths import PROJECT_ROOT, STATE_DIR_NAME
+from stages.storage.paths import STATE_DIR_NAME
 from tests.execution.confinement.probes import RAW, confined, last_json, unconfined
+from tests.support.pipeline_support import DODO
 from tests.support.run_artifacts import json_str
 
 pytestmark = pytest.mark.skipif(
@@ -172,7 +173,7 @@ def test_the_confinement_line_is_full_in_this_mode() -> None:
 
 
 def run_doit_here(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "doit", "-f", str(PROJECT_ROOT / "dodo.py"), "-d", str(workdir), *args]
+    command = [sys.executable, "-m", "doit", "-f", str(DODO), "-d", str(workdir), *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=workdir)
 
 

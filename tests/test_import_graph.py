@@ -181,6 +181,8 @@ def test_nothing_imports_the_test_process() -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline",),  # the doit side: task registry, wiring, doit's variables
     ("download", "select", "targets", "preflight", "generate", "score", "summarize", "compare", "runs", "export"),
+    ("pages",),  # the HTML page writer and every page's template
+    ("numbers",),  # the numbers of a run: rows, metrics, pass@k, pricing, provenance, intervals
     ("progress",),  # what a run shows while it runs
     ("records",),
     ("config",),

@@ -1,27 +1,15 @@
-"""Where a run's verdicts come from: the targets they were scored against, when the run started, and which
-version of this project wrote its summary."""
+"""Which targets a run's verdicts were scored against (official, an explicit file, derived, missing), as the summary
+records and judges them (`stages.summarize.caveats`, `stages.summarize.published_setting`)."""
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
 from stages.benchmark.pins import pinned_sha256, pins
 from stages.config.settings import Settings
 from stages.errors import PipelineError
-from stages.records.invocations import invocations
-from stages.records.summary import RecordedInvocation
-from stages.storage.json_values import JSONObject
-from stages.storage.paths import PROJECT_ROOT, RunPaths
-
-PROJECT_NAME = "scicode-pipeline"
-GIT_TIMEOUT_SECONDS = 5.0
 
 TargetsKind = Literal["official", "explicit", "derived", "missing", "unknown"]
 
@@ -80,67 +68,3 @@ def without_targets_path(note: str, settings: Settings, resolved: Path | None) -
     for path in sorted((item for item in named if item and item != "auto"), key=len, reverse=True):
         note = note.replace(path, Path(path).name)
     return note
-
-
-def _utc(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def recorded_invocations(paths: RunPaths, problem_ids: Sequence[str]) -> tuple[RecordedInvocation, ...]:
-    """The run's invocations that generated or scored the problems, as the summary records them."""
-    return tuple(
-        RecordedInvocation(
-            found.started_text(), found.ended_text(), round(found.seconds, 3), found.stages, found.problems
-        )
-        for found in invocations(paths, frozenset(problem_ids))
-    )
-
-
-def run_started(paths: RunPaths, problem_ids: Sequence[str]) -> str | None:
-    """When the run's first invocation started (`stages.records.invocations`). For a run recorded before
-    invocations were: the earliest generation or details file time (when its first problem finished), else
-    config.json's time; None when neither exists."""
-    recorded = invocations(paths, frozenset(problem_ids))
-    if recorded:
-        return recorded[0].started_text()
-    times = []
-    for problem_id in problem_ids:
-        for path in (paths.generation(problem_id), paths.details(problem_id)):
-            try:
-                times.append(path.stat().st_mtime)
-            except FileNotFoundError:
-                continue
-    if not times:
-        try:
-            times.append(paths.config.stat().st_mtime)
-        except FileNotFoundError:
-            return None
-    return _utc(min(times))
-
-
-def _git(*args: str) -> str | None:
-    """The output of a git command in the project's folder; None when git or the repository is not there."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-@lru_cache(maxsize=1)
-def project_record() -> JSONObject:
-    """This project's name, installed version and git commit (None outside a checkout; `dirty` when tracked files
-    differ from it)."""
-    try:
-        version: str | None = metadata.version(PROJECT_NAME)
-    except metadata.PackageNotFoundError:
-        version = None
-    commit = _git("rev-parse", "HEAD")
-    changes = _git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"name": PROJECT_NAME, "version": version, "commit": commit, "dirty": bool(changes) if commit else None}

@@ -219,7 +219,7 @@ def _script_parts(
     scoring: the dependencies, each code section, and each test case as split by `rewrite_tests` (the part
     run in the test process, `<scicode-test k>`, and the assertions the checker decides,
     `<scicode-check test k>`)."""
-    from stages.score.parent.script import build_step_script
+    from stages.score import build_step_script
 
     script = build_step_script(problem, index, codes, data_paths, carry)
     parts = [ScriptPart("dependencies", "<scicode-dependencies>", numbered(script.deps))]
@@ -232,7 +232,7 @@ def _script_parts(
 @lru_cache(maxsize=512)
 def _test_parts(tests: tuple[str, ...], deps: str) -> tuple[ScriptPart, ...]:
     """The test cases as they are compiled (the same for every attempt of a step, so computed once)."""
-    from stages.score.checker.rewrite import RewriteError, rewrite_tests
+    from stages.score import RewriteError, rewrite_tests
 
     try:
         rewritten = rewrite_tests(tests, deps)
@@ -303,7 +303,7 @@ def _problems_of(benchmark: Benchmark, run: RunResults) -> dict[str, Problem]:
 def targets_reader(settings: Settings, problems: Mapping[str, Problem]) -> TargetsOf:
     """A step's target values by test, read once per step from the run's targets file when a view needs them
     (only for report.html: never written elsewhere); the reason as text when they cannot be read."""
-    from stages.score.parent.targets_io import read_step_targets
+    from stages.score import read_step_targets
     from stages.targets.resolve import resolve_targets
 
     counts = {step.step_id: len(step.test_cases) for problem in problems.values() for step in problem.steps}

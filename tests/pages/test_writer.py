@@ -3,9 +3,12 @@ script is the only one allowed to run, values are escaped, and links between pag
 
 from __future__ import annotations
 
-import re
+import base64
+import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import tomllib
 
 from stages.pages import writer
@@ -33,25 +36,29 @@ def test_the_package_data_ships_the_templates_folder() -> None:
     assert package_data.get(package) == [f"{TEMPLATES_DIR.name}/*"], package_data
 
 
-def test_a_page_allows_only_its_own_script_and_escapes_every_value(tmp_path: Path) -> None:
-    (tmp_path / "page.html.j2").write_text(
+@pytest.fixture
+def own_templates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The writer reading its templates from `tmp_path` (its cached environment and scripts dropped before and after)."""
+    monkeypatch.setattr(writer, "TEMPLATES_DIR", tmp_path)
+    writer.environment.cache_clear()
+    writer.page_script.cache_clear()
+    yield tmp_path
+    writer.environment.cache_clear()
+    writer.page_script.cache_clear()
+
+
+def test_a_page_allows_only_its_own_script_and_escapes_every_value(own_templates: Path) -> None:
+    (own_templates / "page.html.j2").write_text(
         "<meta content=\"script-src '{{ script_hash }}'\"><p>{{ value }}</p><script>{{ script }}</script>",
         encoding="utf-8",
     )
-    (tmp_path / "page.js").write_text("document.title = 'x' < 'y';", encoding="utf-8")
-    original = writer.TEMPLATES_DIR
-    writer.environment.cache_clear()
-    writer.page_script.cache_clear()
-    try:
-        writer.TEMPLATES_DIR = tmp_path
-        html = writer.render(Page("page.html.j2", "page.js"), value="<script>alert(1)</script>")
-    finally:
-        writer.TEMPLATES_DIR = original
-        writer.environment.cache_clear()
-        writer.page_script.cache_clear()
+    script = "document.title = 'x' < 'y';"
+    (own_templates / "page.js").write_text(script, encoding="utf-8")
+    html = writer.render(Page("page.html.j2", "page.js"), value="<script>alert(1)</script>")
     assert "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>" in html
-    assert "<script>document.title = 'x' < 'y';</script>" in html  # the page's own script, as written
-    assert re.search(r"script-src 'sha256-[A-Za-z0-9+/]{43}='", html)
+    assert f"<script>{script}</script>" in html  # the page's own script, as written
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    assert f"script-src 'sha256-{digest}'" in html
 
 
 def test_a_link_between_pages_is_relative_so_it_works_from_disk(tmp_path: Path) -> None:

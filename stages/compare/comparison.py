@@ -1,5 +1,5 @@
-"""What the comparison of two runs holds, computed once from their problem rows (`stages.summarize.rows`) and
-metrics (`stages.summarize.metrics`), in the same sense as the summary: every compared problem counts; a problem
+"""What the comparison of two runs holds, computed once from their problem rows (`stages.numbers.rows`) and
+metrics (`stages.numbers.metrics`), in the same sense as the summary: every compared problem counts; a problem
 without a (valid) details file, or whose generation failed, is unresolved and its scored steps did not pass;
 each problem's number of scored steps comes from its selection entry. Verdicts, the one-run-only lists and
 status counts are those of the first attempt of each problem; when a run holds several attempts, the attempt
@@ -21,6 +21,10 @@ from stages.benchmark.datasets import DEFAULT_DATASET, dataset_named
 from stages.compare.paired import PairedSection, interval_rows, paired_section
 from stages.errors import PipelineError
 from stages.execution.untrusted import shown
+from stages.numbers.metrics import Metrics, ReportedCost, metrics_of, reported_cost, status_counts
+from stages.numbers.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, result_outcomes
+from stages.numbers.rows import SCORED_ATTEMPT, ProblemRow, problem_row
+from stages.numbers.text import ratio
 from stages.records.results import (
     CELL_STATUSES,
     CellStatus,
@@ -33,18 +37,12 @@ from stages.records.results import (
 from stages.records.summary import Caveat, PublishedSetting, read_summary_file
 from stages.storage.json_values import JSONObject, JSONValue
 from stages.storage.paths import RunPaths
-from stages.summarize.markdown import ratio
-from stages.summarize.metrics import Metrics, ReportedCost, metrics_of, reported_cost, status_counts
-from stages.summarize.passk import PassKError, ProblemOutcomes, metrics_from_outcomes, result_outcomes
-from stages.summarize.rows import SCORED_ATTEMPT, ProblemRow, problem_row
 
 COMPARED_ATTEMPT = SCORED_ATTEMPT
 UNKNOWN = "(unknown)"
 
 Row = tuple[Any, ...]
-AttemptMetrics = (
-    dict[str, Any] | str
-)  # a run's attempt metrics (stages.summarize.passk), or why they cannot be computed
+AttemptMetrics = dict[str, Any] | str  # a run's attempt metrics (stages.numbers.passk), or why they cannot be computed
 
 
 class CompareError(PipelineError, ValueError):

@@ -11,12 +11,12 @@ from typing import Any
 from stages.compare.comparison import COMPARED_ATTEMPT, Comparison, Row, StepFlip, differences_line
 from stages.compare.paired import PAIRED_NOTE, paired_lines
 from stages.execution.untrusted import shown
+from stages.numbers.text import CAVEATS_LIMIT
 from stages.records.results import OCCASIONAL_STATUSES
 from stages.records.status_glossary import GLOSSARY_LINK, VERDICT_ENTRIES
 from stages.records.summary import caveats_text
 from stages.storage.markdown_table import markdown_table
 from stages.storage.paths import RunPaths
-from stages.summarize.markdown import CAVEATS_LIMIT
 
 NOTED_STATUSES = tuple(entry for entry in VERDICT_ENTRIES if entry.status in OCCASIONAL_STATUSES)
 PERCENT_NOTE = f"Percentages are of all steps, skipped ones included (every status: {GLOSSARY_LINK})."
@@ -138,14 +138,7 @@ def comparison_markdown(comparison: Comparison) -> str:
 
 def comparison_html(comparison: Comparison, page_dir: Path) -> str:
     """The comparison as a self-contained page; flipped problems and steps link to both runs' reports."""
-    from stages.summarize.report import (
-        COMPARE_SCRIPT,
-        COMPARE_TEMPLATE,
-        problem_anchor,
-        relative_link,
-        render,
-        step_anchor,
-    )
+    from stages.pages.writer import COMPARE_PAGE, problem_anchor, relative_link, render, step_anchor
 
     reports = {
         side: RunPaths(run.run_dir).written_report() for side, run in (("A", comparison.run_a), ("B", comparison.run_b))
@@ -155,8 +148,7 @@ def comparison_html(comparison: Comparison, page_dir: Path) -> str:
         return {side: relative_link(page_dir, report, anchor) for side, report in reports.items()}
 
     return render(
-        COMPARE_TEMPLATE,
-        COMPARE_SCRIPT,
+        COMPARE_PAGE,
         c=comparison,
         definitions=DEFINITIONS,
         noted_statuses=NOTED_STATUSES,

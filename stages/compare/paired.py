@@ -2,7 +2,7 @@
 
 A problem is *scored* in a run when its details are readable and its generation did not fail (state
 `complete`): its verdicts are the model's outcome. Problems scored by only one run are listed, never compared.
-On the problems both scored, `stages.summarize.uncertainty.paired` gives the exact McNemar test on resolved problems and
+On the problems both scored, `stages.numbers.uncertainty.paired` gives the exact McNemar test on resolved problems and
 the paired difference of step pass rates (Newcombe's hybrid score interval from both runs' clustered Wilson
 intervals, the test on the SE clustered by problem); step pass rates are compared on the scored steps both runs'
 selections list. The comparison's first line states both p-values and calls a difference
@@ -14,12 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from stages.records.results import ERROR_STATES, SelectionEntry
-from stages.storage.json_values import JSONObject
-from stages.summarize.metrics import Metrics
-from stages.summarize.rows import ProblemRow
-from stages.summarize.uncertainty.intervals import Interval, headline_intervals
-from stages.summarize.uncertainty.paired import (
+from stages.numbers.metrics import Metrics
+from stages.numbers.rows import ProblemRow
+from stages.numbers.uncertainty.intervals import Interval, headline_intervals
+from stages.numbers.uncertainty.paired import (
     STEP_DIFFERENCE_SHORT,
     McNemar,
     PairedProblem,
@@ -28,7 +26,9 @@ from stages.summarize.uncertainty.paired import (
     noise_verdict,
     step_difference,
 )
-from stages.summarize.uncertainty.text import CLUSTERED_SHORT, RESOLVE_SHORT, p_text, points, points_range
+from stages.numbers.uncertainty.text import CLUSTERED_SHORT, RESOLVE_SHORT, p_text, points, points_range
+from stages.records.results import ERROR_STATES, SelectionEntry
+from stages.storage.json_values import JSONObject
 
 
 def is_scored(problem: ProblemRow) -> bool:

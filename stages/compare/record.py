@@ -14,6 +14,7 @@ from pathlib import Path
 from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.compare.comparison import AttemptMetrics, ComparedRun, Comparison, StepFlip
 from stages.compare.paired import PairedSection
+from stages.numbers.uncertainty.paired import STEP_DIFFERENCE_DESCRIPTION, STEP_DIFFERENCE_METHOD
 from stages.records.results import CELL_STATUSES, CellStatus
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
@@ -30,7 +31,6 @@ from stages.storage.json_values import (
     text,
     texts,
 )
-from stages.summarize.uncertainty.paired import STEP_DIFFERENCE_DESCRIPTION, STEP_DIFFERENCE_METHOD
 
 # What `paired.steps` low and high were in comparisons written before the method was recorded.
 EARLIER_STEP_METHOD = "wald_clustered"
@@ -122,7 +122,7 @@ class RunCost:
 
 @dataclass(frozen=True)
 class RunAttempts:
-    """A run's attempt metrics (stages.summarize.passk) when a compared run holds several attempts, or why they are not
+    """A run's attempt metrics (stages.numbers.passk) when a compared run holds several attempts, or why they are not
     available (`error`, every number then None)."""
 
     attempts: int | None

@@ -11,7 +11,7 @@ problem's first step, its `messages` every step's conversation in order, its sco
 
 and its metadata the problem's field, subfield, split, state, error and each step's reason and test duration (and
 under `environments=` its verdict in each grading environment).
-The log's results hold attempt 1's headline numbers with their 95% intervals (stages.summarize.uncertainty), the same as
+The log's results hold attempt 1's headline numbers with their 95% intervals (stages.numbers.uncertainty), the same as
 summary.json. The log is marked untrusted (`viewer.trust_content: false`): inspect's viewer shows the model's
 text as plain text. The file is named `<created>_scicode_<id>.json`, as inspect names its own logs, so that
 `inspect view` lists it; `created` is when the run started.
@@ -26,18 +26,18 @@ from datetime import datetime, timezone
 from stages.benchmark.datasets import dataset_named, dataset_names
 from stages.execution.untrusted import valid_text
 from stages.export.steps import environments_cell
-from stages.records.results import GeneratedStep, ProblemResult, RunResults
-from stages.records.usage import Usage
-from stages.storage.artifacts import fingerprint
-from stages.storage.json_values import JSONObject, JSONValue
-from stages.summarize.pricing import Prices, cost_of, prices_of
-from stages.summarize.rows import ProblemRow, cell_status, ungenerated_steps
-from stages.summarize.uncertainty.intervals import (
+from stages.numbers.pricing import Prices, cost_of, prices_of
+from stages.numbers.rows import ProblemRow, cell_status, ungenerated_steps
+from stages.numbers.uncertainty.intervals import (
     RESOLVE_DESCRIPTION,
     STEP_DESCRIPTION,
     ProblemTally,
     headline_intervals,
 )
+from stages.records.results import GeneratedStep, ProblemResult, RunResults
+from stages.records.usage import Usage
+from stages.storage.artifacts import fingerprint
+from stages.storage.json_values import JSONObject, JSONValue
 
 LOG_VERSION = 2
 TASK = "scicode"

@@ -11,13 +11,13 @@ from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.export.inspect_log import eval_log, iso, log_file_name
 from stages.export.steps import csv_text, jsonl_text, step_rows
+from stages.numbers.provenance import project_record, run_started
+from stages.numbers.rows import collect_rows
 from stages.records.invocations import invocations
 from stages.records.results import ResultsError, read_run
 from stages.records.summary import read_summary_file
 from stages.storage.artifacts import atomic_write_text
 from stages.storage.paths import RunPaths
-from stages.summarize.provenance import project_record, run_started
-from stages.summarize.rows import collect_rows
 
 
 class ExportError(PipelineError, ValueError):

@@ -25,10 +25,10 @@ from typing import Any
 
 from stages.benchmark.datasets import PREFILLED_REASON
 from stages.execution.untrusted import valid_text
+from stages.numbers.pricing import Prices, cost_of, prices_of
+from stages.numbers.rows import cell_status, ungenerated_steps
 from stages.records.results import GeneratedStep, ProblemResult, RunResults
 from stages.records.verdict import StepVerdict
-from stages.summarize.pricing import Prices, cost_of, prices_of
-from stages.summarize.rows import cell_status, ungenerated_steps
 
 FORMULA_GUARD = "'"
 CONTROL_STARTS = ("\t", "\r")  # a cell starting with these is read as a formula by some spreadsheets

@@ -59,7 +59,7 @@ def warm_up_later_stages(settings: Settings) -> None:
     zygote and import the summary's plotting and report modules, in background threads, once per process, so
     neither the first verdict nor the summary waits seconds for imports."""
     if settings.executor == "local":
-        from stages.score.parent.launcher import start_zygote_in_background
+        from stages.score import start_zygote_in_background
 
         start_zygote_in_background(settings.python_binary)
     _import_summary_modules_in_background()

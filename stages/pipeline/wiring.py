@@ -133,7 +133,7 @@ def check_executor(settings: Settings) -> None:
     """ConfigError when `executor=dask` cannot work here (the optional dask extra is not installed)."""
     if settings.executor != "dask":
         return
-    from stages.score.parent.dask_executor import missing_dependency
+    from stages.score import missing_dependency
 
     reason = missing_dependency()
     if reason is not None:
@@ -288,7 +288,7 @@ def problems_in_generation_order(settings: Settings) -> list[ExpectedWork]:
     """The selected problems with their expected work, in `stages.execution.scheduling.generation_order`; the count goes
     to the live view. Empty when the selection is missing or stale."""
     from stages.progress.activity import ACTIVITY
-    from stages.score.parent.stage import expected_work
+    from stages.score import expected_work
     from stages.select.stage import selected_problem_ids
 
     selected = selected_problem_ids(settings) or []

@@ -64,7 +64,7 @@ def problems_to_score(settings: Settings) -> list[str] | None:
     """The selected problems whose details are not current (none for a command that only generates); None when
     there is no current selection."""
     from stages.records.details import current_details
-    from stages.score.parent.stage import score_fingerprint
+    from stages.score import score_fingerprint
     from stages.select.stage import selected_problem_ids
 
     selected = selected_problem_ids(settings)

@@ -6,7 +6,7 @@
   count that is not a whole number: that count is unknown, counted as 0).
 - `Usage`: the typed form of such a JSON usage record as reports read it back, calls included, and the cached
   input tokens when the record states them (`cached_input_tokens`, part of `input_tokens`; priced separately by
-  `stages.summarize.pricing`).
+  `stages.numbers.pricing`).
 - `AttemptCost`: the usage and latency of one attempt of a problem.
 
 The one reading path: a generation file holds the usage and latency of every step and of the whole attempt;

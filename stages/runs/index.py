@@ -22,6 +22,10 @@ from typing import Literal
 from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.benchmark.published import Protocol, protocols
 from stages.execution.untrusted import shown
+from stages.numbers.pricing import money
+from stages.numbers.text import CAVEATS_LIMIT, name_span, ratio
+from stages.numbers.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, methods_record
+from stages.numbers.uncertainty.text import INTERVALS_SENTENCE, rate_range
 from stages.records.results import cached_selection
 from stages.records.summary import (
     Caveat,
@@ -35,10 +39,6 @@ from stages.storage.artifacts import read_frozen
 from stages.storage.json_values import EMPTY, Frozen, FrozenObject, obj, optional_number, optional_text, thaw
 from stages.storage.markdown_table import markdown_table
 from stages.storage.paths import COMPARE_DIR_NAME, ResultsPaths, RunPaths
-from stages.summarize.markdown import CAVEATS_LIMIT, name_span, ratio
-from stages.summarize.pricing import money
-from stages.summarize.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, methods_record
-from stages.summarize.uncertainty.text import INTERVALS_SENTENCE, rate_range
 
 RowState = Literal["summarized", "stale", "not summarized", "invalid summary"]
 
@@ -341,7 +341,7 @@ def _marks_text(row: IndexRow) -> str:
 
 
 def markdown_row(row: IndexRow, link_from: Path) -> tuple[str, ...]:
-    from stages.summarize.report import relative_link
+    from stages.pages.writer import relative_link
 
     link = f"[report]({relative_link(link_from, row.report, 'headline')})" if row.report else "-"
     return (

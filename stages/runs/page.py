@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stages.config.settings import Settings
+from stages.numbers.pricing import money
 from stages.runs.index import (
     MARKED_SETTINGS,
     IndexRow,
@@ -27,7 +28,6 @@ from stages.runs.index import (
 )
 from stages.storage.artifacts import atomic_write_text
 from stages.storage.paths import ResultsPaths
-from stages.summarize.pricing import money
 
 WIDTH, HEIGHT = 640, 360
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 16, 52
@@ -245,7 +245,7 @@ class PageRow:
 
 
 def page_rows(rows: Sequence[IndexRow], page_dir: Path) -> list[PageRow]:
-    from stages.summarize.report import relative_link
+    from stages.pages.writer import relative_link
 
     return [
         PageRow(
@@ -281,11 +281,10 @@ def write_run_index(settings: Settings) -> Path:
 
 
 def render_page(rows: Sequence[IndexRow], page_dir: Path) -> str:
-    from stages.summarize.report import render
+    from stages.pages.writer import RUNS_PAGE, render
 
     return render(
-        "runs.html.j2",
-        "runs.js",
+        RUNS_PAGE,
         rows=page_rows(rows, page_dir),
         plots=plot_groups(rows),
         filters=filter_values(rows),

@@ -13,11 +13,11 @@ from typing import Any
 from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.config.environments import parse_environments
 from stages.config.settings import Settings
+from stages.numbers.metrics import behaved_as_naive
+from stages.numbers.rows import ProblemRow, weak_passes
 from stages.records.results import GENERATION_FAILED_STATES, NO_DETAILS_STATES
 from stages.records.summary import Caveat, CaveatKind
-from stages.summarize.metrics import behaved_as_naive
-from stages.summarize.provenance import TargetsInfo
-from stages.summarize.rows import ProblemRow, weak_passes
+from stages.summarize.targets_info import TargetsInfo
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,17 @@ from pathlib import Path
 from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.benchmark.weak_tests import FLAG as WEAK_TEST_FLAG
 from stages.execution.untrusted import shown
+from stages.numbers.pricing import money
+from stages.numbers.text import CAVEATS_LIMIT, name_span, ratio
+from stages.numbers.uncertainty.intervals import MIN_GROUP_PROBLEMS
+from stages.numbers.uncertainty.text import (
+    CLUSTERED_SHORT,
+    INTERVALS_SENTENCE,
+    RESOLVE_SHORT,
+    interval_of,
+    rate_range,
+    step_interval_label,
+)
 from stages.records.endpoint import EndpointUse
 from stages.records.results import CELL_STATUSES, OCCASIONAL_STATUSES, ToolStats
 from stages.records.run_conditions import conditions_markdown
@@ -38,31 +49,8 @@ from stages.storage.json_values import (
     thaw,
 )
 from stages.storage.markdown_table import markdown_table
-from stages.summarize.pricing import money
-from stages.summarize.uncertainty.intervals import MIN_GROUP_PROBLEMS
-from stages.summarize.uncertainty.text import (
-    CLUSTERED_SHORT,
-    INTERVALS_SENTENCE,
-    RESOLVE_SHORT,
-    interval_of,
-    rate_range,
-    step_interval_label,
-)
 
-NAME_LIMIT = 200  # characters of a name shown in Markdown
 ENDPOINT_LIMIT = 800  # characters of an endpoint and what it said of itself
-CAVEATS_LIMIT = 1000  # characters of the caveats line
-
-
-def name_span(name: object) -> str:
-    """A name a reader sees (`model=`, `run=`, a replay file's path, a folder) as a Markdown code span: whatever the
-    operator or a shared results folder put in it, no Markdown or HTML of it is rendered."""
-    return shown(name, limit=NAME_LIMIT, markdown=True)
-
-
-def ratio(part: int, whole: int) -> str:
-    """`50/50 (100.0%)`: every rate printed with its denominator."""
-    return f"{part}/{whole} ({100.0 * part / whole:.1f}%)" if whole else f"{part}/{whole} (n/a)"
 
 
 def invocation_lines(invocations: tuple[RecordedInvocation, ...]) -> list[str]:

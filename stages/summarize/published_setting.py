@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from stages.benchmark.published import REQUEST_PARAMS_SETTING, Protocol, protocol_named, protocols, published_for
 from stages.config.settings import Settings
+from stages.numbers.rows import ProblemRow
 from stages.records.summary import GroupMetrics, PublishedSetting, RateInterval, ReferenceFigure
 from stages.summarize.caveats import subset_phrase
-from stages.summarize.provenance import TargetsInfo
-from stages.summarize.rows import ProblemRow
+from stages.summarize.targets_info import TargetsInfo
 
 JUDGED_STATUSES = frozenset({"pass", "fail", "timeout", "parse_error"})  # a verdict of the step's code on its tests
 NO_PROTOCOL = "no protocol= given, and the run's settings are those of no published protocol"

@@ -1,9 +1,9 @@
-"""`<run>/report.html`: one self-contained page to study a run, and the HTML page of a comparison.
+"""`<run>/report.html`: one self-contained page to study a run.
 
-The pages are rendered by Jinja2 with autoescaping on (model output is untrusted text and is only ever
-shown as text) from the templates in `stages/summarize/templates/`; the CSS and the small script that
-filters the grid and opens a step live in the templates, so a page works offline, from disk or from an
-email attachment. Every step view sits in an inert `<template>` element and is cloned into the page
+The page is rendered by the page writer (`stages.pages.writer`: Jinja2 with autoescaping on, model output is
+untrusted text and is only ever shown as text) from the templates in `stages/pages/templates/`; the CSS and the
+small script that filters the grid and opens a step live in the templates, so the page works offline, from disk
+or from an email attachment. Every step view sits in an inert `<template>` element and is cloned into the page
 when opened (`report.html#s-<step id>-a<attempt>`). The views of one step (all its attempts) are rendered
 by Jinja2 like the rest of the page and stored gzip-compressed (base64, in a non-script data element);
 the page's script inflates them only when the step is opened, which keeps an 80 problems x 3 attempts
@@ -24,19 +24,14 @@ from __future__ import annotations
 
 import base64
 import gzip
-import hashlib
 import json
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from markupsafe import Markup
-from markupsafe import escape as markupsafe_escape
 
 from stages.benchmark.problems import Benchmark, Problem, ProblemDataError
 from stages.benchmark.protocol import Carry, is_code
@@ -44,6 +39,7 @@ from stages.benchmark.weak_tests import weak_test
 from stages.config.settings import Settings
 from stages.execution.untrusted import valid_text
 from stages.generate.identity import where_snippets_ran
+from stages.pages.writer import REPORT_PAGE, STEP_TEMPLATE, environment, problem_anchor, render, step_anchor
 from stages.records.endpoint import EndpointUse
 from stages.records.results import (
     CELL_STATUSES,
@@ -63,74 +59,9 @@ from stages.storage.artifacts import atomic_write_text
 from stages.storage.json_values import freeze_object
 from stages.storage.paths import DataPaths
 from stages.summarize.fingerprint_mark import html_mark
-from stages.summarize.pricing import money
 from stages.summarize.report_values import ComparedView, TargetsOf, compared_view
-from stages.summarize.uncertainty.text import (
-    CLUSTERED_SHORT,
-    INTERVALS_SENTENCE,
-    RESOLVE_SHORT,
-    interval_of,
-    percent,
-    step_interval_label,
-)
 
-TEMPLATES_DIR = Path(__file__).with_name("templates")
-RUN_TEMPLATE = "report.html.j2"
-STEP_TEMPLATE = "_step.html.j2"
-COMPARE_TEMPLATE = "compare.html.j2"
-RUN_SCRIPT = "report.js"
-COMPARE_SCRIPT = "compare.js"
 RAN_STATUSES = frozenset({"pass", "fail", "timeout"})
-
-
-CODE_SPAN = re.compile(r"`([^`\n]+)`")
-
-
-def code_spans(value: object) -> Markup:
-    """Text written for Markdown as a page shows it: escaped, each `code span` a <code> element (no backtick shows)."""
-    escaped = str(markupsafe_escape(str(value)))
-    return Markup(CODE_SPAN.sub(r"<code>\1</code>", escaped).replace("`", ""))
-
-
-@lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
-        autoescape=True,  # every value is escaped: model output never becomes markup or script
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(interval=interval_of, money=money, percent=percent, code_spans=code_spans)
-    env.globals.update(
-        intervals_sentence=INTERVALS_SENTENCE,
-        resolve_short=RESOLVE_SHORT,
-        clustered_short=CLUSTERED_SHORT,
-        step_interval_label=step_interval_label,
-    )
-    return env
-
-
-@lru_cache(maxsize=4)
-def page_script(name: str) -> tuple[Markup, str]:
-    """The page's own script (trusted, from the package) and its CSP hash: only that script may run."""
-    text = (TEMPLATES_DIR / name).read_text(encoding="utf-8")
-    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
-    return Markup(text), f"sha256-{digest}"
-
-
-def render(template: str, script_name: str, **context: Any) -> str:
-    script, script_hash = page_script(script_name)
-    return environment().get_template(template).render(script=script, script_hash=script_hash, **context)
-
-
-def step_anchor(step_id: str, attempt: int = 0) -> str:
-    """The fragment that opens a step view: `s-<step id>-a<attempt>`."""
-    return f"s-{step_id}-a{attempt}"
-
-
-def problem_anchor(problem_id: str) -> str:
-    return f"p-{problem_id}"
 
 
 # ---------------------------------------------------------------------------
@@ -288,7 +219,7 @@ def _script_parts(
     scoring: the dependencies, each code section, and each test case as split by `rewrite_tests` (the part
     run in the test process, `<scicode-test k>`, and the assertions the checker decides,
     `<scicode-check test k>`)."""
-    from stages.score.parent.script import build_step_script
+    from stages.score import build_step_script
 
     script = build_step_script(problem, index, codes, data_paths, carry)
     parts = [ScriptPart("dependencies", "<scicode-dependencies>", numbered(script.deps))]
@@ -301,7 +232,7 @@ def _script_parts(
 @lru_cache(maxsize=512)
 def _test_parts(tests: tuple[str, ...], deps: str) -> tuple[ScriptPart, ...]:
     """The test cases as they are compiled (the same for every attempt of a step, so computed once)."""
-    from stages.score.checker.rewrite import RewriteError, rewrite_tests
+    from stages.score import RewriteError, rewrite_tests
 
     try:
         rewritten = rewrite_tests(tests, deps)
@@ -372,7 +303,7 @@ def _problems_of(benchmark: Benchmark, run: RunResults) -> dict[str, Problem]:
 def targets_reader(settings: Settings, problems: Mapping[str, Problem]) -> TargetsOf:
     """A step's target values by test, read once per step from the run's targets file when a view needs them
     (only for report.html: never written elsewhere); the reason as text when they cannot be read."""
-    from stages.score.parent.targets_io import read_step_targets
+    from stages.score import read_step_targets
     from stages.targets.resolve import resolve_targets
 
     counts = {step.step_id: len(step.test_cases) for problem in problems.values() for step in problem.steps}
@@ -524,8 +455,7 @@ def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summa
     view = build_run_view(settings, run, rows, summary)
     view.blobs = step_blobs(view.steps)
     html = render(
-        RUN_TEMPLATE,
-        RUN_SCRIPT,
+        REPORT_PAGE,
         view=view,
         summary=summary,
         judged=Summary.from_record(freeze_object(summary)),
@@ -538,8 +468,3 @@ def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summa
     path = settings.run_paths.report_html
     atomic_write_text(path, html)
     return path
-
-
-def relative_link(from_dir: Path, target: Path, anchor: str) -> str:
-    """A link from a page in `from_dir` to `target#anchor` that works when both are opened from disk."""
-    return f"{Path(os.path.relpath(Path(target).resolve(), Path(from_dir).resolve())).as_posix()}#{anchor}"

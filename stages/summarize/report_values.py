@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.execution.untrusted import valid_text
-from stages.score.checker.value_description import REPR_CHARS, describe, differences
+from stages.score import REPR_CHARS, describe, differences
 
 ELEMENTS_SHOWN = 6
 PATH_DEPTH = 4

@@ -1,9 +1,9 @@
 """summarize stage: `<run>/summary.md`, `<run>/summary.json`, `<run>/plots/*.png` and `<run>/report.html`.
 
 The run is read once through `stages.records.results` (selection, details, generations); this module checks whether
-the summary is current, and writes it: the rows, their aggregation and their renderings are the jobs of
-`stages.summarize` (`rows`, `metrics`, `provenance`, `markdown`, `record`), the plots `stages.summarize.plots`, the HTML
-report `stages.summarize.report`.
+the summary is current, and writes it: the rows and their aggregation are the jobs of `stages.numbers` (`rows`,
+`metrics`, `provenance`), their renderings those of `stages.summarize` (`markdown`, `summary_json`, the targets the
+run was scored against `targets_info`), the plots `stages.summarize.plots`, the HTML report `stages.summarize.report`.
 
 Every selected problem counts in every denominator. A problem whose generation failed, or that has no
 (valid) details file, is an Error and none of its steps passed; the number of scored steps of each
@@ -31,26 +31,27 @@ from stages.config.fingerprints import FingerprintParts, digest, run_relative
 from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.execution.untrusted import shown
+from stages.numbers.metrics import attempt_metrics_of, status_counts, subfield_metrics
+from stages.numbers.provenance import recorded_invocations, run_started
+from stages.numbers.rows import ProblemRow, collect_rows
+from stages.numbers.text import CAVEATS_LIMIT, NAME_LIMIT, ratio
+from stages.numbers.uncertainty.intervals import methods_record
+from stages.numbers.uncertainty.text import CLUSTERED_SHORT, RESOLVE_SHORT
 from stages.records.results import ResultsError, Selection, read_config, read_run, read_selection, read_summary
 from stages.records.summary import Summary, caveats_text
 from stages.storage.artifacts import atomic_write_text, fingerprint, sha256_file, write_artifact
 from stages.storage.paths import RunPaths
 from stages.summarize.caveats import CaveatInputs, run_caveats
 from stages.summarize.fingerprint_mark import carried_fingerprint, markdown_mark
-from stages.summarize.markdown import CAVEATS_LIMIT, NAME_LIMIT, ratio, render_markdown, resolve_range, step_range
-from stages.summarize.metrics import attempt_metrics_of, status_counts, subfield_metrics
-from stages.summarize.provenance import TargetsInfo, recorded_invocations, resolve_targets_info, run_started
+from stages.summarize.markdown import render_markdown, resolve_range, step_range
 from stages.summarize.published_setting import RunFacts, published_setting, reference_figures
-from stages.summarize.rows import ProblemRow, collect_rows
 from stages.summarize.summary_json import summary_record
-from stages.summarize.uncertainty.intervals import methods_record
-from stages.summarize.uncertainty.text import CLUSTERED_SHORT, RESOLVE_SHORT
+from stages.summarize.targets_info import TargetsInfo, resolve_targets_info
 
 __all__ = [
     "SummarizeError",
     "SummaryOutcome",
     "TargetsInfo",
-    "ratio",
     "run_summarize",
     "summary_fingerprint",
     "summary_is_current",

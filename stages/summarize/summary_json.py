@@ -9,6 +9,23 @@ from types import MappingProxyType
 from stages.config.fingerprints import FingerprintParts
 from stages.config.settings import RECORDED_SETTINGS, Settings
 from stages.generate.identity import where_snippets_ran
+from stages.numbers.metrics import (
+    behaved_as_naive,
+    cost_record,
+    field_metrics,
+    grouped_metrics,
+    inspect_view,
+    metrics_of,
+    status_counts,
+    subfield_metrics,
+    tool_totals,
+    total_latency,
+    total_usage,
+)
+from stages.numbers.pricing import Prices, cost_of, prices_of, total_cost
+from stages.numbers.provenance import project_record
+from stages.numbers.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
+from stages.numbers.uncertainty.intervals import methods_record
 from stages.records.endpoint import endpoint_uses
 from stages.records.results import ToolStats, cached_selection
 from stages.records.run_conditions import unscored_steps
@@ -30,23 +47,7 @@ from stages.records.summary import (
     freeze_headline,
 )
 from stages.storage.json_values import Frozen, FrozenObject, JSONObject, freeze, freeze_object, obj, text
-from stages.summarize.metrics import (
-    behaved_as_naive,
-    cost_record,
-    field_metrics,
-    grouped_metrics,
-    inspect_view,
-    metrics_of,
-    status_counts,
-    subfield_metrics,
-    tool_totals,
-    total_latency,
-    total_usage,
-)
-from stages.summarize.pricing import Prices, cost_of, prices_of, total_cost
-from stages.summarize.provenance import TargetsInfo, project_record
-from stages.summarize.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
-from stages.summarize.uncertainty.intervals import methods_record
+from stages.summarize.targets_info import TargetsInfo
 
 
 def one_line(text: str, limit: int = 300) -> str:

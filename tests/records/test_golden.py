@@ -19,14 +19,14 @@ from stages.compare.record import ComparisonRecord, read_comparison_record
 from stages.config.fingerprints import changed_parts
 from stages.config.settings import Settings, load_settings
 from stages.generate.stage import generation_current, generation_fingerprint, generation_fingerprint_parts
+from stages.numbers.metrics import metrics_of
+from stages.numbers.rows import collect_rows
 from stages.records.not_scored import read as read_not_scored
 from stages.records.results import read_details, read_run, read_selection
 from stages.records.summary import read_summary_file
 from stages.storage.artifacts import read_artifact, validate
 from stages.storage.json_values import freeze_object
 from stages.storage.paths import RunPaths
-from stages.summarize.metrics import metrics_of
-from stages.summarize.rows import collect_rows
 from stages.summarize.stage import INTERVAL_METHODS_PART, summary_fingerprint_parts
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT, MODEL, PROBLEM_ID, RUN, staged_data
 from tests.support.run_artifacts import json_at

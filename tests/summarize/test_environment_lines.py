@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stages.config.settings import load_settings
+from stages.numbers.rows import StepRow
 from stages.records.summary import EnvironmentsSummary
 from stages.records.verdict import EnvironmentVerdict
 from stages.storage.json_values import freeze_object
 from stages.summarize.markdown import environment_lines
-from stages.summarize.rows import StepRow
 from stages.summarize.summary_json import environments_summary
 
 

@@ -16,8 +16,8 @@ from stages.records.summary import Summary, read_summary_file
 from stages.runs.index import index_rows
 from stages.runs.page import write_run_index
 from stages.storage.paths import ResultsPaths
-from stages.summarize.provenance import TargetsInfo
 from stages.summarize.stage import run_summarize
+from stages.summarize.targets_info import TargetsInfo
 from tests.support.run_artifacts import (
     DERIVED,
     FIXED_NOW,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from stages.numbers.provenance import project_record
 from stages.select.stage import write_run_config
-from stages.summarize.provenance import project_record
 from stages.summarize.stage import run_summarize
 from tests.support.run_artifacts import (
     FIXED_NOW,
@@ -122,7 +122,7 @@ def test_report_headline_has_intervals_and_cost(priced_run) -> None:
 def test_targets_that_cannot_be_resolved_are_named_without_a_class_name(tmp_path, monkeypatch) -> None:
     import stages.targets
     from stages.config.settings import load_settings
-    from stages.summarize.provenance import resolve_targets_info
+    from stages.summarize.targets_info import resolve_targets_info
     from stages.targets.errors import TargetsError
 
     def unresolvable(settings):

@@ -21,7 +21,6 @@ from stages.storage.json_values import JSONObject
 from stages.storage.paths import DataPaths
 from stages.summarize.stage import (
     SummarizeError,
-    ratio,
     run_summarize,
     summary_fingerprint,
     summary_is_current,
@@ -353,7 +352,7 @@ def test_fingerprint_tracks_details_files(mixed_run: Settings) -> None:
 def test_fingerprint_covers_the_interval_methods(mixed_run: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     """A summary written with other interval methods is not current: it is made again, its intervals with it."""
     import stages.summarize.stage
-    from stages.summarize.uncertainty.intervals import methods_record
+    from stages.numbers.uncertainty.intervals import methods_record
 
     run_summarize(mixed_run, targets=OFFICIAL, now=FIXED_NOW)
     assert summary_is_current(mixed_run)
@@ -388,12 +387,6 @@ def test_missing_selection_is_one_clear_error(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     with pytest.raises(SummarizeError, match=r"selection\.json.*doit select"):
         run_summarize(settings, targets=OFFICIAL)
-
-
-def test_ratio_prints_the_denominator() -> None:
-    assert ratio(50, 50) == "50/50 (100.0%)"
-    assert ratio(1, 3) == "1/3 (33.3%)"
-    assert ratio(0, 0) == "0/0 (n/a)"
 
 
 # ---------------------------------------------------------------------------

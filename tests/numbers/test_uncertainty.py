@@ -1,4 +1,4 @@
-"""The error bars and paired tests (stages.summarize.uncertainty) against values computed by hand and against scipy and
+"""The error bars and paired tests (stages.numbers.uncertainty) against values computed by hand and against scipy and
 statsmodels, at 0%, at 100% and for a single problem, with no interval ever a single point.
 
 Each hand computation is written out beside its check; z = 1.959964 is the 97.5% normal quantile (scipy's and
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stages.summarize.passk import mean_pass_at_k, pass_at_k_interval, pass_at_k_intervals
-from stages.summarize.uncertainty.intervals import (
+from stages.numbers.passk import mean_pass_at_k, pass_at_k_interval, pass_at_k_intervals
+from stages.numbers.uncertainty.intervals import (
     Z_95,
     Interval,
     ProblemTally,
@@ -27,7 +27,7 @@ from stages.summarize.uncertainty.intervals import (
     wilson_interval,
     wilson_score,
 )
-from stages.summarize.uncertainty.paired import (
+from stages.numbers.uncertainty.paired import (
     PairedProblem,
     mcnemar,
     mcnemar_exact_p,

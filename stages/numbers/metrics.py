@@ -1,4 +1,4 @@
-"""Aggregation of problem rows: the headline counts and rates with their 95% intervals (stages.summarize.uncertainty),
+"""Aggregation of problem rows: the headline counts and rates with their 95% intervals (stages.numbers.uncertainty),
 groups by category, field, subfield and split (intervals from MIN_GROUP_PROBLEMS problems on), the inspect_ai step
 view, step statuses, token usage, cost, latency, tool calls and the attempts metrics."""
 
@@ -12,12 +12,12 @@ from typing import Any
 
 from stages.benchmark.categories import fields
 from stages.config.settings import Settings
+from stages.numbers.pricing import Prices, cost_of, total_cost
+from stages.numbers.rows import ProblemRow
+from stages.numbers.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals, ProblemTally, group_intervals
 from stages.records.results import CELL_STATUSES, NO_DETAILS_STATES, RunResults, ToolStats
 from stages.records.usage import Usage
 from stages.storage.json_values import JSONObject, JSONValue
-from stages.summarize.pricing import Prices, cost_of, total_cost
-from stages.summarize.rows import ProblemRow
-from stages.summarize.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals, ProblemTally, group_intervals
 
 
 @dataclass(frozen=True)
@@ -228,14 +228,14 @@ def total_latency(rows: Sequence[ProblemRow]) -> float:
 
 
 def attempt_metrics_of(settings: Settings, run: RunResults) -> dict[str, Any] | None:
-    """With attempts > 1: per-attempt rates, pass@k and both attempt strategies (stages.summarize.passk); else None.
+    """With attempts > 1: per-attempt rates, pass@k and both attempt strategies (stages.numbers.passk); else None.
 
     A problem without a valid details file counts as unresolved in every attempt. When the details files
     disagree on the number of attempts, the reason is returned under `error` instead of numbers.
     """
     if settings.attempts <= 1:
         return None
-    from stages.summarize.passk import PassKError, metrics_from_outcomes, result_outcomes
+    from stages.numbers.passk import PassKError, metrics_from_outcomes, result_outcomes
 
     try:
         outcomes = [result_outcomes(result, settings.attempts) for result in run.problems]

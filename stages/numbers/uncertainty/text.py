@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from stages.summarize.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, SHORT_NAMES
+from stages.numbers.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, SHORT_NAMES
 
 RESOLVE_SHORT = SHORT_NAMES[RESOLVE_METHOD]  # "Wilson"
 CLUSTERED_SHORT = SHORT_NAMES[CLUSTERED_METHOD]  # "clustered Wilson"

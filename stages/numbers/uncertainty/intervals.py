@@ -23,10 +23,10 @@ of zero width from a finite sample.
   `n_eff` is the number of problems, since every problem failing (or passing) is then as likely as a single
   outcome per problem failing (or passing), whatever their step counts; with one problem (V_cl is 0 whatever
   the outcomes) `n_eff` is 1. With one step per problem `n_eff = N` and this is the plain Wilson interval.
-- pass@k: the mean over problems of each problem's unbiased pass@k (`stages.summarize.passk`). With `a` attempts a problem
+- pass@k: the mean over problems of each problem's unbiased pass@k (`stages.numbers.passk`). With `a` attempts a problem
   holds `floor(a / k)` disjoint draws of k attempts, of which its pass@k times that many resolve it; the mean is
   then a proportion of draws clustered by problem and gets the same clustered Wilson interval
-  (`stages.summarize.passk.pass_at_k_intervals`): `n_eff` lies between the number of problems (as for pass@a, each problem
+  (`stages.numbers.passk.pass_at_k_intervals`): `n_eff` lies between the number of problems (as for pass@a, each problem
   one 0/1 outcome) and problems * floor(a / k) (as for pass@1, every attempt independent).
 - Groups (a field, a subfield, a split) get intervals only with at least `MIN_GROUP_PROBLEMS` problems; a
   smaller group shows its counts only.

@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 
-from stages.storage.artifacts import fingerprint, validate
-from stages.storage.json_values import JSONObject
-from stages.summarize.passk import (
+from stages.numbers.passk import (
     PassKError,
     attempt_metrics,
     mean_pass_at_k,
@@ -19,6 +17,8 @@ from stages.summarize.passk import (
     problem_outcomes,
     unresolved_outcomes,
 )
+from stages.storage.artifacts import fingerprint, validate
+from stages.storage.json_values import JSONObject
 
 # ---------------------------------------------------------------------------
 # Records

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from stages.config.settings import ConfigError, load_settings
+from stages.numbers.pricing import Prices, cost_of, money, prices_of, total_cost
 from stages.records.usage import Usage
-from stages.summarize.pricing import Prices, cost_of, money, prices_of, total_cost
 
 
 def test_cost_by_hand_with_cached_input() -> None:

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stages.numbers.uncertainty.intervals import Interval, clustered_wilson, pass_at_k_method_record
 from stages.records.results import Details, ProblemResult, ScoredAttempt
-from stages.summarize.uncertainty.intervals import Interval, clustered_wilson, pass_at_k_method_record
 
 
 class PassKError(ValueError):
@@ -61,7 +61,7 @@ def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
 
 def pass_at_k_interval(counts: Sequence[tuple[int, int]], k: int) -> Interval:
     """The 95% clustered Wilson interval of mean pass@k over problems, each problem given as (n, c): a problem is
-    n // k draws of k attempts, pass@k of them resolving it (stages.summarize.uncertainty.intervals)."""
+    n // k draws of k attempts, pass@k of them resolving it (stages.numbers.uncertainty.intervals)."""
     found = clustered_wilson([(pass_at_k(n, c, k) * (n // k), n // k) for n, c in counts])
     if found is None:
         raise PassKError("pass@k: no problems to give an interval over")
@@ -217,7 +217,7 @@ def metrics_from_outcomes(outcomes: Sequence[ProblemOutcomes]) -> dict[str, Any]
     - `per_attempt[j]`: resolve rate and micro-averaged subproblem rate of attempt j;
     - `mean_main_problem_resolve_rate`, `mean_subproblem_rate`: those averaged over attempts (strategy avg);
     - `pass_at_k["k"]` for k = 1..n, from whole-problem outcomes, and `pass_at_k_intervals["k"]` their 95%
-      clustered Wilson intervals over problems (the method under `interval_method`, stages.summarize.uncertainty.intervals);
+      clustered Wilson intervals over problems (the method under `interval_method`, stages.numbers.uncertainty.intervals);
     - `any_attempt`: resolved when any attempt resolved it, step passed when any attempt passed it (strategy pass);
     - `strategies`: the headline pair under each attempt strategy name.
     """

@@ -10,7 +10,7 @@
   paired difference is `D = p_B - p_A = sum d / N` over the N steps of the common problems.
   Its interval is Newcombe's hybrid score interval for a paired difference (R. G. Newcombe, Statistics in
   Medicine 17, 1998, 2635-2650, method 10), built from each run's clustered Wilson interval `[l, u]` of its
-  rate on those steps (`stages.summarize.uncertainty.intervals`) and the correlation `phi` of the two rates:
+  rate on those steps (`stages.numbers.uncertainty.intervals`) and the correlation `phi` of the two rates:
 
       low  = D - sqrt((p_B - l_B)^2 - 2 phi (p_B - l_B) (u_A - p_A) + (u_A - p_A)^2)
       high = D + sqrt((u_B - p_B)^2 - 2 phi (u_B - p_B) (p_A - l_A) + (p_A - l_A)^2)
@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stages.summarize.uncertainty.intervals import Interval, clustered_se, clustered_wilson
+from stages.numbers.uncertainty.intervals import Interval, clustered_se, clustered_wilson
 
 NOISE_LEVEL = 0.05
 STEP_DIFFERENCE_METHOD = "newcombe_clustered"

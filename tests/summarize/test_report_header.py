@@ -87,7 +87,7 @@ def _repository_with_one_commit(folder: Path) -> str:
 
 def test_a_package_installed_inside_another_repository_names_no_commit(tmp_path: Path, monkeypatch) -> None:
     """A venv kept inside a user's project: that project's commit is not this package's."""
-    from stages.summarize import provenance
+    from stages.numbers import provenance
 
     commit = _repository_with_one_commit(tmp_path).strip()
     site_packages = tmp_path / ".venv" / "lib" / "python3" / "site-packages"

@@ -1,0 +1,31 @@
+"""The artifacts' records are declared (stages.records.declared): their JSON form follows from their fields, and
+the golden files read back to the records they hold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stages.records.declared import Declared
+from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
+from stages.storage.json_values import freeze_object
+from tests.golden.make_golden import BEFORE_PARTS, CURRENT
+
+DECLARED: tuple[type, ...] = (Manifest, ManifestFile, ManifestTargets)
+GOLDEN: dict[str, type[Declared]] = {"manifest": Manifest}
+
+
+@pytest.mark.parametrize("record", DECLARED, ids=lambda record: record.__name__)
+def test_the_record_writes_and_reads_by_its_declarations(record: type) -> None:
+    assert issubclass(record, Declared)
+    assert "from_record" not in vars(record) and "to_record" not in vars(record)
+
+
+@pytest.mark.parametrize("folder", [CURRENT, BEFORE_PARTS], ids=lambda folder: folder.name)
+@pytest.mark.parametrize("kind", sorted(GOLDEN))
+def test_a_golden_file_reads_back_to_the_record_it_holds(folder: Path, kind: str) -> None:
+    stored = json.loads((folder / f"{kind}.json").read_text(encoding="utf-8"))
+    stored.pop("schema_version")
+    assert GOLDEN[kind].from_record(freeze_object(stored)).to_record() == stored

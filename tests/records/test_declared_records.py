@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from stages.records.declared import Declared
+from stages.records.endpoint import EndpointRecord, EndpointUse
 from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
 from stages.storage.json_values import freeze_object
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT
 
-DECLARED: tuple[type, ...] = (Manifest, ManifestFile, ManifestTargets)
+DECLARED: tuple[type, ...] = (Manifest, ManifestFile, ManifestTargets, EndpointRecord, EndpointUse)
 GOLDEN: dict[str, type[Declared]] = {"manifest": Manifest}
 
 
@@ -29,3 +30,11 @@ def test_a_golden_file_reads_back_to_the_record_it_holds(folder: Path, kind: str
     stored = json.loads((folder / f"{kind}.json").read_text(encoding="utf-8"))
     stored.pop("schema_version")
     assert GOLDEN[kind].from_record(freeze_object(stored)).to_record() == stored
+
+
+def test_an_endpoint_use_is_its_endpoint_with_the_steps_it_answered() -> None:
+    endpoint = EndpointRecord("http://127.0.0.1:8/v1", "m", freeze_object({"context": 4096}))
+    record = EndpointUse(endpoint, 3).to_record()
+    assert list(record) == ["base_url", "served_model", "server", "steps"]
+    assert EndpointUse.from_record(freeze_object(record)) == EndpointUse(endpoint, 3)
+    assert EndpointUse.from_record(freeze_object({"steps": "3", "server": [1]})) == EndpointUse(EndpointRecord(""), 0)

@@ -9,14 +9,16 @@ keeps it a string, which is what is read here):
 | --- | --- | --- |
 | `str`, `int`, `float`, `bool` (a `Literal[...]` of strings reads as `str`) | `text`, `integer`, `number`, `flag` | as is |
 | `X | None` | None when absent or not of X's shape, else X's reading | as is |
-| `tuple[X, ...]` | each item of an array read as X (objects only, for a record X) | a list |
+| `tuple[X, ...]` | each item of an array read as X (objects only, for a record X or `FrozenObject`) | a list |
 | a `Declared` record | its `from_record` of the object | its `to_record` |
 | `FrozenObject`, `Frozen` (free-form JSON: a trajectory, a tool's outcome) | the frozen value | `thaw` of it |
 
 What the annotation cannot say is the field's metadata, given with `key(...)` (`field(metadata=key(...))`): its
 JSON key when it differs from the attribute's name, the object one level down that holds the key (`within`: the
 consecutive fields `within="tests"` write `"tests": {...}` where the first of them stands), when the key is left
-out of the written record (`omit`), a record whose keys are spread into this one's (`flatten`), and a reader or
+out of the written record (`omit`), what a missing or ill-typed key reads as where that is not the field's default
+(`absent`: the value of records written before the key existed), a value the record does not hold but its
+container gives (`outside`: read as the field's default, never written), a record whose keys are spread into this one's (`flatten`), and a reader or
 writer of its own for the rare value no annotation describes (a lone reader's value is written as is, a lone
 writer's read by the annotation; `one_of` reads a vocabulary, such as a status, with what an unknown word reads
 as). The readers of `stages.storage.json_values` are the building blocks: a record read here
@@ -54,6 +56,7 @@ Reader = Callable[[Frozen], Any]
 Writer = Callable[[Any], JSONValue]
 
 _METADATA_KEY = "record"
+_UNDECLARED: Any = object()  # `absent` not declared: a missing key reads as the field's default
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class KeyDeclaration:
     read: Reader | None = None
     write: Writer | None = None
     within: str | None = None  # the key of the object (one level down) that holds this field's key
+    outside: bool = False  # not in the record: its container gives it (read as the default, not written)
+    absent: Any = _UNDECLARED  # what a missing or ill-typed key reads as
 
 
 def key(
@@ -76,9 +81,11 @@ def key(
     flatten: bool = False,
     read: Reader | None = None,
     write: Writer | None = None,
+    outside: bool = False,
+    absent: Any = _UNDECLARED,
 ) -> dict[str, KeyDeclaration]:
     """A field's metadata: `field(default=..., metadata=key("usage", omit="if_none"))`."""
-    return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write, within)}
+    return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write, within, outside, absent)}
 
 
 def one_of(vocabulary: tuple[str, ...], unknown: str) -> Reader:
@@ -133,19 +140,24 @@ class _Kind:
 class _FieldPlan:
     attribute: str
     key: str
-    default: Any  # what a missing key reads as (MISSING: the kind's own zero)
+    default: Any  # the field's default (MISSING: none)
+    absent: Any  # what a missing key reads as (MISSING: the kind's own zero)
     kind: _Kind
     declaration: KeyDeclaration
 
     def read_from(self, record: FrozenObject) -> Any:
+        if self.declaration.outside:
+            return self.default
         if self.declaration.flatten:
-            return self.kind.read(record, self.default)
+            return self.kind.read(record, self.absent)
         if self.declaration.within is not None:
             record = obj(record.get(self.declaration.within))
-        return self.kind.read(record.get(self.key), self.default)
+        return self.kind.read(record.get(self.key), self.absent)
 
     def omitted(self, owner: Declared, value: Any) -> bool:
         omit = self.declaration.omit
+        if self.declaration.outside:
+            return True
         if callable(omit):
             return bool(omit(owner))
         if omit == "if_none":
@@ -184,8 +196,11 @@ def _field_plan(cls: type, item: Field[Any]) -> _FieldPlan:
     if default is MISSING and item.default_factory is not MISSING:
         default = item.default_factory()
     where = f"{cls.__name__}.{item.name}"
+    if declaration.outside and default is MISSING:
+        raise TypeError(f"{where}: a field outside the record needs a default")
     kind = _declared_kind(declaration, lambda: _kind_of(str(item.type), _namespace(cls), where))
-    return _FieldPlan(item.name, declaration.name or item.name, default, kind, declaration)
+    absent = default if declaration.absent is _UNDECLARED else declaration.absent
+    return _FieldPlan(item.name, declaration.name or item.name, default, absent, kind, declaration)
 
 
 def _declared_kind(declaration: KeyDeclaration, annotated: Callable[[], _Kind]) -> _Kind:
@@ -276,11 +291,11 @@ def _optional_kind(inner: str, namespace: Mapping[str, Any], where: str) -> _Kin
 
 def _tuple_kind(item: str, namespace: Mapping[str, Any], where: str) -> _Kind:
     kind = _kind_of(item, namespace, where)
-    record = _record_class(item.strip(), namespace)
+    objects_only = _record_class(item.strip(), namespace) is not None or item.strip() == "FrozenObject"
 
     def read(value: Frozen, default: Any) -> tuple[Any, ...]:
         values = items(value)
-        if record is not None:
+        if objects_only:
             return tuple(kind.read(entry, MISSING) for entry in values if isinstance(entry, Mapping))
         return tuple(kind.read(entry, MISSING) for entry in values)
 

@@ -155,3 +155,35 @@ def test_a_word_outside_the_vocabulary_reads_as_the_declared_unknown_and_is_writ
     nested = Nested.from_record(freeze_object({"colour": colour}))
     assert nested.colour == "unknown" and nested.to_record()["colour"] == "unknown"
     assert Nested.from_record(freeze_object({"colour": "red"})).to_record()["colour"] == "red"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Held(Declared):
+    place: int = field(default=-1, metadata=key(outside=True))
+    turns: tuple[FrozenObject, ...] = ()
+
+
+def test_a_field_outside_the_record_is_neither_read_nor_written() -> None:
+    held = Held.from_record(freeze_object({"place": 4, "turns": [{"a": 1}, 2, None, {}]}))
+    assert held.place == -1 and held.turns == ({"a": 1}, {})
+    assert Held(place=3, turns=held.turns).to_record() == {"turns": [{"a": 1}, {}]}
+
+
+def test_a_field_outside_the_record_without_a_default_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Unplaced(Declared):
+        place: int = field(metadata=key(outside=True))
+
+    with pytest.raises(TypeError, match=r"Unplaced.place: a field outside the record needs a default"):
+        Unplaced.from_record(freeze_object({}))
+
+
+@dataclass(frozen=True)
+class Method(Declared):
+    name: str = field(default="new", metadata=key(absent="old", omit="if_default"))
+
+
+@pytest.mark.parametrize("stored", [{}, {"name": None}])
+def test_a_key_written_before_it_existed_reads_as_its_declared_absent_value(stored: dict[str, object]) -> None:
+    assert Method.from_record(freeze_object(stored)) == Method("old")
+    assert Method().to_record() == {} and Method("old").to_record() == {"name": "old"}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from stages.records.declared import Declared
+from stages.records.details import Details, Evaluation, ScoredAttempt
 from stages.records.endpoint import EndpointRecord, EndpointUse
 from stages.records.generation import GeneratedStep, Generation, ToolStats
 from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
@@ -27,8 +28,15 @@ DECLARED: tuple[type, ...] = (
     ToolStats,
     GeneratedStep,
     Generation,
+    Evaluation,
+    ScoredAttempt,
 )
-GOLDEN: dict[str, type[Declared]] = {"manifest": Manifest, "generation": Generation}
+GOLDEN: dict[str, type[Declared]] = {
+    "manifest": Manifest,
+    "generation": Generation,
+    "details": Details,
+    "compare": ComparisonRecord,
+}
 
 
 @pytest.mark.parametrize("record", DECLARED, ids=lambda record: record.__name__)
@@ -104,3 +112,16 @@ def test_a_generation_writes_its_keys_in_the_order_it_always_had() -> None:
         "usage",
         "latency_s",
     ]
+
+
+def test_details_read_their_attempts_numbered_and_told_the_record_level_failure() -> None:
+    stored = json.loads((CURRENT / "details.json").read_text(encoding="utf-8"))
+    assert issubclass(Details, Declared) and "to_record" not in vars(Details)
+    attempt = stored["attempts"][0]
+    failed = Details.from_record(freeze_object({**stored, "status": "generation_error"}))
+    assert [(a.index, a.record_failed) for a in failed.attempts] == [(0, True)]
+    two = Details.from_record(freeze_object({**stored, "status": "generation_error", "attempts": [attempt, attempt]}))
+    assert [(a.index, a.record_failed) for a in two.attempts] == [(0, False), (1, False)]
+    written = two.to_record()
+    assert list(written["attempts"][1]) == ["final_answer", "artifacts", "trajectory", "correct", "score", "meta"]
+    assert list(written["attempts"][1]["meta"]) == ["evaluation", "tool_outcomes", "usage", "latency_s"]

@@ -9,6 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from stages.compare.record import (
+    ComparedRunRecord,
+    ComparisonRecord,
+    PairedRecord,
+    RunAttempts,
+    RunCost,
+    RunCounts,
+    SettingDifference,
+)
 from stages.records.declared import Declared
 from stages.records.details import Details, Evaluation, ScoredAttempt
 from stages.records.endpoint import EndpointRecord, EndpointUse
@@ -30,6 +39,13 @@ DECLARED: tuple[type, ...] = (
     Generation,
     Evaluation,
     ScoredAttempt,
+    RunCounts,
+    RunCost,
+    RunAttempts,
+    ComparedRunRecord,
+    PairedRecord,
+    SettingDifference,
+    ComparisonRecord,
 )
 GOLDEN: dict[str, type[Declared]] = {
     "manifest": Manifest,

@@ -18,6 +18,7 @@ from stages.compare.record import (
     RunCounts,
     SettingDifference,
 )
+from stages.generate.api_errors import RetryRecord
 from stages.records.declared import Declared
 from stages.records.details import Details, Evaluation, ScoredAttempt
 from stages.records.endpoint import EndpointRecord, EndpointUse
@@ -46,6 +47,7 @@ DECLARED: tuple[type, ...] = (
     PairedRecord,
     SettingDifference,
     ComparisonRecord,
+    RetryRecord,
 )
 GOLDEN: dict[str, type[Declared]] = {
     "manifest": Manifest,
@@ -141,3 +143,7 @@ def test_details_read_their_attempts_numbered_and_told_the_record_level_failure(
     written = two.to_record()
     assert list(written["attempts"][1]) == ["final_answer", "artifacts", "trajectory", "correct", "score", "meta"]
     assert list(written["attempts"][1]["meta"]) == ["evaluation", "tool_outcomes", "usage", "latency_s"]
+
+
+def test_a_retry_is_written_as_a_calls_retry_log_always_wrote_it() -> None:
+    assert RetryRecord(2, "HTTP 500", 1.23456).to_record() == {"attempt": 2, "error": "HTTP 500", "delay_s": 1.235}

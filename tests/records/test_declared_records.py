@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,7 +87,7 @@ def test_a_step_entry_keeps_its_environments_verdicts_as_written() -> None:
         {"name": "a", "status": "fail", "reason": "wrong", "cached": False, "duration_s": 1.235},
         {"name": "b", "status": "pass", "reason": "", "cached": True, "duration_s": 0.0},
     ]
-    hostile = {**entry, "environments": [{"status": "won", "cached": 1, "duration_s": "2"}, 3]}
+    hostile: dict[str, object] = {**entry, "environments": [{"status": "won", "cached": 1, "duration_s": "2"}, 3]}
     read = StepVerdict.from_record(freeze_object(hostile)).environments
     assert read == (EnvironmentVerdict("", "eval_error", "", True, 0.0),)
 
@@ -96,7 +97,7 @@ def test_a_generation_writes_its_keys_in_the_order_it_always_had() -> None:
     generation = Generation.from_record(freeze_object(stored))
     answered = tuple(dataclasses.replace(step, endpoint=0) for step in generation.steps)
     endpoints = (EndpointRecord("built-in", "gold"),)
-    record = dataclasses.replace(generation, endpoints=endpoints, steps=answered).to_record()
+    record: Any = dataclasses.replace(generation, endpoints=endpoints, steps=answered).to_record()
     assert list(record) == [
         "fingerprint",
         "fingerprint_parts",
@@ -140,7 +141,7 @@ def test_details_read_their_attempts_numbered_and_told_the_record_level_failure(
     assert [(a.index, a.record_failed) for a in failed.attempts] == [(0, True)]
     two = Details.from_record(freeze_object({**stored, "status": "generation_error", "attempts": [attempt, attempt]}))
     assert [(a.index, a.record_failed) for a in two.attempts] == [(0, False), (1, False)]
-    written = two.to_record()
+    written: Any = two.to_record()
     assert list(written["attempts"][1]) == ["final_answer", "artifacts", "trajectory", "correct", "score", "meta"]
     assert list(written["attempts"][1]["meta"]) == ["evaluation", "tool_outcomes", "usage", "latency_s"]
 

@@ -63,6 +63,15 @@ def _verdict_entries(verdicts: tuple[StepVerdict, ...]) -> JSONValue:
 
 
 @dataclass(frozen=True)
+class TargetsUsed(Declared):
+    """The targets an attempt was scored against: their kind (official, explicit, derived), sha256 and note."""
+
+    kind: str
+    sha256: str | None
+    note: str | None
+
+
+@dataclass(frozen=True)
 class Evaluation(Declared):
     """An attempt's evaluation: its verdicts and totals; `targets` None in files written before it was kept."""
 
@@ -73,7 +82,7 @@ class Evaluation(Declared):
     subproblem_correctness: tuple[bool, ...]
     steps: tuple[StepVerdict, ...] = field(metadata=key(read=_verdicts, write=_verdict_entries))
     error: str | None
-    targets: FrozenObject | None = field(default=None, metadata=key(omit="if_none"))
+    targets: TargetsUsed | None = field(default=None, metadata=key(omit="if_none"))
 
     @classmethod
     def of(cls, problem_id: str, verdicts: Iterable[StepVerdict], error: str | None, targets: JSONObject) -> Evaluation:
@@ -89,7 +98,7 @@ class Evaluation(Declared):
             tuple(verdict.correct for verdict in scored),
             steps,
             error,
-            freeze_object(targets),
+            TargetsUsed.from_record(freeze_object(targets)),
         )
 
 

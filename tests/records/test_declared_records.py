@@ -21,12 +21,12 @@ from stages.compare.record import (
 )
 from stages.generate.api_errors import RetryRecord
 from stages.records.declared import Declared
-from stages.records.details import Details, Evaluation, ScoredAttempt
+from stages.records.details import Details, Evaluation, ScoredAttempt, TargetsUsed
 from stages.records.endpoint import EndpointRecord, EndpointUse
 from stages.records.generation import GeneratedStep, Generation, ToolStats
 from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
 from stages.records.verdict import EnvironmentVerdict, StepVerdict
-from stages.storage.json_values import freeze_object
+from stages.storage.json_values import JSONObject, freeze_object
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT
 
 DECLARED: tuple[type, ...] = (
@@ -49,6 +49,7 @@ DECLARED: tuple[type, ...] = (
     SettingDifference,
     ComparisonRecord,
     RetryRecord,
+    TargetsUsed,
 )
 GOLDEN: dict[str, type[Declared]] = {
     "manifest": Manifest,
@@ -148,3 +149,16 @@ def test_details_read_their_attempts_numbered_and_told_the_record_level_failure(
 
 def test_a_retry_is_written_as_a_calls_retry_log_always_wrote_it() -> None:
     assert RetryRecord(2, "HTTP 500", 1.23456).to_record() == {"attempt": 2, "error": "HTTP 500", "delay_s": 1.235}
+
+
+def test_an_evaluation_records_the_targets_it_was_scored_against_as_a_typed_record() -> None:
+    used: JSONObject = {"kind": "derived", "sha256": "f7a9", "note": None}
+    evaluation = Evaluation.of("1", (StepVerdict("1.1", "pass", "ok", 1, 1),), None, used)
+    assert evaluation.targets == TargetsUsed("derived", "f7a9", None)
+    written: Any = evaluation.to_record()
+    assert written["targets"] == used and list(written["targets"]) == ["kind", "sha256", "note"]
+    stored = json.loads((CURRENT / "details.json").read_text(encoding="utf-8"))
+    read = Details.from_record(freeze_object(stored)).attempts[0].evaluation.targets
+    assert read == TargetsUsed(
+        "derived", stored["attempts"][0]["meta"]["evaluation"]["targets"]["sha256"], "2 validation steps"
+    )

@@ -56,7 +56,7 @@ Reader = Callable[[Frozen], Any]
 Writer = Callable[[Any], JSONValue]
 
 _METADATA_KEY = "record"
-_UNDECLARED: Any = object()  # `absent` not declared: a missing key reads as the field's default
+_UNDECLARED = object()  # `absent` not declared: a missing key reads as the field's default
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class KeyDeclaration:
     write: Writer | None = None
     within: str | None = None  # the key of the object (one level down) that holds this field's key
     outside: bool = False  # not in the record: its container gives it (read as the default, not written)
-    absent: Any = _UNDECLARED  # what a missing or ill-typed key reads as
+    absent: object = _UNDECLARED  # what a missing or ill-typed key reads as
 
 
 def key(
@@ -82,7 +82,7 @@ def key(
     read: Reader | None = None,
     write: Writer | None = None,
     outside: bool = False,
-    absent: Any = _UNDECLARED,
+    absent: object = _UNDECLARED,
 ) -> dict[str, KeyDeclaration]:
     """A field's metadata: `field(default=..., metadata=key("usage", omit="if_none"))`."""
     return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write, within, outside, absent)}
@@ -141,7 +141,7 @@ class _FieldPlan:
     attribute: str
     key: str
     default: Any  # the field's default (MISSING: none)
-    absent: Any  # what a missing key reads as (MISSING: the kind's own zero)
+    absent: object  # what a missing key reads as (MISSING: the kind's own zero)
     kind: _Kind
     declaration: KeyDeclaration
 

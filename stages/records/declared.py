@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, fields
 from types import GenericAlias
-from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
+from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
 
 from stages.storage.json_values import (
     EMPTY,
@@ -50,6 +50,7 @@ from stages.storage.json_values import (
 )
 
 D = TypeVar("D", bound="Declared")
+W = TypeVar("W", bound=str)  # a word of a vocabulary
 
 Omit = Literal["never", "if_none", "if_empty", "if_default"]
 Reader = Callable[[Frozen], Any]
@@ -88,14 +89,21 @@ def key(
     return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write, within, outside, absent)}
 
 
-def one_of(vocabulary: tuple[str, ...], unknown: str) -> Reader:
+@dataclass(frozen=True)
+class OneOf(Generic[W]):
     """The reader of a field whose value is one word of `vocabulary` (a Literal's): any other value, or none,
-    reads as `unknown`."""
+    reads as `unknown`. The words stay visible to what describes the record (its schema)."""
 
-    def read(value: Frozen) -> str:
-        return next((word for word in vocabulary if word == value), unknown)
+    vocabulary: tuple[W, ...]
+    unknown: W
 
-    return read
+    def __call__(self, value: Frozen) -> W:
+        return next((word for word in self.vocabulary if word == value), self.unknown)
+
+
+def one_of(vocabulary: tuple[W, ...], unknown: W) -> OneOf[W]:
+    """`key(read=one_of(STEP_STATUSES, "eval_error"))`: see `OneOf`."""
+    return OneOf(vocabulary, unknown)
 
 
 class Declared:

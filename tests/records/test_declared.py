@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import pytest
 
-from stages.records.declared import Declared, key, one_of
+from stages.records.declared import Declared, OneOf, key, one_of
 from stages.storage.json_values import Frozen, FrozenObject, freeze, freeze_object
 
 
@@ -187,3 +187,8 @@ class Method(Declared):
 def test_a_key_written_before_it_existed_reads_as_its_declared_absent_value(stored: dict[str, object]) -> None:
     assert Method.from_record(freeze_object(stored)) == Method("old")
     assert Method().to_record() == {} and Method("old").to_record() == {"name": "old"}
+
+
+def test_a_vocabulary_reader_shows_its_words_to_what_describes_the_record() -> None:
+    colour = next(item for item in fields(Nested) if item.name == "colour")
+    assert colour.metadata["record"].read == OneOf(COLOURS, "unknown")

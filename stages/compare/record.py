@@ -14,7 +14,7 @@ from pathlib import Path
 from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.compare.comparison import AttemptMetrics, ComparedRun, Comparison, StepFlip
 from stages.compare.paired import PairedSection
-from stages.records.declared import Declared, key
+from stages.records.declared import Declared, key, one_of
 from stages.records.results import CELL_STATUSES, CellStatus
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
@@ -231,9 +231,7 @@ class SettingDifference(Declared):
     b: str
 
 
-def _cell_status(value: Frozen) -> CellStatus:
-    """A recorded cell status (the schema allows only these; anything else reads as no verdict)."""
-    return next((status for status in CELL_STATUSES if status == value), "no_verdict")
+_cell_status = one_of(CELL_STATUSES, "no_verdict")  # the schema allows only these; anything else: no verdict
 
 
 def _flip_of(record: FrozenObject) -> StepFlip:

@@ -28,7 +28,7 @@ from stages.records.generation import GeneratedStep, Generation, ToolStats
 from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
 from stages.records.verdict import EnvironmentVerdict, StepVerdict
 from stages.storage.json_values import JSONObject, freeze_object
-from stages.storage.paths import PROJECT_ROOT
+from stages.storage.paths import IMPORT_ROOT
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT
 
 DECLARED: tuple[type, ...] = (
@@ -81,7 +81,7 @@ def test_the_record_writes_and_reads_by_its_declarations(record: type) -> None:
 def test_no_converter_is_written_by_hand_beside_the_declared_ones_but_the_named_special_cases() -> None:
     found = set()
     for module in DECLARING_MODULES:
-        tree = ast.parse((PROJECT_ROOT / module).read_text(encoding="utf-8"))
+        tree = ast.parse((IMPORT_ROOT / module).read_text(encoding="utf-8"))
         for record in (node for node in tree.body if isinstance(node, ast.ClassDef)):
             found |= {
                 f"{record.name}.{method.name}"

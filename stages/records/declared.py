@@ -15,8 +15,12 @@ keeps it a string, which is what is read here):
 
 What the annotation cannot say is the field's metadata, given with `key(...)` (`field(metadata=key(...))`): its
 JSON key when it differs from the attribute's name, when the key is left out of the written record (`omit`), a
-record whose keys are spread into this one's (`flatten`), and a reader or writer of its own for the rare value
-no annotation describes. The readers of `stages.storage.json_values` are the building blocks: a record read here
+record whose keys are spread into this one's (`flatten`), a reader or writer of its own for the rare value
+no annotation describes, and what the field's JSON schema says beyond its type (`schema`: a description, a
+pattern, a bound, a narrower enum, a `$ref`; `required`: whether the schema requires the key, when that is not
+"always written", e.g. a key records written before it existed lack). A record's own schema words (title,
+description, `additionalProperties`) are its `record_schema`; `stages.records.schema_of` derives the schema files
+from all of it. The readers of `stages.storage.json_values` are the building blocks: a record read here
 reads exactly as the hand-written converters it replaced did.
 """
 
@@ -62,6 +66,8 @@ class KeyDeclaration:
     flatten: bool = False  # a Declared field whose keys are this record's own
     read: Reader | None = None
     write: Writer | None = None
+    schema: Mapping[str, JSONValue] | None = None  # merged into the schema the annotation gives (a `$ref`: instead)
+    required: bool | None = None  # None: required when always written (omit == "never")
 
 
 def key(
@@ -71,15 +77,25 @@ def key(
     flatten: bool = False,
     read: Reader | None = None,
     write: Writer | None = None,
+    schema: Mapping[str, JSONValue] | None = None,
+    required: bool | None = None,
 ) -> dict[str, KeyDeclaration]:
     """A field's metadata: `field(default=..., metadata=key("usage", omit="if_none"))`."""
-    return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write)}
+    return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write, schema, required)}
+
+
+def declaration_of(item: Field[Any]) -> KeyDeclaration:
+    """A field's declaration (the defaults when it has no `key(...)` metadata)."""
+    found = item.metadata.get(_METADATA_KEY)
+    return found if isinstance(found, KeyDeclaration) else KeyDeclaration()
 
 
 class Declared:
     """A record whose `from_record` and `to_record` follow from its fields' declarations."""
 
     __record_plan__: ClassVar[tuple[_FieldPlan, ...] | None] = None
+    # What the record's JSON schema says beyond its fields: title, description, `additionalProperties`.
+    record_schema: ClassVar[Mapping[str, JSONValue]] = {}
 
     @classmethod
     def from_record(cls: type[D], record: FrozenObject) -> D:
@@ -152,7 +168,7 @@ def _plan_of(cls: type[Declared]) -> tuple[_FieldPlan, ...]:
 
 
 def _field_plan(cls: type, item: Field[Any]) -> _FieldPlan:
-    declaration = item.metadata.get(_METADATA_KEY, KeyDeclaration())
+    declaration = declaration_of(item)
     default = item.default
     if default is MISSING and item.default_factory is not MISSING:
         default = item.default_factory()

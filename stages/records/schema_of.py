@@ -88,7 +88,9 @@ def _annotate(properties: JSONObject, notes: JSONValue, where: str) -> None:
     for name, words in (notes if isinstance(notes, dict) else {}).items():
         found = properties.get(name)
         if not isinstance(found, dict) or not isinstance(words, dict):
-            raise TypeError(f"{where}.record_schema: no property {name!r} to annotate; its keys: {', '.join(properties)}")
+            raise TypeError(
+                f"{where}.record_schema: no property {name!r} to annotate; its keys: {', '.join(properties)}"
+            )
         properties[name] = {**found, **words}
 
 
@@ -122,7 +124,9 @@ def artifact_schema(record: type[Declared]) -> JSONObject:
     }
 
 
-def annotation_schema(annotation: str, namespace: Mapping[str, Any], where: str, *, never_null: bool = False) -> JSONObject:
+def annotation_schema(
+    annotation: str, namespace: Mapping[str, Any], where: str, *, never_null: bool = False
+) -> JSONObject:
     """The schema of a value of `annotation` (a string, as `from __future__ import annotations` keeps it)."""
     annotation = annotation.strip()
     named = namespace.get(annotation)

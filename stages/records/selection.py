@@ -54,7 +54,9 @@ class SelectionEntry(Declared):
 
     problem_id: str
     category: str = dataclass_field(
-        metadata=key(schema={"description": "Field / Subfield (stages/categories.json, unless the problem file states one)"})
+        metadata=key(
+            schema={"description": "Field / Subfield (stages/categories.json, unless the problem file states one)"}
+        )
     )
     # Written as a pair: both set, or both left out (never null).
     field: str | None = dataclass_field(default=None, metadata=key(omit=_without_taxonomy, schema={"type": "string"}))

@@ -1,0 +1,136 @@
+"""The schema files are generated from the record declarations (`python -m scripts.schema_files`), beside the
+configuration page's staleness test: every generated file equals the committed one, every golden artifact of a
+generated kind validates, and what the hand-written schemas refused is still refused."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scripts.schema_files import COMMAND, GENERATED, HAND_KEPT, schema_file_name, schema_text, stale_files
+from stages.storage.artifacts import ArtifactError, validate
+from stages.storage.paths import SCHEMAS_DIR
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = PROJECT_ROOT / "tests" / "golden"
+ARTIFACT_KINDS = sorted(kind for kind in GENERATED if kind != "common")
+DELETE = object()  # a mutation that removes the key
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATED))
+def test_the_committed_schema_file_is_the_generated_one(kind: str) -> None:
+    assert SCHEMAS_DIR == PROJECT_ROOT / "schemas"
+    path = SCHEMAS_DIR / schema_file_name(kind)
+    assert path.read_text(encoding="utf-8") == schema_text(kind), f"{path.name} is stale: run {COMMAND}"
+
+
+def test_every_schema_file_is_generated_or_kept_by_hand_for_a_stated_reason() -> None:
+    on_disk = {path.name.removesuffix(".schema.json") for path in SCHEMAS_DIR.glob("*.schema.json")}
+    assert not set(GENERATED) & set(HAND_KEPT)
+    assert on_disk == set(GENERATED) | set(HAND_KEPT)
+    assert all(reason.strip() for reason in HAND_KEPT.values())
+
+
+def test_the_check_fails_on_a_stale_or_missing_file_and_passes_on_current_ones(tmp_path: Path) -> None:
+    def check() -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "scripts.schema_files", "--check", "--folder", str(tmp_path)]
+        return subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+
+    missing = check()
+    assert missing.returncode == 1 and f"run {COMMAND}" in missing.stderr
+    assert stale_files(tmp_path) == [schema_file_name(kind) for kind in GENERATED]
+    for kind in GENERATED:
+        (tmp_path / schema_file_name(kind)).write_text(schema_text(kind), encoding="utf-8")
+    current = check()
+    assert current.returncode == 0 and "are current" in current.stdout, current.stderr
+    edited = tmp_path / schema_file_name("selection")
+    edited.write_text(schema_text("selection").replace('"minItems": 1', '"minItems": 0'), encoding="utf-8")
+    stale = check()
+    assert stale.returncode == 1 and "selection.schema.json" in stale.stderr  # a constraint edited by hand
+
+
+def golden_records(kind: str) -> list[dict[str, Any]]:
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(GOLDEN.glob(f"*/{kind}.json"))]
+
+
+@pytest.mark.parametrize("kind", ARTIFACT_KINDS)
+def test_every_golden_artifact_of_a_generated_kind_validates(kind: str) -> None:
+    records = golden_records(kind)
+    assert records, f"no golden {kind}.json"
+    for record in records:
+        validate(kind, record)
+
+
+def mutated(record: dict[str, Any], path: tuple[str | int, ...], value: object) -> dict[str, Any] | None:
+    """A copy of `record` with the value at `path` replaced by `value` (DELETE: the key removed); None when the
+    record has no such place (e.g. a record written before fingerprint parts were stored)."""
+    copied = copy.deepcopy(record)
+    parent: Any = copied
+    for step in path[:-1]:
+        if not isinstance(parent, dict | list) or (isinstance(parent, dict) and step not in parent):
+            return None
+        parent = parent[step]
+    if value is DELETE:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    return copied
+
+
+ENTRY = ("problems", 0)
+# What the hand-written schemas refused, by kind: a small mutation of a golden record each.
+REFUSED: dict[str, list[tuple[str, tuple[str | int, ...], object]]] = {
+    "selection": [
+        ("the format's version", ("schema_version",), 2),
+        ("a fingerprint that is no sha256", ("fingerprint",), "abc"),
+        ("no fingerprint", ("fingerprint",), DELETE),
+        ("fingerprint parts without a part", ("fingerprint_parts", "code"), DELETE),
+        ("fingerprint parts with an unknown part", ("fingerprint_parts", "extra"), {}),
+        ("fingerprint parts: an input digest of a number", ("fingerprint_parts", "inputs", "x"), 1),
+        ("a status other than complete", ("status",), "partial"),
+        ("a dataset of no text", ("dataset",), None),
+        ("an unknown split", ("split",), "dev"),
+        ("no category", ("category",), []),
+        ("a category of a number", ("category",), [1]),
+        ("sample ids of no array", ("sample_ids",), "1,2"),
+        ("no problems key", ("problems",), DELETE),
+        ("no problems", ("problems",), []),
+        ("a problem with an extra key", (*ENTRY, "extra"), 1),
+        ("a problem without its layout", (*ENTRY, "layout"), DELETE),
+        ("a problem's field of null", (*ENTRY, "field"), None),
+        ("a problem's split of all", (*ENTRY, "split"), "all"),
+        ("a problem's fingerprint that is no sha256", (*ENTRY, "fingerprint"), "f" * 63),
+        ("a problem without steps", (*ENTRY, "steps"), 0),
+        ("a negative count of scored steps", (*ENTRY, "scored_steps"), -1),
+        ("steps of a number that is not whole", (*ENTRY, "steps"), 1.5),
+        ("an empty layout", (*ENTRY, "layout"), []),
+        ("a layout step with an extra key", (*ENTRY, "layout", 0, "extra"), 1),
+        ("a layout step without an id", (*ENTRY, "layout", 0, "step_id"), ""),
+        ("a layout step's prefilled of a number", (*ENTRY, "layout", 0, "prefilled"), 0),
+    ],
+}
+
+
+def test_every_generated_artifact_kind_has_its_refusals() -> None:
+    assert set(REFUSED) == set(ARTIFACT_KINDS)
+
+
+@pytest.mark.parametrize(
+    ("kind", "what", "path", "value"),
+    [(kind, *case) for kind, cases in REFUSED.items() for case in cases],
+    ids=[f"{kind}: {case[0]}" for kind, cases in REFUSED.items() for case in cases],
+)
+def test_a_record_the_hand_written_schema_refused_is_still_refused(
+    kind: str, what: str, path: tuple[str | int, ...], value: object
+) -> None:
+    mutations = [found for record in golden_records(kind) if (found := mutated(record, path, value)) is not None]
+    assert mutations, f"no golden {kind}.json has {path}"
+    for mutation in mutations:
+        with pytest.raises(ArtifactError, match=f"^{kind} artifact invalid at "):
+            validate(kind, mutation)

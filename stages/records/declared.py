@@ -14,13 +14,16 @@ keeps it a string, which is what is read here):
 | `FrozenObject`, `Frozen` (free-form JSON: a trajectory, a tool's outcome) | the frozen value | `thaw` of it |
 
 What the annotation cannot say is the field's metadata, given with `key(...)` (`field(metadata=key(...))`): its
-JSON key when it differs from the attribute's name, when the key is left out of the written record (`omit`), a
-record whose keys are spread into this one's (`flatten`), a reader or writer of its own for the rare value
-no annotation describes, and what the field's JSON schema says beyond its type (`schema`: a description, a
-pattern, a bound, a narrower enum, a `$ref`; `required`: whether the schema requires the key, when that is not
-"always written", e.g. a key records written before it existed lack). A record's own schema words (title,
-description, `additionalProperties`) are its `record_schema`; `stages.records.schema_of` derives the schema files
-from all of it. The readers of `stages.storage.json_values` are the building blocks: a record read here
+JSON key when it differs from the attribute's name, the object one level down that holds the key (`within`: the
+consecutive fields `within="tests"` write `"tests": {...}` where the first of them stands), when the key is left
+out of the written record (`omit`), a record whose keys are spread into this one's (`flatten`), and a reader or
+writer of its own for the rare value no annotation describes (a lone reader's value is written as is, a lone
+writer's read by the annotation; `one_of` reads a vocabulary, such as a status, with what an unknown word reads
+as), and what the field's JSON schema says beyond its type (`schema`: a description, a pattern, a bound, a
+narrower enum, a `$ref`; `required`: whether the schema requires the key, when that is not "always written", e.g. a
+key records written before it existed lack). A record's own schema words (title, description,
+`additionalProperties`) are its `record_schema`; `stages.records.schema_of` derives the schema files from all of
+it. The readers of `stages.storage.json_values` are the building blocks: a record read here
 reads exactly as the hand-written converters it replaced did.
 """
 
@@ -66,6 +69,7 @@ class KeyDeclaration:
     flatten: bool = False  # a Declared field whose keys are this record's own
     read: Reader | None = None
     write: Writer | None = None
+    within: str | None = None  # the key of the object (one level down) that holds this field's key
     schema: Mapping[str, JSONValue] | None = None  # merged into the schema the annotation gives (a `$ref`: instead)
     required: bool | None = None  # None: required when always written (omit == "never")
 
@@ -73,6 +77,7 @@ class KeyDeclaration:
 def key(
     name: str | None = None,
     *,
+    within: str | None = None,
     omit: Omit | Callable[[Any], bool] = "never",
     flatten: bool = False,
     read: Reader | None = None,
@@ -81,13 +86,23 @@ def key(
     required: bool | None = None,
 ) -> dict[str, KeyDeclaration]:
     """A field's metadata: `field(default=..., metadata=key("usage", omit="if_none"))`."""
-    return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write, schema, required)}
+    return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write, within, schema, required)}
 
 
 def declaration_of(item: Field[Any]) -> KeyDeclaration:
     """A field's declaration (the defaults when it has no `key(...)` metadata)."""
     found = item.metadata.get(_METADATA_KEY)
     return found if isinstance(found, KeyDeclaration) else KeyDeclaration()
+
+
+def one_of(vocabulary: tuple[str, ...], unknown: str) -> Reader:
+    """The reader of a field whose value is one word of `vocabulary` (a Literal's): any other value, or none,
+    reads as `unknown`."""
+
+    def read(value: Frozen) -> str:
+        return next((word for word in vocabulary if word == value), unknown)
+
+    return read
 
 
 class Declared:
@@ -113,7 +128,7 @@ class Declared:
             if plan.declaration.flatten and isinstance(written, dict):
                 record |= written
             else:
-                record[plan.key] = written
+                _holder(record, plan.declaration.within)[plan.key] = written
         return record
 
 
@@ -141,6 +156,8 @@ class _FieldPlan:
     def read_from(self, record: FrozenObject) -> Any:
         if self.declaration.flatten:
             return self.kind.read(record, self.default)
+        if self.declaration.within is not None:
+            record = obj(record.get(self.declaration.within))
         return self.kind.read(record.get(self.key), self.default)
 
     def omitted(self, owner: Declared, value: Any) -> bool:
@@ -159,6 +176,16 @@ class _FieldPlan:
         return self.kind.write(value)
 
 
+def _holder(record: JSONObject, within: str | None) -> JSONObject:
+    """The object a key is written into: the record's own, or the one under `within` (made where first used)."""
+    if within is None:
+        return record
+    inner = record.setdefault(within, {})
+    if not isinstance(inner, dict):
+        raise TypeError(f"the key {within!r} holds both a value and the keys of other fields")
+    return inner
+
+
 def _plan_of(cls: type[Declared]) -> tuple[_FieldPlan, ...]:
     plan = cls.__dict__.get("__record_plan__")
     if plan is None:
@@ -172,17 +199,18 @@ def _field_plan(cls: type, item: Field[Any]) -> _FieldPlan:
     default = item.default
     if default is MISSING and item.default_factory is not MISSING:
         default = item.default_factory()
-    kind = _declared_kind(declaration) or _kind_of(str(item.type), _namespace(cls), f"{cls.__name__}.{item.name}")
+    where = f"{cls.__name__}.{item.name}"
+    kind = _declared_kind(declaration, lambda: _kind_of(str(item.type), _namespace(cls), where))
     return _FieldPlan(item.name, declaration.name or item.name, default, kind, declaration)
 
 
-def _declared_kind(declaration: KeyDeclaration) -> _Kind | None:
-    if declaration.read is None and declaration.write is None:
-        return None
-    if declaration.read is None or declaration.write is None:
-        raise TypeError("a field's own reader and writer are declared together")
-    reader = declaration.read
-    return _Kind(lambda value, default: reader(value), declaration.write)
+def _declared_kind(declaration: KeyDeclaration, annotated: Callable[[], _Kind]) -> _Kind:
+    """The field's own reader and writer where declared: a lone reader's value is written as is (a word, a
+    number), a lone writer's value is read by its annotation."""
+    reader, writer = declaration.read, declaration.write
+    if reader is None:
+        return annotated() if writer is None else _Kind(annotated().read, writer)
+    return _Kind(lambda value, default: reader(value), writer or _as_is)
 
 
 def _namespace(cls: type) -> dict[str, Any]:

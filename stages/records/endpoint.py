@@ -24,7 +24,8 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from stages.execution.untrusted import shown, valid_text
-from stages.storage.json_values import EMPTY, FrozenObject, JSONObject, freeze_object, optional_text, text, thaw_object
+from stages.records.declared import Declared, key
+from stages.storage.json_values import EMPTY, FrozenObject, JSONObject, text
 
 BUILTIN_ENDPOINT = "built-in"  # the built-in models (gold, replay:) answer inside this process
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"  # what an empty base_url means to the client
@@ -75,10 +76,10 @@ def endpoint_url(base_url: str) -> str:
 
 
 def _at(data: object, keys: Sequence[str]) -> object:
-    for key in keys:
+    for name in keys:
         if not isinstance(data, Mapping):
             return None
-        data = data.get(key)
+        data = data.get(name)
     return data
 
 
@@ -117,24 +118,13 @@ def read_self_reports(props: object, model_entry: object) -> JSONObject:
 
 
 @dataclass(frozen=True)
-class EndpointRecord:
-    """One endpoint that answered (module docstring)."""
+class EndpointRecord(Declared):
+    """One endpoint that answered (module docstring); `server` holds only the SELF_REPORTS facts, each of its
+    declared kind, under names that depend on the server (free-form to the record)."""
 
     base_url: str
     served_model: str | None = None
     server: FrozenObject = field(default_factory=lambda: EMPTY)
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> EndpointRecord:
-        server = record.get("server")
-        return cls(
-            base_url=text(record.get("base_url")),
-            served_model=optional_text(record.get("served_model")),
-            server=freeze_object(server) if isinstance(server, Mapping) else EMPTY,
-        )
-
-    def to_record(self) -> JSONObject:
-        return {"base_url": self.base_url, "served_model": self.served_model, "server": thaw_object(self.server)}
 
     @property
     def key(self) -> str:
@@ -162,26 +152,12 @@ class EndpointRecord:
         return shown(f"{self.base_url} ({'; '.join(said)})", limit=2 * SELF_REPORT_TEXT_CHARS)
 
 
-def endpoint_records(value: object) -> tuple[EndpointRecord, ...]:
-    """A generation's `endpoints` array read totally (anything but objects left out)."""
-    items = value if isinstance(value, tuple | list) else ()
-    return tuple(EndpointRecord.from_record(item) for item in items if isinstance(item, Mapping))
-
-
 @dataclass(frozen=True)
-class EndpointUse:
+class EndpointUse(Declared):
     """An endpoint and how many steps it answered (a summary's line)."""
 
-    endpoint: EndpointRecord
+    endpoint: EndpointRecord = field(metadata=key(flatten=True))
     steps: int
-
-    def to_record(self) -> JSONObject:
-        return {**self.endpoint.to_record(), "steps": self.steps}
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> EndpointUse:
-        steps = record.get("steps")
-        return cls(EndpointRecord.from_record(record), steps if isinstance(steps, int) else 0)
 
     def shown(self) -> str:
         return f"{self.endpoint.shown()}: {self.steps} step(s)"

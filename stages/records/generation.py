@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 
 from stages.execution.untrusted import UntrustedJSONError, parse_json, valid_text
-from stages.records.endpoint import EndpointRecord, endpoint_records
+from stages.records.endpoint import EndpointRecord
 from stages.records.run_conditions import add_counts, tool_outcome_counts
 from stages.records.stamp import Stamp
 from stages.records.usage import Usage
@@ -269,7 +269,7 @@ class Generation:
             with_background=background if isinstance(background, bool) else None,
             carry=optional_text(record.get("carry")),
             concurrency=integer(concurrency) if isinstance(concurrency, int) else None,
-            endpoints=endpoint_records(record.get("endpoints")),
+            endpoints=tuple(EndpointRecord.from_record(item) for item in objects(record.get("endpoints"))),
         )
 
     def to_record(self) -> JSONObject:

@@ -3,115 +3,60 @@ checksum was verified) and the validation targets the download found."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from stages.records.declared import Declared, key, one_of
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
-from stages.storage.json_values import (
-    Frozen,
-    FrozenObject,
-    JSONObject,
-    JSONValue,
-    flag,
-    integer,
-    obj,
-    optional_text,
-    text,
-    texts,
-)
+from stages.storage.json_values import Frozen, JSONValue, obj
 
 KIND = "manifest"
 TargetsKind = Literal["official", "explicit", "derived", "missing"]
 TARGETS_KINDS: tuple[TargetsKind, ...] = ("official", "explicit", "derived", "missing")
 
 
-def _targets_kind(value: Frozen) -> TargetsKind:
-    return next((kind for kind in TARGETS_KINDS if kind == value), "missing")
-
-
 @dataclass(frozen=True)
-class ManifestFile:
+class ManifestFile(Declared):
     size: int
     sha256: str
     source: str
     checksum: str  # verified, unpinned or mismatch-allowed
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> ManifestFile:
-        return cls(
-            integer(record.get("size")),
-            text(record.get("sha256")),
-            text(record.get("source")),
-            text(record.get("checksum")),
-        )
-
-    def to_record(self) -> JSONObject:
-        return {"size": self.size, "sha256": self.sha256, "source": self.source, "checksum": self.checksum}
-
 
 @dataclass(frozen=True)
-class ManifestTargets:
+class ManifestTargets(Declared):
     """The targets the download found: official, explicit (h5py_file=), derived or missing."""
 
-    kind: TargetsKind
+    kind: TargetsKind = field(metadata=key(read=one_of(TARGETS_KINDS, "missing")))
     path: str | None
     sha256: str | None = None
-    note: str | None = None
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> ManifestTargets:
-        return cls(
-            _targets_kind(record.get("kind")),
-            optional_text(record.get("path")),
-            optional_text(record.get("sha256")),
-            optional_text(record.get("note")),
-        )
-
-    def to_record(self) -> JSONObject:
-        record: JSONObject = {"kind": self.kind, "path": self.path, "sha256": self.sha256}
-        if self.note is not None:
-            record["note"] = self.note
-        return record
+    note: str | None = field(default=None, metadata=key(omit="if_none"))
 
 
-@dataclass(frozen=True)
-class Manifest:
-    stamp: Stamp
+NamedFiles = tuple[tuple[str, ManifestFile], ...]
+
+
+def _files(value: Frozen) -> NamedFiles:
+    """`files`: an object of file names, read in the order written."""
+    return tuple((name, ManifestFile.from_record(obj(entry))) for name, entry in obj(value).items())
+
+
+def _files_record(files: NamedFiles) -> JSONValue:
+    return {name: entry.to_record() for name, entry in files}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest(Declared):
+    stamp: Stamp = field(metadata=key(flatten=True))
+    status: str = "complete"
     verify_checksums: bool
     official_targets: bool
     targets: ManifestTargets
-    files: tuple[tuple[str, ManifestFile], ...]  # in the order written
-    warnings: tuple[str, ...] | None = None  # None: written before warnings were kept
-    status: str = "complete"
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> Manifest:
-        files = obj(record.get("files"))
-        warnings = record.get("warnings")
-        return cls(
-            Stamp.from_record(record),
-            flag(record.get("verify_checksums")),
-            flag(record.get("official_targets")),
-            ManifestTargets.from_record(obj(record.get("targets"))),
-            tuple((name, ManifestFile.from_record(obj(entry))) for name, entry in files.items()),
-            None if warnings is None else texts(warnings),
-            text(record.get("status"), "complete"),
-        )
-
-    def to_record(self) -> JSONObject:
-        record: JSONObject = self.stamp.to_record() | {
-            "status": self.status,
-            "verify_checksums": self.verify_checksums,
-            "official_targets": self.official_targets,
-            "targets": self.targets.to_record(),
-            "files": {name: entry.to_record() for name, entry in self.files},
-        }
-        if self.warnings is not None:
-            warnings: list[JSONValue] = list(self.warnings)
-            record["warnings"] = warnings
-        return record
+    files: NamedFiles = field(metadata=key(read=_files, write=_files_record))  # in the order written
+    # None: written before warnings were kept
+    warnings: tuple[str, ...] | None = field(default=None, metadata=key(omit="if_none"))
 
     @property
     def fingerprint(self) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from stages.records.declared import Declared, key, one_of
 from stages.statuses import STEP_STATUSES, StepStatus
 from stages.storage.json_values import (
     Frozen,
@@ -21,16 +22,24 @@ from stages.storage.json_values import (
 )
 
 
+def _step_duration(seconds: float) -> float:
+    """A test process's duration as the records write it: to the millisecond."""
+    return round(seconds, 3)
+
+
+_step_status = one_of(STEP_STATUSES, "eval_error")  # the schema allows only these; anything else: an eval error
+
+
 @dataclass(frozen=True)
-class EnvironmentVerdict:
+class EnvironmentVerdict(Declared):
     """What one grading environment (`environments=`) decided of a step: its status and reason, whether the
     verdict cache held it, and how long its test process ran."""
 
     name: str
-    status: StepStatus
+    status: StepStatus = field(metadata=key(read=_step_status))
     reason: str
     cached: bool = False
-    duration_s: float = 0.0
+    duration_s: float = field(default=0.0, metadata=key(write=_step_duration))
 
     @property
     def passed(self) -> bool:
@@ -39,25 +48,6 @@ class EnvironmentVerdict:
     @classmethod
     def of(cls, name: str, verdict: StepVerdict) -> EnvironmentVerdict:
         return cls(name, verdict.status, verdict.reason, verdict.cached, verdict.duration_s)
-
-    def as_record(self) -> JSONObject:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "reason": self.reason,
-            "cached": self.cached,
-            "duration_s": round(self.duration_s, 3),
-        }
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> EnvironmentVerdict:
-        return cls(
-            text(record.get("name")),
-            _step_status(record.get("status")),
-            text(record.get("reason")),
-            bool(record.get("cached", False)),
-            number(record.get("duration_s")),
-        )
 
 
 @dataclass(frozen=True)
@@ -87,6 +77,8 @@ class StepVerdict:
     def correct(self) -> bool:
         return self.status == "pass"
 
+    # A real special case: the entry's keys are not in the constructor's order (the reason follows the test
+    # output), `correct` is derived and where it ran is written but not read back.
     def as_record(self) -> JSONObject:
         """The step's entry in a details file."""
         record: JSONObject = {
@@ -97,7 +89,7 @@ class StepVerdict:
             "returncode": self.returncode,
             "stdout": self.stdout,
             "stderr": self.stderr,
-            "duration_s": round(self.duration_s, 3),
+            "duration_s": _step_duration(self.duration_s),
             "reason": self.reason,
             "cached": self.cached,
         }
@@ -106,7 +98,7 @@ class StepVerdict:
         if self.compared is not None:
             record["compared"] = dict(self.compared)
         if self.environments:
-            verdicts: list[JSONValue] = [environment.as_record() for environment in self.environments]
+            verdicts: list[JSONValue] = [environment.to_record() for environment in self.environments]
             record["environments"] = verdicts
         return record
 
@@ -139,11 +131,6 @@ class StepVerdict:
         # One environment's verdict: what several environments decided is never cached as one.
         known = {name: record[name] for name in cls.__dataclass_fields__ if name in record and name != "environments"}
         return cls(**{**known, "cached": True})
-
-
-def _step_status(value: Frozen) -> StepStatus:
-    """A recorded step status (the schema allows only these; anything else reads as an evaluation error)."""
-    return next((status for status in STEP_STATUSES if status == value), "eval_error")
 
 
 def _returncode(value: Frozen) -> int | None:

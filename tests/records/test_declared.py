@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pytest
 
-from stages.records.declared import Declared, key
+from stages.records.declared import Declared, key, one_of
 from stages.storage.json_values import Frozen, FrozenObject, freeze, freeze_object
 
 
@@ -107,3 +108,50 @@ def test_an_annotation_with_no_reading_is_refused_naming_the_field() -> None:
 
     with pytest.raises(TypeError, match=r"Odd.when: no reading of the annotation 'complex'"):
         Odd.from_record(freeze_object({}))
+
+
+Colour = Literal["red", "green", "unknown"]
+COLOURS: tuple[Colour, ...] = ("red", "green", "unknown")
+
+
+def _rounded(value: float) -> float:
+    return round(value, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nested(Declared):
+    name: str
+    colour: Colour = field(metadata=key(read=one_of(COLOURS, "unknown")))
+    total: int = field(default=0, metadata=key(within="tests"))
+    passed: int = field(default=0, metadata=key(within="tests"))
+    seconds: float = field(default=0.0, metadata=key("duration_s", write=_rounded))
+    low: float | None = field(default=None, metadata=key(within="interval"))
+    high: float | None = field(default=None, metadata=key(within="interval"))
+
+
+def test_keys_within_an_object_are_read_from_it_and_written_into_it_where_the_first_stands() -> None:
+    record = {
+        "name": "n",
+        "colour": "green",
+        "tests": {"total": 3, "passed": 2},
+        "duration_s": 1.25,
+        "interval": {"low": 0.1, "high": None},
+    }
+    nested = Nested.from_record(freeze_object(record))
+    assert (nested.total, nested.passed, nested.low, nested.high) == (3, 2, 0.1, None)
+    written = nested.to_record()
+    assert list(written) == ["name", "colour", "tests", "duration_s", "interval"]
+    assert written["tests"] == {"total": 3, "passed": 2} and written["duration_s"] == 1.2
+
+
+@pytest.mark.parametrize("tests", [None, "x", [1, 2], {"total": "3", "passed": True}])
+def test_a_missing_or_ill_typed_holder_reads_as_the_fields_defaults(tests: object) -> None:
+    nested = Nested.from_record(freeze_object({"name": "n", "tests": tests, "colour": "purple"}))
+    assert (nested.total, nested.passed, nested.colour) == (0, 0, "unknown")
+
+
+@pytest.mark.parametrize("colour", [None, 3, "Red", ["red"], {"red": 1}])
+def test_a_word_outside_the_vocabulary_reads_as_the_declared_unknown_and_is_written_as_is(colour: object) -> None:
+    nested = Nested.from_record(freeze_object({"colour": colour}))
+    assert nested.colour == "unknown" and nested.to_record()["colour"] == "unknown"
+    assert Nested.from_record(freeze_object({"colour": "red"})).to_record()["colour"] == "red"

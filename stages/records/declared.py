@@ -16,7 +16,9 @@ keeps it a string, which is what is read here):
 What the annotation cannot say is the field's metadata, given with `key(...)` (`field(metadata=key(...))`): its
 JSON key when it differs from the attribute's name, when the key is left out of the written record (`omit`), a
 record whose keys are spread into this one's (`flatten`), and a reader or writer of its own for the rare value
-no annotation describes. The readers of `stages.storage.json_values` are the building blocks: a record read here
+no annotation describes. A value the record derives from its other fields and writes among them (`is_published`
+beside the fields it follows from) is a field declared `init=False` and set in `__post_init__`: written in its
+place, never read. The readers of `stages.storage.json_values` are the building blocks: a record read here
 reads exactly as the hand-written converters it replaced did.
 """
 
@@ -84,7 +86,7 @@ class Declared:
     @classmethod
     def from_record(cls: type[D], record: FrozenObject) -> D:
         """The record of a frozen JSON object (a valid artifact's, or a part of it): never raises on its shape."""
-        return cls(**{plan.attribute: plan.read_from(record) for plan in _plan_of(cls)})
+        return cls(**{plan.attribute: plan.read_from(record) for plan in _plan_of(cls) if not plan.derived})
 
     def to_record(self) -> JSONObject:
         """The JSON object the writer writes, keys in the fields' order."""
@@ -121,6 +123,7 @@ class _FieldPlan:
     default: Any  # what a missing key reads as (MISSING: the kind's own zero)
     kind: _Kind
     declaration: KeyDeclaration
+    derived: bool = False  # an `init=False` field: written from the record's own value, never read
 
     def read_from(self, record: FrozenObject) -> Any:
         if self.declaration.flatten:
@@ -146,7 +149,7 @@ class _FieldPlan:
 def _plan_of(cls: type[Declared]) -> tuple[_FieldPlan, ...]:
     plan = cls.__dict__.get("__record_plan__")
     if plan is None:
-        plan = tuple(_field_plan(cls, item) for item in fields(cls) if item.init)  # type: ignore[arg-type]
+        plan = tuple(_field_plan(cls, item) for item in fields(cls))  # type: ignore[arg-type]
         cls.__record_plan__ = plan
     return plan
 
@@ -157,7 +160,7 @@ def _field_plan(cls: type, item: Field[Any]) -> _FieldPlan:
     if default is MISSING and item.default_factory is not MISSING:
         default = item.default_factory()
     kind = _declared_kind(declaration) or _kind_of(str(item.type), _namespace(cls), f"{cls.__name__}.{item.name}")
-    return _FieldPlan(item.name, declaration.name or item.name, default, kind, declaration)
+    return _FieldPlan(item.name, declaration.name or item.name, default, kind, declaration, derived=not item.init)
 
 
 def _declared_kind(declaration: KeyDeclaration) -> _Kind | None:

@@ -107,3 +107,21 @@ def test_an_annotation_with_no_reading_is_refused_naming_the_field() -> None:
 
     with pytest.raises(TypeError, match=r"Odd.when: no reading of the annotation 'complex'"):
         Odd.from_record(freeze_object({}))
+
+
+@dataclass(frozen=True)
+class Ranged(Declared):
+    low: int
+    high: int
+    width: int = field(init=False)  # derived: written after the ends, never read
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "width", self.high - self.low)
+
+
+def test_a_derived_field_is_written_in_its_place_and_never_read() -> None:
+    ranged = Ranged.from_record(freeze_object({"low": 2, "high": 5, "width": 99, "note": "n"}))
+    assert ranged == Ranged(2, 5, "n") and ranged.width == 3
+    written = ranged.to_record()
+    assert list(written.items()) == [("low", 2), ("high", 5), ("width", 3), ("note", "n")]

@@ -23,7 +23,9 @@ as), and what the field's JSON schema says beyond its type (`schema`: a descript
 narrower enum, a `$ref`; `required`: whether the schema requires the key, when that is not "always written", e.g. a
 key records written before it existed lack). A record's own schema words (title, description,
 `additionalProperties`) are its `record_schema`; `stages.records.schema_of` derives the schema files from all of
-it. The readers of `stages.storage.json_values` are the building blocks: a record read here
+it. A value the record derives from its other fields and writes among them (`is_published` beside the fields it
+follows from) is a field declared `init=False` and set in `__post_init__`: written in its place, never read. The
+readers of `stages.storage.json_values` are the building blocks: a record read here
 reads exactly as the hand-written converters it replaced did.
 """
 
@@ -115,7 +117,7 @@ class Declared:
     @classmethod
     def from_record(cls: type[D], record: FrozenObject) -> D:
         """The record of a frozen JSON object (a valid artifact's, or a part of it): never raises on its shape."""
-        return cls(**{plan.attribute: plan.read_from(record) for plan in _plan_of(cls)})
+        return cls(**{plan.attribute: plan.read_from(record) for plan in _plan_of(cls) if not plan.derived})
 
     def to_record(self) -> JSONObject:
         """The JSON object the writer writes, keys in the fields' order."""
@@ -152,6 +154,7 @@ class _FieldPlan:
     default: Any  # what a missing key reads as (MISSING: the kind's own zero)
     kind: _Kind
     declaration: KeyDeclaration
+    derived: bool = False  # an `init=False` field: written from the record's own value, never read
 
     def read_from(self, record: FrozenObject) -> Any:
         if self.declaration.flatten:
@@ -189,7 +192,7 @@ def _holder(record: JSONObject, within: str | None) -> JSONObject:
 def _plan_of(cls: type[Declared]) -> tuple[_FieldPlan, ...]:
     plan = cls.__dict__.get("__record_plan__")
     if plan is None:
-        plan = tuple(_field_plan(cls, item) for item in fields(cls) if item.init)  # type: ignore[arg-type]
+        plan = tuple(_field_plan(cls, item) for item in fields(cls))  # type: ignore[arg-type]
         cls.__record_plan__ = plan
     return plan
 
@@ -201,7 +204,7 @@ def _field_plan(cls: type, item: Field[Any]) -> _FieldPlan:
         default = item.default_factory()
     where = f"{cls.__name__}.{item.name}"
     kind = _declared_kind(declaration, lambda: _kind_of(str(item.type), _namespace(cls), where))
-    return _FieldPlan(item.name, declaration.name or item.name, default, kind, declaration)
+    return _FieldPlan(item.name, declaration.name or item.name, default, kind, declaration, derived=not item.init)
 
 
 def _declared_kind(declaration: KeyDeclaration, annotated: Callable[[], _Kind]) -> _Kind:

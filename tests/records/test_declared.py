@@ -155,3 +155,21 @@ def test_a_word_outside_the_vocabulary_reads_as_the_declared_unknown_and_is_writ
     nested = Nested.from_record(freeze_object({"colour": colour}))
     assert nested.colour == "unknown" and nested.to_record()["colour"] == "unknown"
     assert Nested.from_record(freeze_object({"colour": "red"})).to_record()["colour"] == "red"
+
+
+@dataclass(frozen=True)
+class Ranged(Declared):
+    low: int
+    high: int
+    width: int = field(init=False)  # derived: written after the ends, never read
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "width", self.high - self.low)
+
+
+def test_a_derived_field_is_written_in_its_place_and_never_read() -> None:
+    ranged = Ranged.from_record(freeze_object({"low": 2, "high": 5, "width": 99, "note": "n"}))
+    assert ranged == Ranged(2, 5, "n") and ranged.width == 3
+    written = ranged.to_record()
+    assert list(written.items()) == [("low", 2), ("high", 5), ("width", 3), ("note", "n")]

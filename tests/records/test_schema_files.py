@@ -73,9 +73,10 @@ def mutated(record: dict[str, Any], path: tuple[str | int, ...], value: object) 
     copied = copy.deepcopy(record)
     parent: Any = copied
     for step in path[:-1]:
-        if not isinstance(parent, dict | list) or (isinstance(parent, dict) and step not in parent):
+        try:
+            parent = parent[step]
+        except (KeyError, IndexError):
             return None
-        parent = parent[step]
     if value is DELETE:
         del parent[path[-1]]
     else:

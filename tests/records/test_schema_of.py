@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import jsonschema
 import pytest
@@ -118,7 +118,7 @@ class Written(Declared):
 
 
 def test_what_a_record_writes_validates_against_its_schema_and_ill_typed_values_do_not() -> None:
-    schema = schema_of(Written)
+    schema: dict[str, Any] = schema_of(Written)
     schema["properties"]["fingerprint"] = {"type": "string"}  # no registry of common.schema.json here
     validator = jsonschema.Draft202012Validator(schema)
     written = Written(stamp=Stamped("f"), colour="red", ratio=0.5, ok=True, items=(Leaf("a", 2),), best=Leaf("b"))
@@ -126,19 +126,21 @@ def test_what_a_record_writes_validates_against_its_schema_and_ill_typed_values_
     assert validator.is_valid(record)
     for name, bad in [("colour", "blue"), ("ok", 1), ("count", 1.5), ("leaves", [{"name": ""}]), ("tags", "a")]:
         assert not validator.is_valid({**record, name: bad}), name
-    assert not validator.is_valid({**record, "best": {"name": "b", "size": 1, "extra": 0}})
+    extra: dict[str, Any] = {"name": "b", "size": 1, "extra": 0}
+    assert not validator.is_valid({**record, "best": extra})
     assert not validator.is_valid({name: value for name, value in record.items() if name != "ok"})
 
 
 def test_a_key_left_out_rather_than_written_null_is_never_null_in_the_schema() -> None:
-    assert schema_of(Stamped)["properties"]["fingerprint_parts"] == {"type": "object"}
+    stamped: dict[str, Any] = schema_of(Stamped)
+    assert stamped["properties"]["fingerprint_parts"] == {"type": "object"}
     assert annotation_schema("int | None", {}, "here") == {"type": ["integer", "null"]}
     assert annotation_schema("int | None", {}, "here", never_null=True) == {"type": "integer"}
     assert annotation_schema("Literal['a'] | None", {}, "here") == {"enum": ["a", None]}
 
 
 def test_an_artifact_schema_puts_the_schema_version_first() -> None:
-    schema = artifact_schema(Stamped)
+    schema: dict[str, Any] = artifact_schema(Stamped)
     assert list(schema) == ["$schema", "type", "required", "properties"]
     assert schema["required"] == ["schema_version", "fingerprint"]
     assert list(schema["properties"])[:2] == ["schema_version", "fingerprint"]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stages.records.common_schema import common_schema
+from stages.records.manifest import Manifest
 from stages.records.schema_of import artifact_schema
 from stages.records.selection import Selection
 from stages.storage.json_values import JSONObject, JSONValue
@@ -27,13 +28,13 @@ COMMAND = "python -m scripts.schema_files"
 GENERATED: dict[str, Callable[[], JSONObject]] = {
     "common": common_schema,
     "selection": lambda: artifact_schema(Selection),
+    "manifest": lambda: artifact_schema(Manifest),
 }
 # The schema files kept by hand, each with why.
 HAND_KEPT: dict[str, str] = {
     "config": "not a record: the resolved settings (`Settings.redacted()`, declared in stages/config) with a few keys "
     "required and the API key forbidden",
     "identity": "not a record: the generate stage's settings slice as written, and where it came from",
-    "manifest": "its record (stages/records/manifest.py) is not declared yet",
     "generation": "its record (stages/records/generation.py) is not declared yet",
     "details": "its record (stages/records/details.py) is not declared yet",
     "summary": "its record (stages/records/summary.py) is not declared yet",

@@ -1,28 +1,17 @@
 """The definitions every artifact schema shares (`schemas/common.schema.json`, referenced as
 `common.schema.json#/$defs/<name>`): what no single record declares (the format's version, a digest's shape, what a
-fingerprint covers) is stated here once, as data; a shared record's definition is its declaration's schema."""
+fingerprint covers) is stated here once, as data; a shared record's definition is its declaration's schema (an
+endpoint: `EndpointUse`, whose `steps` only a summary's endpoints carry)."""
 
 from __future__ import annotations
 
 from stages.config.fingerprints import PART_NAMES
-from stages.records.schema_of import DRAFT
+from stages.records.endpoint import EndpointUse
+from stages.records.schema_of import DRAFT, schema_of
 from stages.storage.artifacts import SCHEMA_VERSION
 from stages.storage.json_values import JSONObject
 
 SHA256: JSONObject = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
-
-ENDPOINT: JSONObject = {
-    "type": "object",
-    "required": ["base_url", "served_model", "server"],
-    "description": "an endpoint that answered (stages/records/endpoint.py): base_url without credentials or query, "
-    "the id GET /models lists for the model, what the server says of itself (llama.cpp's /props, the /models entry)",
-    "properties": {
-        "base_url": {"type": "string"},
-        "served_model": {"type": ["string", "null"]},
-        "server": {"type": "object", "additionalProperties": {"type": ["string", "integer"]}},
-        "steps": {"type": "integer", "minimum": 0, "description": "in a summary: the steps it answered"},
-    },
-}
 
 FINGERPRINT_PARTS: JSONObject = {
     "type": "object",
@@ -54,7 +43,7 @@ def common_schema() -> JSONObject:
                 "description": "the artifact format (stages.artifacts.SCHEMA_VERSION)",
             },
             "sha256": SHA256,
-            "endpoint": ENDPOINT,
+            "endpoint": schema_of(EndpointUse),
             "fingerprint_parts": FINGERPRINT_PARTS,
         },
     }

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from stages.execution.untrusted import UntrustedJSONError, parse_json, valid_text
+from stages.records.declared import Declared, key
 from stages.records.endpoint import EndpointRecord
 from stages.records.run_conditions import add_counts, tool_outcome_counts
 from stages.records.stamp import Stamp
@@ -27,13 +28,7 @@ from stages.storage.json_values import (
     FrozenObject,
     JSONObject,
     JSONValue,
-    flag,
-    integer,
-    number,
-    obj,
     objects,
-    optional_number,
-    optional_text,
     text,
     thaw_object,
 )
@@ -56,8 +51,9 @@ class ToolRun:
 
 
 @dataclass(frozen=True)
-class ToolStats:
-    """Tool calls and their outcomes; `other` counts statuses outside the known vocabulary."""
+class ToolStats(Declared):
+    """Tool calls and their outcomes; `other` counts statuses outside the known vocabulary (summary.json's
+    per-step and per-run tool counts)."""
 
     calls: int = 0
     ok: int = 0
@@ -81,23 +77,6 @@ class ToolStats:
         counts = Counter(call.status for call in calls)
         known = {status: counts.get(status, 0) for status in TOOL_STATUSES}
         return cls(sum(counts.values()), other=sum(counts.values()) - sum(known.values()), **known)
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> ToolStats:
-        """The counts of a `to_record` record (summary.json's per-step and per-run tool counts)."""
-        return cls(
-            *(integer(record.get(name)) for name in ("calls", "ok", "error", "timeout", "sandbox_error", "other"))
-        )
-
-    def to_record(self) -> dict[str, int]:
-        return {
-            "calls": self.calls,
-            "ok": self.ok,
-            "error": self.error,
-            "timeout": self.timeout,
-            "sandbox_error": self.sandbox_error,
-            "other": self.other,
-        }
 
 
 @dataclass(frozen=True)
@@ -131,8 +110,8 @@ class _StepReading:
     turns: tuple[Turn, ...] | None
 
 
-@dataclass(frozen=True)
-class GeneratedStep:
+@dataclass(frozen=True, kw_only=True)
+class GeneratedStep(Declared):
     """One entry of a generation file's `steps`, as written; `tool_outcomes` None: the step records none (an
     unasked step, or one written before they were recorded)."""
 
@@ -145,48 +124,11 @@ class GeneratedStep:
     error: str | None
     finish_reason: str | None
     trajectory: FrozenObject
-    usage_record: FrozenObject
+    tool_outcomes: FrozenObject | None = field(default=None, metadata=key(omit="if_none"))
+    # the index, in its generation's `endpoints`, of the endpoint that answered it
+    endpoint: int | None = field(default=None, metadata=key(omit="if_none"))
+    usage_record: FrozenObject = field(metadata=key("usage"))
     latency_s: float
-    tool_outcomes: FrozenObject | None = None
-    endpoint: int | None = None  # the index, in its generation's `endpoints`, of the endpoint that answered it
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> GeneratedStep:
-        outcomes = record.get("tool_outcomes")
-        endpoint = record.get("endpoint")
-        return cls(
-            step_id=text(record.get("step_id")),
-            prefilled=flag(record.get("prefilled")),
-            status=text(record.get("status")),
-            prompt_fingerprint=optional_text(record.get("prompt_fingerprint")),
-            code=optional_text(record.get("code")),
-            raw_answer=optional_text(record.get("raw_answer")),
-            error=optional_text(record.get("error")),
-            finish_reason=optional_text(record.get("finish_reason")),
-            trajectory=obj(record.get("trajectory")),
-            usage_record=obj(record.get("usage")),
-            latency_s=number(record.get("latency_s")),
-            tool_outcomes=outcomes if isinstance(outcomes, Mapping) else None,
-            endpoint=endpoint if isinstance(endpoint, int) and not isinstance(endpoint, bool) else None,
-        )
-
-    def to_record(self) -> JSONObject:
-        record: JSONObject = {
-            "step_id": self.step_id,
-            "prefilled": self.prefilled,
-            "status": self.status,
-            "prompt_fingerprint": self.prompt_fingerprint,
-            "code": self.code,
-            "raw_answer": self.raw_answer,
-            "error": self.error,
-            "finish_reason": self.finish_reason,
-            "trajectory": thaw_object(self.trajectory),
-        }
-        if self.tool_outcomes is not None:
-            record["tool_outcomes"] = thaw_object(self.tool_outcomes)
-        if self.endpoint is not None:
-            record["endpoint"] = self.endpoint
-        return record | {"usage": thaw_object(self.usage_record), "latency_s": self.latency_s}
 
     @cached_property
     def _read(self) -> _StepReading:
@@ -229,71 +171,27 @@ class GeneratedStep:
         return ToolStats.of(self.tool_calls)
 
 
-@dataclass(frozen=True)
-class Generation:
-    """A generation file. The run settings it records (`api_protocol` ... `concurrency`) are None in files
-    written before they were recorded."""
+@dataclass(frozen=True, kw_only=True)
+class Generation(Declared):
+    """A generation file. The run settings it records (`api_protocol` ... `concurrency`) are None (and left
+    out) in files written before they were recorded."""
 
-    stamp: Stamp
+    stamp: Stamp = field(metadata=key(flatten=True))
     status: str
     problem_id: str
     attempt: int
     model: str
     mode: str
+    api_protocol: str | None = field(default=None, metadata=key(omit="if_none"))
+    with_background: bool | None = field(default=None, metadata=key(omit="if_none"))
+    carry: str | None = field(default=None, metadata=key(omit="if_none"))
+    concurrency: int | None = field(default=None, metadata=key(omit="if_none"))
     error: str | None
-    usage_record: FrozenObject
+    usage_record: FrozenObject = field(metadata=key("usage"))
+    latency_s: float | None = field(default=None, metadata=key(omit="if_none"))
+    # every endpoint that answered a step (none recorded before)
+    endpoints: tuple[EndpointRecord, ...] = field(default=(), metadata=key(omit="if_empty"))
     steps: tuple[GeneratedStep, ...]
-    latency_s: float | None = None
-    api_protocol: str | None = None
-    with_background: bool | None = None
-    carry: str | None = None
-    concurrency: int | None = None
-    endpoints: tuple[EndpointRecord, ...] = ()  # every endpoint that answered a step (none recorded before)
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> Generation:
-        background = record.get("with_background")
-        concurrency = record.get("concurrency")
-        return cls(
-            stamp=Stamp.from_record(record),
-            status=text(record.get("status")),
-            problem_id=text(record.get("problem_id")),
-            attempt=integer(record.get("attempt")),
-            model=text(record.get("model")),
-            mode=text(record.get("mode")),
-            error=optional_text(record.get("error")),
-            usage_record=obj(record.get("usage")),
-            steps=tuple(GeneratedStep.from_record(step) for step in objects(record.get("steps"))),
-            latency_s=optional_number(record.get("latency_s")),
-            api_protocol=optional_text(record.get("api_protocol")),
-            with_background=background if isinstance(background, bool) else None,
-            carry=optional_text(record.get("carry")),
-            concurrency=integer(concurrency) if isinstance(concurrency, int) else None,
-            endpoints=tuple(EndpointRecord.from_record(item) for item in objects(record.get("endpoints"))),
-        )
-
-    def to_record(self) -> JSONObject:
-        record: JSONObject = self.stamp.to_record() | {
-            "status": self.status,
-            "problem_id": self.problem_id,
-            "attempt": self.attempt,
-            "model": self.model,
-            "mode": self.mode,
-        }
-        settings: JSONObject = {
-            "api_protocol": self.api_protocol,
-            "with_background": self.with_background,
-            "carry": self.carry,
-            "concurrency": self.concurrency,
-        }
-        record |= {name: value for name, value in settings.items() if value is not None}
-        record |= {"error": self.error, "usage": thaw_object(self.usage_record)}
-        if self.latency_s is not None:
-            record["latency_s"] = self.latency_s
-        if self.endpoints:
-            record["endpoints"] = [endpoint.to_record() for endpoint in self.endpoints]
-        steps: list[JSONValue] = [step.to_record() for step in self.steps]
-        return record | {"steps": steps}
 
     @property
     def fingerprint(self) -> str:

@@ -3,6 +3,7 @@ the golden files read back to the records they hold."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,13 +11,24 @@ import pytest
 
 from stages.records.declared import Declared
 from stages.records.endpoint import EndpointRecord, EndpointUse
+from stages.records.generation import GeneratedStep, Generation, ToolStats
 from stages.records.manifest import Manifest, ManifestFile, ManifestTargets
 from stages.records.verdict import EnvironmentVerdict, StepVerdict
 from stages.storage.json_values import freeze_object
 from tests.golden.make_golden import BEFORE_PARTS, CURRENT
 
-DECLARED: tuple[type, ...] = (Manifest, ManifestFile, ManifestTargets, EndpointRecord, EndpointUse, EnvironmentVerdict)
-GOLDEN: dict[str, type[Declared]] = {"manifest": Manifest}
+DECLARED: tuple[type, ...] = (
+    Manifest,
+    ManifestFile,
+    ManifestTargets,
+    EndpointRecord,
+    EndpointUse,
+    EnvironmentVerdict,
+    ToolStats,
+    GeneratedStep,
+    Generation,
+)
+GOLDEN: dict[str, type[Declared]] = {"manifest": Manifest, "generation": Generation}
 
 
 @pytest.mark.parametrize("record", DECLARED, ids=lambda record: record.__name__)
@@ -51,3 +63,44 @@ def test_a_step_entry_keeps_its_environments_verdicts_as_written() -> None:
     hostile = {**entry, "environments": [{"status": "won", "cached": 1, "duration_s": "2"}, 3]}
     read = StepVerdict.from_record(freeze_object(hostile)).environments
     assert read == (EnvironmentVerdict("", "eval_error", "", True, 0.0),)
+
+
+def test_a_generation_writes_its_keys_in_the_order_it_always_had() -> None:
+    stored = json.loads((CURRENT / "generation.json").read_text(encoding="utf-8"))
+    generation = Generation.from_record(freeze_object(stored))
+    answered = tuple(dataclasses.replace(step, endpoint=0) for step in generation.steps)
+    endpoints = (EndpointRecord("built-in", "gold"),)
+    record = dataclasses.replace(generation, endpoints=endpoints, steps=answered).to_record()
+    assert list(record) == [
+        "fingerprint",
+        "fingerprint_parts",
+        "status",
+        "problem_id",
+        "attempt",
+        "model",
+        "mode",
+        "api_protocol",
+        "with_background",
+        "carry",
+        "concurrency",
+        "error",
+        "usage",
+        "latency_s",
+        "endpoints",
+        "steps",
+    ]
+    assert list(record["steps"][0]) == [
+        "step_id",
+        "prefilled",
+        "status",
+        "prompt_fingerprint",
+        "code",
+        "raw_answer",
+        "error",
+        "finish_reason",
+        "trajectory",
+        "tool_outcomes",
+        "endpoint",
+        "usage",
+        "latency_s",
+    ]

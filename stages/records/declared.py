@@ -7,7 +7,7 @@ keeps it a string, which is what is read here):
 
 | annotation | read from a frozen value (total: a missing or ill-typed key reads as the field's default) | written |
 | --- | --- | --- |
-| `str`, `int`, `float`, `bool` (a `Literal[...]` of strings reads as `str`) | `text`, `integer`, `number`, `flag` | as is |
+| `str`, `int`, `float`, `bool` (a `Literal[...]` of strings, or a name for one, reads as `str`) | `text`, `integer`, `number`, `flag` | as is |
 | `X | None` | None when absent or not of X's shape, else X's reading | as is |
 | `tuple[X, ...]` | each item of an array read as X (objects only, for a record X) | a list |
 | a `Declared` record | its `from_record` of the object | its `to_record` |
@@ -220,7 +220,7 @@ def _kind_of(annotation: str, namespace: Mapping[str, Any], where: str) -> _Kind
     optional = _OPTIONAL.match(annotation)
     if optional:
         return _optional_kind(optional.group("inner"), namespace, where)
-    if _LITERAL.match(annotation) or namespace.get(annotation) is str:
+    if _LITERAL.match(annotation) or alias is str or get_origin(alias) is Literal:  # a Literal, or a name for one
         annotation = "str"
     if annotation in _SCALARS:
         return _SCALARS[annotation]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pytest
 
@@ -125,3 +126,15 @@ def test_a_derived_field_is_written_in_its_place_and_never_read() -> None:
     assert ranged == Ranged(2, 5, "n") and ranged.width == 3
     written = ranged.to_record()
     assert list(written.items()) == [("low", 2), ("high", 5), ("width", 3), ("note", "n")]
+
+
+Shade = Literal["light", "dark"]
+
+
+@dataclass(frozen=True)
+class Painted(Declared):
+    shade: Shade
+
+
+def test_a_named_literal_reads_and_writes_as_text() -> None:
+    assert Painted.from_record(freeze_object({"shade": "dark"})).to_record() == {"shade": "dark"}

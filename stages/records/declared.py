@@ -7,9 +7,10 @@ keeps it a string, which is what is read here):
 
 | annotation | read from a frozen value (total: a missing or ill-typed key reads as the field's default) | written |
 | --- | --- | --- |
-| `str`, `int`, `float`, `bool` (a `Literal[...]` of strings reads as `str`) | `text`, `integer`, `number`, `flag` | as is |
+| `str`, `int`, `float`, `bool` (a `Literal[...]` of strings, or a name for one, reads as `str`) | `text`, `integer`, `number`, `flag` | as is |
 | `X | None` | None when absent or not of X's shape, else X's reading | as is |
 | `tuple[X, ...]` | each item of an array read as X (objects only, for a record X) | a list |
+| `Mapping[str, X]` | each value of an object read as X (objects only, for a record X), in the object's order | an object |
 | a `Declared` record | its `from_record` of the object | its `to_record` |
 | `FrozenObject`, `Frozen` (free-form JSON: a trajectory, a tool's outcome) | the frozen value | `thaw` of it |
 
@@ -35,7 +36,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, fields
-from types import GenericAlias
+from types import GenericAlias, MappingProxyType
 from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
 
 from stages.storage.json_values import (
@@ -253,6 +254,7 @@ _SHAPES: dict[str, Callable[[Frozen], bool]] = {
 
 _OPTIONAL = re.compile(r"^(?P<inner>.+?)\s*\|\s*None$")
 _TUPLE = re.compile(r"^tuple\[(?P<item>.+),\s*\.\.\.\]$")
+_MAPPING = re.compile(r"^Mapping\[str,\s*(?P<value>.+)\]$")
 _LITERAL = re.compile(r"^Literal\[.*\]$")
 
 
@@ -264,13 +266,16 @@ def _kind_of(annotation: str, namespace: Mapping[str, Any], where: str) -> _Kind
     optional = _OPTIONAL.match(annotation)
     if optional:
         return _optional_kind(optional.group("inner"), namespace, where)
-    if _LITERAL.match(annotation) or namespace.get(annotation) is str:
+    if _LITERAL.match(annotation) or alias is str or get_origin(alias) is Literal:  # a Literal, or a name for one
         annotation = "str"
     if annotation in _SCALARS:
         return _SCALARS[annotation]
     sequence = _TUPLE.match(annotation)
     if sequence:
         return _tuple_kind(sequence.group("item"), namespace, where)
+    mapping = _MAPPING.match(annotation)
+    if mapping:
+        return _mapping_kind(mapping.group("value"), namespace, where)
     record = _record_class(annotation, namespace)
     if record is not None:
         return _Kind(lambda value, default: record.from_record(obj(value)), lambda value: value.to_record())
@@ -304,6 +309,19 @@ def _tuple_kind(item: str, namespace: Mapping[str, Any], where: str) -> _Kind:
         return tuple(kind.read(entry, MISSING) for entry in values)
 
     return _Kind(read, lambda value: [kind.write(entry) for entry in value])
+
+
+def _mapping_kind(value_annotation: str, namespace: Mapping[str, Any], where: str) -> _Kind:
+    kind = _kind_of(value_annotation, namespace, where)
+    record = _record_class(value_annotation.strip(), namespace)
+
+    def read(value: Frozen, default: Any) -> Mapping[str, Any]:
+        entries = obj(value).items()
+        if record is not None:
+            entries = ((name, entry) for name, entry in entries if isinstance(entry, Mapping))
+        return MappingProxyType({name: kind.read(entry, MISSING) for name, entry in entries})
+
+    return _Kind(read, lambda value: {name: kind.write(entry) for name, entry in value.items()})
 
 
 def _record_class(annotation: str, namespace: Mapping[str, Any]) -> type[Declared] | None:

@@ -9,35 +9,30 @@ groups, usage, cost, tool use, attempts) are kept as read-only mappings under th
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from dataclasses import field as dataclass_field  # within SummaryProblem, whose `field` is a key
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, get_args
 
 from stages.benchmark.datasets import DEFAULT_DATASET
+from stages.records.declared import Declared, key
 from stages.records.endpoint import EndpointUse
-from stages.records.selection import dataset_fields
+from stages.records.generation import ToolStats
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
     EMPTY,
     Frozen,
     FrozenObject,
-    JSONObject,
     JSONValue,
-    flag,
     freeze,
     integer,
     obj,
     objects,
     optional_number,
-    optional_text,
-    text,
-    texts,
     thaw,
-    thaw_object,
 )
 
 KIND = "summary"
@@ -58,69 +53,44 @@ HEADLINE_KEYS = (
 )
 
 
-def _texts_list(values: tuple[str, ...]) -> list[JSONValue]:
-    return list(values)
+def _tool_stats(value: Frozen) -> ToolStats:
+    return ToolStats.from_record(obj(value))
 
 
-def _frozen_objects(value: Frozen) -> tuple[FrozenObject, ...]:
-    return objects(value)
+def _tool_stats_record(stats: ToolStats) -> JSONValue:
+    return dict(stats.to_record())
+
+
+# a problem's and a step's tool-call counts (`ToolStats` is a generation record, read and written by its own methods)
+TOOL_STATS = key(read=_tool_stats, write=_tool_stats_record)
 
 
 @dataclass(frozen=True)
-class FailedProblem:
+class FailedProblem(Declared):
     problem_id: str
     reason: str
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> FailedProblem:
-        return cls(text(record.get("problem_id")), text(record.get("reason")))
-
-    def to_record(self) -> JSONObject:
-        return {"problem_id": self.problem_id, "reason": self.reason}
-
 
 @dataclass(frozen=True)
-class StepOutcome:
+class StepOutcome(Declared):
     """A step's status and the one-line reason (a problem's steps and its first failure)."""
 
     step_id: str
     status: str
     reason: str | None
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> StepOutcome:
-        return cls(text(record.get("step_id")), text(record.get("status")), optional_text(record.get("reason")))
-
-    def to_record(self) -> JSONObject:
-        return {"step_id": self.step_id, "status": self.status, "reason": self.reason}
-
 
 @dataclass(frozen=True)
-class SummaryStep:
+class SummaryStep(Declared):
     step_id: str
     status: str
     reason: str | None = None
-    tools: FrozenObject = dataclasses.field(
-        default_factory=lambda: EMPTY
-    )  # the step's tool-call counts (`ToolStats.to_record`)
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> SummaryStep:
-        return cls(
-            text(record.get("step_id")),
-            text(record.get("status")),
-            optional_text(record.get("reason")),
-            obj(record.get("tools")),
-        )
-
-    def to_record(self) -> JSONObject:
-        return {"step_id": self.step_id, "status": self.status, "reason": self.reason, "tools": thaw(self.tools)}
+    tools: ToolStats = field(default_factory=ToolStats, metadata=TOOL_STATS)
 
 
-@dataclass(frozen=True)
-class SummaryProblem:
+@dataclass(frozen=True, kw_only=True)
+class SummaryProblem(Declared):
     problem_id: str
-    steps: tuple[SummaryStep, ...]
     split: str = ""
     category: str = ""
     field: str = ""
@@ -131,129 +101,47 @@ class SummaryProblem:
     steps_scored: int = 0
     steps_skipped: int = 0
     first_failure: StepOutcome | None = None
-    tools: FrozenObject = dataclasses.field(default_factory=lambda: EMPTY)
+    steps: tuple[SummaryStep, ...]
+    tools: ToolStats = dataclass_field(default_factory=ToolStats, metadata=TOOL_STATS)
     usage: FrozenObject | None = None
-    latency_s: Frozen = None
-    cost: Frozen = None
-    attempt_costs: tuple[Frozen, ...] = ()
+    latency_s: float | None = None
+    cost: float | None = None  # US dollars over the attempts; None without prices
+    attempt_costs: tuple[float | None, ...] = ()
     error: str | None = None
 
     @property
     def step_ids(self) -> frozenset[str]:
         return frozenset(step.step_id for step in self.steps)
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> SummaryProblem:
-        failure = record.get("first_failure")
-        usage = record.get("usage")
-        return cls(
-            problem_id=text(record.get("problem_id")),
-            steps=tuple(SummaryStep.from_record(step) for step in objects(record.get("steps"))),
-            split=text(record.get("split")),
-            category=text(record.get("category")),
-            field=text(record.get("field")),
-            subfield=text(record.get("subfield")),
-            state=text(record.get("state")),
-            resolved=flag(record.get("resolved")),
-            steps_passed=integer(record.get("steps_passed")),
-            steps_scored=integer(record.get("steps_scored")),
-            steps_skipped=integer(record.get("steps_skipped")),
-            first_failure=StepOutcome.from_record(failure) if isinstance(failure, Mapping) else None,
-            tools=obj(record.get("tools")),
-            usage=usage if isinstance(usage, Mapping) else None,
-            latency_s=record.get("latency_s"),
-            cost=record.get("cost"),
-            attempt_costs=_items(record.get("attempt_costs")),
-            error=optional_text(record.get("error")),
-        )
 
-    def to_record(self) -> JSONObject:
-        return {
-            "problem_id": self.problem_id,
-            "split": self.split,
-            "category": self.category,
-            "field": self.field,
-            "subfield": self.subfield,
-            "state": self.state,
-            "resolved": self.resolved,
-            "steps_passed": self.steps_passed,
-            "steps_scored": self.steps_scored,
-            "steps_skipped": self.steps_skipped,
-            "first_failure": None if self.first_failure is None else self.first_failure.to_record(),
-            "steps": [step.to_record() for step in self.steps],
-            "tools": thaw(self.tools),
-            "usage": None if self.usage is None else thaw(self.usage),
-            "latency_s": thaw(self.latency_s),
-            "cost": thaw(self.cost),
-            "attempt_costs": [thaw(cost) for cost in self.attempt_costs],
-            "error": self.error,
-        }
+def _of_the_original(identity: RunIdentity) -> bool:
+    """Summaries of the original dataset written before datasets existed carry no dataset keys (and read back so)."""
+    return identity.dataset == DEFAULT_DATASET and identity.problems_md5 is None
 
 
-def _items(value: Frozen) -> tuple[Frozen, ...]:
-    if isinstance(value, (tuple, list)):
-        return tuple(freeze(item) for item in value)
-    return ()
-
-
-@dataclass(frozen=True)
-class RunIdentity:
+@dataclass(frozen=True, kw_only=True)
+class RunIdentity(Declared):
     """What was run: model, run name, the selection's filters and the generation settings."""
 
     model: str
     run: str
+    # a summary written before datasets existed is of the original
+    dataset: str = field(default=DEFAULT_DATASET, metadata=key(omit=_of_the_original))
+    # a manifest-bound dataset: the md5 its manifest states for the problem file
+    problems_md5: str | None = field(default=None, metadata=key(omit=_of_the_original))
     split: str
     category: tuple[str, ...]
     sample_ids: tuple[str, ...]
     mode: str
     with_background: bool
-    carry: Frozen
-    attempts_per_problem: Frozen
-    dataset: str = DEFAULT_DATASET  # a summary written before datasets existed is of the original
-    problems_md5: str | None = None  # a manifest-bound dataset: the md5 its manifest states for the problem file
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> RunIdentity:
-        return cls(
-            text(record.get("model")),
-            text(record.get("run")),
-            text(record.get("split")),
-            texts(record.get("category")),
-            texts(record.get("sample_ids")),
-            text(record.get("mode")),
-            flag(record.get("with_background")),
-            record.get("carry"),
-            record.get("attempts_per_problem"),
-            text(record.get("dataset"), DEFAULT_DATASET),
-            optional_text(record.get("problems_md5")),
-        )
-
-    def to_record(self) -> JSONObject:
-        return {
-            "model": self.model,
-            "run": self.run,
-            **dataset_fields(self.dataset, self.problems_md5),
-            "split": self.split,
-            "category": _texts_list(self.category),
-            "sample_ids": _texts_list(self.sample_ids),
-            "mode": self.mode,
-            "with_background": self.with_background,
-            "carry": thaw(self.carry),
-            "attempts_per_problem": thaw(self.attempts_per_problem),
-        }
+    carry: str
+    attempts_per_problem: int = 1  # read as 1 where a summary lacks it (one attempt)
 
 
 @dataclass(frozen=True)
-class SummaryTargets:
+class SummaryTargets(Declared):
     kind: str
     note: str | None
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> SummaryTargets:
-        return cls(text(record.get("kind")), optional_text(record.get("note")))
-
-    def to_record(self) -> JSONObject:
-        return {"kind": self.kind, "note": self.note}
 
 
 CaveatKind = Literal[
@@ -272,24 +160,24 @@ CAVEAT_KINDS: tuple[CaveatKind, ...] = get_args(CaveatKind)
 
 
 @dataclass(frozen=True)
-class Caveat:
+class Caveat(Declared):
     """Something a reader of the run's headline must know (derived targets, a subset, ...), in one phrase."""
 
     kind: CaveatKind
     text: str
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> Caveat | None:
-        kind = text(record.get("kind"))
-        found = next((known for known in CAVEAT_KINDS if known == kind), None)
-        return None if found is None else cls(found, text(record.get("text")))
-
-    def to_record(self) -> JSONObject:
-        return {"kind": self.kind, "text": self.text}
-
 
 def caveats_of(value: Frozen) -> tuple[Caveat, ...]:
-    return tuple(found for record in objects(value) if (found := Caveat.from_record(record)) is not None)
+    """The caveats of an array, those of a kind this version does not know left out."""
+    return tuple(Caveat.from_record(record) for record in objects(value) if record.get("kind") in CAVEAT_KINDS)
+
+
+def _recorded_caveats(value: Frozen) -> tuple[Caveat, ...] | None:
+    return None if value is None else caveats_of(value)
+
+
+def _caveat_records(caveats: tuple[Caveat, ...]) -> JSONValue:
+    return [caveat.to_record() for caveat in caveats]
 
 
 def caveats_text(caveats: tuple[Caveat, ...]) -> str:
@@ -298,17 +186,17 @@ def caveats_text(caveats: tuple[Caveat, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class PublishedSetting:
+class PublishedSetting(Declared):
     """Whether the run is a published setting (`stages.summarize.published_setting`), decided once per run: the
     protocol judged against ("" when the run's settings are those of none) and, when it is not, why not."""
 
     protocol: str
     title: str
+    is_published: bool = field(init=False)  # derived: a protocol and no reason against it
     reasons: tuple[str, ...]  # empty: the run is that published setting
 
-    @property
-    def is_published(self) -> bool:
-        return bool(self.protocol) and not self.reasons
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_published", bool(self.protocol) and not self.reasons)
 
     @property
     def text(self) -> str:
@@ -326,21 +214,9 @@ class PublishedSetting:
             self.text if self.protocol else "not a published setting (its settings are those of no published protocol)"
         )
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> PublishedSetting:
-        return cls(text(record.get("protocol")), text(record.get("title")), texts(record.get("reasons")))
-
-    def to_record(self) -> JSONObject:
-        return {
-            "protocol": self.protocol,
-            "title": self.title,
-            "is_published": self.is_published,
-            "reasons": _texts_list(self.reasons),
-        }
-
 
 @dataclass(frozen=True)
-class ReferenceFigure:
+class ReferenceFigure(Declared):
     """A published result of the run's model (`stages/benchmark/published.json`) set beside the run's figures: when
     the run is that row's setting, whether each published rate lies in the run's 95% interval; else why the two are
     not comparable."""
@@ -350,13 +226,13 @@ class ReferenceFigure:
     source: str
     main_problem_resolve_rate: float  # percent, as published
     subproblem: float  # percent, as published
+    comparable: bool = field(init=False)  # derived: no reason against the comparison
     reasons: tuple[str, ...]  # why not comparable; empty when comparable
     resolve_inside: bool | None = None  # None: not comparable, or the run has no interval
     steps_inside: bool | None = None
 
-    @property
-    def comparable(self) -> bool:
-        return not self.reasons
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "comparable", not self.reasons)
 
     @property
     def text(self) -> str:
@@ -369,36 +245,6 @@ class ReferenceFigure:
             f"{head}{_inside_text(self.resolve_inside)}; steps {self.subproblem:.1f}%{_inside_text(self.steps_inside)}"
         )
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> ReferenceFigure:
-        return cls(
-            model=text(record.get("model")),
-            protocol=text(record.get("protocol")),
-            source=text(record.get("source")),
-            main_problem_resolve_rate=optional_number(record.get("main_problem_resolve_rate")) or 0.0,
-            subproblem=optional_number(record.get("subproblem")) or 0.0,
-            reasons=texts(record.get("reasons")),
-            resolve_inside=_optional_flag(record.get("resolve_inside")),
-            steps_inside=_optional_flag(record.get("steps_inside")),
-        )
-
-    def to_record(self) -> JSONObject:
-        return {
-            "model": self.model,
-            "protocol": self.protocol,
-            "source": self.source,
-            "main_problem_resolve_rate": self.main_problem_resolve_rate,
-            "subproblem": self.subproblem,
-            "comparable": self.comparable,
-            "reasons": _texts_list(self.reasons),
-            "resolve_inside": self.resolve_inside,
-            "steps_inside": self.steps_inside,
-        }
-
-
-def _optional_flag(value: Frozen) -> bool | None:
-    return value if isinstance(value, bool) else None
-
 
 def _inside_text(inside: bool | None) -> str:
     if inside is None:
@@ -407,7 +253,7 @@ def _inside_text(inside: bool | None) -> str:
 
 
 @dataclass(frozen=True)
-class RecordedInvocation:
+class RecordedInvocation(Declared):
     """One invocation that generated or scored (`stages.records.invocations`), as summary.json records it."""
 
     started: str
@@ -415,26 +261,6 @@ class RecordedInvocation:
     seconds: float
     stages: tuple[str, ...]
     problems: int
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> RecordedInvocation:
-        seconds = record.get("seconds")
-        return cls(
-            text(record.get("started")),
-            text(record.get("ended")),
-            float(seconds) if isinstance(seconds, (int, float)) else 0.0,
-            texts(record.get("stages")),
-            integer(record.get("problems")),
-        )
-
-    def to_record(self) -> JSONObject:
-        return {
-            "started": self.started,
-            "ended": self.ended,
-            "seconds": self.seconds,
-            "stages": _texts_list(self.stages),
-            "problems": self.problems,
-        }
 
     @property
     def text(self) -> str:
@@ -446,30 +272,13 @@ class RecordedInvocation:
 
 
 @dataclass(frozen=True)
-class Groups:
+class Groups(Declared):
     """The metrics by category, field, subfield (each with its field) and split."""
 
     by_category: FrozenObject
     by_field: FrozenObject
     by_subfield: FrozenObject
     by_split: FrozenObject
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> Groups:
-        return cls(
-            obj(record.get("by_category")),
-            obj(record.get("by_field")),
-            obj(record.get("by_subfield")),
-            obj(record.get("by_split")),
-        )
-
-    def to_record(self) -> JSONObject:
-        return {
-            "by_category": thaw_object(self.by_category),
-            "by_field": thaw_object(self.by_field),
-            "by_subfield": thaw_object(self.by_subfield),
-            "by_split": thaw_object(self.by_split),
-        }
 
 
 @dataclass(frozen=True)
@@ -527,8 +336,16 @@ def group_metrics(groups: FrozenObject) -> dict[str, GroupMetrics]:
     return {name: GroupMetrics.from_record(obj(record)) for name, record in groups.items()}
 
 
+def _endpoint_uses(value: Frozen) -> tuple[EndpointUse, ...]:
+    return tuple(EndpointUse.from_record(item) for item in objects(value))
+
+
+def _endpoint_use_records(uses: tuple[EndpointUse, ...]) -> JSONValue:
+    return [use.to_record() for use in uses]
+
+
 @dataclass(frozen=True)
-class RunSetup:
+class RunSetup(Declared):
     """How the run was set up beyond its identity, as summary.md's header states it: the model's endpoint, the tools
     of tool_use, where tool snippets ran, and the recorded settings that shape the scores (those of
     `stages.config.settings.RECORDED_SETTINGS` that config.json records with a value, by name)."""
@@ -537,35 +354,15 @@ class RunSetup:
     tool_names: tuple[str, ...] = ()
     tool_use_max_loops: int = 0
     snippets_ran: str = "unknown"
-    settings: FrozenObject = dataclasses.field(default_factory=lambda: EMPTY)
-    endpoints: tuple[EndpointUse, ...] = ()  # every endpoint that answered, with its steps (none recorded before)
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> RunSetup:
-        return cls(
-            base_url=optional_text(record.get("base_url")),
-            tool_names=texts(record.get("tool_names")),
-            tool_use_max_loops=integer(record.get("tool_use_max_loops")),
-            snippets_ran=text(record.get("snippets_ran")),
-            settings=obj(record.get("settings")),
-            endpoints=tuple(EndpointUse.from_record(item) for item in objects(record.get("endpoints"))),
-        )
-
-    def to_record(self) -> JSONObject:
-        record: JSONObject = {
-            "base_url": self.base_url,
-            "tool_names": _texts_list(self.tool_names),
-            "tool_use_max_loops": self.tool_use_max_loops,
-            "snippets_ran": self.snippets_ran,
-            "settings": thaw_object(self.settings),
-        }
-        if self.endpoints:
-            record["endpoints"] = [use.to_record() for use in self.endpoints]
-        return record
+    settings: FrozenObject = field(default_factory=lambda: EMPTY)
+    # every endpoint that answered, with its steps (none recorded before); an endpoint record reads itself
+    endpoints: tuple[EndpointUse, ...] = field(
+        default=(), metadata=key(omit="if_empty", read=_endpoint_uses, write=_endpoint_use_records)
+    )
 
 
 @dataclass(frozen=True)
-class EnvironmentCount:
+class EnvironmentCount(Declared):
     """One grading environment's tally over the scored steps: how many it graded (ran, or its cached verdict was
     read), how many it passed, and the steps that passed in it alone while every other environment failed them."""
 
@@ -574,187 +371,93 @@ class EnvironmentCount:
     passed: int
     only: tuple[str, ...]
 
-    def to_record(self) -> JSONObject:
-        return {"name": self.name, "graded": self.graded, "passed": self.passed, "only": list(self.only)}
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> EnvironmentCount:
-        return cls(
-            text(record.get("name")),
-            integer(record.get("graded")),
-            integer(record.get("passed")),
-            texts(record.get("only")),
-        )
-
 
 @dataclass(frozen=True)
-class EnvironmentsSummary:
+class EnvironmentsSummary(Declared):
     """Under `environments=`: every environment's tally, whether every verdict was recorded (`all_environments`),
     and how many passed steps were decided by one environment without the others running (unknown elsewhere)."""
 
     every_verdict: bool
-    counts: tuple[EnvironmentCount, ...]
+    counts: tuple[EnvironmentCount, ...] = field(metadata=key("environments"))
     passed_before_the_others: int
 
-    def to_record(self) -> JSONObject:
-        return {
-            "every_verdict": self.every_verdict,
-            "environments": [count.to_record() for count in self.counts],
-            "passed_before_the_others": self.passed_before_the_others,
-        }
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> EnvironmentsSummary:
-        return cls(
-            flag(record.get("every_verdict")),
-            tuple(EnvironmentCount.from_record(entry) for entry in objects(record.get("environments"))),
-            integer(record.get("passed_before_the_others")),
-        )
+def freeze_headline(record: Mapping[str, object]) -> FrozenObject:
+    """The headline counts, rates and intervals of a record (keys outside HEADLINE_KEYS left out)."""
+    return obj(freeze({key: record.get(key) for key in HEADLINE_KEYS}))
+
+
+def _headline_record(headline: FrozenObject) -> JSONValue:
+    return {key: thaw(headline.get(key)) for key in HEADLINE_KEYS}
+
+
+def _tool_calls(value: Frozen) -> Mapping[str, int]:
+    return MappingProxyType({name: integer(count) for name, count in obj(value).items()})
+
+
+def _tool_calls_record(tool_calls: Mapping[str, int]) -> JSONValue:
+    return dict(tool_calls)
 
 
 @dataclass(frozen=True)
-class Summary:
-    stamp: Stamp
+class WeakPass(Declared):
+    """A passed step whose official tests a trivial answer passes too (`stages/benchmark/weak_tests.json`)."""
+
+    step_id: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary(Declared):
+    fingerprint: str  # the stamp's two keys lie apart in the record: `stamp` joins them
     status: str
-    identity: RunIdentity
+    identity: RunIdentity = field(metadata=key(flatten=True))
     run_started: str | None
     summarized_at: str
     targets: SummaryTargets
-    attempt_scored: Frozen
-    headline: FrozenObject  # HEADLINE_KEYS: the scored attempt's counts, rates and intervals
+    attempt_scored: int
+    # HEADLINE_KEYS: the scored attempt's counts, rates and intervals, at the top level of the record
+    headline: FrozenObject = field(metadata=key(flatten=True, read=freeze_headline, write=_headline_record))
     uncertainty: Frozen
     inspect_ai_view: Frozen
-    groups: Groups
+    groups: Groups = field(metadata=key(flatten=True))
     status_counts: FrozenObject
     problems: tuple[SummaryProblem, ...]
     failed_problems: tuple[FailedProblem, ...]
     usage: Frozen
-    latency_s: Frozen
+    latency_s: float
     cost: Frozen
     project: Frozen
-    concurrency: Frozen
+    concurrency: int
     tool_use: Frozen
-    weak_official_tests: tuple[FrozenObject, ...]
+    weak_official_tests: tuple[WeakPass, ...]
     plots: tuple[str, ...]
     attempts: FrozenObject | None
-    confinement: Frozen
-    tool_calls: Mapping[str, int]  # outcome -> calls, and `total` (empty in summaries written before)
+    confinement: str | None
+    fingerprint_parts: FrozenObject | None = field(default=None, metadata=key(omit="if_none"))
+    # outcome -> calls, and `total` (empty in summaries written before)
+    tool_calls: Mapping[str, int] = field(metadata=key(read=_tool_calls, write=_tool_calls_record))
     steps_without_targets: tuple[str, ...]
     # None in summaries written before these were recorded (and left out of `to_record` then, so such a record
     # reads back as it was); invocations are empty for a run recorded before invocations.jsonl was written
-    recorded_caveats: tuple[Caveat, ...] | None = None
-    recorded_invocations: tuple[RecordedInvocation, ...] | None = None
-    recorded_setup: RunSetup | None = None
-    recorded_cached_timeouts: int | None = None  # timeout verdicts of scored steps served from the verdict cache
-    recorded_published: PublishedSetting | None = None
-    recorded_references: tuple[ReferenceFigure, ...] | None = None
-    environments: EnvironmentsSummary | None = None  # under `environments=` only
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> Summary:
-        attempts = record.get("attempts")
-        return cls(
-            stamp=Stamp.from_record(record),
-            status=text(record.get("status")),
-            identity=RunIdentity.from_record(record),
-            run_started=optional_text(record.get("run_started")),
-            summarized_at=text(record.get("summarized_at")),
-            targets=SummaryTargets.from_record(obj(record.get("targets"))),
-            attempt_scored=record.get("attempt_scored"),
-            headline=freeze_headline(record),
-            uncertainty=record.get("uncertainty"),
-            inspect_ai_view=record.get("inspect_ai_view"),
-            groups=Groups.from_record(record),
-            status_counts=obj(record.get("status_counts")),
-            problems=tuple(SummaryProblem.from_record(problem) for problem in objects(record.get("problems"))),
-            failed_problems=tuple(FailedProblem.from_record(entry) for entry in objects(record.get("failed_problems"))),
-            usage=record.get("usage"),
-            latency_s=record.get("latency_s"),
-            cost=record.get("cost"),
-            project=record.get("project"),
-            concurrency=record.get("concurrency"),
-            tool_use=record.get("tool_use"),
-            weak_official_tests=_frozen_objects(record.get("weak_official_tests")),
-            plots=texts(record.get("plots")),
-            attempts=attempts if isinstance(attempts, Mapping) else None,
-            confinement=record.get("confinement"),
-            tool_calls=MappingProxyType(
-                {name: integer(count) for name, count in obj(record.get("tool_calls")).items()}
-            ),
-            steps_without_targets=texts(record.get("steps_without_targets")),
-            recorded_caveats=caveats_of(record["caveats"]) if "caveats" in record else None,
-            recorded_invocations=(
-                tuple(RecordedInvocation.from_record(entry) for entry in objects(record["invocations"]))
-                if "invocations" in record
-                else None
-            ),
-            recorded_setup=RunSetup.from_record(obj(record["setup"])) if "setup" in record else None,
-            recorded_cached_timeouts=integer(record["cached_timeouts"]) if "cached_timeouts" in record else None,
-            recorded_published=(
-                PublishedSetting.from_record(obj(record["published_setting"]))
-                if "published_setting" in record
-                else None
-            ),
-            recorded_references=(
-                tuple(ReferenceFigure.from_record(entry) for entry in objects(record["references"]))
-                if "references" in record
-                else None
-            ),
-            environments=EnvironmentsSummary.from_record(obj(record["environments"]))
-            if isinstance(record.get("environments"), Mapping)
-            else None,
-        )
-
-    def to_record(self) -> JSONObject:
-        record: JSONObject = {"fingerprint": self.stamp.fingerprint, "status": self.status}
-        record |= self.identity.to_record()
-        record |= {
-            "run_started": self.run_started,
-            "summarized_at": self.summarized_at,
-            "targets": self.targets.to_record(),
-            "attempt_scored": thaw(self.attempt_scored),
-        }
-        record |= {key: thaw(self.headline.get(key)) for key in HEADLINE_KEYS}
-        record |= {"uncertainty": thaw(self.uncertainty), "inspect_ai_view": thaw(self.inspect_ai_view)}
-        record |= self.groups.to_record()
-        record |= {
-            "status_counts": thaw_object(self.status_counts),
-            "problems": [problem.to_record() for problem in self.problems],
-            "failed_problems": [entry.to_record() for entry in self.failed_problems],
-            "usage": thaw(self.usage),
-            "latency_s": thaw(self.latency_s),
-            "cost": thaw(self.cost),
-            "project": thaw(self.project),
-            "concurrency": thaw(self.concurrency),
-            "tool_use": thaw(self.tool_use),
-            "weak_official_tests": [thaw_object(entry) for entry in self.weak_official_tests],
-            "plots": _texts_list(self.plots),
-            "attempts": None if self.attempts is None else thaw_object(self.attempts),
-            "confinement": thaw(self.confinement),
-        }
-        if self.stamp.parts is not None:
-            record["fingerprint_parts"] = thaw_object(self.stamp.parts)
-        tool_calls: JSONObject = dict(self.tool_calls)
-        record |= {"tool_calls": tool_calls, "steps_without_targets": _texts_list(self.steps_without_targets)}
-        if self.recorded_caveats is not None:
-            record["caveats"] = [caveat.to_record() for caveat in self.recorded_caveats]
-        if self.recorded_invocations is not None:
-            record["invocations"] = [invocation.to_record() for invocation in self.recorded_invocations]
-        if self.recorded_setup is not None:
-            record["setup"] = self.recorded_setup.to_record()
-        if self.recorded_cached_timeouts is not None:
-            record["cached_timeouts"] = self.recorded_cached_timeouts
-        if self.recorded_published is not None:
-            record["published_setting"] = self.recorded_published.to_record()
-        if self.recorded_references is not None:
-            record["references"] = [reference.to_record() for reference in self.recorded_references]
-        if self.environments is not None:
-            record["environments"] = self.environments.to_record()
-        return record
+    recorded_caveats: tuple[Caveat, ...] | None = field(
+        default=None, metadata=key("caveats", omit="if_none", read=_recorded_caveats, write=_caveat_records)
+    )
+    recorded_invocations: tuple[RecordedInvocation, ...] | None = field(
+        default=None, metadata=key("invocations", omit="if_none")
+    )
+    recorded_setup: RunSetup | None = field(default=None, metadata=key("setup", omit="if_none"))
+    # timeout verdicts of scored steps served from the verdict cache
+    recorded_cached_timeouts: int | None = field(default=None, metadata=key("cached_timeouts", omit="if_none"))
+    recorded_published: PublishedSetting | None = field(default=None, metadata=key("published_setting", omit="if_none"))
+    recorded_references: tuple[ReferenceFigure, ...] | None = field(
+        default=None, metadata=key("references", omit="if_none")
+    )
+    environments: EnvironmentsSummary | None = field(default=None, metadata=key(omit="if_none"))  # `environments=`
 
     @property
-    def fingerprint(self) -> str:
-        return self.stamp.fingerprint
+    def stamp(self) -> Stamp:
+        return Stamp(self.fingerprint, self.fingerprint_parts)
 
     @property
     def caveats(self) -> tuple[Caveat, ...]:
@@ -792,11 +495,6 @@ class Summary:
     @property
     def headline_metrics(self) -> GroupMetrics:
         return GroupMetrics.from_record(self.headline)
-
-
-def freeze_headline(record: Mapping[str, object]) -> FrozenObject:
-    """The headline counts, rates and intervals of a record (keys outside HEADLINE_KEYS left out)."""
-    return obj(freeze({key: record.get(key) for key in HEADLINE_KEYS}))
 
 
 def read_summary_file(path: Path) -> Summary | None:

@@ -22,6 +22,7 @@ from stages.records.summary import (
     RunIdentity,
     Summary,
     SummaryTargets,
+    WeakPass,
     caveats_text,
     group_metrics,
 )
@@ -129,11 +130,11 @@ def _recorded_settings_text(recorded: FrozenObject) -> str:
 
 def scored_attempt_number(summary: Summary) -> int:
     """The 1-based number of the attempt the tables score."""
-    return integer(summary.attempt_scored) + 1
+    return summary.attempt_scored + 1
 
 
 def _attempts_per_problem(summary: Summary) -> int:
-    return integer(summary.identity.attempts_per_problem, 1)
+    return summary.identity.attempts_per_problem
 
 
 def _mode_text(summary: Summary) -> str:
@@ -202,7 +203,7 @@ def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
         f"- background: {'with step background' if identity.with_background else 'without step background'}",
         f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
         f"- snippets ran: {setup.snippets_ran}",
-        f"- confinement of model code: {text(summary.confinement) or 'unknown (config.json has none)'}",
+        f"- confinement of model code: {summary.confinement or 'unknown (config.json has none)'}",
         f"- run started: {summary.run_started or 'unknown'}; summarized at: {summary.summarized_at} (UTC)",
     ]
     settings_text = _recorded_settings_text(setup.settings)
@@ -358,7 +359,7 @@ def _failed_step_lines(summary: Summary) -> list[str]:
     return lines + [""]
 
 
-def _weak_test_lines(flagged: Sequence[FrozenObject]) -> list[str]:
+def _weak_test_lines(flagged: Sequence[WeakPass]) -> list[str]:
     if not flagged:
         return []
     lines = [
@@ -368,7 +369,7 @@ def _weak_test_lines(flagged: Sequence[FrozenObject]) -> list[str]:
         "the official verdict stays a pass:",
         "",
     ]
-    listed = [f"- {text(weak.get('step_id'))} (pass, {WEAK_TEST_FLAG}: {text(weak.get('reason'))})" for weak in flagged]
+    listed = [f"- {weak.step_id} (pass, {WEAK_TEST_FLAG}: {weak.reason})" for weak in flagged]
     return lines + listed + [""]
 
 
@@ -393,9 +394,7 @@ def _tool_lines(summary: Summary) -> list[str]:
     table = [(f"all steps, attempt {scored_attempt_number(summary)}", *_tool_cells(scored))]
     if _attempts_per_problem(summary) > 1:
         table.append(("all steps, all attempts", *_tool_cells(every)))
-    per_step = [
-        (step.step_id, ToolStats.from_record(step.tools)) for problem in summary.problems for step in problem.steps
-    ]
+    per_step = [(step.step_id, step.tools) for problem in summary.problems for step in problem.steps]
     return lines + markdown_table(header, table, right) + ["", tool_steps_line(per_step), ""]
 
 
@@ -450,7 +449,7 @@ def _problem_lines(summary: Summary) -> list[str]:
         failure = problem.first_failure
         first = f"{failure.step_id} ({failure.status})" if failure else "-"
         tokens = f"{integer(problem.usage.get('total_tokens'))}" if problem.usage is not None else "-"
-        latency = optional_number(problem.latency_s)
+        latency = problem.latency_s
         table.append(
             (
                 problem.problem_id,
@@ -462,7 +461,7 @@ def _problem_lines(summary: Summary) -> list[str]:
                 problem.state,
                 tokens,
                 f"{latency:.1f}" if latency is not None else "-",
-                *([money(optional_number(problem.cost))] if prices else []),
+                *([money(problem.cost)] if prices else []),
             )
         )
     header = (
@@ -545,9 +544,9 @@ def _usage_lines(summary: Summary) -> list[str]:
         ),
         (
             "model latency (s, summed over calls; time queued in the server included)",
-            f"{number(summary.latency_s):.1f}",
+            f"{summary.latency_s:.1f}",
         ),
-        ("concurrency (model calls in flight at most)", integer(summary.concurrency)),
+        ("concurrency (model calls in flight at most)", summary.concurrency),
         ("problems reporting usage", f"{integer(usage.get('problems_reporting'))}/{len(summary.problems)}"),
         *_cost_rows(obj(summary.cost)),
     ]

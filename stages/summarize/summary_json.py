@@ -27,9 +27,10 @@ from stages.records.summary import (
     SummaryProblem,
     SummaryStep,
     SummaryTargets,
+    WeakPass,
     freeze_headline,
 )
-from stages.storage.json_values import Frozen, FrozenObject, JSONObject, freeze, freeze_object, obj, text
+from stages.storage.json_values import Frozen, FrozenObject, JSONObject, freeze, freeze_object, obj, optional_text, text
 from stages.summarize.metrics import (
     behaved_as_naive,
     cost_record,
@@ -63,10 +64,7 @@ def _problem_record(row: ProblemRow, prices: Prices | None) -> SummaryProblem:
     failure = row.first_failure
     return SummaryProblem(
         problem_id=row.problem_id,
-        steps=tuple(
-            SummaryStep(step.step_id, step.status, one_line(step.reason), freeze_object(step.tools.to_record()))
-            for step in row.steps
-        ),
+        steps=tuple(SummaryStep(step.step_id, step.status, one_line(step.reason), step.tools) for step in row.steps),
         split=row.split,
         category=row.category,
         field=row.field,
@@ -77,11 +75,11 @@ def _problem_record(row: ProblemRow, prices: Prices | None) -> SummaryProblem:
         steps_scored=row.steps_scored,
         steps_skipped=row.steps_skipped,
         first_failure=None if failure is None else _step_outcome(failure.step_id, failure.status, failure.reason),
-        tools=freeze_object(row.tools.to_record()),
+        tools=row.tools,
         usage=freeze_object(row.usage.to_record()) if row.usage else None,
         latency_s=row.latency_s,
-        cost=freeze(total_cost(cost_of(usage, prices) for usage in row.attempt_usages)),
-        attempt_costs=tuple(freeze(cost_of(usage, prices)) for usage in row.attempt_usages),
+        cost=total_cost(cost_of(usage, prices) for usage in row.attempt_usages),
+        attempt_costs=tuple(cost_of(usage, prices) for usage in row.attempt_usages),
         error=one_line(row.error) if row.error else None,
     )
 
@@ -95,8 +93,8 @@ def _identity(settings: Settings) -> RunIdentity:
         sample_ids=tuple(settings.sample_ids),
         mode=settings.mode,
         with_background=settings.with_background,
-        carry=freeze(settings.carry),
-        attempts_per_problem=freeze(settings.attempts),
+        carry=settings.carry,
+        attempts_per_problem=settings.attempts,
         dataset=settings.dataset,
         problems_md5=_problems_md5(settings),
     )
@@ -212,8 +210,10 @@ def summary_record(
     prices = prices_of(settings)
     recorded = freeze_object(config)
     tool_calls = tool_call_counts(rows)
+    stamp = Stamp.of(fingerprint_parts)
     return Summary(
-        stamp=Stamp.of(fingerprint_parts),
+        fingerprint=stamp.fingerprint,
+        fingerprint_parts=stamp.parts,
         status="complete" if complete else "partial",
         identity=_identity(settings),
         run_started=started,
@@ -230,17 +230,15 @@ def summary_record(
             FailedProblem(row.problem_id, one_line(row.error or row.state)) for row in rows if row.failed
         ),
         usage=freeze(total_usage(rows)),
-        latency_s=freeze(total_latency(rows)),
+        latency_s=total_latency(rows),
         cost=freeze(cost_record(rows, prices)),
         project=freeze(project_record()),
-        concurrency=freeze(settings.concurrency),
+        concurrency=settings.concurrency,
         tool_use=_tool_use(rows, settings.mode),
-        weak_official_tests=tuple(
-            freeze_object({"step_id": step_id, "reason": weak.reason}) for step_id, weak in weak_passes(rows)
-        ),
+        weak_official_tests=tuple(WeakPass(step_id, weak.reason) for step_id, weak in weak_passes(rows)),
         plots=tuple(plot_names),
         attempts=None if attempts is None else freeze_object(attempts),
-        confinement=recorded.get("confinement"),
+        confinement=optional_text(recorded.get("confinement")),
         tool_calls=MappingProxyType({**tool_calls, "total": sum(tool_calls.values())}),
         steps_without_targets=tuple(steps_without_targets(rows)),
         recorded_caveats=caveats,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stages.records.common_schema import common_schema
+from stages.records.generation import Generation
 from stages.records.manifest import Manifest
 from stages.records.schema_of import artifact_schema
 from stages.records.selection import Selection
@@ -29,13 +30,13 @@ GENERATED: dict[str, Callable[[], JSONObject]] = {
     "common": common_schema,
     "selection": lambda: artifact_schema(Selection),
     "manifest": lambda: artifact_schema(Manifest),
+    "generation": lambda: artifact_schema(Generation),
 }
 # The schema files kept by hand, each with why.
 HAND_KEPT: dict[str, str] = {
     "config": "not a record: the resolved settings (`Settings.redacted()`, declared in stages/config) with a few keys "
     "required and the API key forbidden",
     "identity": "not a record: the generate stage's settings slice as written, and where it came from",
-    "generation": "its record (stages/records/generation.py) is not declared yet",
     "details": "its record (stages/records/details.py) is not declared yet",
     "summary": "its record (stages/records/summary.py) is not declared yet",
     "compare": "its record (stages/compare/record.py) is not declared yet",

@@ -85,6 +85,7 @@ def mutated(record: dict[str, Any], path: tuple[str | int, ...], value: object) 
 
 
 ENTRY = ("problems", 0)
+STEP = ("steps", 0)
 # What the hand-written schemas refused, by kind: a small mutation of a golden record each.
 REFUSED: dict[str, list[tuple[str, tuple[str | int, ...], object]]] = {
     "selection": [
@@ -137,6 +138,53 @@ REFUSED: dict[str, list[tuple[str, tuple[str | int, ...], object]]] = {
         ("a file of an unknown checksum", ("files", "13.6.txt", "checksum"), "trusted"),
         ("warnings of a word", ("warnings",), "x"),
         ("a warning of a number", ("warnings",), [1]),
+    ],
+    "generation": [
+        ("a status outside its words", ("status",), "partial"),
+        ("no problem id", ("problem_id",), DELETE),
+        ("a negative attempt", ("attempt",), -1),
+        ("an unknown mode", ("mode",), "agent"),
+        ("an unknown api protocol", ("api_protocol",), "grpc"),
+        ("an unknown carry", ("carry",), "none"),
+        (
+            "with_background of a word (tighter than the hand-written schema, which left it untyped)",
+            ("with_background",),
+            "yes",
+        ),
+        ("no concurrency", ("concurrency",), 0),
+        ("no error key", ("error",), DELETE),
+        ("usage without its input tokens", ("usage", "input_tokens"), DELETE),
+        ("usage of negative tokens", ("usage", "total_tokens"), -1),
+        ("usage of no unknown calls written", ("usage", "unknown_calls"), 0),
+        ("a negative latency", ("latency_s",), -0.1),
+        ("an endpoint of no object", ("endpoints",), ["x"]),
+        ("an endpoint without its server", ("endpoints",), [{"base_url": "u", "served_model": None}]),
+        (
+            "an endpoint's server fact of a list",
+            ("endpoints",),
+            [{"base_url": "u", "served_model": None, "server": {"a": []}}],
+        ),
+        ("no steps", ("steps",), DELETE),
+        ("a step of an unknown status", (*STEP, "status"), "done"),
+        ("a step without its code key", (*STEP, "code"), DELETE),
+        ("a step's prompt fingerprint that is no sha256", (*STEP, "prompt_fingerprint"), "abc"),
+        ("a step's prefilled of a word", (*STEP, "prefilled"), "no"),
+        ("a step's finish reason of a number", (*STEP, "finish_reason"), 1),
+        ("a step's negative tool outcome", (*STEP, "tool_outcomes", "ok"), -1),
+        ("a step's negative endpoint index", (*STEP, "endpoint"), -1),
+        ("a step's usage without its total", (*STEP, "usage", "total_tokens"), DELETE),
+        ("a step without its latency", (*STEP, "latency_s"), DELETE),
+        ("a trajectory without its messages", (*STEP, "trajectory", "messages"), DELETE),
+        ("a trajectory message of no object", (*STEP, "trajectory", "messages"), ["hi"]),
+        ("a trajectory's turns_recorded of false", (*STEP, "trajectory", "turns_recorded"), False),
+        ("a model call without its usage", (*STEP, "trajectory", "calls", 0, "usage"), DELETE),
+        ("a model call of a negative wait", (*STEP, "trajectory", "calls", 0, "queued_s"), -1),
+        ("a model call of fractional retries", (*STEP, "trajectory", "calls", 0, "retries"), 0.5),
+        (
+            "a tool call not run without its reason",
+            (*STEP, "trajectory", "tool_calls_not_run"),
+            [{"call_id": "c", "name": "n"}],
+        ),
     ],
 }
 

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from scripts.schema_files import COMMAND, GENERATED, HAND_KEPT, schema_file_name, schema_text, stale_files
+from stages.errors import PipelineError
+from stages.records import not_generated, not_scored
 from stages.storage.artifacts import ArtifactError, validate
-from stages.storage.paths import SCHEMAS_DIR
+from stages.storage.paths import SCHEMAS_DIR, RunPaths
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = PROJECT_ROOT / "tests" / "golden"
@@ -59,11 +61,44 @@ def golden_records(kind: str) -> list[dict[str, Any]]:
     return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(GOLDEN.glob(f"*/{kind}.json"))]
 
 
+FAILURE_KEYS = ["schema_version", "status", "problem_id", "reason", "detail", "recorded_at"]
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """The golden artifacts of each generated kind, and failure records written by the stages' own code (an
+    unexpected error with its traceback, a pipeline error without)."""
+    paths = RunPaths(tmp_path_factory.mktemp("run"))
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError as raised:
+        not_generated.record(paths, "901", raised, attempt=1)
+    not_generated.record(paths, "902", PipelineError("refused"), attempt=0)
+    not_scored.record(paths, "901", RuntimeError("boom"))
+    written = {
+        "not_generated": [paths.not_generated("901"), paths.not_generated("902")],
+        "not_scored": [paths.not_scored("901")],
+    }
+    found = {kind: golden_records(kind) for kind in ARTIFACT_KINDS}
+    for kind, files in written.items():
+        found[kind] += [json.loads(path.read_text(encoding="utf-8")) for path in files]
+    return found
+
+
+def test_failure_records_are_written_with_their_keys_in_the_order_they_always_had(
+    samples: dict[str, list[dict[str, Any]]],
+) -> None:
+    unexpected, refused = samples["not_generated"][-2:]
+    assert list(unexpected) == [*FAILURE_KEYS, "attempt"] and unexpected["attempt"] == 1
+    assert unexpected["reason"] == "RuntimeError: boom" and "Traceback" in unexpected["detail"]
+    assert refused["reason"] == "refused" and refused["detail"] is None and refused["attempt"] == 0
+    assert list(samples["not_scored"][-1]) == FAILURE_KEYS and samples["not_scored"][-1]["status"] == "not_scored"
+
+
 @pytest.mark.parametrize("kind", ARTIFACT_KINDS)
-def test_every_golden_artifact_of_a_generated_kind_validates(kind: str) -> None:
-    records = golden_records(kind)
-    assert records, f"no golden {kind}.json"
-    for record in records:
+def test_every_sample_artifact_of_a_generated_kind_validates(kind: str, samples: dict[str, list[Any]]) -> None:
+    assert samples[kind], f"no sample {kind}.json"
+    for record in samples[kind]:
         validate(kind, record)
 
 
@@ -139,6 +174,24 @@ REFUSED: dict[str, list[tuple[str, tuple[str | int, ...], object]]] = {
         ("warnings of a word", ("warnings",), "x"),
         ("a warning of a number", ("warnings",), [1]),
     ],
+    "not_generated": [
+        ("another status", ("status",), "not_scored"),
+        ("an extra key", ("extra",), 1),
+        ("no problem id", ("problem_id",), DELETE),
+        ("a reason of null", ("reason",), None),
+        ("no detail key", ("detail",), DELETE),
+        ("a detail of a number", ("detail",), 1),
+        ("no time", ("recorded_at",), DELETE),
+        ("a negative attempt", ("attempt",), -1),
+        ("an attempt of null", ("attempt",), None),
+    ],
+    "not_scored": [
+        ("another status", ("status",), "not_generated"),
+        ("an attempt (not scored records have none)", ("attempt",), 0),
+        ("no reason", ("reason",), DELETE),
+        ("a detail of a list", ("detail",), []),
+        ("a time of a number", ("recorded_at",), 0),
+    ],
     "generation": [
         ("a status outside its words", ("status",), "partial"),
         ("no problem id", ("problem_id",), DELETE),
@@ -199,10 +252,10 @@ def test_every_generated_artifact_kind_has_its_refusals() -> None:
     ids=[f"{kind}: {case[0]}" for kind, cases in REFUSED.items() for case in cases],
 )
 def test_a_record_the_hand_written_schema_refused_is_still_refused(
-    kind: str, what: str, path: tuple[str | int, ...], value: object
+    kind: str, what: str, path: tuple[str | int, ...], value: object, samples: dict[str, list[dict[str, Any]]]
 ) -> None:
-    mutations = [found for record in golden_records(kind) if (found := mutated(record, path, value)) is not None]
-    assert mutations, f"no golden {kind}.json has {path}"
+    mutations = [found for record in samples[kind] if (found := mutated(record, path, value)) is not None]
+    assert mutations, f"no sample {kind}.json has {path}"
     for mutation in mutations:
         with pytest.raises(ArtifactError, match=f"^{kind} artifact invalid at "):
             validate(kind, mutation)

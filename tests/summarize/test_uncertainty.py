@@ -247,7 +247,7 @@ def test_groups_below_five_problems_get_no_interval() -> None:
 
 
 def test_headline_record_names_methods_and_counts() -> None:
-    record = headline_intervals(tallies((2, 3), (0, 2), (1, 1))).to_record()
+    record = headline_intervals(tallies((2, 3), (0, 2), (1, 1))).recorded().to_record()
     assert record["main_problem_resolve_rate"]["method"] == "wilson"
     assert record["main_problem_resolve_rate"]["problems"] == 3
     steps = record["subproblem"]
@@ -258,7 +258,7 @@ def test_headline_record_names_methods_and_counts() -> None:
         pytest.approx(1.0),
         True,
     )
-    assert headline_intervals([]).to_record()["subproblem"]["effective_n"] is None
+    assert headline_intervals([]).recorded().to_record()["subproblem"]["effective_n"] is None
     methods = methods_record()
     assert "clustered Wilson" in methods["subproblem"] and methods["pass_at_k"]["method"] == "clustered_wilson"
 

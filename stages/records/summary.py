@@ -559,6 +559,10 @@ def freeze_headline(record: Mapping[str, object]) -> FrozenObject:
     return obj(freeze({key: record.get(key) for key in HEADLINE_KEYS}))
 
 
+def _headline_of(record: Frozen) -> FrozenObject:
+    return freeze_headline(obj(record))
+
+
 def _headline_record(headline: FrozenObject) -> JSONValue:
     return {key: thaw(headline.get(key)) for key in HEADLINE_KEYS}
 
@@ -581,7 +585,7 @@ class Summary(Declared):
     targets: SummaryTargets
     attempt_scored: int
     # HEADLINE_KEYS: the scored attempt's counts, rates and intervals, at the top level of the record
-    headline: FrozenObject = field(metadata=key(flatten=True, read=freeze_headline, write=_headline_record))
+    headline: FrozenObject = field(metadata=key(flatten=True, read=_headline_of, write=_headline_record))
     uncertainty: IntervalMethods
     inspect_ai_view: InspectAiView
     groups: Groups = field(metadata=key(flatten=True))

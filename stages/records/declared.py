@@ -316,10 +316,8 @@ def _mapping_kind(value_annotation: str, namespace: Mapping[str, Any], where: st
     record = _record_class(value_annotation.strip(), namespace)
 
     def read(value: Frozen, default: Any) -> Mapping[str, Any]:
-        entries = obj(value).items()
-        if record is not None:
-            entries = ((name, entry) for name, entry in entries if isinstance(entry, Mapping))
-        return MappingProxyType({name: kind.read(entry, MISSING) for name, entry in entries})
+        kept = {name: entry for name, entry in obj(value).items() if record is None or isinstance(entry, Mapping)}
+        return MappingProxyType({name: kind.read(entry, MISSING) for name, entry in kept.items()})
 
     return _Kind(read, lambda value: {name: kind.write(entry) for name, entry in value.items()})
 

@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from dataclasses import field as dataclass_field  # within SummaryProblem, whose `field` is a key
 from pathlib import Path
-from types import MappingProxyType
-from typing import Literal, get_args
+from typing import Literal, Self, get_args
 
 from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.records.declared import Declared, key
 from stages.records.endpoint import EndpointUse
 from stages.records.generation import ToolStats
 from stages.records.stamp import Stamp
+from stages.records.usage import Usage
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
     EMPTY,
@@ -28,14 +28,13 @@ from stages.storage.json_values import (
     FrozenObject,
     JSONValue,
     freeze,
-    integer,
     obj,
     objects,
-    optional_number,
     thaw,
 )
 
 KIND = "summary"
+CURRENCY = "USD"  # of every price and cost
 
 # The headline counts and rates, spread at the top level of the record (`Metrics.as_dict`), in written order.
 HEADLINE_KEYS = (
@@ -103,7 +102,7 @@ class SummaryProblem(Declared):
     first_failure: StepOutcome | None = None
     steps: tuple[SummaryStep, ...]
     tools: ToolStats = dataclass_field(default_factory=ToolStats, metadata=TOOL_STATS)
-    usage: FrozenObject | None = None
+    usage: RecordedUsage | None = None
     latency_s: float | None = None
     cost: float | None = None  # US dollars over the attempts; None without prices
     attempt_costs: tuple[float | None, ...] = ()
@@ -134,8 +133,8 @@ class RunIdentity(Declared):
     sample_ids: tuple[str, ...]
     mode: str
     with_background: bool
-    carry: str
-    attempts_per_problem: int = 1  # read as 1 where a summary lacks it (one attempt)
+    carry: str | None = None  # None in a summary written before it was recorded
+    attempts_per_problem: int | None = None  # likewise
 
 
 @dataclass(frozen=True)
@@ -272,13 +271,73 @@ class RecordedInvocation(Declared):
 
 
 @dataclass(frozen=True)
+class ResolveInterval(Declared):
+    """The main-problem resolve rate with its 95% interval (`stages.summarize.uncertainty.intervals.ResolveRate`)."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    method: str
+    problems: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepInterval(Declared):
+    """The step pass rate with its problem-clustered SE, 95% interval and effective sample size (None where the
+    rate has no scored step, or in a summary written before the effective size was recorded)."""
+
+    estimate: float | None
+    se: float | None
+    low: float | None
+    high: float | None
+    method: str
+    problems: int
+    steps: int
+    effective_n: float | None = None
+    design_effect: float | None = None
+    design_effect_estimated: bool | None = None
+
+
+@dataclass(frozen=True)
+class Intervals(Declared):
+    """The 95% intervals of a group's two rates."""
+
+    main_problem_resolve_rate: ResolveInterval
+    subproblem: StepInterval
+
+
+def _without_field(group: GroupRecord) -> bool:
+    """Only a subfield's group names its field."""
+    return group.field is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupRecord(Declared):
+    """The counts and rates of a group of problems under the results contract's names (HEADLINE_KEYS), and for a
+    subfield its field; `intervals` is None for a group too small for them."""
+
+    field: str | None = dataclass_field(default=None, metadata=key(omit=_without_field))
+    resolve_rate: float | None = dataclass_field(default=None, metadata=key("main_problem_resolve_rate"))
+    step_rate: float | None = dataclass_field(default=None, metadata=key("subproblem"))
+    total: int = dataclass_field(default=0, metadata=key("Total"))
+    evaluated: int = dataclass_field(default=0, metadata=key("Evaluated"))
+    errors: int = dataclass_field(default=0, metadata=key("Error"))
+    resolved: int = dataclass_field(default=0, metadata=key("main_problem_resolved"))
+    problems: int = dataclass_field(default=0, metadata=key("main_problem_total"))
+    steps_passed: int = dataclass_field(default=0, metadata=key("subproblem_correct"))
+    steps_scored: int = dataclass_field(default=0, metadata=key("subproblem_total"))
+    steps_skipped: int = dataclass_field(default=0, metadata=key("skipped_steps"))
+    intervals: Intervals | None = None
+
+
+@dataclass(frozen=True)
 class Groups(Declared):
     """The metrics by category, field, subfield (each with its field) and split."""
 
-    by_category: FrozenObject
-    by_field: FrozenObject
-    by_subfield: FrozenObject
-    by_split: FrozenObject
+    by_category: Mapping[str, GroupRecord]
+    by_field: Mapping[str, GroupRecord]
+    by_subfield: Mapping[str, GroupRecord]
+    by_split: Mapping[str, GroupRecord]
 
 
 @dataclass(frozen=True)
@@ -289,9 +348,8 @@ class RateInterval:
     high: float
 
     @classmethod
-    def from_record(cls, record: FrozenObject) -> RateInterval | None:
-        """The interval of an interval record (`{"low", "high", ...}`); None where it has no ends."""
-        low, high = optional_number(record.get("low")), optional_number(record.get("high"))
+    def between(cls, low: float | None, high: float | None) -> RateInterval | None:
+        """The interval of two recorded ends; None where it has no ends."""
         return None if low is None or high is None else cls(low, high)
 
 
@@ -313,27 +371,141 @@ class GroupMetrics:
     interval_steps: int  # the steps the step interval covers
 
     @classmethod
-    def from_record(cls, record: FrozenObject) -> GroupMetrics:
-        intervals = obj(record.get("intervals"))
-        steps = obj(intervals.get("subproblem"))
+    def of(cls, group: GroupRecord) -> GroupMetrics:
+        intervals = group.intervals
+        resolve = intervals.main_problem_resolve_rate if intervals else None
+        steps = intervals.subproblem if intervals else None
         return cls(
-            total=integer(record.get("Total")),
-            evaluated=integer(record.get("Evaluated")),
-            errors=integer(record.get("Error")),
-            resolved=integer(record.get("main_problem_resolved")),
-            steps_passed=integer(record.get("subproblem_correct")),
-            steps_scored=integer(record.get("subproblem_total")),
-            steps_skipped=integer(record.get("skipped_steps")),
-            resolve_interval=RateInterval.from_record(obj(intervals.get("main_problem_resolve_rate"))),
-            step_interval=RateInterval.from_record(steps),
-            effective_n=optional_number(steps.get("effective_n")),
-            interval_steps=integer(steps.get("steps")),
+            total=group.total,
+            evaluated=group.evaluated,
+            errors=group.errors,
+            resolved=group.resolved,
+            steps_passed=group.steps_passed,
+            steps_scored=group.steps_scored,
+            steps_skipped=group.steps_skipped,
+            resolve_interval=RateInterval.between(resolve.low, resolve.high) if resolve else None,
+            step_interval=RateInterval.between(steps.low, steps.high) if steps else None,
+            effective_n=steps.effective_n if steps else None,
+            interval_steps=steps.steps if steps else 0,
+        )
+
+    @classmethod
+    def from_record(cls, record: FrozenObject) -> GroupMetrics:
+        """The metrics of a group's record (the headline's keys at the top of summary.json)."""
+        return cls.of(GroupRecord.from_record(record))
+
+
+def group_metrics(groups: Mapping[str, GroupRecord]) -> dict[str, GroupMetrics]:
+    """Each group's metrics by name, in recorded order (`Groups`' blocks)."""
+    return {name: GroupMetrics.of(record) for name, record in groups.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedUsage(Declared):
+    """Token usage as `stages.records.usage.Usage.to_record` writes it (counts the API did not state left out)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    calls: int = 0
+    cached_input_tokens: int = field(default=0, metadata=key(omit="if_default"))
+    unknown_calls: int = field(default=0, metadata=key(omit="if_default"))
+
+    @classmethod
+    def of(cls, usage: Usage) -> Self:
+        return cls(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total_tokens=usage.total_tokens,
+            calls=usage.calls,
+            cached_input_tokens=usage.cached_input_tokens,
+            unknown_calls=usage.unknown_calls,
         )
 
 
-def group_metrics(groups: FrozenObject) -> dict[str, GroupMetrics]:
-    """Each group's metrics by name, in recorded order (`Groups`' blocks)."""
-    return {name: GroupMetrics.from_record(obj(record)) for name, record in groups.items()}
+@dataclass(frozen=True, kw_only=True)
+class UsageTotals(RecordedUsage):
+    """The run's usage summed over its problems, and how many problems report it."""
+
+    problems_reporting: int = 0
+
+
+@dataclass(frozen=True)
+class RecordedPrices(Declared):
+    """The price settings a cost was computed with (US dollars per million tokens; `stages.summarize.pricing`)."""
+
+    currency: str = field(init=False, default=CURRENCY)  # derived: every price is in US dollars
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: float | None = None
+
+
+@dataclass(frozen=True)
+class RunCost(Declared):
+    """The run's cost: in total, per attempt index (summed over problems) and the attempts it covers; every figure
+    None without prices (tokens only)."""
+
+    prices: RecordedPrices | None
+    total: float | None
+    per_attempt: tuple[float | None, ...]
+    attempts_priced: int
+    attempts_total: int
+
+
+@dataclass(frozen=True)
+class ToolUse(Declared):
+    """Tool calls and their outcomes in the scored attempt and in every attempt, and whether a tool_use run's model
+    made none at all (a server that ignores `tools` behaves as naive)."""
+
+    attempt_scored: ToolStats = field(metadata=TOOL_STATS)
+    all_attempts: ToolStats = field(metadata=TOOL_STATS)
+    behaved_as_naive: bool = False
+
+
+@dataclass(frozen=True)
+class InspectAiView(Declared):
+    """The step view of the official inspect_ai task: every step of a problem in its denominator, prefilled ones
+    included and never passed."""
+
+    steps_passed: int = field(metadata=key("subproblem_correct"))
+    steps_total: int = field(metadata=key("subproblem_total"))
+    step_rate: float | None = field(metadata=key("subproblem"))
+    resolved: int = field(metadata=key("main_problem_resolved"))
+    problems: int = field(metadata=key("main_problem_total"))
+    resolve_rate: float | None = field(metadata=key("main_problem_resolve_rate"))
+    note: str
+
+
+@dataclass(frozen=True)
+class PassAtKMethod(Declared):
+    """How pass@k's intervals are computed (`stages.summarize.uncertainty.intervals`)."""
+
+    method: str
+    level: float
+    description: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntervalMethods(Declared):
+    """What summary.json's intervals mean: their level, each method described, and the smallest group given
+    intervals (`stages.summarize.uncertainty.intervals.interval_methods`)."""
+
+    level: float
+    resolve: str = field(metadata=key("main_problem_resolve_rate"))
+    steps: str = field(metadata=key("subproblem"))
+    pass_at_k: PassAtKMethod
+    min_group_problems: int
+
+
+@dataclass(frozen=True)
+class ProjectVersion(Declared):
+    """The version of this project that wrote the summary (None outside a checkout, `dirty` when tracked files
+    differ from its commit)."""
+
+    name: str
+    version: str | None
+    commit: str | None
+    dirty: bool | None
 
 
 def _endpoint_uses(value: Frozen) -> tuple[EndpointUse, ...]:
@@ -387,16 +559,12 @@ def freeze_headline(record: Mapping[str, object]) -> FrozenObject:
     return obj(freeze({key: record.get(key) for key in HEADLINE_KEYS}))
 
 
+def _headline_of(record: Frozen) -> FrozenObject:
+    return freeze_headline(obj(record))
+
+
 def _headline_record(headline: FrozenObject) -> JSONValue:
     return {key: thaw(headline.get(key)) for key in HEADLINE_KEYS}
-
-
-def _tool_calls(value: Frozen) -> Mapping[str, int]:
-    return MappingProxyType({name: integer(count) for name, count in obj(value).items()})
-
-
-def _tool_calls_record(tool_calls: Mapping[str, int]) -> JSONValue:
-    return dict(tool_calls)
 
 
 @dataclass(frozen=True)
@@ -417,26 +585,26 @@ class Summary(Declared):
     targets: SummaryTargets
     attempt_scored: int
     # HEADLINE_KEYS: the scored attempt's counts, rates and intervals, at the top level of the record
-    headline: FrozenObject = field(metadata=key(flatten=True, read=freeze_headline, write=_headline_record))
-    uncertainty: Frozen
-    inspect_ai_view: Frozen
+    headline: FrozenObject = field(metadata=key(flatten=True, read=_headline_of, write=_headline_record))
+    uncertainty: IntervalMethods
+    inspect_ai_view: InspectAiView
     groups: Groups = field(metadata=key(flatten=True))
-    status_counts: FrozenObject
+    status_counts: Mapping[str, int]  # status -> steps of the scored attempt
     problems: tuple[SummaryProblem, ...]
     failed_problems: tuple[FailedProblem, ...]
-    usage: Frozen
+    usage: UsageTotals
     latency_s: float
-    cost: Frozen
-    project: Frozen
+    cost: RunCost
+    project: ProjectVersion
     concurrency: int
-    tool_use: Frozen
+    tool_use: ToolUse
     weak_official_tests: tuple[WeakPass, ...]
     plots: tuple[str, ...]
     attempts: FrozenObject | None
     confinement: str | None
     fingerprint_parts: FrozenObject | None = field(default=None, metadata=key(omit="if_none"))
     # outcome -> calls, and `total` (empty in summaries written before)
-    tool_calls: Mapping[str, int] = field(metadata=key(read=_tool_calls, write=_tool_calls_record))
+    tool_calls: Mapping[str, int]
     steps_without_targets: tuple[str, ...]
     # None in summaries written before these were recorded (and left out of `to_record` then, so such a record
     # reads back as it was); invocations are empty for a run recorded before invocations.jsonl was written

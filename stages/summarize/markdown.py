@@ -18,7 +18,11 @@ from stages.records.summary import (
     Caveat,
     EnvironmentsSummary,
     GroupMetrics,
+    GroupRecord,
+    InspectAiView,
     RecordedInvocation,
+    RecordedPrices,
+    RunCost,
     RunIdentity,
     Summary,
     SummaryTargets,
@@ -28,10 +32,7 @@ from stages.records.summary import (
 )
 from stages.storage.json_values import (
     FrozenObject,
-    flag,
     integer,
-    items,
-    number,
     obj,
     objects,
     optional_number,
@@ -134,7 +135,7 @@ def scored_attempt_number(summary: Summary) -> int:
 
 
 def _attempts_per_problem(summary: Summary) -> int:
-    return summary.identity.attempts_per_problem
+    return summary.identity.attempts_per_problem or 1
 
 
 def _mode_text(summary: Summary) -> str:
@@ -313,8 +314,8 @@ def _group_lines(title: str, label: str, groups: Mapping[str, GroupMetrics]) -> 
     return [f"## {title}", ""] + markdown_table(header, rows, right) + ["", SMALL_GROUPS_NOTE, ""]
 
 
-def _subfield_lines(groups: FrozenObject) -> list[str]:
-    fields = {name: text(obj(record).get("field")) for name, record in groups.items()}
+def _subfield_lines(groups: Mapping[str, GroupRecord]) -> list[str]:
+    fields = {name: record.field or "" for name, record in groups.items()}
     rows = [
         (fields[name], name, *_group_rates(m), m.total, m.errors, m.steps_skipped)
         for name, m in group_metrics(groups).items()
@@ -324,14 +325,12 @@ def _subfield_lines(groups: FrozenObject) -> list[str]:
     return ["## By subfield", ""] + markdown_table(header, rows, right) + ["", SMALL_GROUPS_NOTE, ""]
 
 
-def _inspect_view_lines(view: FrozenObject) -> list[str]:
-    steps_passed, steps_total = integer(view.get("subproblem_correct")), integer(view.get("subproblem_total"))
-    resolved, problems = integer(view.get("main_problem_resolved")), integer(view.get("main_problem_total"))
+def _inspect_view_lines(view: InspectAiView) -> list[str]:
     rows = [
-        ("subproblem (all steps, prefilled counted as not passed)", ratio(steps_passed, steps_total)),
+        ("subproblem (all steps, prefilled counted as not passed)", ratio(view.steps_passed, view.steps_total)),
         (
             "main_problem_resolve_rate (a problem with a prefilled step never resolves)",
-            ratio(resolved, problems),
+            ratio(view.resolved, view.problems),
         ),
     ]
     return (
@@ -381,12 +380,10 @@ NAIVE_BEHAVIOUR_LINE = (
 
 
 def _tool_lines(summary: Summary) -> list[str]:
-    tool_use = obj(summary.tool_use)
-    scored = ToolStats.from_record(obj(tool_use.get("attempt_scored")))
-    every = ToolStats.from_record(obj(tool_use.get("all_attempts")))
+    scored, every = summary.tool_use.attempt_scored, summary.tool_use.all_attempts
     lines = ["## Tool use", ""]
-    if flag(tool_use.get("behaved_as_naive")):
-        return lines + [NAIVE_BEHAVIOUR_LINE.format(calls=integer(obj(summary.usage).get("calls"))), ""]
+    if summary.tool_use.behaved_as_naive:
+        return lines + [NAIVE_BEHAVIOUR_LINE.format(calls=summary.usage.calls), ""]
     if every.calls == 0:
         return lines + ["No tool calls in this run.", ""]
     header = ("scope", "calls", "ok", "error", "timeout", "sandbox_error", "other")
@@ -443,12 +440,12 @@ def _status_lines(counts: Mapping[str, int]) -> list[str]:
 
 
 def _problem_lines(summary: Summary) -> list[str]:
-    prices = obj(summary.cost).get("prices") is not None
+    prices = summary.cost.prices is not None
     table = []
     for problem in summary.problems:
         failure = problem.first_failure
         first = f"{failure.step_id} ({failure.status})" if failure else "-"
-        tokens = f"{integer(problem.usage.get('total_tokens'))}" if problem.usage is not None else "-"
+        tokens = f"{problem.usage.total_tokens}" if problem.usage is not None else "-"
         latency = problem.latency_s
         table.append(
             (
@@ -499,47 +496,39 @@ def _reason(text: str | None) -> str:
     return shown(text, markdown=True) if text else "(no reason given)"
 
 
-def price_text(prices: FrozenObject | None) -> str:
+def price_text(prices: RecordedPrices | None) -> str:
     """`$2.50 in / $10.00 out per million tokens (cached input $1.25)`, or the note that no price is set."""
-    if not prices:
+    if prices is None:
         return "no price set (price_input_per_mtok, price_output_per_mtok): tokens only"
-    cached = optional_number(prices.get("cached_input_per_mtok"))
-    return (
-        f"${number(prices.get('input_per_mtok')):.2f} in / ${number(prices.get('output_per_mtok')):.2f} out per "
-        "million tokens" + (f" (cached input ${cached:.2f})" if cached is not None else "")
+    cached = prices.cached_input_per_mtok
+    return f"${prices.input_per_mtok:.2f} in / ${prices.output_per_mtok:.2f} out per million tokens" + (
+        f" (cached input ${cached:.2f})" if cached is not None else ""
     )
 
 
-def _cost_rows(cost: FrozenObject) -> list[tuple[str, str]]:
-    prices = cost.get("prices")
-    if prices is None:
+def _cost_rows(cost: RunCost) -> list[tuple[str, str]]:
+    if cost.prices is None:
         return [("cost", price_text(None))]
     rows = [
-        ("cost, all attempts", money(optional_number(cost.get("total")))),
-        ("prices", price_text(obj(prices))),
-        (
-            "attempts with usage (priced)",
-            f"{integer(cost.get('attempts_priced'))}/{integer(cost.get('attempts_total'))}",
-        ),
+        ("cost, all attempts", money(cost.total)),
+        ("prices", price_text(cost.prices)),
+        ("attempts with usage (priced)", f"{cost.attempts_priced}/{cost.attempts_total}"),
     ]
-    per_attempt = items(cost.get("per_attempt"))
-    if len(per_attempt) > 1:
-        rows += [
-            (f"cost of attempt {index + 1}", money(optional_number(value))) for index, value in enumerate(per_attempt)
-        ]
+    if len(cost.per_attempt) > 1:
+        rows += [(f"cost of attempt {index + 1}", money(value)) for index, value in enumerate(cost.per_attempt)]
     return rows
 
 
 def _usage_lines(summary: Summary) -> list[str]:
-    usage = obj(summary.usage)
+    usage = summary.usage
     rows = [
-        ("input tokens", integer(usage.get("input_tokens"))),
-        ("output tokens", integer(usage.get("output_tokens"))),
-        ("total tokens", integer(usage.get("total_tokens"))),
-        ("model calls", integer(usage.get("calls"))),
+        ("input tokens", usage.input_tokens),
+        ("output tokens", usage.output_tokens),
+        ("total tokens", usage.total_tokens),
+        ("model calls", usage.calls),
         *(
             [("model calls whose reply stated no whole-number token count (that count taken as 0)", unknown)]
-            if (unknown := integer(usage.get("unknown_calls")))
+            if (unknown := usage.unknown_calls)
             else []
         ),
         (
@@ -547,8 +536,8 @@ def _usage_lines(summary: Summary) -> list[str]:
             f"{summary.latency_s:.1f}",
         ),
         ("concurrency (model calls in flight at most)", summary.concurrency),
-        ("problems reporting usage", f"{integer(usage.get('problems_reporting'))}/{len(summary.problems)}"),
-        *_cost_rows(obj(summary.cost)),
+        ("problems reporting usage", f"{usage.problems_reporting}/{len(summary.problems)}"),
+        *_cost_rows(summary.cost),
     ]
     return (
         ["## Token usage, cost and model latency", ""]
@@ -640,14 +629,14 @@ def render_markdown(summary: Summary, run_dir: Path) -> str:
     """summary.md of `summary`, the run in `run_dir` (named in the header), the run-conditions block last."""
     lines = _header_lines(summary, run_dir)
     lines += _headline_lines(summary.headline_metrics)
-    lines += _inspect_view_lines(obj(summary.inspect_ai_view))
+    lines += _inspect_view_lines(summary.inspect_ai_view)
     lines += _group_lines("By field", "field", group_metrics(summary.groups.by_field))
     lines += _subfield_lines(summary.groups.by_subfield)
     splits = group_metrics(summary.groups.by_split)
     if len(splits) > 1:
         lines += _group_lines("By split", "split", splits)
     lines += _attempt_lines(summary.attempts, scored_attempt_number(summary))
-    lines += _status_lines({status: integer(count) for status, count in summary.status_counts.items()})
+    lines += _status_lines(summary.status_counts)
     lines += _failed_lines(summary)
     lines += _failed_step_lines(summary)
     lines += _weak_test_lines(summary.weak_official_tests)

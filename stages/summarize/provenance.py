@@ -16,7 +16,7 @@ from stages.benchmark.pins import pinned_sha256, pins
 from stages.config.settings import Settings
 from stages.errors import PipelineError
 from stages.records.invocations import invocations
-from stages.records.summary import RecordedInvocation
+from stages.records.summary import ProjectVersion, RecordedInvocation
 from stages.storage.json_values import JSONObject
 from stages.storage.paths import PROJECT_ROOT, RunPaths
 
@@ -134,7 +134,7 @@ def _git(*args: str) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def project_record() -> JSONObject:
+def project_version() -> ProjectVersion:
     """This project's name, installed version and git commit (None outside a checkout; `dirty` when tracked files
     differ from it)."""
     try:
@@ -143,4 +143,9 @@ def project_record() -> JSONObject:
         version = None
     commit = _git("rev-parse", "HEAD")
     changes = _git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"name": PROJECT_NAME, "version": version, "commit": commit, "dirty": bool(changes) if commit else None}
+    return ProjectVersion(PROJECT_NAME, version, commit, bool(changes) if commit else None)
+
+
+def project_record() -> JSONObject:
+    """`project_version` as a JSON object (the export's header records it)."""
+    return project_version().to_record()

@@ -20,6 +20,7 @@ from stages.records.summary import (
     FailedProblem,
     Groups,
     RecordedInvocation,
+    RecordedUsage,
     RunIdentity,
     RunSetup,
     StepOutcome,
@@ -27,17 +28,18 @@ from stages.records.summary import (
     SummaryProblem,
     SummaryStep,
     SummaryTargets,
+    ToolUse,
     WeakPass,
     freeze_headline,
 )
-from stages.storage.json_values import Frozen, FrozenObject, JSONObject, freeze, freeze_object, obj, optional_text, text
+from stages.storage.json_values import FrozenObject, JSONObject, freeze_object, obj, optional_text, text
 from stages.summarize.metrics import (
     behaved_as_naive,
-    cost_record,
     field_metrics,
     grouped_metrics,
     inspect_view,
     metrics_of,
+    run_cost,
     status_counts,
     subfield_metrics,
     tool_totals,
@@ -45,9 +47,9 @@ from stages.summarize.metrics import (
     total_usage,
 )
 from stages.summarize.pricing import Prices, cost_of, prices_of, total_cost
-from stages.summarize.provenance import TargetsInfo, project_record
+from stages.summarize.provenance import TargetsInfo, project_version
 from stages.summarize.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
-from stages.summarize.uncertainty.intervals import methods_record
+from stages.summarize.uncertainty.intervals import interval_methods
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -76,7 +78,7 @@ def _problem_record(row: ProblemRow, prices: Prices | None) -> SummaryProblem:
         steps_skipped=row.steps_skipped,
         first_failure=None if failure is None else _step_outcome(failure.step_id, failure.status, failure.reason),
         tools=row.tools,
-        usage=freeze_object(row.usage.to_record()) if row.usage else None,
+        usage=RecordedUsage.of(row.usage) if row.usage else None,
         latency_s=row.latency_s,
         cost=total_cost(cost_of(usage, prices) for usage in row.attempt_usages),
         attempt_costs=tuple(cost_of(usage, prices) for usage in row.attempt_usages),
@@ -108,23 +110,16 @@ def _problems_md5(settings: Settings) -> str | None:
 
 def _groups(rows: Sequence[ProblemRow]) -> Groups:
     return Groups(
-        by_category=freeze_object({name: m.as_dict() for name, m in grouped_metrics(rows, "category").items()}),
-        by_field=freeze_object({name: m.as_dict() for name, m in field_metrics(rows).items()}),
-        by_subfield=freeze_object(
-            {name: {"field": field, **m.as_dict()} for name, (field, m) in subfield_metrics(rows).items()}
-        ),
-        by_split=freeze_object({name: m.as_dict() for name, m in grouped_metrics(rows, "split").items()}),
+        by_category={name: m.recorded() for name, m in grouped_metrics(rows, "category").items()},
+        by_field={name: m.recorded() for name, m in field_metrics(rows).items()},
+        by_subfield={name: m.recorded(field=field) for name, (field, m) in subfield_metrics(rows).items()},
+        by_split={name: m.recorded() for name, m in grouped_metrics(rows, "split").items()},
     )
 
 
-def _tool_use(rows: Sequence[ProblemRow], mode: str) -> Frozen:
-    return freeze(
-        {
-            "attempt_scored": tool_totals(rows).to_record(),
-            "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record(),
-            "behaved_as_naive": behaved_as_naive(rows, mode),
-        }
-    )
+def _tool_use(rows: Sequence[ProblemRow], mode: str) -> ToolUse:
+    every_attempt = sum((row.tools for row in rows), ToolStats())
+    return ToolUse(tool_totals(rows), every_attempt, behaved_as_naive(rows, mode))
 
 
 def _recorded_settings(config_settings: FrozenObject) -> FrozenObject:
@@ -220,19 +215,19 @@ def summary_record(
         summarized_at=summarized_at,
         targets=SummaryTargets(targets.kind, targets.note),
         attempt_scored=SCORED_ATTEMPT,
-        headline=freeze_headline(metrics_of(rows).as_dict(min_problems=0)),
-        uncertainty=freeze(methods_record()),
-        inspect_ai_view=freeze(inspect_view(rows).as_dict()),
+        headline=freeze_headline(metrics_of(rows).recorded(min_problems=0).to_record()),
+        uncertainty=interval_methods(),
+        inspect_ai_view=inspect_view(rows).recorded(),
         groups=_groups(rows),
-        status_counts=freeze_object(status_counts(rows)),
+        status_counts=status_counts(rows),
         problems=tuple(_problem_record(row, prices) for row in rows),
         failed_problems=tuple(
             FailedProblem(row.problem_id, one_line(row.error or row.state)) for row in rows if row.failed
         ),
-        usage=freeze(total_usage(rows)),
+        usage=total_usage(rows),
         latency_s=total_latency(rows),
-        cost=freeze(cost_record(rows, prices)),
-        project=freeze(project_record()),
+        cost=run_cost(rows, prices),
+        project=project_version(),
         concurrency=settings.concurrency,
         tool_use=_tool_use(rows, settings.mode),
         weak_official_tests=tuple(WeakPass(step_id, weak.reason) for step_id, weak in weak_passes(rows)),

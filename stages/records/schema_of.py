@@ -65,8 +65,6 @@ def schema_of(record: type[Declared]) -> JSONObject:
     properties: JSONObject = {}
     required: list[JSONValue] = []
     for item in fields(record):  # type: ignore[arg-type]
-        if not item.init:
-            continue
         declaration = declaration_of(item)
         where = f"{record.__name__}.{item.name}"
         if declaration.flatten:
@@ -183,6 +181,12 @@ def _or_null(schema: JSONObject) -> JSONObject:
 
 
 def _flattened(record: type[Declared], item: Field[Any], where: str) -> JSONObject:
+    """The object schema whose properties a spread field gives: its record's, or the one its writer's is declared."""
+    declaration = declaration_of(item)
+    if declaration.write is not None:
+        if not declaration.schema:
+            raise TypeError(f"{where}: its own writer spreads keys no annotation states; declare key(schema=...)")
+        return dict(declaration.schema)
     spread = _namespace(record).get(str(item.type).strip())
     if not (isinstance(spread, type) and issubclass(spread, Declared)):
         raise TypeError(f"{where}: only a record's keys can be spread into another's (flatten=True)")

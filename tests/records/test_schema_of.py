@@ -183,3 +183,39 @@ def test_notes_on_a_property_the_record_does_not_have_are_refused() -> None:
 
     with pytest.raises(TypeError, match=r"Noted.record_schema: no property 'missing' to annotate; its keys: present"):
         schema_of(Noted)
+
+
+def _spread_record(value: Frozen) -> dict[str, Frozen]:
+    return {"low": 0, "high": 1}
+
+
+@dataclass(frozen=True)
+class Derived(Declared):
+    low: int
+    high: int
+    width: int = field(init=False)  # written after the ends, never read
+    spread: FrozenObject = field(
+        default_factory=dict,
+        metadata=key(
+            flatten=True,
+            read=lambda value: {},
+            write=_spread_record,
+            schema={"type": "object", "required": ["lo"], "properties": {"lo": {"type": "number"}}},
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "width", self.high - self.low)
+
+
+def test_a_derived_field_is_in_the_schema_and_a_written_spread_gives_its_declared_keys() -> None:
+    schema: dict[str, Any] = schema_of(Derived)
+    assert schema["required"] == ["low", "high", "width", "lo"]
+    assert list(schema["properties"]) == ["low", "high", "width", "lo"]
+
+    @dataclass(frozen=True)
+    class Unstated(Declared):
+        spread: FrozenObject = field(metadata=key(flatten=True, read=lambda value: {}, write=_spread_record))
+
+    with pytest.raises(TypeError, match=r"Unstated.spread: its own writer spreads keys no annotation states"):
+        schema_of(Unstated)

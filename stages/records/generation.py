@@ -35,6 +35,7 @@ from stages.storage.json_values import (
 )
 
 KIND = "generation"
+NON_NEGATIVE: JSONObject = {"minimum": 0}
 TOOL_ARGUMENTS_READ_CHARS = 4_000_000  # longer tool-call arguments are shown as sent, not parsed
 
 
@@ -56,12 +57,20 @@ class ToolStats(Declared):
     """Tool calls and their outcomes; `other` counts statuses outside the known vocabulary (summary.json's
     per-step and per-run tool counts)."""
 
-    calls: int = 0
-    ok: int = 0
-    error: int = 0
-    timeout: int = 0
-    sandbox_error: int = 0
-    other: int = 0
+    calls: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    ok: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    error: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    timeout: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    sandbox_error: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    other: int = field(
+        default=0,
+        metadata=key(
+            schema={
+                "minimum": 0,
+                "description": "tool results with a status outside ok/error/timeout/sandbox_error",
+            }
+        ),
+    )
 
     def __add__(self, other: ToolStats) -> ToolStats:
         return ToolStats(
@@ -111,7 +120,6 @@ class _StepReading:
     turns: tuple[Turn, ...] | None
 
 
-NON_NEGATIVE: JSONObject = {"minimum": 0}
 MODEL_CALL_SCHEMA: JSONObject = {
     "type": "object",
     "required": ["latency_s", "usage"],

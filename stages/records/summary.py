@@ -19,6 +19,7 @@ from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.records.declared import Declared, key
 from stages.records.endpoint import EndpointUse
 from stages.records.generation import ToolStats
+from stages.records.schema_of import ref, schema_of
 from stages.records.stamp import Stamp
 from stages.records.usage import Usage
 from stages.storage.artifacts import read_typed
@@ -26,6 +27,7 @@ from stages.storage.json_values import (
     EMPTY,
     Frozen,
     FrozenObject,
+    JSONObject,
     JSONValue,
     freeze,
     obj,
@@ -61,7 +63,10 @@ def _tool_stats_record(stats: ToolStats) -> JSONValue:
 
 
 # a problem's and a step's tool-call counts (`ToolStats` is a generation record, read and written by its own methods)
-TOOL_STATS = key(read=_tool_stats, write=_tool_stats_record)
+TOOL_STATS = key(read=_tool_stats, write=_tool_stats_record, schema=schema_of(ToolStats))
+COUNT: JSONObject = {"minimum": 0}  # a count's schema words beyond its type
+RATE: JSONObject = {"minimum": 0, "maximum": 1}
+COST: JSONObject = {"minimum": 0}
 
 
 @dataclass(frozen=True)
@@ -76,37 +81,65 @@ class StepOutcome(Declared):
 
     step_id: str
     status: str
-    reason: str | None
+    reason: str | None = field(metadata=key(schema={"type": "string"}))  # null is never written here
+
+
+STEP_STATUSES: list[JSONValue] = [
+    "pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "not_generated", "no_verdict",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class SummaryStep(Declared):
+    record_schema = {"required": ["step_id", "status"]}  # a summary's steps, those written before reasons included
+
     step_id: str
-    status: str
-    reason: str | None = None
+    status: str = field(metadata=key(schema={"enum": STEP_STATUSES}))
+    reason: str | None = field(default=None, metadata=key(schema={"type": "string"}))  # null is never written here
     tools: ToolStats = field(default_factory=ToolStats, metadata=TOOL_STATS)
 
 
 @dataclass(frozen=True, kw_only=True)
 class SummaryProblem(Declared):
+    # the keys every summary's problems carry (those written before the others existed included)
+    record_schema = {
+        "required": [
+            "problem_id", "split", "category", "state", "resolved", "steps_passed", "steps_scored", "steps_skipped",
+            "first_failure", "steps", "usage", "latency_s", "error",
+        ]
+    }  # fmt: skip
+
     problem_id: str
     split: str = ""
     category: str = ""
     field: str = ""
     subfield: str = ""
-    state: str = ""
+    state: str = dataclass_field(
+        default="",
+        metadata=key(
+            schema={
+                "enum": ["complete", "generation_error", "missing_generation", "missing_details", "invalid_details"]
+            }
+        ),
+    )
     resolved: bool = False
-    steps_passed: int = 0
-    steps_scored: int = 0
-    steps_skipped: int = 0
+    steps_passed: int = dataclass_field(default=0, metadata=key(schema=COUNT))
+    steps_scored: int = dataclass_field(default=0, metadata=key(schema=COUNT))
+    steps_skipped: int = dataclass_field(default=0, metadata=key(schema=COUNT))
     first_failure: StepOutcome | None = None
     steps: tuple[SummaryStep, ...]
     tools: ToolStats = dataclass_field(default_factory=ToolStats, metadata=TOOL_STATS)
     usage: RecordedUsage | None = None
-    latency_s: float | None = None
-    cost: float | None = None  # US dollars over the attempts; None without prices
-    attempt_costs: tuple[float | None, ...] = ()
-    error: str | None = None
+    latency_s: float | None = dataclass_field(default=None, metadata=key(schema=COST))
+    cost: float | None = dataclass_field(  # US dollars over the attempts; None without prices
+        default=None, metadata=key(schema={"minimum": 0, "description": "all attempts; null without prices or usage"})
+    )
+    attempt_costs: tuple[float | None, ...] = dataclass_field(
+        default=(), metadata=key(schema={"items": {"type": ["number", "null"], "minimum": 0}})
+    )
+    error: str | None = dataclass_field(
+        default=None, metadata=key(schema={"description": "why generation or scoring failed; null otherwise"})
+    )
 
     @property
     def step_ids(self) -> frozenset[str]:
@@ -125,22 +158,37 @@ class RunIdentity(Declared):
     model: str
     run: str
     # a summary written before datasets existed is of the original
-    dataset: str = field(default=DEFAULT_DATASET, metadata=key(omit=_of_the_original))
+    dataset: str = field(
+        default=DEFAULT_DATASET,
+        metadata=key(
+            omit=_of_the_original,
+            schema={"description": "the run's dataset (absent in summaries written before datasets: original)"},
+        ),
+    )
     # a manifest-bound dataset: the md5 its manifest states for the problem file
-    problems_md5: str | None = field(default=None, metadata=key(omit=_of_the_original))
-    split: str
+    problems_md5: str | None = field(
+        default=None,
+        metadata=key(
+            omit=_of_the_original,
+            schema={"description": "a manifest-bound dataset: the md5 its manifest states for the problem file"},
+        ),
+    )
+    split: str = field(metadata=key(schema={"enum": ["validation", "test", "all"]}))
     category: tuple[str, ...]
     sample_ids: tuple[str, ...]
     mode: str
     with_background: bool
-    carry: str | None = None  # None in a summary written before it was recorded
-    attempts_per_problem: int | None = None  # likewise
+    # None in a summary written before it was recorded (never written null)
+    carry: str | None = field(default=None, metadata=key(schema={"enum": ["full", "definition"]}))
+    attempts_per_problem: int | None = field(  # likewise
+        default=None, metadata=key(schema={"type": "integer", "minimum": 1})
+    )
 
 
 @dataclass(frozen=True)
 class SummaryTargets(Declared):
-    kind: str
-    note: str | None
+    kind: str = field(metadata=key(schema={"enum": ["official", "explicit", "derived", "missing", "unknown"]}))
+    note: str | None = field(metadata=key(schema={"type": "string"}))  # null is never written here
 
 
 CaveatKind = Literal[
@@ -161,6 +209,8 @@ CAVEAT_KINDS: tuple[CaveatKind, ...] = get_args(CaveatKind)
 @dataclass(frozen=True)
 class Caveat(Declared):
     """Something a reader of the run's headline must know (derived targets, a subset, ...), in one phrase."""
+
+    record_schema = {"additionalProperties": False}
 
     kind: CaveatKind
     text: str
@@ -189,10 +239,23 @@ class PublishedSetting(Declared):
     """Whether the run is a published setting (`stages.summarize.published_setting`), decided once per run: the
     protocol judged against ("" when the run's settings are those of none) and, when it is not, why not."""
 
-    protocol: str
+    record_schema = {
+        "description": "whether the run is a published setting (protocols.json), decided once per run: every setting "
+        "of the protocol matches, every problem of the split selected, every scored step judged against official "
+        "targets, one attempt (absent in summaries written before)",
+        "additionalProperties": False,
+    }
+
+    protocol: str = field(
+        metadata=key(
+            schema={"description": "the protocol judged against; empty when the run's settings are those of none"}
+        )
+    )
     title: str
     is_published: bool = field(init=False)  # derived: a protocol and no reason against it
-    reasons: tuple[str, ...]  # empty: the run is that published setting
+    reasons: tuple[str, ...] = field(  # empty: the run is that published setting
+        metadata=key(schema={"description": "why the run is not that published setting; empty when it is"})
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_published", bool(self.protocol) and not self.reasons)
@@ -214,21 +277,41 @@ class PublishedSetting(Declared):
         )
 
 
+PERCENT: JSONObject = {"minimum": 0, "maximum": 100, "description": "percent, as published"}
+
+
 @dataclass(frozen=True)
 class ReferenceFigure(Declared):
     """A published result of the run's model (`stages/benchmark/published.json`) set beside the run's figures: when
     the run is that row's setting, whether each published rate lies in the run's 95% interval; else why the two are
     not comparable."""
 
+    record_schema = {"additionalProperties": False}
+
     model: str
     protocol: str
     source: str
-    main_problem_resolve_rate: float  # percent, as published
-    subproblem: float  # percent, as published
-    comparable: bool = field(init=False)  # derived: no reason against the comparison
-    reasons: tuple[str, ...]  # why not comparable; empty when comparable
-    resolve_inside: bool | None = None  # None: not comparable, or the run has no interval
-    steps_inside: bool | None = None
+    main_problem_resolve_rate: float = field(metadata=key(schema=PERCENT))  # percent, as published
+    subproblem: float = field(metadata=key(schema=PERCENT))  # percent, as published
+    comparable: bool = field(  # derived: no reason against the comparison
+        init=False, metadata=key(schema={"description": "the run is that row's setting"})
+    )
+    reasons: tuple[str, ...] = field(  # why not comparable; empty when comparable
+        metadata=key(schema={"description": "why not comparable; empty when comparable"})
+    )
+    resolve_inside: bool | None = field(  # None: not comparable, or the run has no interval
+        default=None,
+        metadata=key(
+            schema={
+                "description": "the published resolve rate lies in the run's 95% interval (null: not comparable or "
+                "no interval)"
+            }
+        ),
+    )
+    steps_inside: bool | None = field(
+        default=None,
+        metadata=key(schema={"description": "the published subproblem rate lies in the run's 95% step interval"}),
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "comparable", not self.reasons)
@@ -255,11 +338,13 @@ def _inside_text(inside: bool | None) -> str:
 class RecordedInvocation(Declared):
     """One invocation that generated or scored (`stages.records.invocations`), as summary.json records it."""
 
+    record_schema = {"additionalProperties": False}
+
     started: str
     ended: str
-    seconds: float
-    stages: tuple[str, ...]
-    problems: int
+    seconds: float = field(metadata=key(schema=COUNT))
+    stages: tuple[str, ...] = field(metadata=key(schema={"items": {"enum": ["generate", "score"]}}))
+    problems: int = field(metadata=key(schema=COUNT))
 
     @property
     def text(self) -> str:
@@ -277,8 +362,8 @@ class ResolveInterval(Declared):
     estimate: float | None
     low: float | None
     high: float | None
-    method: str
-    problems: int
+    method: str = field(metadata=key(schema={"const": "wilson"}))
+    problems: int = field(metadata=key(schema=COUNT))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,15 +372,33 @@ class StepInterval(Declared):
     rate has no scored step, or in a summary written before the effective size was recorded)."""
 
     estimate: float | None
-    se: float | None
+    se: float | None = field(metadata=key(schema={"minimum": 0}))
     low: float | None
     high: float | None
-    method: str
-    problems: int
-    steps: int
-    effective_n: float | None = None
-    design_effect: float | None = None
-    design_effect_estimated: bool | None = None
+    method: str = field(
+        metadata=key(schema={"description": "clustered_wilson (older summaries: 'clustered by problem', p +- 1.96 SE)"})
+    )
+    problems: int = field(metadata=key(schema=COUNT))
+    steps: int = field(metadata=key(schema=COUNT))
+    # absent in summaries written before the effective size was recorded
+    effective_n: float | None = field(
+        default=None,
+        metadata=key(
+            required=False,
+            schema={"exclusiveMinimum": 0, "description": "the steps' effective sample size, N / design_effect"},
+        ),
+    )
+    design_effect: float | None = field(default=None, metadata=key(required=False, schema={"minimum": 1}))
+    design_effect_estimated: bool | None = field(
+        default=None,
+        metadata=key(
+            required=False,
+            schema={
+                "description": "false where it could not be estimated (0%, 100%, one problem) and its upper bound "
+                "was taken"
+            },
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -316,27 +419,49 @@ class GroupRecord(Declared):
     """The counts and rates of a group of problems under the results contract's names (HEADLINE_KEYS), and for a
     subfield its field; `intervals` is None for a group too small for them."""
 
-    field: str | None = dataclass_field(default=None, metadata=key(omit=_without_field))
-    resolve_rate: float | None = dataclass_field(default=None, metadata=key("main_problem_resolve_rate"))
-    step_rate: float | None = dataclass_field(default=None, metadata=key("subproblem"))
-    total: int = dataclass_field(default=0, metadata=key("Total"))
-    evaluated: int = dataclass_field(default=0, metadata=key("Evaluated"))
-    errors: int = dataclass_field(default=0, metadata=key("Error"))
-    resolved: int = dataclass_field(default=0, metadata=key("main_problem_resolved"))
-    problems: int = dataclass_field(default=0, metadata=key("main_problem_total"))
-    steps_passed: int = dataclass_field(default=0, metadata=key("subproblem_correct"))
-    steps_scored: int = dataclass_field(default=0, metadata=key("subproblem_total"))
-    steps_skipped: int = dataclass_field(default=0, metadata=key("skipped_steps"))
-    intervals: Intervals | None = None
+    field: str | None = dataclass_field(default=None, metadata=key(omit=_without_field, schema={"type": "string"}))
+    resolve_rate: float | None = dataclass_field(default=None, metadata=key("main_problem_resolve_rate", schema=RATE))
+    step_rate: float | None = dataclass_field(default=None, metadata=key("subproblem", schema=RATE))
+    total: int = dataclass_field(default=0, metadata=key("Total", schema=COUNT))
+    evaluated: int = dataclass_field(default=0, metadata=key("Evaluated", schema=COUNT))
+    errors: int = dataclass_field(default=0, metadata=key("Error", schema=COUNT))
+    resolved: int = dataclass_field(default=0, metadata=key("main_problem_resolved", schema=COUNT))
+    problems: int = dataclass_field(default=0, metadata=key("main_problem_total", schema=COUNT))
+    steps_passed: int = dataclass_field(default=0, metadata=key("subproblem_correct", schema=COUNT))
+    steps_scored: int = dataclass_field(default=0, metadata=key("subproblem_total", schema=COUNT))
+    steps_skipped: int = dataclass_field(default=0, metadata=key("skipped_steps", schema=COUNT))
+    intervals: Intervals | None = dataclass_field(
+        default=None,
+        metadata=key(
+            required=False,  # a group's (the headline's is required)
+            schema={
+                "description": "null for a group of fewer than uncertainty.min_group_problems problems (counts only)"
+            },
+        ),
+    )
+
+
+def group_schema(*, with_field: bool) -> JSONObject:
+    """The schema of a group's record: a subfield's names its field; the headline's keys are a group's but `field`."""
+    schema = schema_of(GroupRecord)
+    properties = dict(schema["properties"])  # type: ignore[arg-type]
+    if not with_field:
+        del properties["field"]
+        return {**schema, "properties": properties}
+    return {**schema, "required": [*schema["required"], "field"]}  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
 class Groups(Declared):
     """The metrics by category, field, subfield (each with its field) and split."""
 
-    by_category: Mapping[str, GroupRecord]
-    by_field: Mapping[str, GroupRecord]
-    by_subfield: Mapping[str, GroupRecord]
+    by_category: Mapping[str, GroupRecord] = field(
+        metadata=key(schema={"description": "per selection-entry category (Field / Subfield)"})
+    )
+    by_field: Mapping[str, GroupRecord] = field(metadata=key(required=False))  # absent in early summaries
+    by_subfield: Mapping[str, GroupRecord] = field(
+        metadata=key(required=False, schema={"additionalProperties": group_schema(with_field=True)})
+    )
     by_split: Mapping[str, GroupRecord]
 
 
@@ -404,12 +529,18 @@ def group_metrics(groups: Mapping[str, GroupRecord]) -> dict[str, GroupMetrics]:
 class RecordedUsage(Declared):
     """Token usage as `stages.records.usage.Usage.to_record` writes it (counts the API did not state left out)."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-    calls: int = 0
-    cached_input_tokens: int = field(default=0, metadata=key(omit="if_default"))
-    unknown_calls: int = field(default=0, metadata=key(omit="if_default"))
+    input_tokens: int = field(default=0, metadata=key(schema=COUNT))
+    output_tokens: int = field(default=0, metadata=key(schema=COUNT))
+    total_tokens: int = field(default=0, metadata=key(schema=COUNT))
+    calls: int = field(default=0, metadata=key(schema=COUNT))
+    cached_input_tokens: int = field(default=0, metadata=key(omit="if_default", schema=COUNT))
+    unknown_calls: int = field(
+        default=0,
+        metadata=key(
+            omit="if_default",
+            schema={"minimum": 1, "description": "calls whose reply stated no usable token count (counted as 0)"},
+        ),
+    )
 
     @classmethod
     def of(cls, usage: Usage) -> Self:
@@ -427,7 +558,7 @@ class RecordedUsage(Declared):
 class UsageTotals(RecordedUsage):
     """The run's usage summed over its problems, and how many problems report it."""
 
-    problems_reporting: int = 0
+    problems_reporting: int = field(default=0, metadata=key(schema=COUNT))
 
 
 @dataclass(frozen=True)
@@ -435,9 +566,9 @@ class RecordedPrices(Declared):
     """The price settings a cost was computed with (US dollars per million tokens; `stages.summarize.pricing`)."""
 
     currency: str = field(init=False, default=CURRENCY)  # derived: every price is in US dollars
-    input_per_mtok: float
-    output_per_mtok: float
-    cached_input_per_mtok: float | None = None
+    input_per_mtok: float = field(metadata=key(schema=COST))
+    output_per_mtok: float = field(metadata=key(schema=COST))
+    cached_input_per_mtok: float | None = field(default=None, metadata=key(schema=COST))
 
 
 @dataclass(frozen=True)
@@ -445,11 +576,13 @@ class RunCost(Declared):
     """The run's cost: in total, per attempt index (summed over problems) and the attempts it covers; every figure
     None without prices (tokens only)."""
 
+    record_schema = {"description": "cost from the price settings (null figures without prices: tokens only)"}
+
     prices: RecordedPrices | None
-    total: float | None
-    per_attempt: tuple[float | None, ...]
-    attempts_priced: int
-    attempts_total: int
+    total: float | None = field(metadata=key(schema=COST))
+    per_attempt: tuple[float | None, ...] = field(metadata=key(schema={"items": {"type": ["number", "null"], **COST}}))
+    attempts_priced: int = field(metadata=key(schema=COUNT))
+    attempts_total: int = field(metadata=key(schema=COUNT))
 
 
 @dataclass(frozen=True)
@@ -457,9 +590,16 @@ class ToolUse(Declared):
     """Tool calls and their outcomes in the scored attempt and in every attempt, and whether a tool_use run's model
     made none at all (a server that ignores `tools` behaves as naive)."""
 
+    record_schema = {
+        "description": "tool calls and their outcomes, counted from the generation trajectories",
+        "required": ["attempt_scored", "all_attempts"],  # behaved_as_naive: absent in early summaries
+    }
+
     attempt_scored: ToolStats = field(metadata=TOOL_STATS)
     all_attempts: ToolStats = field(metadata=TOOL_STATS)
-    behaved_as_naive: bool = False
+    behaved_as_naive: bool = field(
+        default=False, metadata=key(schema={"description": "tool_use run whose model made no tool call at all"})
+    )
 
 
 @dataclass(frozen=True)
@@ -467,18 +607,29 @@ class InspectAiView(Declared):
     """The step view of the official inspect_ai task: every step of a problem in its denominator, prefilled ones
     included and never passed."""
 
-    steps_passed: int = field(metadata=key("subproblem_correct"))
-    steps_total: int = field(metadata=key("subproblem_total"))
-    step_rate: float | None = field(metadata=key("subproblem"))
-    resolved: int = field(metadata=key("main_problem_resolved"))
-    problems: int = field(metadata=key("main_problem_total"))
-    resolve_rate: float | None = field(metadata=key("main_problem_resolve_rate"))
+    record_schema = {
+        "description": "step view of the official inspect_ai task: prefilled steps in the step denominator and never "
+        "passed"
+    }
+
+    steps_passed: int = field(metadata=key("subproblem_correct", schema=COUNT))
+    steps_total: int = field(metadata=key("subproblem_total", schema=COUNT))
+    step_rate: float | None = field(metadata=key("subproblem", schema=RATE))
+    resolved: int = field(metadata=key("main_problem_resolved", schema=COUNT))
+    problems: int = field(metadata=key("main_problem_total", schema=COUNT))
+    resolve_rate: float | None = field(metadata=key("main_problem_resolve_rate", schema=RATE))
     note: str
 
 
 @dataclass(frozen=True)
 class PassAtKMethod(Declared):
     """How pass@k's intervals are computed (`stages.summarize.uncertainty.intervals`)."""
+
+    record_schema = {
+        "description": "how an interval was computed: a method name (clustered_wilson; older summaries: a bootstrap "
+        "with its resamples and seed) and its description",
+        "required": ["method", "level"],
+    }
 
     method: str
     level: float
@@ -490,17 +641,23 @@ class IntervalMethods(Declared):
     """What summary.json's intervals mean: their level, each method described, and the smallest group given
     intervals (`stages.summarize.uncertainty.intervals.interval_methods`)."""
 
-    level: float
+    record_schema = {
+        "description": "what the intervals are: level, each method described, smallest group given intervals"
+    }
+
+    level: float = field(metadata=key(schema={"exclusiveMinimum": 0, "exclusiveMaximum": 1}))
     resolve: str = field(metadata=key("main_problem_resolve_rate"))
     steps: str = field(metadata=key("subproblem"))
     pass_at_k: PassAtKMethod
-    min_group_problems: int
+    min_group_problems: int = field(metadata=key(schema={"minimum": 1}))
 
 
 @dataclass(frozen=True)
 class ProjectVersion(Declared):
     """The version of this project that wrote the summary (None outside a checkout, `dirty` when tracked files
     differ from its commit)."""
+
+    record_schema = {"description": "the version of this project that wrote the summary"}
 
     name: str
     version: str | None
@@ -522,14 +679,49 @@ class RunSetup(Declared):
     of tool_use, where tool snippets ran, and the recorded settings that shape the scores (those of
     `stages.config.settings.RECORDED_SETTINGS` that config.json records with a value, by name)."""
 
-    base_url: str | None = None  # as config.json records it (no credentials); None where it records none
-    tool_names: tuple[str, ...] = ()
-    tool_use_max_loops: int = 0
-    snippets_ran: str = "unknown"
-    settings: FrozenObject = field(default_factory=lambda: EMPTY)
+    record_schema = {
+        "description": "how the run was set up beyond its identity, as summary.md's header states it (absent in "
+        "summaries written before)",
+        "additionalProperties": False,
+    }
+
+    base_url: str | None = field(  # as config.json records it (no credentials); None where it records none
+        default=None,
+        metadata=key(schema={"description": "the model's endpoint as config.json records it (no credentials)"}),
+    )
+    tool_names: tuple[str, ...] = field(default=(), metadata=key(schema={"description": "the tools of tool_use"}))
+    tool_use_max_loops: int = field(
+        default=0, metadata=key(schema={"minimum": 1, "description": "model calls per step at most (tool_use)"})
+    )
+    snippets_ran: str = field(
+        default="unknown",
+        metadata=key(
+            schema={"description": "where tool snippets ran (a sandbox, the local python, none in naive mode)"}
+        ),
+    )
+    settings: FrozenObject = field(
+        default_factory=lambda: EMPTY,
+        metadata=key(
+            schema={
+                "description": "the recorded settings that shape the scores (api_protocol, model_params, timeouts, "
+                "memory, executor) that config.json records with a value"
+            }
+        ),
+    )
     # every endpoint that answered, with its steps (none recorded before); an endpoint record reads itself
     endpoints: tuple[EndpointUse, ...] = field(
-        default=(), metadata=key(omit="if_empty", read=_endpoint_uses, write=_endpoint_use_records)
+        default=(),
+        metadata=key(
+            omit="if_empty",
+            read=_endpoint_uses,
+            write=_endpoint_use_records,
+            schema={
+                "type": "array",
+                "items": ref("endpoint"),
+                "description": "every endpoint that answered a step of the run (any attempt), with the steps it "
+                "answered; absent when the generations record none",
+            },
+        ),
     )
 
 
@@ -539,8 +731,8 @@ class EnvironmentCount(Declared):
     read), how many it passed, and the steps that passed in it alone while every other environment failed them."""
 
     name: str
-    graded: int
-    passed: int
+    graded: int = field(metadata=key(schema=COUNT))
+    passed: int = field(metadata=key(schema=COUNT))
     only: tuple[str, ...]
 
 
@@ -549,9 +741,16 @@ class EnvironmentsSummary(Declared):
     """Under `environments=`: every environment's tally, whether every verdict was recorded (`all_environments`),
     and how many passed steps were decided by one environment without the others running (unknown elsewhere)."""
 
+    record_schema = {
+        "description": "under environments=: each grading environment's scored steps graded (run, or read from the "
+        "verdict cache) and passed, the steps that passed there alone (every other environment graded and failed "
+        "them), whether every environment ran (all_environments=true), and the passes decided before the other "
+        "environments ran; absent without environments="
+    }
+
     every_verdict: bool
     counts: tuple[EnvironmentCount, ...] = field(metadata=key("environments"))
-    passed_before_the_others: int
+    passed_before_the_others: int = field(metadata=key(schema=COUNT))
 
 
 def freeze_headline(record: Mapping[str, object]) -> FrozenObject:
@@ -575,51 +774,211 @@ class WeakPass(Declared):
     reason: str
 
 
+# The schema words of the summary's blocks that no record of it declares.
+STATUS_COUNTS_SCHEMA: JSONObject = {
+    "type": "object",
+    "required": ["pass", "fail", "timeout", "parse_error", "eval_error", "skipped", "no_verdict"],
+    "additionalProperties": False,
+    "properties": {
+        **{str(status): {"type": "integer", "minimum": 0} for status in STEP_STATUSES},
+        "not_generated": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "scored steps the model never answered (a generation error, e.g. the server down): counted "
+            "apart from fail; absent in records written before",
+        },
+        "no_verdict": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "scored steps without a verdict (no details file, or a step missing from it)",
+        },
+    },
+}
+TOOL_CALLS_SCHEMA: JSONObject = {
+    "type": "object",
+    "description": "code_interpreter calls of the run by outcome (scored attempt)",
+    "required": ["ok", "error", "timeout", "sandbox_error", "total"],
+    "properties": {
+        name: {"type": "integer", "minimum": 0} for name in ("ok", "error", "timeout", "sandbox_error", "total")
+    },
+}
+RATE_INTERVAL_SCHEMA: JSONObject = {
+    "type": "object",
+    "required": ["low", "high"],
+    "properties": {"low": {"type": "number", **RATE}, "high": {"type": "number", **RATE}},
+}
+ATTEMPTS_SCHEMA: JSONObject = {
+    "type": ["object", "null"],
+    "description": "with attempts > 1: per-attempt rates, pass@k, both strategies (stages.passk), or an error",
+    "required": ["strategy"],
+    "properties": {
+        "strategy": {"enum": ["avg", "pass"]},
+        "error": {"type": "string"},
+        "pass_at_k_intervals": {"type": "object", "additionalProperties": RATE_INTERVAL_SCHEMA},
+        "interval_method": schema_of(PassAtKMethod),
+        "bootstrap": {
+            "type": "object",
+            "required": ["method", "resamples", "seed", "level"],
+            "properties": {
+                "method": {"type": "string"},
+                "resamples": {"type": "integer", "minimum": 1},
+                "seed": {"type": "integer"},
+                "level": {"type": "number"},
+            },
+            "description": "summaries written before the clustered Wilson interval of pass@k",
+        },
+    },
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Summary(Declared):
-    fingerprint: str  # the stamp's two keys lie apart in the record: `stamp` joins them
-    status: str
+    record_schema = {
+        "title": "summary: the scores of one run (numbers of summary.md, machine-readable)",
+        # the keys every summary carries (those written before the others existed included)
+        "required": [
+            "fingerprint", "status", "model", "run", "split", "category", "mode", "with_background",
+            "run_started", "summarized_at", "targets", "attempt_scored",
+            "main_problem_resolve_rate", "subproblem", "Total", "Evaluated", "Error",
+            "main_problem_resolved", "main_problem_total", "subproblem_correct", "subproblem_total", "skipped_steps",
+            "by_category", "by_split", "status_counts", "problems", "failed_problems", "usage", "latency_s", "plots",
+            "intervals", "uncertainty", "cost",
+        ],
+        "properties": {
+            "intervals": {"description": "95% intervals of the two headline rates (stages/uncertainty)"},
+        },
+    }  # fmt: skip
+
+    fingerprint: str = field(  # the stamp's two keys lie apart in the record: `stamp` joins them
+        metadata=key(
+            schema={
+                **ref("sha256"),
+                "description": "sha256 of the inputs: selection, config, details and generation files",
+            }
+        )
+    )
+    status: str = field(
+        metadata=key(
+            schema={
+                "enum": ["complete", "partial"],
+                "description": "partial: some selected problem has no valid details file",
+            }
+        )
+    )
     identity: RunIdentity = field(metadata=key(flatten=True))
-    run_started: str | None
+    run_started: str | None = field(
+        metadata=key(schema={"description": "UTC, earliest generation/details file time (else config.json time)"})
+    )
     summarized_at: str
     targets: SummaryTargets
-    attempt_scored: int
+    attempt_scored: int = field(
+        metadata=key(
+            schema={
+                "minimum": 0,
+                "description": "index of the attempt of each details file that is summarized",
+            }
+        )
+    )
     # HEADLINE_KEYS: the scored attempt's counts, rates and intervals, at the top level of the record
-    headline: FrozenObject = field(metadata=key(flatten=True, read=_headline_of, write=_headline_record))
+    headline: FrozenObject = field(
+        metadata=key(flatten=True, read=_headline_of, write=_headline_record, schema=group_schema(with_field=False))
+    )
     uncertainty: IntervalMethods
     inspect_ai_view: InspectAiView
     groups: Groups = field(metadata=key(flatten=True))
-    status_counts: Mapping[str, int]  # status -> steps of the scored attempt
+    status_counts: Mapping[str, int] = field(  # status -> steps of the scored attempt
+        metadata=key(schema=STATUS_COUNTS_SCHEMA)
+    )
     problems: tuple[SummaryProblem, ...]
     failed_problems: tuple[FailedProblem, ...]
     usage: UsageTotals
-    latency_s: float
+    latency_s: float = field(
+        metadata=key(schema={"minimum": 0, "description": "sum of model latency over the problems that report it"})
+    )
     cost: RunCost
     project: ProjectVersion
-    concurrency: int
+    concurrency: int = field(
+        metadata=key(
+            schema={
+                "minimum": 1,
+                "description": "model calls in flight at most: the summed latency includes time queued in a server "
+                "with fewer parallel slots",
+            }
+        )
+    )
     tool_use: ToolUse
-    weak_official_tests: tuple[WeakPass, ...]
-    plots: tuple[str, ...]
-    attempts: FrozenObject | None
-    confinement: str | None
-    fingerprint_parts: FrozenObject | None = field(default=None, metadata=key(omit="if_none"))
+    weak_official_tests: tuple[WeakPass, ...] = field(
+        metadata=key(
+            schema={
+                "description": "passed steps whose official tests a trivial answer passes too "
+                "(stages/weak_tests.json); still passes"
+            }
+        )
+    )
+    plots: tuple[str, ...] = field(metadata=key(schema={"description": "paths relative to the run folder"}))
+    attempts: FrozenObject | None = field(metadata=key(schema=ATTEMPTS_SCHEMA))
+    confinement: str | None = field(metadata=key(schema={"description": "the confinement recorded in config.json"}))
+    fingerprint_parts: FrozenObject | None = field(
+        default=None, metadata=key(omit="if_none", schema=ref("fingerprint_parts"))
+    )
     # outcome -> calls, and `total` (empty in summaries written before)
-    tool_calls: Mapping[str, int]
-    steps_without_targets: tuple[str, ...]
+    tool_calls: Mapping[str, int] = field(metadata=key(schema=TOOL_CALLS_SCHEMA))
+    steps_without_targets: tuple[str, ...] = field(
+        metadata=key(schema={"description": "scored steps that could not be scored: no targets"})
+    )
     # None in summaries written before these were recorded (and left out of `to_record` then, so such a record
     # reads back as it was); invocations are empty for a run recorded before invocations.jsonl was written
     recorded_caveats: tuple[Caveat, ...] | None = field(
-        default=None, metadata=key("caveats", omit="if_none", read=_recorded_caveats, write=_caveat_records)
+        default=None,
+        metadata=key(
+            "caveats",
+            omit="if_none",
+            read=_recorded_caveats,
+            write=_caveat_records,
+            schema={
+                "type": "array",
+                "description": "what a reader of the headline must know, shown wherever it appears (absent in "
+                "summaries written before)",
+                "items": schema_of(Caveat),
+            },
+        ),
     )
     recorded_invocations: tuple[RecordedInvocation, ...] | None = field(
-        default=None, metadata=key("invocations", omit="if_none")
+        default=None,
+        metadata=key(
+            "invocations",
+            omit="if_none",
+            schema={
+                "description": "each invocation that generated or scored, from the run's invocations.jsonl (absent "
+                "in summaries written before; empty for runs recorded before)"
+            },
+        ),
     )
     recorded_setup: RunSetup | None = field(default=None, metadata=key("setup", omit="if_none"))
     # timeout verdicts of scored steps served from the verdict cache
-    recorded_cached_timeouts: int | None = field(default=None, metadata=key("cached_timeouts", omit="if_none"))
+    recorded_cached_timeouts: int | None = field(
+        default=None,
+        metadata=key(
+            "cached_timeouts",
+            omit="if_none",
+            schema={
+                "minimum": 0,
+                "description": "timeout verdicts of scored steps served from the verdict cache (rescore=timeouts "
+                "runs them again); absent in summaries written before",
+            },
+        ),
+    )
     recorded_published: PublishedSetting | None = field(default=None, metadata=key("published_setting", omit="if_none"))
     recorded_references: tuple[ReferenceFigure, ...] | None = field(
-        default=None, metadata=key("references", omit="if_none")
+        default=None,
+        metadata=key(
+            "references",
+            omit="if_none",
+            schema={
+                "description": "published results of the run's model (published.json, matched by exact alias), "
+                "beside the run's figures (absent in summaries written before)"
+            },
+        ),
     )
     environments: EnvironmentsSummary | None = field(default=None, metadata=key(omit="if_none"))  # `environments=`
 

@@ -11,7 +11,7 @@ import pytest
 
 from stages.records.declared import Declared, key
 from stages.records.schema_of import annotation_schema, artifact_schema, ref, schema_of
-from stages.storage.json_values import Frozen, FrozenObject, freeze_object
+from stages.storage.json_values import Frozen, FrozenObject, JSONValue, freeze_object
 
 Colour = Literal["red", "green"]
 
@@ -185,7 +185,7 @@ def test_notes_on_a_property_the_record_does_not_have_are_refused() -> None:
         schema_of(Noted)
 
 
-def _spread_record(value: Frozen) -> dict[str, Frozen]:
+def _spread_record(value: Frozen) -> JSONValue:
     return {"low": 0, "high": 1}
 
 

@@ -8,27 +8,24 @@ Counts are those of the compared problems, attempt 1 (as compare.md); deltas are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.compare.comparison import AttemptMetrics, ComparedRun, Comparison, StepFlip
 from stages.compare.paired import PairedSection
+from stages.records.declared import Declared, key, one_of
 from stages.records.results import CELL_STATUSES, CellStatus
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
     Frozen,
     FrozenObject,
-    JSONObject,
     JSONValue,
     integer,
     number,
     obj,
     objects,
-    optional_number,
-    optional_text,
     text,
-    texts,
 )
 from stages.summarize.uncertainty.paired import STEP_DIFFERENCE_DESCRIPTION, STEP_DIFFERENCE_METHOD
 
@@ -47,45 +44,20 @@ def _optional_int(value: Frozen) -> int | None:
     return None if value is None else integer(value)
 
 
-def _id_list(values: tuple[str, ...]) -> list[JSONValue]:
-    return list(values)
-
-
 @dataclass(frozen=True)
-class RunCounts:
+class RunCounts(Declared):
     """The summary's counts of one run over the compared problems."""
 
-    problems: int
-    resolved: int
-    steps_passed: int
-    steps_scored: int
-    errors: int
+    problems: int = field(metadata=key("main_problem_total"))
+    resolved: int = field(metadata=key("main_problem_resolved"))
+    steps_passed: int = field(metadata=key("subproblem_correct"))
+    steps_scored: int = field(metadata=key("subproblem_total"))
+    errors: int = field(metadata=key("Error"))
     no_details: int
-
-    def to_record(self) -> JSONObject:
-        return {
-            "main_problem_total": self.problems,
-            "main_problem_resolved": self.resolved,
-            "subproblem_correct": self.steps_passed,
-            "subproblem_total": self.steps_scored,
-            "Error": self.errors,
-            "no_details": self.no_details,
-        }
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> RunCounts:
-        return cls(
-            problems=integer(record.get("main_problem_total")),
-            resolved=integer(record.get("main_problem_resolved")),
-            steps_passed=integer(record.get("subproblem_correct")),
-            steps_scored=integer(record.get("subproblem_total")),
-            errors=integer(record.get("Error")),
-            no_details=integer(record.get("no_details")),
-        )
 
 
 @dataclass(frozen=True)
-class RunCost:
+class RunCost(Declared):
     """Tokens, calls and model latency over the attempts that report both usage and latency."""
 
     input_tokens: int
@@ -96,41 +68,27 @@ class RunCost:
     attempts_reporting: int
     attempts_total: int
 
-    def to_record(self) -> JSONObject:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "total_tokens": self.total_tokens,
-            "calls": self.calls,
-            "latency_s": self.latency_s,
-            "attempts_reporting": self.attempts_reporting,
-            "attempts_total": self.attempts_total,
-        }
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> RunCost:
-        return cls(
-            input_tokens=integer(record.get("input_tokens")),
-            output_tokens=integer(record.get("output_tokens")),
-            total_tokens=integer(record.get("total_tokens")),
-            calls=integer(record.get("calls")),
-            latency_s=number(record.get("latency_s")),
-            attempts_reporting=integer(record.get("attempts_reporting")),
-            attempts_total=integer(record.get("attempts_total")),
-        )
+def _pass_at_k(value: Frozen) -> tuple[tuple[int, float], ...]:
+    """`pass_at_k`: an object of k (as text) to the estimate, read in order of k."""
+    return tuple(sorted((int(k), number(estimate)) for k, estimate in obj(value).items()))
+
+
+def _pass_at_k_record(pass_at_k: tuple[tuple[int, float], ...]) -> JSONValue:
+    return {str(k): estimate for k, estimate in pass_at_k}
 
 
 @dataclass(frozen=True)
-class RunAttempts:
+class RunAttempts(Declared):
     """A run's attempt metrics (stages.summarize.passk) when a compared run holds several attempts, or why they are not
     available (`error`, every number then None)."""
 
-    attempts: int | None
-    mean_resolve_rate: float | None
-    mean_step_rate: float | None
-    pass_at_k: tuple[tuple[int, float], ...]
-    resolved_any: int | None
-    steps_passed_any: int | None
+    attempts: int | None = field(metadata=key(read=_optional_int))
+    mean_resolve_rate: float | None = field(metadata=key("mean_main_problem_resolve_rate"))
+    mean_step_rate: float | None = field(metadata=key("mean_subproblem_rate"))
+    pass_at_k: tuple[tuple[int, float], ...] = field(metadata=key(read=_pass_at_k, write=_pass_at_k_record))
+    resolved_any: int | None = field(metadata=key("resolved_by_any_attempt", read=_optional_int))
+    steps_passed_any: int | None = field(metadata=key("steps_passed_by_any_attempt", read=_optional_int))
     error: str | None = None
 
     @classmethod
@@ -147,47 +105,37 @@ class RunAttempts:
             steps_passed_any=int(any_attempt["subproblem_correct"]),
         )
 
-    def to_record(self) -> JSONObject:
-        return {
-            "attempts": self.attempts,
-            "mean_main_problem_resolve_rate": self.mean_resolve_rate,
-            "mean_subproblem_rate": self.mean_step_rate,
-            "pass_at_k": {str(k): value for k, value in self.pass_at_k},
-            "resolved_by_any_attempt": self.resolved_any,
-            "steps_passed_by_any_attempt": self.steps_passed_any,
-            "error": self.error,
-        }
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> RunAttempts:
-        pass_at_k = obj(record.get("pass_at_k"))
-        return cls(
-            attempts=_optional_int(record.get("attempts")),
-            mean_resolve_rate=optional_number(record.get("mean_main_problem_resolve_rate")),
-            mean_step_rate=optional_number(record.get("mean_subproblem_rate")),
-            pass_at_k=tuple(sorted((int(k), number(value)) for k, value in pass_at_k.items())),
-            resolved_any=_optional_int(record.get("resolved_by_any_attempt")),
-            steps_passed_any=_optional_int(record.get("steps_passed_by_any_attempt")),
-            error=optional_text(record.get("error")),
-        )
+def _status_counts(value: Frozen) -> tuple[tuple[CellStatus, int], ...]:
+    """`status_counts` in CELL_STATUSES order; a comparison written before `not_generated` was counted has no
+    such key."""
+    counts = obj(value)
+    return tuple((status, integer(counts[status])) for status in CELL_STATUSES if status in counts)
 
 
-@dataclass(frozen=True)
-class ComparedRunRecord:
+def _status_counts_record(statuses: tuple[tuple[CellStatus, int], ...]) -> JSONValue:
+    return dict(statuses)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparedRunRecord(Declared):
     """One side of the comparison: which run, and its counts, statuses, cost and attempt metrics."""
 
     run_dir: str
     model: str
     run: str
+    dataset: str = field(default=DEFAULT_DATASET, metadata=key(omit="if_default"))
     split: str
     mode: str
     with_background: str
     problems_selected: int
     counts: RunCounts
-    statuses: tuple[tuple[CellStatus, int], ...]  # every cell status in CELL_STATUSES order
+    # every cell status in CELL_STATUSES order
+    statuses: tuple[tuple[CellStatus, int], ...] = field(
+        metadata=key("status_counts", read=_status_counts, write=_status_counts_record)
+    )
     cost: RunCost
     attempts: RunAttempts | None  # None when both runs hold one attempt per problem
-    dataset: str = DEFAULT_DATASET
 
     @classmethod
     def of(cls, side: ComparedRun, attempts: AttemptMetrics | None) -> ComparedRunRecord:
@@ -222,65 +170,34 @@ class ComparedRunRecord:
             dataset=info.dataset,
         )
 
-    def to_record(self) -> JSONObject:
-        return {
-            "run_dir": self.run_dir,
-            "model": self.model,
-            "run": self.run,
-            **({} if self.dataset == DEFAULT_DATASET else {"dataset": self.dataset}),
-            "split": self.split,
-            "mode": self.mode,
-            "with_background": self.with_background,
-            "problems_selected": self.problems_selected,
-            "counts": self.counts.to_record(),
-            "status_counts": dict(self.statuses),
-            "cost": self.cost.to_record(),
-            "attempts": None if self.attempts is None else self.attempts.to_record(),
-        }
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> ComparedRunRecord:
-        counts = obj(record.get("status_counts"))
-        attempts = record.get("attempts")
-        return cls(
-            run_dir=text(record.get("run_dir")),
-            model=text(record.get("model")),
-            run=text(record.get("run")),
-            dataset=text(record.get("dataset"), DEFAULT_DATASET),
-            split=text(record.get("split")),
-            mode=text(record.get("mode")),
-            with_background=text(record.get("with_background")),
-            problems_selected=integer(record.get("problems_selected")),
-            counts=RunCounts.from_record(obj(record.get("counts"))),
-            # a comparison written before `not_generated` was counted has no such key
-            statuses=tuple((status, integer(counts[status])) for status in CELL_STATUSES if status in counts),
-            cost=RunCost.from_record(obj(record.get("cost"))),
-            attempts=None if attempts is None else RunAttempts.from_record(obj(attempts)),
-        )
-
 
 @dataclass(frozen=True)
-class PairedRecord:
+class PairedRecord(Declared):
     """The paired tests on the problems both runs scored (stages.compare.paired)."""
 
     problems: tuple[str, ...]
     only_scored_a: tuple[str, ...]
     only_scored_b: tuple[str, ...]
     neither_scored: tuple[str, ...]
-    resolved_both: int
-    resolved_neither: int
-    resolved_only_a: int
-    resolved_only_b: int
-    mcnemar_p: float
-    steps: int
-    step_difference: float | None
-    step_se: float | None
-    step_low: float | None
-    step_high: float | None
-    step_p: float | None
-    step_method: str = STEP_DIFFERENCE_METHOD
-    step_description: str = STEP_DIFFERENCE_DESCRIPTION
-    step_correlation: float | None = None
+    resolved_both: int = field(metadata=key("both", within="resolved"))
+    resolved_neither: int = field(metadata=key("neither", within="resolved"))
+    resolved_only_a: int = field(metadata=key("only_a", within="resolved"))
+    resolved_only_b: int = field(metadata=key("only_b", within="resolved"))
+    mcnemar_p: float = field(metadata=key(within="resolved"))
+    steps: int = field(metadata=key("compared", within="steps"))
+    step_difference: float | None = field(metadata=key("difference", within="steps"))
+    step_se: float | None = field(metadata=key("se", within="steps"))
+    step_low: float | None = field(metadata=key("low", within="steps"))
+    step_high: float | None = field(metadata=key("high", within="steps"))
+    step_p: float | None = field(metadata=key("p_value", within="steps"))
+    step_method: str = field(
+        default=STEP_DIFFERENCE_METHOD, metadata=key("method", within="steps", absent=EARLIER_STEP_METHOD)
+    )
+    step_description: str = field(
+        default=STEP_DIFFERENCE_DESCRIPTION,
+        metadata=key("description", within="steps", absent=EARLIER_STEP_DESCRIPTION),
+    )
+    step_correlation: float | None = field(default=None, metadata=key("correlation", within="steps"))
 
     @classmethod
     def of(cls, section: PairedSection) -> PairedRecord:
@@ -304,59 +221,9 @@ class PairedRecord:
             step_correlation=s.correlation,
         )
 
-    def to_record(self) -> JSONObject:
-        return {
-            "problems": _id_list(self.problems),
-            "only_scored_a": _id_list(self.only_scored_a),
-            "only_scored_b": _id_list(self.only_scored_b),
-            "neither_scored": _id_list(self.neither_scored),
-            "resolved": {
-                "both": self.resolved_both,
-                "neither": self.resolved_neither,
-                "only_a": self.resolved_only_a,
-                "only_b": self.resolved_only_b,
-                "mcnemar_p": self.mcnemar_p,
-            },
-            "steps": {
-                "compared": self.steps,
-                "difference": self.step_difference,
-                "se": self.step_se,
-                "low": self.step_low,
-                "high": self.step_high,
-                "p_value": self.step_p,
-                "method": self.step_method,
-                "description": self.step_description,
-                "correlation": self.step_correlation,
-            },
-        }
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> PairedRecord:
-        resolved, steps = obj(record.get("resolved")), obj(record.get("steps"))
-        return cls(
-            problems=texts(record.get("problems")),
-            only_scored_a=texts(record.get("only_scored_a")),
-            only_scored_b=texts(record.get("only_scored_b")),
-            neither_scored=texts(record.get("neither_scored")),
-            resolved_both=integer(resolved.get("both")),
-            resolved_neither=integer(resolved.get("neither")),
-            resolved_only_a=integer(resolved.get("only_a")),
-            resolved_only_b=integer(resolved.get("only_b")),
-            mcnemar_p=number(resolved.get("mcnemar_p")),
-            steps=integer(steps.get("compared")),
-            step_difference=optional_number(steps.get("difference")),
-            step_se=optional_number(steps.get("se")),
-            step_low=optional_number(steps.get("low")),
-            step_high=optional_number(steps.get("high")),
-            step_p=optional_number(steps.get("p_value")),
-            step_method=text(steps.get("method"), EARLIER_STEP_METHOD),
-            step_description=text(steps.get("description"), EARLIER_STEP_DESCRIPTION),
-            step_correlation=optional_number(steps.get("correlation")),
-        )
-
 
 @dataclass(frozen=True)
-class SettingDifference:
+class SettingDifference(Declared):
     """A recorded setting, library version or confinement line that differs, as compare.md shows it."""
 
     name: str
@@ -364,13 +231,7 @@ class SettingDifference:
     b: str
 
 
-def _flip_record(flip: StepFlip) -> JSONObject:
-    return {
-        "problem_id": flip.problem_id,
-        "step_id": flip.step_id,
-        "status_a": flip.status_a,
-        "status_b": flip.status_b,
-    }
+_cell_status = one_of(CELL_STATUSES, "no_verdict")  # the schema allows only these; anything else: no verdict
 
 
 def _flip_of(record: FrozenObject) -> StepFlip:
@@ -382,28 +243,35 @@ def _flip_of(record: FrozenObject) -> StepFlip:
     )
 
 
-def _cell_status(value: Frozen) -> CellStatus:
-    """A recorded cell status (the schema allows only these; anything else reads as no verdict)."""
-    return next((status for status in CELL_STATUSES if status == value), "no_verdict")
+def _flips(value: Frozen) -> tuple[StepFlip, ...]:
+    """A step flip is the comparison's own value (`stages.compare.comparison`), written as its four fields."""
+    return tuple(_flip_of(flip) for flip in objects(value))
+
+
+def _flip_records(flips: tuple[StepFlip, ...]) -> JSONValue:
+    return [
+        {"problem_id": flip.problem_id, "step_id": flip.step_id, "status_a": flip.status_a, "status_b": flip.status_b}
+        for flip in flips
+    ]
 
 
 @dataclass(frozen=True)
-class ComparisonRecord:
+class ComparisonRecord(Declared):
     """compare.json: both runs, the compared problems, what differs, the paired tests and the flips."""
 
-    run_a: ComparedRunRecord
-    run_b: ComparedRunRecord
+    run_a: ComparedRunRecord = field(metadata=key("A", within="runs"))
+    run_b: ComparedRunRecord = field(metadata=key("B", within="runs"))
     compared_problems: tuple[str, ...]
     narrowed_to: str | None  # the command line's sample_ids/category that narrowed the comparison
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
     statement_differs: tuple[str, ...]
-    differences: tuple[SettingDifference, ...]
+    differences: tuple[SettingDifference, ...] = field(metadata=key("setting_differences"))
     paired: PairedRecord
     problems_lost: tuple[str, ...]  # resolved in A, unresolved in B
     problems_gained: tuple[str, ...]
-    steps_lost: tuple[StepFlip, ...]  # pass in A, not pass in B
-    steps_gained: tuple[StepFlip, ...]
+    steps_lost: tuple[StepFlip, ...] = field(metadata=key(read=_flips, write=_flip_records))  # pass in A, not in B
+    steps_gained: tuple[StepFlip, ...] = field(metadata=key(read=_flips, write=_flip_records))
 
     @classmethod
     def of(cls, comparison: Comparison) -> ComparisonRecord:
@@ -425,44 +293,6 @@ class ComparisonRecord:
             problems_gained=tuple(str(row[0]) for row in c.problems_gained),
             steps_lost=tuple(c.steps_lost),
             steps_gained=tuple(c.steps_gained),
-        )
-
-    def to_record(self) -> JSONObject:
-        return {
-            "runs": {"A": self.run_a.to_record(), "B": self.run_b.to_record()},
-            "compared_problems": _id_list(self.compared_problems),
-            "narrowed_to": self.narrowed_to,
-            "only_in_a": _id_list(self.only_in_a),
-            "only_in_b": _id_list(self.only_in_b),
-            "statement_differs": _id_list(self.statement_differs),
-            "setting_differences": [{"name": d.name, "a": d.a, "b": d.b} for d in self.differences],
-            "paired": self.paired.to_record(),
-            "problems_lost": _id_list(self.problems_lost),
-            "problems_gained": _id_list(self.problems_gained),
-            "steps_lost": [_flip_record(flip) for flip in self.steps_lost],
-            "steps_gained": [_flip_record(flip) for flip in self.steps_gained],
-        }
-
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> ComparisonRecord:
-        runs = obj(record.get("runs"))
-        return cls(
-            run_a=ComparedRunRecord.from_record(obj(runs.get("A"))),
-            run_b=ComparedRunRecord.from_record(obj(runs.get("B"))),
-            compared_problems=texts(record.get("compared_problems")),
-            narrowed_to=optional_text(record.get("narrowed_to")),
-            only_in_a=texts(record.get("only_in_a")),
-            only_in_b=texts(record.get("only_in_b")),
-            statement_differs=texts(record.get("statement_differs")),
-            differences=tuple(
-                SettingDifference(text(d.get("name")), text(d.get("a")), text(d.get("b")))
-                for d in objects(record.get("setting_differences"))
-            ),
-            paired=PairedRecord.from_record(obj(record.get("paired"))),
-            problems_lost=texts(record.get("problems_lost")),
-            problems_gained=texts(record.get("problems_gained")),
-            steps_lost=tuple(_flip_of(flip) for flip in objects(record.get("steps_lost"))),
-            steps_gained=tuple(_flip_of(flip) for flip in objects(record.get("steps_gained"))),
         )
 
 

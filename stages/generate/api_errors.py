@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stages.execution.service_replies import UnreadableReply, refusal_in, reply_json, reply_text
 from stages.execution.untrusted import flattened, valid_text
-from stages.storage.json_values import JSONObject
+from stages.records.declared import Declared, key
 
 FailureKind = Literal[
     "transient", "unavailable", "rejected", "reply_refused", "context_length", "auth", "not_found", "no_key"
@@ -55,14 +55,17 @@ CONTEXT_PHRASES: tuple[str, ...] = (
 VALIDATION_PATTERN = re.compile(r"\b\d+ validation errors?\b|\bvalidation error for\b|\brequest validation\b", re.I)
 
 
+def _to_the_millisecond(seconds: float) -> float:
+    return round(seconds, 3)
+
+
 @dataclass(frozen=True)
-class RetryRecord:
+class RetryRecord(Declared):
+    """One failed request of a model call, as the call's `retry_log` in the trajectory records it."""
+
     attempt: int  # 1-based number of the failed request
     error: str
-    delay_s: float
-
-    def to_record(self) -> JSONObject:
-        return {"attempt": self.attempt, "error": self.error, "delay_s": round(self.delay_s, 3)}
+    delay_s: float = field(metadata=key(write=_to_the_millisecond))
 
 
 class ModelCallError(RuntimeError):

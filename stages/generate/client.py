@@ -132,6 +132,7 @@ class CallRecord:
             return None
         return min(math.fsum(part for part in parts if part is not None) / 1000.0, self.latency_s)
 
+    # A real special case: the service and queue times are derived, and the retries written as a count beside their log.
     def to_record(self) -> JSONObject:
         service = self.service_s
         record: JSONObject = {

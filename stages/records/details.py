@@ -9,27 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from stages.records.declared import Declared, key
 from stages.records.stamp import Stamp
 from stages.records.usage import Usage
 from stages.records.verdict import StepVerdict
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
+    Frozen,
     FrozenObject,
     JSONObject,
     JSONValue,
-    flag,
     freeze,
-    integer,
-    items,
-    number,
-    obj,
+    freeze_object,
     objects,
-    optional_number,
-    optional_text,
     text,
     thaw,
     thaw_object,
@@ -58,8 +54,25 @@ def _verdict(step: FrozenObject) -> StepVerdict:
     )
 
 
+def _verdicts(value: Frozen) -> tuple[StepVerdict, ...]:
+    return tuple(_verdict(step) for step in objects(value))
+
+
+def _verdict_entries(verdicts: tuple[StepVerdict, ...]) -> JSONValue:
+    return [thaw(freeze(verdict.as_record())) for verdict in verdicts]
+
+
 @dataclass(frozen=True)
-class Evaluation:
+class TargetsUsed(Declared):
+    """The targets an attempt was scored against: their kind (official, explicit, derived), sha256 and note."""
+
+    kind: str
+    sha256: str | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class Evaluation(Declared):
     """An attempt's evaluation: its verdicts and totals; `targets` None in files written before it was kept."""
 
     problem_id: str
@@ -67,9 +80,9 @@ class Evaluation:
     total_correct: int
     total_steps: int
     subproblem_correctness: tuple[bool, ...]
-    steps: tuple[StepVerdict, ...]
+    steps: tuple[StepVerdict, ...] = field(metadata=key(read=_verdicts, write=_verdict_entries))
     error: str | None
-    targets: FrozenObject | None = None
+    targets: TargetsUsed | None = field(default=None, metadata=key(omit="if_none"))
 
     @classmethod
     def of(cls, problem_id: str, verdicts: Iterable[StepVerdict], error: str | None, targets: JSONObject) -> Evaluation:
@@ -85,93 +98,28 @@ class Evaluation:
             tuple(verdict.correct for verdict in scored),
             steps,
             error,
-            _frozen_object(targets),
+            TargetsUsed.from_record(freeze_object(targets)),
         )
 
-    @classmethod
-    def from_record(cls, record: FrozenObject) -> Evaluation:
-        targets = record.get("targets")
-        return cls(
-            text(record.get("problem_id")),
-            flag(record.get("problem_correct")),
-            integer(record.get("total_correct")),
-            integer(record.get("total_steps")),
-            tuple(flag(value) for value in items(record.get("subproblem_correctness"))),
-            tuple(_verdict(step) for step in objects(record.get("steps"))),
-            optional_text(record.get("error")),
-            targets if isinstance(targets, Mapping) else None,
-        )
 
-    def to_record(self) -> JSONObject:
-        steps: list[JSONValue] = [thaw(freeze(verdict.as_record())) for verdict in self.steps]
-        correctness: list[JSONValue] = list(self.subproblem_correctness)
-        record: JSONObject = {
-            "problem_id": self.problem_id,
-            "problem_correct": self.problem_correct,
-            "total_correct": self.total_correct,
-            "total_steps": self.total_steps,
-            "subproblem_correctness": correctness,
-            "steps": steps,
-            "error": self.error,
-        }
-        if self.targets is not None:
-            record["targets"] = thaw_object(self.targets)
-        return record
-
-
-@dataclass(frozen=True)
-class ScoredAttempt:
+@dataclass(frozen=True, kw_only=True)
+class ScoredAttempt(Declared):
     """One attempt of a details file: its codes, trajectory, evaluation and the cost its meta reports
     (`usage_record`, `latency_s`: None when the meta has none; `tool_outcomes` None in older files).
-    `record_failed`: the record-level status says generation failed and this is the only attempt."""
+    `index` and `record_failed` are given by the details record: the attempt's place, and whether the
+    record-level status says generation failed and this is the only attempt."""
 
-    index: int
-    final_codes: FrozenObject
-    artifact_codes: FrozenObject
+    index: int = field(default=0, metadata=key(outside=True))
+    final_codes: FrozenObject = field(metadata=key("step_codes", within="final_answer"))
+    artifact_codes: FrozenObject = field(metadata=key("step_codes", within="artifacts"))
     trajectory: tuple[FrozenObject, ...]
     correct: bool
     score: float
-    evaluation: Evaluation
-    tool_outcomes: FrozenObject | None = None
-    usage_record: FrozenObject | None = None
-    latency_s: float | None = None
-    record_failed: bool = False
-
-    @classmethod
-    def from_record(cls, index: int, record: FrozenObject, record_failed: bool = False) -> ScoredAttempt:
-        meta = obj(record.get("meta"))
-        outcomes, usage = meta.get("tool_outcomes"), meta.get("usage")
-        return cls(
-            index,
-            obj(obj(record.get("final_answer")).get("step_codes")),
-            obj(obj(record.get("artifacts")).get("step_codes")),
-            objects(record.get("trajectory")),
-            flag(record.get("correct")),
-            number(record.get("score")),
-            Evaluation.from_record(obj(meta.get("evaluation"))),
-            outcomes if isinstance(outcomes, Mapping) else None,
-            usage if isinstance(usage, Mapping) else None,
-            optional_number(meta.get("latency_s")),
-            record_failed,
-        )
-
-    def to_record(self) -> JSONObject:
-        meta: JSONObject = {"evaluation": self.evaluation.to_record()}
-        if self.tool_outcomes is not None:
-            meta["tool_outcomes"] = thaw_object(self.tool_outcomes)
-        if self.usage_record is not None:
-            meta["usage"] = thaw_object(self.usage_record)
-        if self.latency_s is not None:
-            meta["latency_s"] = self.latency_s
-        trajectory: list[JSONValue] = [thaw_object(step) for step in self.trajectory]
-        return {
-            "final_answer": {"step_codes": thaw_object(self.final_codes)},
-            "artifacts": {"step_codes": thaw_object(self.artifact_codes)},
-            "trajectory": trajectory,
-            "correct": self.correct,
-            "score": self.score,
-            "meta": meta,
-        }
+    evaluation: Evaluation = field(metadata=key(within="meta"))
+    tool_outcomes: FrozenObject | None = field(default=None, metadata=key(within="meta", omit="if_none"))
+    usage_record: FrozenObject | None = field(default=None, metadata=key("usage", within="meta", omit="if_none"))
+    latency_s: float | None = field(default=None, metadata=key(within="meta", omit="if_none"))
+    record_failed: bool = field(default=False, metadata=key(outside=True))
 
     @property
     def verdicts(self) -> tuple[StepVerdict, ...]:
@@ -213,35 +161,30 @@ class ScoredAttempt:
         return next((v for v in self.verdicts if v.step_id == step_id), None)
 
 
-@dataclass(frozen=True)
-class Details:
-    task_id: str
+def _stamp_or_none(stamp: Stamp | None) -> JSONValue:
+    """Details built in memory carry no stamp; written, they would carry an empty fingerprint."""
+    return (stamp or Stamp("")).to_record()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Details(Declared):
+    # None only for details built in memory, never written
+    stamp: Stamp | None = field(default=None, metadata=key(flatten=True, write=_stamp_or_none))
     status: str
+    task_id: str = "?"  # "?" in a record that lacks it
     category: str
     attempts: tuple[ScoredAttempt, ...]
-    stamp: Stamp | None = None  # None only for details built in memory, never written
 
+    # A real special case: an attempt's place and the record-level failure are the record's, not the attempt's.
     @classmethod
     def from_record(cls, record: FrozenObject) -> Details:
-        attempts = objects(record.get("attempts"))
-        status = text(record.get("status"))
-        single_failed = len(attempts) == 1 and status in GENERATION_FAILED_STATES
-        return cls(
-            text(record.get("task_id"), "?"),
-            status,
-            text(record.get("category")),
-            tuple(ScoredAttempt.from_record(index, attempt, single_failed) for index, attempt in enumerate(attempts)),
-            Stamp.from_record(record),
+        details = super().from_record(record)
+        single_failed = len(details.attempts) == 1 and details.status in GENERATION_FAILED_STATES
+        attempts = tuple(
+            dataclasses.replace(attempt, index=index, record_failed=single_failed)
+            for index, attempt in enumerate(details.attempts)
         )
-
-    def to_record(self) -> JSONObject:
-        attempts: list[JSONValue] = [attempt.to_record() for attempt in self.attempts]
-        return (self.stamp or Stamp("")).to_record() | {
-            "status": self.status,
-            "task_id": self.task_id,
-            "category": self.category,
-            "attempts": attempts,
-        }
+        return dataclasses.replace(details, attempts=attempts)
 
     @property
     def fingerprint(self) -> str:
@@ -261,8 +204,3 @@ def current_details(path: Path, expected_fingerprint: str) -> Details | None:
     """The details at `path` when they are valid and carry the expected fingerprint."""
     details = read_details_file(path)
     return details if details is not None and details.fingerprint == expected_fingerprint else None
-
-
-def _frozen_object(value: JSONObject) -> FrozenObject:
-    frozen = freeze(value)
-    return frozen if isinstance(frozen, Mapping) else {}

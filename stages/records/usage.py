@@ -62,6 +62,8 @@ class Usage:
             self.unknown_calls + other.unknown_calls,
         )
 
+    # A real special case: a usage record counts only with its three token counts (else None), a step's calls
+    # default to its trajectory's, and the writer leaves `calls` out of a single call's record.
     @classmethod
     def from_record(cls, record: Any, default_calls: int = 0) -> Usage | None:
         """The usage of a JSON record; None when it is not a mapping with the three token counts as integers."""
@@ -118,6 +120,7 @@ class Tokens:
         """The counts of a usage record this pipeline wrote (anything else in it is read as 0)."""
         return cls(*(_count(record.get(name)) for name in ("input_tokens", "output_tokens", "unknown_calls")))
 
+    # Written through `Usage.to_record` (the one layout of a usage record).
     def to_record(self, calls: int | None = None) -> dict[str, int]:
         """The JSON usage record (`Usage`'s layout), with `calls` only when given."""
         usage = Usage(self.input_tokens, self.output_tokens, self.total_tokens, calls or 0)

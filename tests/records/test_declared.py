@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import pytest
 
-from stages.records.declared import Declared, key, one_of
+from stages.records.declared import Declared, OneOf, key, one_of
 from stages.storage.json_values import Frozen, FrozenObject, freeze, freeze_object
 
 
@@ -203,3 +203,40 @@ def test_a_mapping_reads_each_value_in_order_and_leaves_out_what_is_not_a_record
         "p": {"name": "p", "size": 1},
     }
     assert Catalogue.from_record(freeze_object({"counts": [1], "parts": None})) == Catalogue({}, {})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Held(Declared):
+    place: int = field(default=-1, metadata=key(outside=True))
+    turns: tuple[FrozenObject, ...] = ()
+
+
+def test_a_field_outside_the_record_is_neither_read_nor_written() -> None:
+    held = Held.from_record(freeze_object({"place": 4, "turns": [{"a": 1}, 2, None, {}]}))
+    assert held.place == -1 and held.turns == ({"a": 1}, {})
+    assert Held(place=3, turns=held.turns).to_record() == {"turns": [{"a": 1}, {}]}
+
+
+def test_a_field_outside_the_record_without_a_default_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Unplaced(Declared):
+        place: int = field(metadata=key(outside=True))
+
+    with pytest.raises(TypeError, match=r"Unplaced.place: a field outside the record needs a default"):
+        Unplaced.from_record(freeze_object({}))
+
+
+@dataclass(frozen=True)
+class Method(Declared):
+    name: str = field(default="new", metadata=key(absent="old", omit="if_default"))
+
+
+@pytest.mark.parametrize("stored", [{}, {"name": None}])
+def test_a_key_written_before_it_existed_reads_as_its_declared_absent_value(stored: dict[str, object]) -> None:
+    assert Method.from_record(freeze_object(stored)) == Method("old")
+    assert Method().to_record() == {} and Method("old").to_record() == {"name": "old"}
+
+
+def test_a_vocabulary_reader_shows_its_words_to_what_describes_the_record() -> None:
+    colour = next(item for item in fields(Nested) if item.name == "colour")
+    assert colour.metadata["record"].read == OneOf(COLOURS, "unknown")

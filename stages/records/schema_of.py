@@ -15,7 +15,8 @@ A field's annotation gives its schema (`stages.records.declared` reads the same 
 What a type cannot say is the field's `key(schema=...)`, merged over what the annotation gives (a `$ref` in it
 stands instead of the annotation's schema: the definition it names says the type), and `key(required=...)` where
 the schema's `required` is not "the keys always written". A field with a writer of its own writes a shape no
-annotation states: its `key(schema=...)` is its whole schema. A record's `record_schema` (title, description,
+annotation states: its `key(schema=...)` is its whole schema. A field read by `one_of` is one of its words (an
+enum); a field `outside` the record is not in its schema. A record's `record_schema` (title, description,
 `additionalProperties`; `properties`: words merged into named properties, e.g. a spread record's) goes into its object. `artifact_schema` is the schema file of an artifact: its record
 with the `schema_version` every artifact carries (`stages.storage.artifacts.write_artifact` adds it).
 """
@@ -30,7 +31,7 @@ from dataclasses import Field, fields
 from types import GenericAlias
 from typing import Any, Literal, get_args, get_origin
 
-from stages.records.declared import Declared, KeyDeclaration, declaration_of
+from stages.records.declared import Declared, KeyDeclaration, OneOf, declaration_of
 from stages.storage.artifacts import COMMON_SCHEMA
 from stages.storage.json_values import JSONObject, JSONValue
 
@@ -66,6 +67,8 @@ def schema_of(record: type[Declared]) -> JSONObject:
     required: list[JSONValue] = []
     for item in fields(record):  # type: ignore[arg-type]
         declaration = declaration_of(item)
+        if declaration.outside:  # its container gives it: never in the record
+            continue
         where = f"{record.__name__}.{item.name}"
         if declaration.flatten:
             spread = _flattened(record, item, where)
@@ -105,6 +108,8 @@ def field_schema(record: type[Declared], item: Field[Any]) -> JSONObject:
         return stated
     never_null = declaration.omit == "if_none"
     given = annotation_schema(str(item.type), _namespace(record), where, never_null=never_null)
+    if isinstance(declaration.read, OneOf):  # a vocabulary's words, read as is and written as read
+        given = {"enum": list(declaration.read.vocabulary)}
     described = {"description": stated.pop("description")} if "description" in stated else {}
     return {**described, **given, **stated}
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import jsonschema
 import pytest
 
-from stages.records.declared import Declared, key
+from stages.records.declared import Declared, key, one_of
 from stages.records.schema_of import annotation_schema, artifact_schema, ref, schema_of
 from stages.storage.json_values import Frozen, FrozenObject, JSONValue, freeze_object
 
@@ -219,3 +219,17 @@ def test_a_derived_field_is_in_the_schema_and_a_written_spread_gives_its_declare
 
     with pytest.raises(TypeError, match=r"Unstated.spread: its own writer spreads keys no annotation states"):
         schema_of(Unstated)
+
+
+@dataclass(frozen=True)
+class Worded(Declared):
+    status: str = field(metadata=key(read=one_of(("pass", "fail"), "fail")))
+    place: int = field(default=0, metadata=key(outside=True))  # its container gives it
+
+
+def test_a_vocabulary_field_is_an_enum_of_its_words_and_a_field_outside_the_record_is_not_in_its_schema() -> None:
+    assert schema_of(Worded) == {
+        "type": "object",
+        "required": ["status"],
+        "properties": {"status": {"enum": ["pass", "fail"]}},
+    }

@@ -595,7 +595,7 @@ class Summary(Declared):
     usage: UsageTotals
     latency_s: float
     cost: RunCost
-    project: ProjectVersion
+    project: ProjectVersion | None  # None in a summary written before it was recorded
     concurrency: int
     tool_use: ToolUse
     weak_official_tests: tuple[WeakPass, ...]

@@ -341,7 +341,7 @@ class Groups(Declared):
 
 
 @dataclass(frozen=True)
-class RateInterval:
+class RateInterval(Declared):
     """The 95% interval of a rate, [low, high]."""
 
     low: float
@@ -497,6 +497,65 @@ class IntervalMethods(Declared):
     min_group_problems: int
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttemptCounts(Declared):
+    """Resolved problems and passed steps over the problems, with both rates (one attempt's, or any attempt's)."""
+
+    resolved: int = dataclass_field(metadata=key("main_problem_resolved"))
+    problems: int = dataclass_field(metadata=key("main_problem_total"))
+    resolve_rate: float | None = dataclass_field(metadata=key("main_problem_resolve_rate"))
+    steps_passed: int = dataclass_field(metadata=key("subproblem_correct"))
+    steps_scored: int = dataclass_field(metadata=key("subproblem_total"))
+    step_rate: float | None = dataclass_field(metadata=key("subproblem"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptRow(Declared):
+    """One attempt's counts (`attempt` from 0)."""
+
+    attempt: int
+    counts: AttemptCounts = dataclass_field(metadata=key(flatten=True))
+
+
+@dataclass(frozen=True)
+class StrategyRates(Declared):
+    """The headline pair under an attempt strategy."""
+
+    main_problem_resolve_rate: float | None
+    subproblem: float | None
+
+
+def _not_computed(metrics: AttemptMetrics) -> bool:
+    """Attempt metrics that could not be computed record only the strategy and why."""
+    return metrics.error is not None
+
+
+def _computed(metrics: AttemptMetrics) -> bool:
+    return metrics.error is None
+
+
+NUMBERS = key(omit=_not_computed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptMetrics(Declared):
+    """With attempts > 1 (`stages.summarize.passk`): per-attempt rates, pass@k by k with their 95% intervals, both
+    attempt strategies; or, when the details files disagree on the number of attempts, why not."""
+
+    strategy: str
+    error: str | None = dataclass_field(default=None, metadata=key(omit=_computed))
+    problems: int = dataclass_field(default=0, metadata=NUMBERS)
+    attempts: int = dataclass_field(default=0, metadata=NUMBERS)
+    per_attempt: tuple[AttemptRow, ...] = dataclass_field(default=(), metadata=NUMBERS)
+    mean_main_problem_resolve_rate: float | None = dataclass_field(default=None, metadata=NUMBERS)
+    mean_subproblem_rate: float | None = dataclass_field(default=None, metadata=NUMBERS)
+    pass_at_k: Mapping[str, float] = dataclass_field(default_factory=dict, metadata=NUMBERS)  # k -> mean pass@k
+    pass_at_k_intervals: Mapping[str, RateInterval] = dataclass_field(default_factory=dict, metadata=NUMBERS)
+    interval_method: PassAtKMethod | None = dataclass_field(default=None, metadata=NUMBERS)
+    any_attempt: AttemptCounts | None = dataclass_field(default=None, metadata=NUMBERS)
+    strategies: Mapping[str, StrategyRates] = dataclass_field(default_factory=dict, metadata=NUMBERS)
+
+
 @dataclass(frozen=True)
 class ProjectVersion(Declared):
     """The version of this project that wrote the summary (None outside a checkout, `dirty` when tracked files
@@ -600,7 +659,7 @@ class Summary(Declared):
     tool_use: ToolUse
     weak_official_tests: tuple[WeakPass, ...]
     plots: tuple[str, ...]
-    attempts: FrozenObject | None
+    attempts: AttemptMetrics | None
     confinement: str | None
     fingerprint_parts: FrozenObject | None = field(default=None, metadata=key(omit="if_none"))
     # outcome -> calls, and `total` (empty in summaries written before)

@@ -14,6 +14,7 @@ from stages.records.results import ToolStats, cached_selection
 from stages.records.run_conditions import unscored_steps
 from stages.records.stamp import Stamp
 from stages.records.summary import (
+    AttemptMetrics,
     Caveat,
     EnvironmentCount,
     EnvironmentsSummary,
@@ -232,7 +233,7 @@ def summary_record(
         tool_use=_tool_use(rows, settings.mode),
         weak_official_tests=tuple(WeakPass(step_id, weak.reason) for step_id, weak in weak_passes(rows)),
         plots=tuple(plot_names),
-        attempts=None if attempts is None else freeze_object(attempts),
+        attempts=None if attempts is None else AttemptMetrics.from_record(freeze_object(attempts)),  # passk's JSON
         confinement=optional_text(recorded.get("confinement")),
         tool_calls=MappingProxyType({**tool_calls, "total": sum(tool_calls.values())}),
         steps_without_targets=tuple(steps_without_targets(rows)),

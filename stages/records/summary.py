@@ -2,9 +2,11 @@
 
 `Summary` is the whole record: the summarize stage builds it and writes `to_record()`, readers (whether the
 summary is current, which plots it lists, which problems failed, the tool-call outcomes, the steps without
-targets, each problem's step statuses) read its fields. The aggregate blocks (the headline counts, the
-groups, usage, cost, tool use, attempts) are kept as read-only mappings under their contract names; only
-`from_record` and `to_record` know the keys of the file.
+targets, each problem's step statuses) read its fields. Every record here is declared
+(`stages.records.declared`): its fields, in the file's key order, are the one statement of the file's keys, and
+the aggregate blocks (the groups, usage, cost, tool use, attempts, the interval methods) are typed records of
+their own, the headline (HEADLINE_KEYS at the top level) a group's record. Two values stay free-form JSON: the
+recorded settings of `RunSetup` (any setting's value) and `fingerprint_parts`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from dataclasses import field as dataclass_field  # within SummaryProblem, whose `field` is a key
+from functools import cached_property
 from pathlib import Path
 from typing import Literal, Self, get_args
 
@@ -27,10 +30,9 @@ from stages.storage.json_values import (
     Frozen,
     FrozenObject,
     JSONValue,
-    freeze,
+    freeze_object,
     obj,
     objects,
-    thaw,
 )
 
 KIND = "summary"
@@ -613,19 +615,6 @@ class EnvironmentsSummary(Declared):
     passed_before_the_others: int
 
 
-def freeze_headline(record: Mapping[str, object]) -> FrozenObject:
-    """The headline counts, rates and intervals of a record (keys outside HEADLINE_KEYS left out)."""
-    return obj(freeze({key: record.get(key) for key in HEADLINE_KEYS}))
-
-
-def _headline_of(record: Frozen) -> FrozenObject:
-    return freeze_headline(obj(record))
-
-
-def _headline_record(headline: FrozenObject) -> JSONValue:
-    return {key: thaw(headline.get(key)) for key in HEADLINE_KEYS}
-
-
 @dataclass(frozen=True)
 class WeakPass(Declared):
     """A passed step whose official tests a trivial answer passes too (`stages/benchmark/weak_tests.json`)."""
@@ -643,8 +632,8 @@ class Summary(Declared):
     summarized_at: str
     targets: SummaryTargets
     attempt_scored: int
-    # HEADLINE_KEYS: the scored attempt's counts, rates and intervals, at the top level of the record
-    headline: FrozenObject = field(metadata=key(flatten=True, read=_headline_of, write=_headline_record))
+    # the scored attempt's counts, rates and intervals (HEADLINE_KEYS), at the top level of the record
+    headline_record: GroupRecord = field(metadata=key(flatten=True))
     uncertainty: IntervalMethods
     inspect_ai_view: InspectAiView
     groups: Groups = field(metadata=key(flatten=True))
@@ -721,7 +710,12 @@ class Summary(Declared):
 
     @property
     def headline_metrics(self) -> GroupMetrics:
-        return GroupMetrics.from_record(self.headline)
+        return GroupMetrics.of(self.headline_record)
+
+    @cached_property
+    def headline(self) -> FrozenObject:
+        """The headline as summary.json records it (HEADLINE_KEYS), for readers of its JSON form."""
+        return freeze_object(self.headline_record.to_record())
 
 
 def read_summary_file(path: Path) -> Summary | None:

@@ -31,7 +31,6 @@ from stages.records.summary import (
     SummaryTargets,
     ToolUse,
     WeakPass,
-    freeze_headline,
 )
 from stages.storage.json_values import FrozenObject, JSONObject, freeze_object, obj, optional_text, text
 from stages.summarize.metrics import (
@@ -216,7 +215,7 @@ def summary_record(
         summarized_at=summarized_at,
         targets=SummaryTargets(targets.kind, targets.note),
         attempt_scored=SCORED_ATTEMPT,
-        headline=freeze_headline(metrics_of(rows).recorded(min_problems=0).to_record()),
+        headline_record=metrics_of(rows).recorded(min_problems=0),
         uncertainty=interval_methods(),
         inspect_ai_view=inspect_view(rows).recorded(),
         groups=_groups(rows),

@@ -32,7 +32,7 @@ from stages.records.summary import (
     ToolUse,
     WeakPass,
 )
-from stages.storage.json_values import FrozenObject, JSONObject, freeze_object, obj, optional_text, text
+from stages.storage.json_values import FrozenObject, freeze_object, obj, optional_text, text
 from stages.summarize.metrics import (
     behaved_as_naive,
     field_metrics,
@@ -197,7 +197,7 @@ def summary_record(
     started: str | None,
     summarized_at: str,
     plot_names: Sequence[str],
-    attempts: JSONObject | None = None,
+    attempts: AttemptMetrics | None = None,
     caveats: tuple[Caveat, ...] = (),
     invocations: tuple[RecordedInvocation, ...] = (),
 ) -> Summary:
@@ -232,7 +232,7 @@ def summary_record(
         tool_use=_tool_use(rows, settings.mode),
         weak_official_tests=tuple(WeakPass(step_id, weak.reason) for step_id, weak in weak_passes(rows)),
         plots=tuple(plot_names),
-        attempts=None if attempts is None else AttemptMetrics.from_record(freeze_object(attempts)),  # passk's JSON
+        attempts=attempts,
         confinement=optional_text(recorded.get("confinement")),
         tool_calls=MappingProxyType({**tool_calls, "total": sum(tool_calls.values())}),
         steps_without_targets=tuple(steps_without_targets(rows)),

@@ -8,6 +8,8 @@ import inspect
 import json
 from pathlib import Path
 
+import pytest
+
 from stages.records import summary as summary_module
 from stages.records.declared import Declared
 from stages.records.generation import ToolStats
@@ -204,3 +206,18 @@ def test_summary_md_states_the_attempts_and_their_strategy_from_the_typed_record
     markdown = render_markdown(Summary.from_record(freeze_object(record)), tmp_path / "run")
     assert "- attempts: 2 per problem (strategy pass); the tables score attempt 1" in markdown
     assert "Attempt metrics not computed: uneven" in markdown
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"by_field": {"a": 3, "b": {"Total": "x", "intervals": "none"}}, "status_counts": {"pass": "2"}},
+        {"attempts": [1], "usage": "many", "cost": {"prices": 3, "per_attempt": {"a": 1}}, "tool_use": 7},
+        {"intervals": {"subproblem": [1]}, "Total": True, "uncertainty": None, "project": "p", "tool_calls": []},
+        {"attempts": {"per_attempt": [{"attempt": "0"}, 5], "pass_at_k": {"1": "x"}, "strategies": {"avg": 1}}},
+        {"problems": [{"usage": [], "tools": "t", "attempt_costs": ["a", None, 1]}], "inspect_ai_view": []},
+    ],
+)
+def test_a_hostile_summary_reads_without_raising_and_what_it_writes_reads_back(hostile: dict[str, object]) -> None:
+    summary = Summary.from_record(freeze_object(stored_summary() | hostile))
+    assert Summary.from_record(freeze_object(summary.to_record())) == summary

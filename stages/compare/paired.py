@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from stages.records.results import ERROR_STATES, SelectionEntry
-from stages.storage.json_values import JSONObject
 from stages.summarize.metrics import Metrics
 from stages.summarize.rows import ProblemRow
 from stages.summarize.uncertainty.intervals import Interval, headline_intervals
@@ -86,16 +85,6 @@ class PairedSection:
             ("scored by neither run", self.neither_scored),
         ]
         return [(label, ids) for label, ids in groups if ids]
-
-    def to_record(self) -> JSONObject:
-        return {
-            "problems": [problem.problem_id for problem in self.problems],
-            "only_scored_a": list(self.only_scored_a),
-            "only_scored_b": list(self.only_scored_b),
-            "neither_scored": list(self.neither_scored),
-            "mcnemar": self.resolved.to_record(),
-            "step_difference": self.steps.to_record(),
-        }
 
 
 def _bounds(difference: StepDifference) -> tuple[float | None, float | None]:

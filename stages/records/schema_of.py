@@ -188,10 +188,10 @@ def _or_null(schema: JSONObject) -> JSONObject:
 def _flattened(record: type[Declared], item: Field[Any], where: str) -> JSONObject:
     """The object schema whose properties a spread field gives: its record's, or the one its writer's is declared."""
     declaration = declaration_of(item)
-    if declaration.write is not None:
-        if not declaration.schema:
-            raise TypeError(f"{where}: its own writer spreads keys no annotation states; declare key(schema=...)")
+    if declaration.schema:  # the keys it spreads, as declared (e.g. a record's keys but one)
         return dict(declaration.schema)
+    if declaration.write is not None:
+        raise TypeError(f"{where}: its own writer spreads keys no annotation states; declare key(schema=...)")
     spread = _namespace(record).get(str(item.type).strip())
     if not (isinstance(spread, type) and issubclass(spread, Declared)):
         raise TypeError(f"{where}: only a record's keys can be spread into another's (flatten=True)")

@@ -2,9 +2,11 @@
 
 `Summary` is the whole record: the summarize stage builds it and writes `to_record()`, readers (whether the
 summary is current, which plots it lists, which problems failed, the tool-call outcomes, the steps without
-targets, each problem's step statuses) read its fields. The aggregate blocks (the headline counts, the
-groups, usage, cost, tool use, attempts) are kept as read-only mappings under their contract names; only
-`from_record` and `to_record` know the keys of the file.
+targets, each problem's step statuses) read its fields. Every record here is declared
+(`stages.records.declared`): its fields, in the file's key order, are the one statement of the file's keys, and
+the aggregate blocks (the groups, usage, cost, tool use, attempts, the interval methods) are typed records of
+their own, the headline (HEADLINE_KEYS at the top level) a group's record. Two values stay free-form JSON: the
+recorded settings of `RunSetup` (any setting's value) and `fingerprint_parts`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from dataclasses import field as dataclass_field  # within SummaryProblem, whose `field` is a key
+from functools import cached_property
 from pathlib import Path
 from typing import Literal, Self, get_args
 
@@ -29,10 +32,9 @@ from stages.storage.json_values import (
     FrozenObject,
     JSONObject,
     JSONValue,
-    freeze,
+    freeze_object,
     obj,
     objects,
-    thaw,
 )
 
 KIND = "summary"
@@ -466,7 +468,7 @@ class Groups(Declared):
 
 
 @dataclass(frozen=True)
-class RateInterval:
+class RateInterval(Declared):
     """The 95% interval of a rate, [low, high]."""
 
     low: float
@@ -652,6 +654,65 @@ class IntervalMethods(Declared):
     min_group_problems: int = field(metadata=key(schema={"minimum": 1}))
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttemptCounts(Declared):
+    """Resolved problems and passed steps over the problems, with both rates (one attempt's, or any attempt's)."""
+
+    resolved: int = dataclass_field(metadata=key("main_problem_resolved"))
+    problems: int = dataclass_field(metadata=key("main_problem_total"))
+    resolve_rate: float | None = dataclass_field(metadata=key("main_problem_resolve_rate"))
+    steps_passed: int = dataclass_field(metadata=key("subproblem_correct"))
+    steps_scored: int = dataclass_field(metadata=key("subproblem_total"))
+    step_rate: float | None = dataclass_field(metadata=key("subproblem"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptRow(Declared):
+    """One attempt's counts (`attempt` from 0)."""
+
+    attempt: int
+    counts: AttemptCounts = dataclass_field(metadata=key(flatten=True))
+
+
+@dataclass(frozen=True)
+class StrategyRates(Declared):
+    """The headline pair under an attempt strategy."""
+
+    main_problem_resolve_rate: float | None
+    subproblem: float | None
+
+
+def _not_computed(metrics: AttemptMetrics) -> bool:
+    """Attempt metrics that could not be computed record only the strategy and why."""
+    return metrics.error is not None
+
+
+def _computed(metrics: AttemptMetrics) -> bool:
+    return metrics.error is None
+
+
+NUMBERS = key(omit=_not_computed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptMetrics(Declared):
+    """With attempts > 1 (`stages.summarize.passk`): per-attempt rates, pass@k by k with their 95% intervals, both
+    attempt strategies; or, when the details files disagree on the number of attempts, why not."""
+
+    strategy: str
+    error: str | None = dataclass_field(default=None, metadata=key(omit=_computed))
+    problems: int = dataclass_field(default=0, metadata=NUMBERS)
+    attempts: int = dataclass_field(default=0, metadata=NUMBERS)
+    per_attempt: tuple[AttemptRow, ...] = dataclass_field(default=(), metadata=NUMBERS)
+    mean_main_problem_resolve_rate: float | None = dataclass_field(default=None, metadata=NUMBERS)
+    mean_subproblem_rate: float | None = dataclass_field(default=None, metadata=NUMBERS)
+    pass_at_k: Mapping[str, float] = dataclass_field(default_factory=dict, metadata=NUMBERS)  # k -> mean pass@k
+    pass_at_k_intervals: Mapping[str, RateInterval] = dataclass_field(default_factory=dict, metadata=NUMBERS)
+    interval_method: PassAtKMethod | None = dataclass_field(default=None, metadata=NUMBERS)
+    any_attempt: AttemptCounts | None = dataclass_field(default=None, metadata=NUMBERS)
+    strategies: Mapping[str, StrategyRates] = dataclass_field(default_factory=dict, metadata=NUMBERS)
+
+
 @dataclass(frozen=True)
 class ProjectVersion(Declared):
     """The version of this project that wrote the summary (None outside a checkout, `dirty` when tracked files
@@ -751,19 +812,6 @@ class EnvironmentsSummary(Declared):
     every_verdict: bool
     counts: tuple[EnvironmentCount, ...] = field(metadata=key("environments"))
     passed_before_the_others: int = field(metadata=key(schema=COUNT))
-
-
-def freeze_headline(record: Mapping[str, object]) -> FrozenObject:
-    """The headline counts, rates and intervals of a record (keys outside HEADLINE_KEYS left out)."""
-    return obj(freeze({key: record.get(key) for key in HEADLINE_KEYS}))
-
-
-def _headline_of(record: Frozen) -> FrozenObject:
-    return freeze_headline(obj(record))
-
-
-def _headline_record(headline: FrozenObject) -> JSONValue:
-    return {key: thaw(headline.get(key)) for key in HEADLINE_KEYS}
 
 
 @dataclass(frozen=True)
@@ -879,10 +927,8 @@ class Summary(Declared):
             }
         )
     )
-    # HEADLINE_KEYS: the scored attempt's counts, rates and intervals, at the top level of the record
-    headline: FrozenObject = field(
-        metadata=key(flatten=True, read=_headline_of, write=_headline_record, schema=group_schema(with_field=False))
-    )
+    # the scored attempt's counts, rates and intervals (HEADLINE_KEYS), at the top level of the record
+    headline_record: GroupRecord = field(metadata=key(flatten=True, schema=group_schema(with_field=False)))
     uncertainty: IntervalMethods
     inspect_ai_view: InspectAiView
     groups: Groups = field(metadata=key(flatten=True))
@@ -896,7 +942,9 @@ class Summary(Declared):
         metadata=key(schema={"minimum": 0, "description": "sum of model latency over the problems that report it"})
     )
     cost: RunCost
-    project: ProjectVersion
+    project: ProjectVersion | None = field(  # None in a summary written before it was recorded (never written null)
+        metadata=key(schema={"type": "object"})
+    )
     concurrency: int = field(
         metadata=key(
             schema={
@@ -916,7 +964,7 @@ class Summary(Declared):
         )
     )
     plots: tuple[str, ...] = field(metadata=key(schema={"description": "paths relative to the run folder"}))
-    attempts: FrozenObject | None = field(metadata=key(schema=ATTEMPTS_SCHEMA))
+    attempts: AttemptMetrics | None = field(metadata=key(schema=ATTEMPTS_SCHEMA))
     confinement: str | None = field(metadata=key(schema={"description": "the confinement recorded in config.json"}))
     fingerprint_parts: FrozenObject | None = field(
         default=None, metadata=key(omit="if_none", schema=ref("fingerprint_parts"))
@@ -1021,7 +1069,12 @@ class Summary(Declared):
 
     @property
     def headline_metrics(self) -> GroupMetrics:
-        return GroupMetrics.from_record(self.headline)
+        return GroupMetrics.of(self.headline_record)
+
+    @cached_property
+    def headline(self) -> FrozenObject:
+        """The headline as summary.json records it (HEADLINE_KEYS), for readers of its JSON form."""
+        return freeze_object(self.headline_record.to_record())
 
 
 def read_summary_file(path: Path) -> Summary | None:

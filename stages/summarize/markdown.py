@@ -15,6 +15,8 @@ from stages.records.results import CELL_STATUSES, OCCASIONAL_STATUSES, ToolStats
 from stages.records.run_conditions import conditions_markdown
 from stages.records.status_glossary import GLOSSARY_LINK, glossary_markdown, verdict_entry
 from stages.records.summary import (
+    AttemptCounts,
+    AttemptMetrics,
     Caveat,
     EnvironmentsSummary,
     GroupMetrics,
@@ -24,6 +26,7 @@ from stages.records.summary import (
     RecordedPrices,
     RunCost,
     RunIdentity,
+    StrategyRates,
     Summary,
     SummaryTargets,
     WeakPass,
@@ -32,11 +35,6 @@ from stages.records.summary import (
 )
 from stages.storage.json_values import (
     FrozenObject,
-    integer,
-    obj,
-    objects,
-    optional_number,
-    text,
     thaw,
 )
 from stages.storage.markdown_table import markdown_table
@@ -46,7 +44,6 @@ from stages.summarize.uncertainty.text import (
     CLUSTERED_SHORT,
     INTERVALS_SENTENCE,
     RESOLVE_SHORT,
-    interval_of,
     rate_range,
     step_interval_label,
 )
@@ -149,7 +146,7 @@ def _attempts_lines(summary: Summary) -> list[str]:
     attempts = _attempts_per_problem(summary)
     if attempts <= 1:
         return []
-    strategy = text(obj(summary.attempts).get("strategy"))
+    strategy = summary.attempts.strategy if summary.attempts is not None else ""
     scored = scored_attempt_number(summary)
     return [
         f"- attempts: {attempts} per problem (strategy {strategy}); the tables score attempt {scored}, the Attempts "
@@ -550,49 +547,43 @@ def _rate_text(rate: float | None) -> str:
     return "n/a" if rate is None else f"{100.0 * rate:.1f}%"
 
 
-def _counts_ratios(row: FrozenObject) -> tuple[str, str]:
+def _counts_ratios(counts: AttemptCounts) -> tuple[str, str]:
     """An attempt row's two rates with their denominators."""
-    return (
-        ratio(integer(row.get("main_problem_resolved")), integer(row.get("main_problem_total"))),
-        ratio(integer(row.get("subproblem_correct")), integer(row.get("subproblem_total"))),
-    )
+    return ratio(counts.resolved, counts.problems), ratio(counts.steps_passed, counts.steps_scored)
 
 
-def _attempt_lines(metrics: FrozenObject | None, scored: int) -> list[str]:
+def _attempt_lines(metrics: AttemptMetrics | None, scored: int) -> list[str]:
     if metrics is None:
         return []
     lines = ["## Attempts", ""]
-    if "error" in metrics:
-        return lines + [f"Attempt metrics not computed: {text(metrics.get('error'))}", ""]
-    rows = [
-        (f"attempt {integer(row.get('attempt')) + 1}", *_counts_ratios(row))
-        for row in objects(metrics.get("per_attempt"))
-    ]
-    rows.append(("any attempt (strategy pass)", *_counts_ratios(obj(metrics.get("any_attempt")))))
+    if metrics.error is not None:
+        return lines + [f"Attempt metrics not computed: {metrics.error}", ""]
+    rows = [(f"attempt {row.attempt + 1}", *_counts_ratios(row.counts)) for row in metrics.per_attempt]
+    if metrics.any_attempt is not None:
+        rows.append(("any attempt (strategy pass)", *_counts_ratios(metrics.any_attempt)))
     rows.append(
         (
             "mean over attempts (strategy avg)",
-            _rate_text(optional_number(metrics.get("mean_main_problem_resolve_rate"))),
-            _rate_text(optional_number(metrics.get("mean_subproblem_rate"))),
+            _rate_text(metrics.mean_main_problem_resolve_rate),
+            _rate_text(metrics.mean_subproblem_rate),
         )
     )
     lines += markdown_table(("attempts", "main_problem_resolve_rate", "subproblem"), rows, (False, True, True))
-    intervals = obj(metrics.get("pass_at_k_intervals"))
+    intervals = metrics.pass_at_k_intervals
     pass_at = ", ".join(
-        f"pass@{k} = {_rate_text(optional_number(value))}"
-        + (f" ({interval_of(obj(intervals[k]))})" if k in intervals else "")
-        for k, value in obj(metrics.get("pass_at_k")).items()
+        f"pass@{k} = {_rate_text(value)}"
+        + (f" ({rate_range(intervals[k].low, intervals[k].high)})" if k in intervals else "")
+        for k, value in metrics.pass_at_k.items()
     )
-    strategy = text(metrics.get("strategy"))
-    chosen = obj(obj(metrics.get("strategies")).get(strategy))
+    chosen = metrics.strategies.get(metrics.strategy, StrategyRates(None, None))
     lines += [
         "",
-        f"{pass_at} (unbiased estimator over whole-problem outcomes, {integer(metrics.get('problems'))} problems; 95% "
+        f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics.problems} problems; 95% "
         f"{CLUSTERED_SHORT} intervals over problems, each problem counted as its attempts // k draws of k "
         "attempts).",
-        f"Configured attempt_strategy={strategy}: main_problem_resolve_rate "
-        f"{_rate_text(optional_number(chosen.get('main_problem_resolve_rate')))}, subproblem "
-        f"{_rate_text(optional_number(chosen.get('subproblem')))}. The tables above score attempt {scored}.",
+        f"Configured attempt_strategy={metrics.strategy}: main_problem_resolve_rate "
+        f"{_rate_text(chosen.main_problem_resolve_rate)}, subproblem "
+        f"{_rate_text(chosen.subproblem)}. The tables above score attempt {scored}.",
         "",
     ]
     return lines

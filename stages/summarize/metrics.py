@@ -8,13 +8,13 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from stages.benchmark.categories import fields
 from stages.config.settings import Settings
 from stages.records.results import CELL_STATUSES, NO_DETAILS_STATES, RunResults, ToolStats
-from stages.records.summary import GroupRecord, InspectAiView, RunCost, UsageTotals
+from stages.records.summary import AttemptMetrics, GroupRecord, InspectAiView, RunCost, UsageTotals
 from stages.records.usage import Usage
+from stages.storage.json_values import freeze_object
 from stages.summarize.pricing import Prices, cost_of, total_cost
 from stages.summarize.rows import ProblemRow
 from stages.summarize.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals, ProblemTally, group_intervals
@@ -229,11 +229,11 @@ def total_latency(rows: Sequence[ProblemRow]) -> float:
     return round(sum(row.latency_s for row in rows if row.latency_s is not None), 3)
 
 
-def attempt_metrics_of(settings: Settings, run: RunResults) -> dict[str, Any] | None:
+def attempt_metrics_of(settings: Settings, run: RunResults) -> AttemptMetrics | None:
     """With attempts > 1: per-attempt rates, pass@k and both attempt strategies (stages.summarize.passk); else None.
 
     A problem without a valid details file counts as unresolved in every attempt. When the details files
-    disagree on the number of attempts, the reason is returned under `error` instead of numbers.
+    disagree on the number of attempts, the reason is recorded under `error` instead of numbers.
     """
     if settings.attempts <= 1:
         return None
@@ -241,6 +241,7 @@ def attempt_metrics_of(settings: Settings, run: RunResults) -> dict[str, Any] | 
 
     try:
         outcomes = [result_outcomes(result, settings.attempts) for result in run.problems]
-        return {"strategy": settings.attempt_strategy, **metrics_from_outcomes(outcomes)}
+        metrics = metrics_from_outcomes(outcomes)  # pass@k's JSON form, shared with compare.json
     except PassKError as error:
-        return {"strategy": settings.attempt_strategy, "error": str(error)}
+        return AttemptMetrics(strategy=settings.attempt_strategy, error=str(error))
+    return AttemptMetrics.from_record(freeze_object({"strategy": settings.attempt_strategy, **metrics}))

@@ -14,6 +14,7 @@ from stages.records.results import ToolStats, cached_selection
 from stages.records.run_conditions import unscored_steps
 from stages.records.stamp import Stamp
 from stages.records.summary import (
+    AttemptMetrics,
     Caveat,
     EnvironmentCount,
     EnvironmentsSummary,
@@ -30,9 +31,8 @@ from stages.records.summary import (
     SummaryTargets,
     ToolUse,
     WeakPass,
-    freeze_headline,
 )
-from stages.storage.json_values import FrozenObject, JSONObject, freeze_object, obj, optional_text, text
+from stages.storage.json_values import FrozenObject, freeze_object, obj, optional_text, text
 from stages.summarize.metrics import (
     behaved_as_naive,
     field_metrics,
@@ -197,7 +197,7 @@ def summary_record(
     started: str | None,
     summarized_at: str,
     plot_names: Sequence[str],
-    attempts: JSONObject | None = None,
+    attempts: AttemptMetrics | None = None,
     caveats: tuple[Caveat, ...] = (),
     invocations: tuple[RecordedInvocation, ...] = (),
 ) -> Summary:
@@ -215,7 +215,7 @@ def summary_record(
         summarized_at=summarized_at,
         targets=SummaryTargets(targets.kind, targets.note),
         attempt_scored=SCORED_ATTEMPT,
-        headline=freeze_headline(metrics_of(rows).recorded(min_problems=0).to_record()),
+        headline_record=metrics_of(rows).recorded(min_problems=0),
         uncertainty=interval_methods(),
         inspect_ai_view=inspect_view(rows).recorded(),
         groups=_groups(rows),
@@ -232,7 +232,7 @@ def summary_record(
         tool_use=_tool_use(rows, settings.mode),
         weak_official_tests=tuple(WeakPass(step_id, weak.reason) for step_id, weak in weak_passes(rows)),
         plots=tuple(plot_names),
-        attempts=None if attempts is None else freeze_object(attempts),
+        attempts=attempts,
         confinement=optional_text(recorded.get("confinement")),
         tool_calls=MappingProxyType({**tool_calls, "total": sum(tool_calls.values())}),
         steps_without_targets=tuple(steps_without_targets(rows)),

@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+from pathlib import Path
+
+import pytest
 
 from stages.records import summary as summary_module
 from stages.records.declared import Declared
@@ -22,6 +25,7 @@ from stages.records.summary import (
     WeakPass,
 )
 from stages.storage.json_values import freeze_object
+from stages.summarize.markdown import render_markdown
 from tests.golden.make_golden import CURRENT
 
 WRITTEN_ORDER = [
@@ -112,7 +116,7 @@ def test_every_record_of_the_summary_is_declared() -> None:
         if inspect.isclass(value) and value.__module__ == summary_module.__name__ and dataclasses.is_dataclass(value)
     ]
     hand_written = [record.__name__ for record in records if not issubclass(record, Declared)]
-    assert hand_written == ["RateInterval", "GroupMetrics"]  # read-only views of the headline, never written
+    assert hand_written == ["GroupMetrics"]  # a read-only view of a group record, never written
 
 
 def test_the_golden_summary_reads_into_typed_fields_and_writes_back_as_stored() -> None:
@@ -151,3 +155,69 @@ def test_caveats_of_an_unknown_kind_and_weak_passes_read_totally() -> None:
     summary = Summary.from_record(freeze_object(record))
     assert summary.caveats == (Caveat("subset", "y"),)
     assert summary.weak_official_tests == (WeakPass("77.1", "trivial"),)
+
+
+def test_attempt_metrics_are_typed_and_an_error_records_only_the_strategy_and_why() -> None:
+    computed = {
+        "strategy": "avg",
+        "problems": 1,
+        "attempts": 2,
+        "per_attempt": [
+            {
+                "attempt": 0,
+                "main_problem_resolved": 1,
+                "main_problem_total": 1,
+                "main_problem_resolve_rate": 1.0,
+                "subproblem_correct": 2,
+                "subproblem_total": 2,
+                "subproblem": 1.0,
+            }
+        ],
+        "mean_main_problem_resolve_rate": 1.0,
+        "mean_subproblem_rate": 1.0,
+        "pass_at_k": {"1": 1.0, "2": 1.0},
+        "pass_at_k_intervals": {"1": {"low": 0.2, "high": 1.0}, "2": {"low": 0.2, "high": 1.0}},
+        "interval_method": {"method": "clustered_wilson", "level": 0.95, "description": "d"},
+        "any_attempt": {
+            "main_problem_resolved": 1,
+            "main_problem_total": 1,
+            "main_problem_resolve_rate": 1.0,
+            "subproblem_correct": 2,
+            "subproblem_total": 2,
+            "subproblem": 1.0,
+        },
+        "strategies": {
+            "avg": {"main_problem_resolve_rate": 1.0, "subproblem": 1.0},
+            "pass": {"main_problem_resolve_rate": 1.0, "subproblem": 1.0},
+        },
+    }
+    summary = Summary.from_record(freeze_object(stored_summary() | {"attempts": computed}))
+    metrics = summary.attempts
+    assert metrics is not None and metrics.per_attempt[0].counts.steps_passed == 2
+    assert metrics.pass_at_k_intervals["2"].low == 0.2 and metrics.strategies["pass"].subproblem == 1.0
+    written = metrics.to_record()
+    assert written == computed and list(written) == list(computed)
+    failed = Summary.from_record(freeze_object(stored_summary() | {"attempts": {"strategy": "pass", "error": "x"}}))
+    assert failed.attempts is not None and failed.attempts.to_record() == {"strategy": "pass", "error": "x"}
+
+
+def test_summary_md_states_the_attempts_and_their_strategy_from_the_typed_record(tmp_path: Path) -> None:
+    record = stored_summary() | {"attempts_per_problem": 2, "attempts": {"strategy": "pass", "error": "uneven"}}
+    markdown = render_markdown(Summary.from_record(freeze_object(record)), tmp_path / "run")
+    assert "- attempts: 2 per problem (strategy pass); the tables score attempt 1" in markdown
+    assert "Attempt metrics not computed: uneven" in markdown
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"by_field": {"a": 3, "b": {"Total": "x", "intervals": "none"}}, "status_counts": {"pass": "2"}},
+        {"attempts": [1], "usage": "many", "cost": {"prices": 3, "per_attempt": {"a": 1}}, "tool_use": 7},
+        {"intervals": {"subproblem": [1]}, "Total": True, "uncertainty": None, "project": "p", "tool_calls": []},
+        {"attempts": {"per_attempt": [{"attempt": "0"}, 5], "pass_at_k": {"1": "x"}, "strategies": {"avg": 1}}},
+        {"problems": [{"usage": [], "tools": "t", "attempt_costs": ["a", None, 1]}], "inspect_ai_view": []},
+    ],
+)
+def test_a_hostile_summary_reads_without_raising_and_what_it_writes_reads_back(hostile: dict[str, object]) -> None:
+    summary = Summary.from_record(freeze_object(stored_summary() | hostile))
+    assert Summary.from_record(freeze_object(summary.to_record())) == summary

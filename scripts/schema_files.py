@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stages.records.common_schema import common_schema
+from stages.records.details import Details
 from stages.records.failure_records import NotGeneratedRecord, NotScoredRecord
 from stages.records.generation import Generation
 from stages.records.manifest import Manifest
@@ -36,13 +37,13 @@ GENERATED: dict[str, Callable[[], JSONObject]] = {
     "not_generated": lambda: artifact_schema(NotGeneratedRecord),
     "not_scored": lambda: artifact_schema(NotScoredRecord),
     "summary": lambda: artifact_schema(Summary),
+    "details": lambda: artifact_schema(Details),
 }
 # The schema files kept by hand, each with why.
 HAND_KEPT: dict[str, str] = {
     "config": "not a record: the resolved settings (`Settings.redacted()`, declared in stages/config) with a few keys "
     "required and the API key forbidden",
     "identity": "not a record: the generate stage's settings slice as written, and where it came from",
-    "details": "its record (stages/records/details.py) is not declared yet",
     "compare": "its record (stages/compare/record.py) is not declared yet",
     "targets": "its record (stages/targets/derive.py) is not declared yet",
 }

@@ -76,12 +76,30 @@ def schema_of(record: type[Declared]) -> JSONObject:
             required.extend(_listed(spread, "required") if _required(declaration) else [])
             continue
         name = declaration.name or item.name
-        properties[name] = field_schema(record, item)
+        holder_properties, holder_required = _holder(properties, required, declaration.within)
+        holder_properties[name] = field_schema(record, item)
         if _required(declaration):
-            required.append(name)
+            holder_required.append(name)
     words = dict(record.record_schema)
     _annotate(properties, words.pop("properties", {}), record.__name__)
     return _ordered({"type": "object", "required": required, **words, "properties": properties})
+
+
+def _holder(
+    properties: JSONObject, required: list[JSONValue], within: str | None
+) -> tuple[JSONObject, list[JSONValue]]:
+    """Where a key's schema goes: the record's own properties, or those of the object under `within` (an object
+    always written, made where its first key stands)."""
+    if within is None:
+        return properties, required
+    if within not in properties:
+        properties[within] = {"type": "object", "required": [], "properties": {}}
+        required.append(within)
+    holder = properties[within]
+    assert isinstance(holder, dict)
+    inner_properties, inner_required = holder["properties"], holder["required"]
+    assert isinstance(inner_properties, dict) and isinstance(inner_required, list)
+    return inner_properties, inner_required
 
 
 def _annotate(properties: JSONObject, notes: JSONValue, where: str) -> None:

@@ -121,6 +121,9 @@ def mutated(record: dict[str, Any], path: tuple[str | int, ...], value: object) 
 
 ENTRY = ("problems", 0)
 STEP = ("steps", 0)
+ATTEMPT = ("attempts", 0)
+EVALUATION = (*ATTEMPT, "meta", "evaluation")
+VERDICT = (*EVALUATION, "steps", 0)
 # What the hand-written schemas refused, by kind: a small mutation of a golden record each.
 REFUSED: dict[str, list[tuple[str, tuple[str | int, ...], object]]] = {
     "selection": [
@@ -310,6 +313,33 @@ REFUSED: dict[str, list[tuple[str, tuple[str | int, ...], object]]] = {
         ("environments without every_verdict", ("environments",), {"environments": [], "passed_before_the_others": 0}),
         ("a negative count of cached timeouts", ("cached_timeouts",), -1),
         ("a weak pass without its reason", ("weak_official_tests",), [{"step_id": "1.1"}]),
+    ],
+    "details": [
+        ("a fingerprint that is no sha256", ("fingerprint",), "x"),
+        ("a status outside its words", ("status",), "partial"),
+        ("no task id", ("task_id",), DELETE),
+        ("no category", ("category",), DELETE),
+        ("no attempts", ("attempts",), []),
+        ("an attempt without its final answer", (*ATTEMPT, "final_answer"), DELETE),
+        ("a final answer without its step codes", (*ATTEMPT, "final_answer", "step_codes"), DELETE),
+        ("artifacts' step codes of an array", (*ATTEMPT, "artifacts", "step_codes"), []),
+        ("a trajectory of an object", (*ATTEMPT, "trajectory"), {}),
+        ("correct of a number", (*ATTEMPT, "correct"), 1),
+        ("a score above one", (*ATTEMPT, "score"), 1.5),
+        ("meta without its evaluation", (*ATTEMPT, "meta", "evaluation"), DELETE),
+        ("a meta latency of a word", (*ATTEMPT, "meta", "latency_s"), "1"),
+        ("tool outcomes' total of a number", (*ATTEMPT, "meta", "tool_outcomes"), {"total": 1}),
+        ("an evaluation without its error key", (*EVALUATION, "error"), DELETE),
+        ("a negative count of correct steps", (*EVALUATION, "total_correct"), -1),
+        ("a step correctness of a word", (*EVALUATION, "subproblem_correctness"), ["yes"]),
+        ("a verdict of an unknown status", (*VERDICT, "status"), "ok"),
+        ("a verdict without its stdout", (*VERDICT, "stdout"), DELETE),
+        ("a verdict's tests without passed", (*VERDICT, "tests", "passed"), DELETE),
+        ("a verdict's return code of a word", (*VERDICT, "returncode"), "0"),
+        ("a verdict of a negative duration", (*VERDICT, "duration_s"), -1),
+        ("a verdict's environment without its reason", (*VERDICT, "environments"), [{"name": "a", "status": "pass"}]),
+        ("a verdict's compared values without a test", (*VERDICT, "compared"), {"values": []}),
+        ("the targets of a word (tighter: the hand-written schema left them open)", (*EVALUATION, "targets"), "x"),
     ],
     "generation": [
         ("a status outside its words", ("status",), "partial"),

@@ -233,3 +233,26 @@ def test_a_vocabulary_field_is_an_enum_of_its_words_and_a_field_outside_the_reco
         "required": ["status"],
         "properties": {"status": {"enum": ["pass", "fail"]}},
     }
+
+
+@dataclass(frozen=True)
+class Held(Declared):
+    name: str
+    total: int = field(default=0, metadata=key(within="tests", schema={"minimum": 0}))
+    passed: int | None = field(default=None, metadata=key(within="tests", omit="if_none"))
+
+
+def test_keys_within_an_object_are_properties_of_that_object_where_its_first_key_stands() -> None:
+    assert schema_of(Held) == {
+        "type": "object",
+        "required": ["name", "tests"],
+        "properties": {
+            "name": {"type": "string"},
+            "tests": {
+                "type": "object",
+                "required": ["total"],
+                "properties": {"total": {"type": "integer", "minimum": 0}, "passed": {"type": "integer"}},
+            },
+        },
+    }
+    assert Held("n", 3, 2).to_record() == {"name": "n", "tests": {"total": 3, "passed": 2}}

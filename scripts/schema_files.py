@@ -44,8 +44,10 @@ HAND_KEPT: dict[str, str] = {
     "config": "not a record: the resolved settings (`Settings.redacted()`, declared in stages/config) with a few keys "
     "required and the API key forbidden",
     "identity": "not a record: the generate stage's settings slice as written, and where it came from",
-    "compare": "its record (stages/compare/record.py) is not declared yet",
-    "targets": "its record (stages/targets/derive.py) is not declared yet",
+    "compare": "its record (stages/compare/record.py) is declared, but the shapes its own writers write (status "
+    "counts, pass@k, step flips) are not stated beside them yet",
+    "targets": "not a record yet: the derive stage writes the derived targets' record as a dict "
+    "(stages/targets/derive.py)",
 }
 LINE_WIDTH = 120  # a value whose JSON fits on one line at its indent is written on one line
 INDENT = "  "

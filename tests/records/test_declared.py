@@ -240,3 +240,13 @@ def test_a_key_written_before_it_existed_reads_as_its_declared_absent_value(stor
 def test_a_vocabulary_reader_shows_its_words_to_what_describes_the_record() -> None:
     colour = next(item for item in fields(Nested) if item.name == "colour")
     assert colour.metadata["record"].read == OneOf(COLOURS, "unknown")
+
+
+def test_a_key_declared_both_as_a_value_and_as_the_holder_of_other_keys_is_refused() -> None:
+    @dataclass(frozen=True)
+    class Clash(Declared):
+        tests: int = 1
+        total: int = field(default=2, metadata=key(within="tests"))
+
+    with pytest.raises(TypeError, match=r"the key 'tests' holds both a value and the keys of other fields"):
+        Clash().to_record()

@@ -28,7 +28,6 @@ from stages.numbers.uncertainty.paired import (
 )
 from stages.numbers.uncertainty.text import CLUSTERED_SHORT, RESOLVE_SHORT, p_text, points, points_range
 from stages.records.results import ERROR_STATES, SelectionEntry
-from stages.storage.json_values import JSONObject
 
 
 def is_scored(problem: ProblemRow) -> bool:
@@ -86,16 +85,6 @@ class PairedSection:
             ("scored by neither run", self.neither_scored),
         ]
         return [(label, ids) for label, ids in groups if ids]
-
-    def to_record(self) -> JSONObject:
-        return {
-            "problems": [problem.problem_id for problem in self.problems],
-            "only_scored_a": list(self.only_scored_a),
-            "only_scored_b": list(self.only_scored_b),
-            "neither_scored": list(self.neither_scored),
-            "mcnemar": self.resolved.to_record(),
-            "step_difference": self.steps.to_record(),
-        }
 
 
 def _bounds(difference: StepDifference) -> tuple[float | None, float | None]:

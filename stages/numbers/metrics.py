@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from stages.benchmark.categories import fields
 from stages.config.settings import Settings
@@ -16,8 +15,9 @@ from stages.numbers.pricing import Prices, cost_of, total_cost
 from stages.numbers.rows import ProblemRow
 from stages.numbers.uncertainty.intervals import MIN_GROUP_PROBLEMS, HeadlineIntervals, ProblemTally, group_intervals
 from stages.records.results import CELL_STATUSES, NO_DETAILS_STATES, RunResults, ToolStats
+from stages.records.summary import AttemptMetrics, GroupRecord, InspectAiView, RunCost, UsageTotals
 from stages.records.usage import Usage
-from stages.storage.json_values import JSONObject, JSONValue
+from stages.storage.json_values import freeze_object
 
 
 @dataclass(frozen=True)
@@ -49,22 +49,24 @@ class Metrics:
         """Both rates with their 95% intervals; None for a group of fewer than `min_problems` problems."""
         return group_intervals(self.tallies, min_problems)
 
-    def as_dict(self, min_problems: int = MIN_GROUP_PROBLEMS) -> JSONObject:
-        """The counts and rates under the contract's names, and `intervals` (None below `min_problems`)."""
+    def recorded(self, min_problems: int = MIN_GROUP_PROBLEMS, *, field: str | None = None) -> GroupRecord:
+        """The counts and rates as summary.json records them, with `intervals` (None below `min_problems`) and,
+        for a subfield, its `field`."""
         intervals = self.intervals(min_problems)
-        return {
-            "main_problem_resolve_rate": self.resolve_rate,
-            "subproblem": self.step_rate,
-            "Total": self.total,
-            "Evaluated": self.evaluated,
-            "Error": self.errors,
-            "main_problem_resolved": self.resolved,
-            "main_problem_total": self.evaluated,
-            "subproblem_correct": self.steps_passed,
-            "subproblem_total": self.steps_scored,
-            "skipped_steps": self.steps_skipped,
-            "intervals": intervals.to_record() if intervals else None,
-        }
+        return GroupRecord(
+            field=field,
+            resolve_rate=self.resolve_rate,
+            step_rate=self.step_rate,
+            total=self.total,
+            evaluated=self.evaluated,
+            errors=self.errors,
+            resolved=self.resolved,
+            problems=self.evaluated,
+            steps_passed=self.steps_passed,
+            steps_scored=self.steps_scored,
+            steps_skipped=self.steps_skipped,
+            intervals=intervals.recorded() if intervals else None,
+        )
 
 
 def metrics_of(rows: Iterable[ProblemRow]) -> Metrics:
@@ -120,16 +122,16 @@ class InspectView:
     resolved: int
     problems: int
 
-    def as_dict(self) -> JSONObject:
-        return {
-            "subproblem_correct": self.steps_passed,
-            "subproblem_total": self.steps_total,
-            "subproblem": self.steps_passed / self.steps_total if self.steps_total else None,
-            "main_problem_resolved": self.resolved,
-            "main_problem_total": self.problems,
-            "main_problem_resolve_rate": self.resolved / self.problems if self.problems else None,
-            "note": INSPECT_VIEW_NOTE,
-        }
+    def recorded(self) -> InspectAiView:
+        return InspectAiView(
+            steps_passed=self.steps_passed,
+            steps_total=self.steps_total,
+            step_rate=self.steps_passed / self.steps_total if self.steps_total else None,
+            resolved=self.resolved,
+            problems=self.problems,
+            resolve_rate=self.resolved / self.problems if self.problems else None,
+            note=INSPECT_VIEW_NOTE,
+        )
 
 
 INSPECT_VIEW_NOTE = (
@@ -156,7 +158,7 @@ def tool_totals(rows: Sequence[ProblemRow]) -> ToolStats:
 def behaved_as_naive(rows: Sequence[ProblemRow], mode: str) -> bool:
     """A tool_use run whose model made no tool call at all in any attempt (a server that ignores `tools` does this)."""
     every = sum((row.tools for row in rows), ToolStats())
-    return mode == "tool_use" and every.calls == 0 and total_usage(rows)["calls"] > 0
+    return mode == "tool_use" and every.calls == 0 and total_usage(rows).calls > 0
 
 
 def status_counts(rows: Iterable[ProblemRow]) -> dict[str, int]:
@@ -164,26 +166,26 @@ def status_counts(rows: Iterable[ProblemRow]) -> dict[str, int]:
     return {status: counts.get(status, 0) for status in CELL_STATUSES}
 
 
-def total_usage(rows: Sequence[ProblemRow]) -> dict[str, int]:
+def total_usage(rows: Sequence[ProblemRow]) -> UsageTotals:
     reporting = [row.usage for row in rows if row.usage is not None]
-    return {**sum(reporting, Usage()).to_record(), "problems_reporting": len(reporting)}
+    return replace(UsageTotals.of(sum(reporting, Usage())), problems_reporting=len(reporting))
 
 
-def cost_record(rows: Sequence[ProblemRow], prices: Prices | None) -> JSONObject:
+def run_cost(rows: Sequence[ProblemRow], prices: Prices | None) -> RunCost:
     """The run's cost: in total, per attempt index (summed over problems) and the attempts it covers; every
     figure None without prices (tokens only)."""
     attempts = max((len(row.attempt_usages) for row in rows), default=1)
-    per_attempt: list[JSONValue] = [
+    per_attempt = tuple(
         total_cost(cost_of(row.attempt_usage(index), prices) for row in rows) for index in range(attempts)
-    ]
+    )
     attempt_usages = [usage for row in rows for usage in row.attempt_usages]
-    return {
-        "prices": prices.to_record() if prices else None,
-        "total": total_cost(cost_of(usage, prices) for usage in attempt_usages),
-        "per_attempt": per_attempt,
-        "attempts_priced": sum(usage is not None for usage in attempt_usages) if prices else 0,
-        "attempts_total": len(attempt_usages),
-    }
+    return RunCost(
+        prices=prices,
+        total=total_cost(cost_of(usage, prices) for usage in attempt_usages),
+        per_attempt=per_attempt,
+        attempts_priced=sum(usage is not None for usage in attempt_usages) if prices else 0,
+        attempts_total=len(attempt_usages),
+    )
 
 
 @dataclass(frozen=True)
@@ -227,11 +229,11 @@ def total_latency(rows: Sequence[ProblemRow]) -> float:
     return round(sum(row.latency_s for row in rows if row.latency_s is not None), 3)
 
 
-def attempt_metrics_of(settings: Settings, run: RunResults) -> dict[str, Any] | None:
+def attempt_metrics_of(settings: Settings, run: RunResults) -> AttemptMetrics | None:
     """With attempts > 1: per-attempt rates, pass@k and both attempt strategies (stages.numbers.passk); else None.
 
     A problem without a valid details file counts as unresolved in every attempt. When the details files
-    disagree on the number of attempts, the reason is returned under `error` instead of numbers.
+    disagree on the number of attempts, the reason is recorded under `error` instead of numbers.
     """
     if settings.attempts <= 1:
         return None
@@ -239,6 +241,7 @@ def attempt_metrics_of(settings: Settings, run: RunResults) -> dict[str, Any] | 
 
     try:
         outcomes = [result_outcomes(result, settings.attempts) for result in run.problems]
-        return {"strategy": settings.attempt_strategy, **metrics_from_outcomes(outcomes)}
+        metrics = metrics_from_outcomes(outcomes)  # pass@k's JSON form, shared with compare.json
     except PassKError as error:
-        return {"strategy": settings.attempt_strategy, "error": str(error)}
+        return AttemptMetrics(strategy=settings.attempt_strategy, error=str(error))
+    return AttemptMetrics.from_record(freeze_object({"strategy": settings.attempt_strategy, **metrics}))

@@ -12,18 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stages.records.summary import RecordedPrices
 from stages.records.usage import Usage
-from stages.storage.json_values import JSONObject
 
 PER_TOKENS = 1_000_000
-CURRENCY = "USD"
 
 
 @dataclass(frozen=True)
-class Prices:
-    input_per_mtok: float
-    output_per_mtok: float
-    cached_input_per_mtok: float | None = None
+class Prices(RecordedPrices):
+    """The price settings (`RecordedPrices`, as summary.json records them) and the cost they give."""
 
     def cost(self, usage: Usage) -> float:
         """The cost of `usage`: uncached input, cached input and output tokens at their prices."""
@@ -34,14 +31,6 @@ class Prices:
             + cached * cached_price
             + usage.output_tokens * self.output_per_mtok
         ) / PER_TOKENS
-
-    def to_record(self) -> JSONObject:
-        return {
-            "currency": CURRENCY,
-            "input_per_mtok": self.input_per_mtok,
-            "output_per_mtok": self.output_per_mtok,
-            "cached_input_per_mtok": self.cached_input_per_mtok,
-        }
 
 
 def prices_of(settings: Any) -> Prices | None:

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from stages.records.invocations import invocations
-from stages.records.summary import RecordedInvocation
+from stages.records.summary import ProjectVersion, RecordedInvocation
 from stages.storage.json_values import JSONObject
 from stages.storage.paths import IMPORT_ROOT, RunPaths
 
@@ -81,7 +81,7 @@ def _runs_from_its_checkout() -> bool:
 
 
 @lru_cache(maxsize=1)
-def project_record() -> JSONObject:
+def project_version() -> ProjectVersion:
     """This project's name, installed version and git commit (None outside its checkout; `dirty` when tracked files
     differ from it)."""
     try:
@@ -90,4 +90,9 @@ def project_record() -> JSONObject:
         version = None
     commit = _git("rev-parse", "HEAD") if _runs_from_its_checkout() else None
     changes = _git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"name": PROJECT_NAME, "version": version, "commit": commit, "dirty": bool(changes) if commit else None}
+    return ProjectVersion(PROJECT_NAME, version, commit, bool(changes) if commit else None)
+
+
+def project_record() -> JSONObject:
+    """`project_version` as a JSON object (the export's header records it)."""
+    return project_version().to_record()

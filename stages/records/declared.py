@@ -7,9 +7,10 @@ keeps it a string, which is what is read here):
 
 | annotation | read from a frozen value (total: a missing or ill-typed key reads as the field's default) | written |
 | --- | --- | --- |
-| `str`, `int`, `float`, `bool` (a `Literal[...]` of strings reads as `str`) | `text`, `integer`, `number`, `flag` | as is |
+| `str`, `int`, `float`, `bool` (a `Literal[...]` of strings, or a name for one, reads as `str`) | `text`, `integer`, `number`, `flag` | as is |
 | `X | None` | None when absent or not of X's shape, else X's reading | as is |
 | `tuple[X, ...]` | each item of an array read as X (objects only, for a record X or `FrozenObject`) | a list |
+| `Mapping[str, X]` | each value of an object read as X (objects only, for a record X), in the object's order | an object |
 | a `Declared` record | its `from_record` of the object | its `to_record` |
 | `FrozenObject`, `Frozen` (free-form JSON: a trajectory, a tool's outcome) | the frozen value | `thaw` of it |
 
@@ -21,7 +22,13 @@ out of the written record (`omit`), what a missing or ill-typed key reads as whe
 container gives (`outside`: read as the field's default, never written), a record whose keys are spread into this one's (`flatten`), and a reader or
 writer of its own for the rare value no annotation describes (a lone reader's value is written as is, a lone
 writer's read by the annotation; `one_of` reads a vocabulary, such as a status, with what an unknown word reads
-as). The readers of `stages.storage.json_values` are the building blocks: a record read here
+as), and what the field's JSON schema says beyond its type (`schema`: a description, a pattern, a bound, a
+narrower enum, a `$ref`; `required`: whether the schema requires the key, when that is not "always written", e.g. a
+key records written before it existed lack). A record's own schema words (title, description,
+`additionalProperties`) are its `record_schema`; `stages.records.schema_of` derives the schema files from all of
+it. A value the record derives from its other fields and writes among them (`is_published` beside the fields it
+follows from) is a field declared `init=False` and set in `__post_init__`: written in its place, never read. The
+readers of `stages.storage.json_values` are the building blocks: a record read here
 reads exactly as the hand-written converters it replaced did.
 """
 
@@ -31,7 +38,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, fields
-from types import GenericAlias
+from types import GenericAlias, MappingProxyType
 from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
 
 from stages.storage.json_values import (
@@ -72,6 +79,8 @@ class KeyDeclaration:
     within: str | None = None  # the key of the object (one level down) that holds this field's key
     outside: bool = False  # not in the record: its container gives it (read as the default, not written)
     absent: object = _UNDECLARED  # what a missing or ill-typed key reads as
+    schema: Mapping[str, JSONValue] | None = None  # merged into the schema the annotation gives (a `$ref`: instead)
+    required: bool | None = None  # None: required when always written (omit == "never")
 
 
 def key(
@@ -84,9 +93,17 @@ def key(
     write: Writer | None = None,
     outside: bool = False,
     absent: object = _UNDECLARED,
+    schema: Mapping[str, JSONValue] | None = None,
+    required: bool | None = None,
 ) -> dict[str, KeyDeclaration]:
     """A field's metadata: `field(default=..., metadata=key("usage", omit="if_none"))`."""
-    return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write, within, outside, absent)}
+    return {_METADATA_KEY: KeyDeclaration(name, omit, flatten, read, write, within, outside, absent, schema, required)}
+
+
+def declaration_of(item: Field[Any]) -> KeyDeclaration:
+    """A field's declaration (the defaults when it has no `key(...)` metadata)."""
+    found = item.metadata.get(_METADATA_KEY)
+    return found if isinstance(found, KeyDeclaration) else KeyDeclaration()
 
 
 @dataclass(frozen=True)
@@ -110,11 +127,13 @@ class Declared:
     """A record whose `from_record` and `to_record` follow from its fields' declarations."""
 
     __record_plan__: ClassVar[tuple[_FieldPlan, ...] | None] = None
+    # What the record's JSON schema says beyond its fields: title, description, `additionalProperties`.
+    record_schema: ClassVar[Mapping[str, JSONValue]] = {}
 
     @classmethod
     def from_record(cls: type[D], record: FrozenObject) -> D:
         """The record of a frozen JSON object (a valid artifact's, or a part of it): never raises on its shape."""
-        return cls(**{plan.attribute: plan.read_from(record) for plan in _plan_of(cls)})
+        return cls(**{plan.attribute: plan.read_from(record) for plan in _plan_of(cls) if not plan.derived})
 
     def to_record(self) -> JSONObject:
         """The JSON object the writer writes, keys in the fields' order."""
@@ -152,6 +171,7 @@ class _FieldPlan:
     absent: object  # what a missing key reads as (MISSING: the kind's own zero)
     kind: _Kind
     declaration: KeyDeclaration
+    derived: bool = False  # an `init=False` field: written from the record's own value, never read
 
     def read_from(self, record: FrozenObject) -> Any:
         if self.declaration.outside:
@@ -193,13 +213,13 @@ def _holder(record: JSONObject, within: str | None) -> JSONObject:
 def _plan_of(cls: type[Declared]) -> tuple[_FieldPlan, ...]:
     plan = cls.__dict__.get("__record_plan__")
     if plan is None:
-        plan = tuple(_field_plan(cls, item) for item in fields(cls) if item.init)  # type: ignore[arg-type]
+        plan = tuple(_field_plan(cls, item) for item in fields(cls))  # type: ignore[arg-type]
         cls.__record_plan__ = plan
     return plan
 
 
 def _field_plan(cls: type, item: Field[Any]) -> _FieldPlan:
-    declaration = item.metadata.get(_METADATA_KEY, KeyDeclaration())
+    declaration = declaration_of(item)
     default = item.default
     if default is MISSING and item.default_factory is not MISSING:
         default = item.default_factory()
@@ -208,7 +228,9 @@ def _field_plan(cls: type, item: Field[Any]) -> _FieldPlan:
         raise TypeError(f"{where}: a field outside the record needs a default")
     kind = _declared_kind(declaration, lambda: _kind_of(str(item.type), _namespace(cls), where))
     absent = default if declaration.absent is _UNDECLARED else declaration.absent
-    return _FieldPlan(item.name, declaration.name or item.name, default, absent, kind, declaration)
+    return _FieldPlan(
+        item.name, declaration.name or item.name, default, absent, kind, declaration, derived=not item.init
+    )
 
 
 def _declared_kind(declaration: KeyDeclaration, annotated: Callable[[], _Kind]) -> _Kind:
@@ -257,6 +279,7 @@ _SHAPES: dict[str, Callable[[Frozen], bool]] = {
 
 _OPTIONAL = re.compile(r"^(?P<inner>.+?)\s*\|\s*None$")
 _TUPLE = re.compile(r"^tuple\[(?P<item>.+),\s*\.\.\.\]$")
+_MAPPING = re.compile(r"^Mapping\[str,\s*(?P<value>.+)\]$")
 _LITERAL = re.compile(r"^Literal\[.*\]$")
 
 
@@ -268,13 +291,16 @@ def _kind_of(annotation: str, namespace: Mapping[str, Any], where: str) -> _Kind
     optional = _OPTIONAL.match(annotation)
     if optional:
         return _optional_kind(optional.group("inner"), namespace, where)
-    if _LITERAL.match(annotation) or namespace.get(annotation) is str:
+    if _LITERAL.match(annotation) or alias is str or get_origin(alias) is Literal:  # a Literal, or a name for one
         annotation = "str"
     if annotation in _SCALARS:
         return _SCALARS[annotation]
     sequence = _TUPLE.match(annotation)
     if sequence:
         return _tuple_kind(sequence.group("item"), namespace, where)
+    mapping = _MAPPING.match(annotation)
+    if mapping:
+        return _mapping_kind(mapping.group("value"), namespace, where)
     record = _record_class(annotation, namespace)
     if record is not None:
         return _Kind(lambda value, default: record.from_record(obj(value)), lambda value: value.to_record())
@@ -308,6 +334,17 @@ def _tuple_kind(item: str, namespace: Mapping[str, Any], where: str) -> _Kind:
         return tuple(kind.read(entry, MISSING) for entry in values)
 
     return _Kind(read, lambda value: [kind.write(entry) for entry in value])
+
+
+def _mapping_kind(value_annotation: str, namespace: Mapping[str, Any], where: str) -> _Kind:
+    kind = _kind_of(value_annotation, namespace, where)
+    record = _record_class(value_annotation.strip(), namespace)
+
+    def read(value: Frozen, default: Any) -> Mapping[str, Any]:
+        kept = {name: entry for name, entry in obj(value).items() if record is None or isinstance(entry, Mapping)}
+        return MappingProxyType({name: kind.read(entry, MISSING) for name, entry in kept.items()})
+
+    return _Kind(read, lambda value: {name: kind.write(entry) for name, entry in value.items()})
 
 
 def _record_class(annotation: str, namespace: Mapping[str, Any]) -> type[Declared] | None:

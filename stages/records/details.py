@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from stages.records.declared import Declared, key
+from stages.records.schema_of import schema_of
 from stages.records.stamp import Stamp
 from stages.records.usage import Usage
 from stages.records.verdict import StepVerdict
@@ -41,6 +42,61 @@ def is_resolved(statuses: Iterable[str], scored_steps: int, generation_ok: bool)
     scored = [status for status in statuses if status != "skipped"]
     passed = sum(status == "pass" for status in scored)
     return generation_ok and scored_steps > 0 and passed >= scored_steps and passed == len(scored)
+
+
+VERDICT_STATUSES: list[JSONValue] = ["pass", "fail", "timeout", "parse_error", "eval_error", "skipped"]
+NON_NEGATIVE: JSONObject = {"minimum": 0}
+# A step's entry (`StepVerdict.as_record`, written by hand: its keys are not in the constructor's order).
+VERDICT_ENTRY_SCHEMA: JSONObject = {
+    "type": "object",
+    "required": ["step_id", "status", "correct", "tests", "returncode", "stdout", "stderr", "duration_s", "reason"],
+    "properties": {
+        "step_id": {"type": "string"},
+        "status": {"enum": VERDICT_STATUSES},
+        "correct": {"type": "boolean"},
+        "tests": {
+            "type": "object",
+            "required": ["total", "passed"],
+            "properties": {"total": {"type": "integer"}, "passed": {"type": "integer"}},
+        },
+        "returncode": {"type": ["integer", "null"]},
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "duration_s": {"type": "number", "minimum": 0},
+        "reason": {"type": "string"},
+        "cached": {"type": "boolean"},
+        "environments": {
+            "type": "array",
+            "description": "under environments=: each grading environment's verdict, in the order named, for those "
+            "that ran or whose verdict the cache held; the step passes when any passed",
+            "items": {
+                "type": "object",
+                "required": ["name", "status", "reason"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "status": {"enum": VERDICT_STATUSES},
+                    "reason": {"type": "string"},
+                    "cached": {"type": "boolean"},
+                    "duration_s": {"type": "number", "minimum": 0},
+                },
+            },
+        },
+        "compared": {
+            "type": "object",
+            "required": ["test", "values"],
+            "description": "a fail decided by a failed check: its statement and the captured (model-side) values it "
+            "compared, each described (type, repr, and for numbers shape, dtype, size, first elements) with the "
+            "target part it was compared with (subscripts; never a target value)",
+            "properties": {
+                "test": {"type": "integer", "minimum": 0},
+                "statement": {"type": "string"},
+                "uses_target": {"type": "boolean"},
+                "values": {"type": "array", "items": {"type": "object", "required": ["name", "description"]}},
+            },
+        },
+    },
+}
+STEP_CODES: JSONObject = {"type": "object"}
 
 
 def _verdict(step: FrozenObject) -> StepVerdict:
@@ -77,12 +133,15 @@ class Evaluation(Declared):
 
     problem_id: str
     problem_correct: bool
-    total_correct: int
-    total_steps: int
+    total_correct: int = field(metadata=key(schema=NON_NEGATIVE))
+    total_steps: int = field(metadata=key(schema=NON_NEGATIVE))
     subproblem_correctness: tuple[bool, ...]
-    steps: tuple[StepVerdict, ...] = field(metadata=key(read=_verdicts, write=_verdict_entries))
+    steps: tuple[StepVerdict, ...] = field(
+        metadata=key(read=_verdicts, write=_verdict_entries, schema={"type": "array", "items": VERDICT_ENTRY_SCHEMA})
+    )
     error: str | None
-    targets: TargetsUsed | None = field(default=None, metadata=key(omit="if_none"))
+    # the hand-written schema left it open: its keys stay optional for files written before it was typed
+    targets: TargetsUsed | None = field(default=None, metadata=key(omit="if_none", schema={"required": []}))
 
     @classmethod
     def of(cls, problem_id: str, verdicts: Iterable[StepVerdict], error: str | None, targets: JSONObject) -> Evaluation:
@@ -112,11 +171,21 @@ class ScoredAttempt(Declared):
     index: int = field(default=0, metadata=key(outside=True))
     final_codes: FrozenObject = field(metadata=key("step_codes", within="final_answer"))
     artifact_codes: FrozenObject = field(metadata=key("step_codes", within="artifacts"))
-    trajectory: tuple[FrozenObject, ...]
+    trajectory: tuple[FrozenObject, ...] = field(metadata=key(schema={"items": {}}))  # any items, as before
     correct: bool
-    score: float
+    score: float = field(metadata=key(schema={"minimum": 0, "maximum": 1}))
     evaluation: Evaluation = field(metadata=key(within="meta"))
-    tool_outcomes: FrozenObject | None = field(default=None, metadata=key(within="meta", omit="if_none"))
+    tool_outcomes: FrozenObject | None = field(
+        default=None,
+        metadata=key(
+            within="meta",
+            omit="if_none",
+            schema={
+                "description": "code_interpreter calls by outcome: total and per step",
+                "properties": {"total": {"type": "object"}, "steps": {"type": "object"}},
+            },
+        ),
+    )
     usage_record: FrozenObject | None = field(default=None, metadata=key("usage", within="meta", omit="if_none"))
     latency_s: float | None = field(default=None, metadata=key(within="meta", omit="if_none"))
     record_failed: bool = field(default=False, metadata=key(outside=True))
@@ -168,12 +237,14 @@ def _stamp_or_none(stamp: Stamp | None) -> JSONValue:
 
 @dataclass(frozen=True, kw_only=True)
 class Details(Declared):
+    record_schema = {"title": "details: the scored task record of one problem"}
+
     # None only for details built in memory, never written
-    stamp: Stamp | None = field(default=None, metadata=key(flatten=True, write=_stamp_or_none))
-    status: str
+    stamp: Stamp | None = field(default=None, metadata=key(flatten=True, write=_stamp_or_none, schema=schema_of(Stamp)))
+    status: str = field(metadata=key(schema={"enum": ["complete", "generation_error", "missing_generation"]}))
     task_id: str = "?"  # "?" in a record that lacks it
     category: str
-    attempts: tuple[ScoredAttempt, ...]
+    attempts: tuple[ScoredAttempt, ...] = field(metadata=key(schema={"minItems": 1}))
 
     # A real special case: an attempt's place and the record-level failure are the record's, not the attempt's.
     @classmethod

@@ -124,7 +124,9 @@ class EndpointRecord(Declared):
 
     base_url: str
     served_model: str | None = None
-    server: FrozenObject = field(default_factory=lambda: EMPTY)
+    server: FrozenObject = field(
+        default_factory=lambda: EMPTY, metadata=key(schema={"additionalProperties": {"type": ["string", "integer"]}})
+    )
 
     @property
     def key(self) -> str:
@@ -156,8 +158,16 @@ class EndpointRecord(Declared):
 class EndpointUse(Declared):
     """An endpoint and how many steps it answered (a summary's line)."""
 
+    # Its schema is every endpoint's (common.schema.json#/$defs/endpoint): a generation's carry no steps.
+    record_schema = {
+        "description": "an endpoint that answered (stages/records/endpoint.py): base_url without credentials or query, "
+        "the id GET /models lists for the model, what the server says of itself (llama.cpp's /props, the /models entry)"
+    }
+
     endpoint: EndpointRecord = field(metadata=key(flatten=True))
-    steps: int
+    steps: int = field(
+        metadata=key(required=False, schema={"minimum": 0, "description": "in a summary: the steps it answered"})
+    )
 
     def shown(self) -> str:
         return f"{self.endpoint.shown()}: {self.steps} step(s)"

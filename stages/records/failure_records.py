@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from stages.errors import PipelineError
 from stages.execution.untrusted import shown, valid_text
+from stages.records.declared import Declared, key
 from stages.storage.artifacts import read_frozen, write_artifact
 from stages.storage.json_values import optional_text, text
 from stages.storage.paths import RunPaths
@@ -41,6 +42,57 @@ class ProblemFailure:
         return self.prefix + (f"attempt {self.attempt + 1}: " if self.attempt else "") + self.reason
 
 
+@dataclass(frozen=True, kw_only=True)
+class FailureRecord(Declared):
+    """The file a failure record is: `status` is its stage's kind."""
+
+    record_schema = {"additionalProperties": False}
+
+    status: str
+    problem_id: str
+    reason: str = field(metadata=key(schema={"description": "one line: the error's class and message"}))
+    detail: str | None = field(
+        metadata=key(
+            schema={
+                "description": "the traceback of an unexpected error (null for the pipeline's own errors)",
+            }
+        )
+    )
+    recorded_at: str = field(metadata=key(schema={"description": "UTC, ISO 8601"}))
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotScoredRecord(FailureRecord):
+    record_schema = {
+        "title": "not_scored: why one problem could not be scored in the last run (stages/not_scored.py); removed "
+        "when it is scored",
+        "additionalProperties": False,
+        "properties": {"status": {"const": "not_scored"}},
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotGeneratedRecord(FailureRecord):
+    record_schema = {
+        "title": "not_generated: why the generation task of one problem failed in the last run "
+        "(stages/not_generated.py); removed when it succeeds",
+        "additionalProperties": False,
+        "properties": {"status": {"const": "not_generated"}},
+    }
+
+    attempt: int | None = field(
+        default=None,
+        metadata=key(
+            omit="if_none",
+            schema={
+                "minimum": 0,
+                "description": "the attempt (0-based) whose generation failed; the earlier ones are complete (absent "
+                "in records written before attempts were recorded: every attempt)",
+            },
+        ),
+    )
+
+
 def reason_of(error: BaseException) -> str:
     """The pipeline's own error by its message (its class is internal); any other (a bug) by class and message."""
     if isinstance(error, PipelineError) and str(error):
@@ -50,12 +102,13 @@ def reason_of(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class FailureRecords:
-    """The failure records of one stage: their artifact kind (also their status), the prefix of their line, and
-    where a problem's record is."""
+    """The failure records of one stage: their artifact kind (also their status), the prefix of their line,
+    where a problem's record is, and the record a file holds."""
 
     kind: str
     prefix: str
     path_of: Callable[[RunPaths, str], Path]
+    record_type: type[FailureRecord]
 
     def record(
         self, paths: RunPaths, problem_id: str, error: BaseException, attempt: int | None = None
@@ -64,18 +117,11 @@ class FailureRecords:
         written); `attempt`, where the stage has attempts, the first one the failure concerns."""
         detail = None if isinstance(error, PipelineError) else valid_text("".join(traceback.format_exception(error)))
         failure = ProblemFailure(problem_id, reason_of(error), detail, self.prefix, attempt or 0)
-        write_artifact(
-            self.path_of(paths, problem_id),
-            self.kind,
-            {
-                "status": self.kind,
-                "problem_id": problem_id,
-                "reason": failure.reason,
-                "detail": detail,
-                "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                **({"attempt": attempt} if attempt is not None else {}),
-            },
-        )
+        recorded_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stated = {"status": self.kind, "problem_id": problem_id, "reason": failure.reason, "detail": detail}
+        attempts = {} if attempt is None else {"attempt": attempt}
+        record = self.record_type(**stated, recorded_at=recorded_at, **attempts)  # type: ignore[arg-type]
+        write_artifact(self.path_of(paths, problem_id), self.kind, record.to_record())
         return failure
 
     def clear(self, paths: RunPaths, problem_id: str) -> None:

@@ -19,8 +19,9 @@ from stages.execution.untrusted import UntrustedJSONError, parse_json, valid_tex
 from stages.records.declared import Declared, key
 from stages.records.endpoint import EndpointRecord
 from stages.records.run_conditions import add_counts, tool_outcome_counts
+from stages.records.schema_of import ref
 from stages.records.stamp import Stamp
-from stages.records.usage import Usage
+from stages.records.usage import USAGE_SCHEMA, Usage
 from stages.statuses import TOOL_STATUSES
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
@@ -34,6 +35,7 @@ from stages.storage.json_values import (
 )
 
 KIND = "generation"
+NON_NEGATIVE: JSONObject = {"minimum": 0}
 TOOL_ARGUMENTS_READ_CHARS = 4_000_000  # longer tool-call arguments are shown as sent, not parsed
 
 
@@ -55,12 +57,20 @@ class ToolStats(Declared):
     """Tool calls and their outcomes; `other` counts statuses outside the known vocabulary (summary.json's
     per-step and per-run tool counts)."""
 
-    calls: int = 0
-    ok: int = 0
-    error: int = 0
-    timeout: int = 0
-    sandbox_error: int = 0
-    other: int = 0
+    calls: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    ok: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    error: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    timeout: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    sandbox_error: int = field(default=0, metadata=key(schema=NON_NEGATIVE))
+    other: int = field(
+        default=0,
+        metadata=key(
+            schema={
+                "minimum": 0,
+                "description": "tool results with a status outside ok/error/timeout/sandbox_error",
+            }
+        ),
+    )
 
     def __add__(self, other: ToolStats) -> ToolStats:
         return ToolStats(
@@ -110,25 +120,104 @@ class _StepReading:
     turns: tuple[Turn, ...] | None
 
 
+MODEL_CALL_SCHEMA: JSONObject = {
+    "type": "object",
+    "required": ["latency_s", "usage"],
+    "properties": {
+        "latency_s": {"type": "number", "minimum": 0},
+        "service_s": {
+            "type": "number",
+            "minimum": 0,
+            "description": "the server's own time for the call without waiting in its queue, where it reports it "
+            "(llama.cpp's timings)",
+        },
+        "queued_s": {
+            "type": "number",
+            "minimum": 0,
+            "description": "latency_s minus service_s: the wait in the server's queue",
+        },
+        "usage": USAGE_SCHEMA,
+        "finish_reason": {"type": ["string", "null"]},
+        "response_id": {"type": ["string", "null"]},
+        "retries": {"type": "integer", "minimum": 0},
+    },
+}
+TRAJECTORY_SCHEMA: JSONObject = {
+    "type": "object",
+    "required": ["messages", "calls"],
+    "properties": {
+        "messages": {
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "the conversation in order, chat form: user (and system) messages, assistant turns "
+            "(content, tool_calls, and reasoning: the reasoning text the API returned, when it did), tool results "
+            "(tool_call_id, content)",
+        },
+        "turns_recorded": {
+            "const": True,
+            "description": "the messages hold every turn as the API answered it, reasoning text included; absent in "
+            "generations written before turns were recorded (their reports say so)",
+        },
+        "calls": {"type": "array", "items": MODEL_CALL_SCHEMA},
+        "tool_results": {"type": "array", "items": {"type": "object"}},
+        "tool_calls_not_run": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["call_id", "name", "reason"],
+                "properties": {"call_id": {"type": "string"}, "name": {"type": "string"}, "reason": {"type": "string"}},
+            },
+            "description": 'tool calls answered "not run" (beyond the calls of one reply that are run, or past the '
+            "step's snippet time budget), with the reason; absent when every call ran",
+        },
+    },
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class GeneratedStep(Declared):
     """One entry of a generation file's `steps`, as written; `tool_outcomes` None: the step records none (an
     unasked step, or one written before they were recorded)."""
 
     step_id: str
-    prefilled: bool
-    status: str
-    prompt_fingerprint: str | None
-    code: str | None
+    prefilled: bool = field(metadata=key(schema={"description": "official code injected verbatim; never asked"}))
+    status: str = field(
+        metadata=key(
+            schema={
+                "description": "context_exceeded: the prompt did not fit the server's context; not_generated: a "
+                "later step of such a problem (both final, scored as fail)",
+                "enum": ["ok", "truncated", "no_code", "error", "prefilled", "context_exceeded", "not_generated"],
+            }
+        )
+    )
+    prompt_fingerprint: str | None = field(metadata=key(schema={"pattern": "^[0-9a-f]{64}$"}))
+    code: str | None = field(
+        metadata=key(schema={"description": "final extracted code, top-level imports removed; null when no code"})
+    )
     raw_answer: str | None
     error: str | None
-    finish_reason: str | None
-    trajectory: FrozenObject
-    tool_outcomes: FrozenObject | None = field(default=None, metadata=key(omit="if_none"))
+    finish_reason: str | None = field(metadata=key(required=False))  # absent in early generations
+    trajectory: FrozenObject = field(metadata=key(schema=TRAJECTORY_SCHEMA))
+    tool_outcomes: FrozenObject | None = field(
+        default=None,
+        metadata=key(
+            omit="if_none",
+            schema={
+                "description": "this step's code_interpreter calls by outcome",
+                "additionalProperties": {"type": "integer", "minimum": 0},
+            },
+        ),
+    )
     # the index, in its generation's `endpoints`, of the endpoint that answered it
-    endpoint: int | None = field(default=None, metadata=key(omit="if_none"))
-    usage_record: FrozenObject = field(metadata=key("usage"))
-    latency_s: float
+    endpoint: int | None = field(
+        default=None,
+        metadata=key(
+            omit="if_none",
+            schema={"description": "the index in `endpoints` of the endpoint that answered this step", "minimum": 0},
+        ),
+    )
+    usage_record: FrozenObject = field(metadata=key("usage", schema=USAGE_SCHEMA))
+    latency_s: float = field(metadata=key(schema=NON_NEGATIVE))
 
     @cached_property
     def _read(self) -> _StepReading:
@@ -176,21 +265,64 @@ class Generation(Declared):
     """A generation file. The run settings it records (`api_protocol` ... `concurrency`) are None (and left
     out) in files written before they were recorded."""
 
+    record_schema = {
+        "title": "generation: the model's answers for every step of one problem (one attempt)",
+        "properties": {"fingerprint": {"description": "sha256 of the generate settings and the problem record"}},
+    }
+
     stamp: Stamp = field(metadata=key(flatten=True))
-    status: str
+    status: str = field(
+        metadata=key(
+            schema={
+                "description": "complete: every step has a final status other than error",
+                "enum": ["complete", "error"],
+            }
+        )
+    )
     problem_id: str
-    attempt: int
+    attempt: int = field(metadata=key(schema=NON_NEGATIVE))
     model: str
-    mode: str
-    api_protocol: str | None = field(default=None, metadata=key(omit="if_none"))
+    mode: str = field(metadata=key(schema={"enum": ["naive", "tool_use"]}))
+    api_protocol: str | None = field(
+        default=None, metadata=key(omit="if_none", schema={"enum": ["openai-chat", "openai-responses"]})
+    )
     with_background: bool | None = field(default=None, metadata=key(omit="if_none"))
-    carry: str | None = field(default=None, metadata=key(omit="if_none"))
-    concurrency: int | None = field(default=None, metadata=key(omit="if_none"))
-    error: str | None
-    usage_record: FrozenObject = field(metadata=key("usage"))
-    latency_s: float | None = field(default=None, metadata=key(omit="if_none"))
+    carry: str | None = field(
+        default=None,
+        metadata=key(
+            omit="if_none",
+            schema={
+                "description": "what earlier steps carried into later prompts: whole code or the named definition",
+                "enum": ["full", "definition"],
+            },
+        ),
+    )
+    concurrency: int | None = field(
+        default=None,
+        metadata=key(
+            omit="if_none",
+            schema={
+                "description": "model calls in flight at most when it was generated: its latencies include time "
+                "queued in a server with fewer parallel slots",
+                "minimum": 1,
+            },
+        ),
+    )
+    error: str | None = field(metadata=key(schema={"description": "why the problem stopped early; null when complete"}))
+    usage_record: FrozenObject = field(metadata=key("usage", schema=USAGE_SCHEMA))
+    latency_s: float | None = field(default=None, metadata=key(omit="if_none", schema=NON_NEGATIVE))
     # every endpoint that answered a step (none recorded before)
-    endpoints: tuple[EndpointRecord, ...] = field(default=(), metadata=key(omit="if_empty"))
+    endpoints: tuple[EndpointRecord, ...] = field(
+        default=(),
+        metadata=key(
+            omit="if_empty",
+            schema={
+                "description": "every endpoint that answered a step of this generation (steps name theirs by index); "
+                "absent in generations written before endpoints were recorded",
+                "items": ref("endpoint"),
+            },
+        ),
+    )
     steps: tuple[GeneratedStep, ...]
 
     @property

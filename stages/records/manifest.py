@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from stages.records.declared import Declared, key, one_of
+from stages.records.schema_of import ref, schema_of
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import Frozen, JSONValue, obj
@@ -19,10 +20,12 @@ TARGETS_KINDS: tuple[TargetsKind, ...] = ("official", "explicit", "derived", "mi
 
 @dataclass(frozen=True)
 class ManifestFile(Declared):
-    size: int
-    sha256: str
+    size: int = field(metadata=key(schema={"minimum": 0}))
+    sha256: str = field(metadata=key(schema=ref("sha256")))
     source: str
-    checksum: str  # verified, unpinned or mismatch-allowed
+    checksum: str = field(  # verified, unpinned or mismatch-allowed
+        metadata=key(schema={"enum": ["verified", "unpinned", "mismatch-allowed", "manifest-bound"]})
+    )
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class ManifestTargets(Declared):
 
     kind: TargetsKind = field(metadata=key(read=one_of(TARGETS_KINDS, "missing")))
     path: str | None
-    sha256: str | None = None
+    sha256: str | None = field(default=None, metadata=key(required=False))  # absent in early manifests
     note: str | None = field(default=None, metadata=key(omit="if_none"))
 
 
@@ -49,12 +52,22 @@ def _files_record(files: NamedFiles) -> JSONValue:
 
 @dataclass(frozen=True, kw_only=True)
 class Manifest(Declared):
+    record_schema = {"title": "download manifest: the staged SciCode data files"}
+
     stamp: Stamp = field(metadata=key(flatten=True))
-    status: str = "complete"
+    status: str = field(default="complete", metadata=key(schema={"enum": ["complete"]}))
     verify_checksums: bool
-    official_targets: bool
+    official_targets: bool = field(
+        metadata=key(schema={"description": "true when the official test_data.h5 is present and verified"})
+    )
     targets: ManifestTargets
-    files: NamedFiles = field(metadata=key(read=_files, write=_files_record))  # in the order written
+    files: NamedFiles = field(  # in the order written
+        metadata=key(
+            read=_files,
+            write=_files_record,
+            schema={"type": "object", "additionalProperties": schema_of(ManifestFile)},
+        )
+    )
     # None: written before warnings were kept
     warnings: tuple[str, ...] | None = field(default=None, metadata=key(omit="if_none"))
 

@@ -16,12 +16,12 @@ so the next run goes through it (asking only what is missing) and clears the rec
 
 from __future__ import annotations
 
-from stages.records.failure_records import FailureRecords, ProblemFailure
+from stages.records.failure_records import FailureRecords, NotGeneratedRecord, ProblemFailure
 from stages.storage.paths import RunPaths
 
 ARTIFACT_KIND = "not_generated"
 PREFIX = "not generated: "
-RECORDS = FailureRecords(ARTIFACT_KIND, PREFIX, RunPaths.not_generated)
+RECORDS = FailureRecords(ARTIFACT_KIND, PREFIX, RunPaths.not_generated, NotGeneratedRecord)
 
 
 def record(paths: RunPaths, problem_id: str, error: BaseException, attempt: int) -> ProblemFailure:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stages.records.failure_records import FailureRecords, ProblemFailure
+from stages.records.failure_records import FailureRecords, NotScoredRecord, ProblemFailure
 from stages.storage.paths import RunPaths
 
 ARTIFACT_KIND = "not_scored"
 PREFIX = "not scored: "
-RECORDS = FailureRecords(ARTIFACT_KIND, PREFIX, RunPaths.not_scored)
+RECORDS = FailureRecords(ARTIFACT_KIND, PREFIX, RunPaths.not_scored, NotScoredRecord)
 NotScored = ProblemFailure
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from stages.benchmark.categories import UNCLASSIFIED, Category, category_of
 from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.records.declared import Declared, key
+from stages.records.schema_of import ref
 from stages.records.stamp import Stamp
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import JSONObject
@@ -22,7 +23,9 @@ KIND = "selection"
 class LayoutStep(Declared):
     """One step of a selected problem, in problem order: scored, or prefilled (official code, not scored)."""
 
-    step_id: str
+    record_schema = {"additionalProperties": False}
+
+    step_id: str = dataclass_field(metadata=key(schema={"minLength": 1}))
     prefilled: bool
 
 
@@ -47,15 +50,32 @@ class SelectionEntry(Declared):
     """A selected problem as selection.json records it. `field`/`subfield` are None in entries written before
     they were recorded (`taxonomy` then falls back to the entry's category, else the table)."""
 
+    record_schema = {"additionalProperties": False}
+
     problem_id: str
-    category: str
-    field: str | None = dataclass_field(default=None, metadata=key(omit=_without_taxonomy))
-    subfield: str | None = dataclass_field(default=None, metadata=key(omit=_without_taxonomy))
-    fingerprint: str
-    split: str
-    steps: int
-    scored_steps: int
-    layout: StepLayout
+    category: str = dataclass_field(
+        metadata=key(
+            schema={"description": "Field / Subfield (stages/categories.json, unless the problem file states one)"}
+        )
+    )
+    # Written as a pair: both set, or both left out (never null).
+    field: str | None = dataclass_field(default=None, metadata=key(omit=_without_taxonomy, schema={"type": "string"}))
+    subfield: str | None = dataclass_field(
+        default=None, metadata=key(omit=_without_taxonomy, schema={"type": "string"})
+    )
+    fingerprint: str = dataclass_field(metadata=key(schema=ref("sha256")))
+    split: str = dataclass_field(metadata=key(schema={"enum": ["validation", "test"]}))
+    steps: int = dataclass_field(metadata=key(schema={"minimum": 1}))
+    scored_steps: int = dataclass_field(metadata=key(schema={"minimum": 0}))
+    layout: StepLayout = dataclass_field(
+        metadata=key(
+            schema={
+                "description": "every step of the problem in order; prefilled steps carry official code and are not "
+                "scored",
+                "minItems": 1,
+            }
+        )
+    )
 
     @cached_property
     def taxonomy(self) -> Category:
@@ -82,14 +102,28 @@ def _of_the_original(selection: Selection) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class Selection(Declared):
+    record_schema = {"title": "selection: the ordered problems of one run"}
+
     stamp: Stamp = dataclass_field(metadata=key(flatten=True))
-    status: str = "complete"
-    dataset: str = dataclass_field(default=DEFAULT_DATASET, metadata=key(omit=_of_the_original))
-    problems_md5: str | None = dataclass_field(default=None, metadata=key(omit=_of_the_original))
-    split: str
-    category: tuple[str, ...]
+    status: str = dataclass_field(default="complete", metadata=key(schema={"enum": ["complete"]}))
+    dataset: str = dataclass_field(
+        default=DEFAULT_DATASET,
+        metadata=key(
+            omit=_of_the_original,
+            schema={"description": "the dataset (stages/benchmark/datasets.json); absent: original"},
+        ),
+    )
+    problems_md5: str | None = dataclass_field(
+        default=None,
+        metadata=key(
+            omit=_of_the_original,
+            schema={"description": "a manifest-bound dataset: the md5 its manifest states for the problem file"},
+        ),
+    )
+    split: str = dataclass_field(metadata=key(schema={"enum": ["validation", "test", "all"]}))
+    category: tuple[str, ...] = dataclass_field(metadata=key(schema={"minItems": 1}))
     sample_ids: tuple[str, ...]
-    entries: tuple[SelectionEntry, ...] = dataclass_field(metadata=key("problems"))
+    entries: tuple[SelectionEntry, ...] = dataclass_field(metadata=key("problems", schema={"minItems": 1}))
 
     @property
     def fingerprint(self) -> str:

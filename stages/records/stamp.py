@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from stages.records.declared import Declared, key
+from stages.records.schema_of import ref
 from stages.storage.json_values import FrozenObject, freeze_object
 
 if TYPE_CHECKING:
@@ -17,8 +18,10 @@ if TYPE_CHECKING:
 class Stamp(Declared):
     """`fingerprint` (decides staleness) and `fingerprint_parts` (None: written before parts were stored)."""
 
-    fingerprint: str
-    parts: FrozenObject | None = field(default=None, metadata=key("fingerprint_parts", omit="if_none"))
+    fingerprint: str = field(metadata=key(schema=ref("sha256")))
+    parts: FrozenObject | None = field(
+        default=None, metadata=key("fingerprint_parts", omit="if_none", schema=ref("fingerprint_parts"))
+    )
 
     @classmethod
     def of(cls, parts: FingerprintParts) -> Stamp:

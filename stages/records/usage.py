@@ -22,7 +22,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stages.storage.json_values import Frozen, FrozenObject
+from stages.storage.json_values import Frozen, FrozenObject, JSONObject
+
+# The schema of a usage record as a generation file holds it (the record's own, its steps' and their calls').
+USAGE_SCHEMA: JSONObject = {
+    "type": "object",
+    "required": ["input_tokens", "output_tokens", "total_tokens"],
+    "properties": {
+        "input_tokens": {"type": "integer", "minimum": 0},
+        "output_tokens": {"type": "integer", "minimum": 0},
+        "total_tokens": {"type": "integer", "minimum": 0},
+        "calls": {"type": "integer", "minimum": 0},
+        "unknown_calls": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "calls whose reply gave a token count that is not a whole number in [0, 10^7): that count "
+            "is unknown, counted as 0",
+        },
+    },
+}
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from stages.benchmark.published import Protocol, protocols
 from stages.execution.untrusted import shown
 from stages.numbers.pricing import money
 from stages.numbers.text import CAVEATS_LIMIT, name_span, ratio
-from stages.numbers.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, methods_record
+from stages.numbers.uncertainty.intervals import CLUSTERED_METHOD, RESOLVE_METHOD, interval_methods
 from stages.numbers.uncertainty.text import INTERVALS_SENTENCE, rate_range
 from stages.records.results import cached_selection
 from stages.records.summary import (
@@ -36,7 +36,7 @@ from stages.records.summary import (
     read_summary_file,
 )
 from stages.storage.artifacts import read_frozen
-from stages.storage.json_values import EMPTY, Frozen, FrozenObject, obj, optional_number, optional_text, thaw
+from stages.storage.json_values import EMPTY, Frozen, FrozenObject, obj, optional_number, optional_text
 from stages.storage.markdown_table import markdown_table
 from stages.storage.paths import COMPARE_DIR_NAME, ResultsPaths, RunPaths
 
@@ -202,10 +202,6 @@ def _whole(value: Frozen) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _amount(value: Frozen) -> float | None:
-    return optional_number(value) if isinstance(value, (int, float)) else None
-
-
 def newest_input_time(run_dir: Path) -> float:
     """The latest modification time of the run's details and generation files (0 without any)."""
     paths = RunPaths(run_dir)
@@ -258,8 +254,8 @@ def index_row(run_dir: Path) -> IndexRow:
         or (selection.split if selection else None),
         mode=(identity and identity.mode) or optional_text(settings.get("mode")),
         with_background=None if background is None else bool(background),
-        carry=(identity and optional_text(identity.carry)) or optional_text(settings.get("carry")),
-        attempts=(identity and _whole(identity.attempts_per_problem)) or _whole(settings.get("attempts")),
+        carry=(identity and identity.carry) or optional_text(settings.get("carry")),
+        attempts=(identity and identity.attempts_per_problem) or _whole(settings.get("attempts")),
         summary_tag=_tag_of(path),
         selected=_whole(headline.get("Total")),
         resolved=_whole(headline.get("main_problem_resolved")),
@@ -268,8 +264,8 @@ def index_row(run_dir: Path) -> IndexRow:
         steps_passed=_whole(headline.get("subproblem_correct")),
         steps_scored=_whole(headline.get("subproblem_total")),
         step_interval=_interval(obj(intervals.get("subproblem")), CLUSTERED_METHOD),
-        tokens=_whole(obj(summary.usage).get("total_tokens")) if summary else None,
-        cost=_amount(obj(summary.cost).get("total")) if summary else None,
+        tokens=summary.usage.total_tokens if summary else None,
+        cost=summary.cost.total if summary else None,
         run_started=summary.run_started if summary else None,
         summarized_at=summary.summarized_at if summary else None,
         report=_report_of(run_dir, path),
@@ -293,7 +289,7 @@ def _state(
         return "not summarized", "no summary yet: run `doit summarize` with the run's settings"
     if newest_input_time(run_dir) > summary_path.stat().st_mtime:
         return "stale", "details or generations changed since it was summarized: run `doit summarize`"
-    if summary is not None and thaw(summary.uncertainty) != methods_record():
+    if summary is not None and summary.uncertainty != interval_methods():
         return (
             "stale",
             "summarized with earlier interval methods (its step interval is not shown): run `doit summarize`",

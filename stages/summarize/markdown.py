@@ -17,7 +17,6 @@ from stages.numbers.uncertainty.text import (
     CLUSTERED_SHORT,
     INTERVALS_SENTENCE,
     RESOLVE_SHORT,
-    interval_of,
     rate_range,
     step_interval_label,
 )
@@ -26,26 +25,26 @@ from stages.records.results import CELL_STATUSES, OCCASIONAL_STATUSES, ToolStats
 from stages.records.run_conditions import conditions_markdown
 from stages.records.status_glossary import GLOSSARY_LINK, glossary_markdown, verdict_entry
 from stages.records.summary import (
+    AttemptCounts,
+    AttemptMetrics,
     Caveat,
     EnvironmentsSummary,
     GroupMetrics,
+    GroupRecord,
+    InspectAiView,
     RecordedInvocation,
+    RecordedPrices,
+    RunCost,
     RunIdentity,
+    StrategyRates,
     Summary,
     SummaryTargets,
+    WeakPass,
     caveats_text,
     group_metrics,
 )
 from stages.storage.json_values import (
     FrozenObject,
-    flag,
-    integer,
-    items,
-    number,
-    obj,
-    objects,
-    optional_number,
-    text,
     thaw,
 )
 from stages.storage.markdown_table import markdown_table
@@ -117,11 +116,11 @@ def _recorded_settings_text(recorded: FrozenObject) -> str:
 
 def scored_attempt_number(summary: Summary) -> int:
     """The 1-based number of the attempt the tables score."""
-    return integer(summary.attempt_scored) + 1
+    return summary.attempt_scored + 1
 
 
 def _attempts_per_problem(summary: Summary) -> int:
-    return integer(summary.identity.attempts_per_problem, 1)
+    return summary.identity.attempts_per_problem or 1
 
 
 def _mode_text(summary: Summary) -> str:
@@ -135,7 +134,7 @@ def _attempts_lines(summary: Summary) -> list[str]:
     attempts = _attempts_per_problem(summary)
     if attempts <= 1:
         return []
-    strategy = text(obj(summary.attempts).get("strategy"))
+    strategy = summary.attempts.strategy if summary.attempts is not None else ""
     scored = scored_attempt_number(summary)
     return [
         f"- attempts: {attempts} per problem (strategy {strategy}); the tables score attempt {scored}, the Attempts "
@@ -190,7 +189,7 @@ def _header_lines(summary: Summary, run_dir: Path) -> list[str]:
         f"- background: {'with step background' if identity.with_background else 'without step background'}",
         f"- targets: {'derived (see the note above)' if targets.kind == 'derived' else _targets_text(targets)}",
         f"- snippets ran: {setup.snippets_ran}",
-        f"- confinement of model code: {text(summary.confinement) or 'unknown (config.json has none)'}",
+        f"- confinement of model code: {summary.confinement or 'unknown (config.json has none)'}",
         f"- run started: {summary.run_started or 'unknown'}; summarized at: {summary.summarized_at} (UTC)",
     ]
     settings_text = _recorded_settings_text(setup.settings)
@@ -300,8 +299,8 @@ def _group_lines(title: str, label: str, groups: Mapping[str, GroupMetrics]) -> 
     return [f"## {title}", ""] + markdown_table(header, rows, right) + ["", SMALL_GROUPS_NOTE, ""]
 
 
-def _subfield_lines(groups: FrozenObject) -> list[str]:
-    fields = {name: text(obj(record).get("field")) for name, record in groups.items()}
+def _subfield_lines(groups: Mapping[str, GroupRecord]) -> list[str]:
+    fields = {name: record.field or "" for name, record in groups.items()}
     rows = [
         (fields[name], name, *_group_rates(m), m.total, m.errors, m.steps_skipped)
         for name, m in group_metrics(groups).items()
@@ -311,14 +310,12 @@ def _subfield_lines(groups: FrozenObject) -> list[str]:
     return ["## By subfield", ""] + markdown_table(header, rows, right) + ["", SMALL_GROUPS_NOTE, ""]
 
 
-def _inspect_view_lines(view: FrozenObject) -> list[str]:
-    steps_passed, steps_total = integer(view.get("subproblem_correct")), integer(view.get("subproblem_total"))
-    resolved, problems = integer(view.get("main_problem_resolved")), integer(view.get("main_problem_total"))
+def _inspect_view_lines(view: InspectAiView) -> list[str]:
     rows = [
-        ("subproblem (all steps, prefilled counted as not passed)", ratio(steps_passed, steps_total)),
+        ("subproblem (all steps, prefilled counted as not passed)", ratio(view.steps_passed, view.steps_total)),
         (
             "main_problem_resolve_rate (a problem with a prefilled step never resolves)",
-            ratio(resolved, problems),
+            ratio(view.resolved, view.problems),
         ),
     ]
     return (
@@ -346,7 +343,7 @@ def _failed_step_lines(summary: Summary) -> list[str]:
     return lines + [""]
 
 
-def _weak_test_lines(flagged: Sequence[FrozenObject]) -> list[str]:
+def _weak_test_lines(flagged: Sequence[WeakPass]) -> list[str]:
     if not flagged:
         return []
     lines = [
@@ -356,7 +353,7 @@ def _weak_test_lines(flagged: Sequence[FrozenObject]) -> list[str]:
         "the official verdict stays a pass:",
         "",
     ]
-    listed = [f"- {text(weak.get('step_id'))} (pass, {WEAK_TEST_FLAG}: {text(weak.get('reason'))})" for weak in flagged]
+    listed = [f"- {weak.step_id} (pass, {WEAK_TEST_FLAG}: {weak.reason})" for weak in flagged]
     return lines + listed + [""]
 
 
@@ -368,12 +365,10 @@ NAIVE_BEHAVIOUR_LINE = (
 
 
 def _tool_lines(summary: Summary) -> list[str]:
-    tool_use = obj(summary.tool_use)
-    scored = ToolStats.from_record(obj(tool_use.get("attempt_scored")))
-    every = ToolStats.from_record(obj(tool_use.get("all_attempts")))
+    scored, every = summary.tool_use.attempt_scored, summary.tool_use.all_attempts
     lines = ["## Tool use", ""]
-    if flag(tool_use.get("behaved_as_naive")):
-        return lines + [NAIVE_BEHAVIOUR_LINE.format(calls=integer(obj(summary.usage).get("calls"))), ""]
+    if summary.tool_use.behaved_as_naive:
+        return lines + [NAIVE_BEHAVIOUR_LINE.format(calls=summary.usage.calls), ""]
     if every.calls == 0:
         return lines + ["No tool calls in this run.", ""]
     header = ("scope", "calls", "ok", "error", "timeout", "sandbox_error", "other")
@@ -381,9 +376,7 @@ def _tool_lines(summary: Summary) -> list[str]:
     table = [(f"all steps, attempt {scored_attempt_number(summary)}", *_tool_cells(scored))]
     if _attempts_per_problem(summary) > 1:
         table.append(("all steps, all attempts", *_tool_cells(every)))
-    per_step = [
-        (step.step_id, ToolStats.from_record(step.tools)) for problem in summary.problems for step in problem.steps
-    ]
+    per_step = [(step.step_id, step.tools) for problem in summary.problems for step in problem.steps]
     return lines + markdown_table(header, table, right) + ["", tool_steps_line(per_step), ""]
 
 
@@ -432,13 +425,13 @@ def _status_lines(counts: Mapping[str, int]) -> list[str]:
 
 
 def _problem_lines(summary: Summary) -> list[str]:
-    prices = obj(summary.cost).get("prices") is not None
+    prices = summary.cost.prices is not None
     table = []
     for problem in summary.problems:
         failure = problem.first_failure
         first = f"{failure.step_id} ({failure.status})" if failure else "-"
-        tokens = f"{integer(problem.usage.get('total_tokens'))}" if problem.usage is not None else "-"
-        latency = optional_number(problem.latency_s)
+        tokens = f"{problem.usage.total_tokens}" if problem.usage is not None else "-"
+        latency = problem.latency_s
         table.append(
             (
                 problem.problem_id,
@@ -450,7 +443,7 @@ def _problem_lines(summary: Summary) -> list[str]:
                 problem.state,
                 tokens,
                 f"{latency:.1f}" if latency is not None else "-",
-                *([money(optional_number(problem.cost))] if prices else []),
+                *([money(problem.cost)] if prices else []),
             )
         )
     header = (
@@ -488,56 +481,48 @@ def _reason(text: str | None) -> str:
     return shown(text, markdown=True) if text else "(no reason given)"
 
 
-def price_text(prices: FrozenObject | None) -> str:
+def price_text(prices: RecordedPrices | None) -> str:
     """`$2.50 in / $10.00 out per million tokens (cached input $1.25)`, or the note that no price is set."""
-    if not prices:
+    if prices is None:
         return "no price set (price_input_per_mtok, price_output_per_mtok): tokens only"
-    cached = optional_number(prices.get("cached_input_per_mtok"))
-    return (
-        f"${number(prices.get('input_per_mtok')):.2f} in / ${number(prices.get('output_per_mtok')):.2f} out per "
-        "million tokens" + (f" (cached input ${cached:.2f})" if cached is not None else "")
+    cached = prices.cached_input_per_mtok
+    return f"${prices.input_per_mtok:.2f} in / ${prices.output_per_mtok:.2f} out per million tokens" + (
+        f" (cached input ${cached:.2f})" if cached is not None else ""
     )
 
 
-def _cost_rows(cost: FrozenObject) -> list[tuple[str, str]]:
-    prices = cost.get("prices")
-    if prices is None:
+def _cost_rows(cost: RunCost) -> list[tuple[str, str]]:
+    if cost.prices is None:
         return [("cost", price_text(None))]
     rows = [
-        ("cost, all attempts", money(optional_number(cost.get("total")))),
-        ("prices", price_text(obj(prices))),
-        (
-            "attempts with usage (priced)",
-            f"{integer(cost.get('attempts_priced'))}/{integer(cost.get('attempts_total'))}",
-        ),
+        ("cost, all attempts", money(cost.total)),
+        ("prices", price_text(cost.prices)),
+        ("attempts with usage (priced)", f"{cost.attempts_priced}/{cost.attempts_total}"),
     ]
-    per_attempt = items(cost.get("per_attempt"))
-    if len(per_attempt) > 1:
-        rows += [
-            (f"cost of attempt {index + 1}", money(optional_number(value))) for index, value in enumerate(per_attempt)
-        ]
+    if len(cost.per_attempt) > 1:
+        rows += [(f"cost of attempt {index + 1}", money(value)) for index, value in enumerate(cost.per_attempt)]
     return rows
 
 
 def _usage_lines(summary: Summary) -> list[str]:
-    usage = obj(summary.usage)
+    usage = summary.usage
     rows = [
-        ("input tokens", integer(usage.get("input_tokens"))),
-        ("output tokens", integer(usage.get("output_tokens"))),
-        ("total tokens", integer(usage.get("total_tokens"))),
-        ("model calls", integer(usage.get("calls"))),
+        ("input tokens", usage.input_tokens),
+        ("output tokens", usage.output_tokens),
+        ("total tokens", usage.total_tokens),
+        ("model calls", usage.calls),
         *(
             [("model calls whose reply stated no whole-number token count (that count taken as 0)", unknown)]
-            if (unknown := integer(usage.get("unknown_calls")))
+            if (unknown := usage.unknown_calls)
             else []
         ),
         (
             "model latency (s, summed over calls; time queued in the server included)",
-            f"{number(summary.latency_s):.1f}",
+            f"{summary.latency_s:.1f}",
         ),
-        ("concurrency (model calls in flight at most)", integer(summary.concurrency)),
-        ("problems reporting usage", f"{integer(usage.get('problems_reporting'))}/{len(summary.problems)}"),
-        *_cost_rows(obj(summary.cost)),
+        ("concurrency (model calls in flight at most)", summary.concurrency),
+        ("problems reporting usage", f"{usage.problems_reporting}/{len(summary.problems)}"),
+        *_cost_rows(summary.cost),
     ]
     return (
         ["## Token usage, cost and model latency", ""]
@@ -550,49 +535,43 @@ def _rate_text(rate: float | None) -> str:
     return "n/a" if rate is None else f"{100.0 * rate:.1f}%"
 
 
-def _counts_ratios(row: FrozenObject) -> tuple[str, str]:
+def _counts_ratios(counts: AttemptCounts) -> tuple[str, str]:
     """An attempt row's two rates with their denominators."""
-    return (
-        ratio(integer(row.get("main_problem_resolved")), integer(row.get("main_problem_total"))),
-        ratio(integer(row.get("subproblem_correct")), integer(row.get("subproblem_total"))),
-    )
+    return ratio(counts.resolved, counts.problems), ratio(counts.steps_passed, counts.steps_scored)
 
 
-def _attempt_lines(metrics: FrozenObject | None, scored: int) -> list[str]:
+def _attempt_lines(metrics: AttemptMetrics | None, scored: int) -> list[str]:
     if metrics is None:
         return []
     lines = ["## Attempts", ""]
-    if "error" in metrics:
-        return lines + [f"Attempt metrics not computed: {text(metrics.get('error'))}", ""]
-    rows = [
-        (f"attempt {integer(row.get('attempt')) + 1}", *_counts_ratios(row))
-        for row in objects(metrics.get("per_attempt"))
-    ]
-    rows.append(("any attempt (strategy pass)", *_counts_ratios(obj(metrics.get("any_attempt")))))
+    if metrics.error is not None:
+        return lines + [f"Attempt metrics not computed: {metrics.error}", ""]
+    rows = [(f"attempt {row.attempt + 1}", *_counts_ratios(row.counts)) for row in metrics.per_attempt]
+    if metrics.any_attempt is not None:
+        rows.append(("any attempt (strategy pass)", *_counts_ratios(metrics.any_attempt)))
     rows.append(
         (
             "mean over attempts (strategy avg)",
-            _rate_text(optional_number(metrics.get("mean_main_problem_resolve_rate"))),
-            _rate_text(optional_number(metrics.get("mean_subproblem_rate"))),
+            _rate_text(metrics.mean_main_problem_resolve_rate),
+            _rate_text(metrics.mean_subproblem_rate),
         )
     )
     lines += markdown_table(("attempts", "main_problem_resolve_rate", "subproblem"), rows, (False, True, True))
-    intervals = obj(metrics.get("pass_at_k_intervals"))
+    intervals = metrics.pass_at_k_intervals
     pass_at = ", ".join(
-        f"pass@{k} = {_rate_text(optional_number(value))}"
-        + (f" ({interval_of(obj(intervals[k]))})" if k in intervals else "")
-        for k, value in obj(metrics.get("pass_at_k")).items()
+        f"pass@{k} = {_rate_text(value)}"
+        + (f" ({rate_range(intervals[k].low, intervals[k].high)})" if k in intervals else "")
+        for k, value in metrics.pass_at_k.items()
     )
-    strategy = text(metrics.get("strategy"))
-    chosen = obj(obj(metrics.get("strategies")).get(strategy))
+    chosen = metrics.strategies.get(metrics.strategy, StrategyRates(None, None))
     lines += [
         "",
-        f"{pass_at} (unbiased estimator over whole-problem outcomes, {integer(metrics.get('problems'))} problems; 95% "
+        f"{pass_at} (unbiased estimator over whole-problem outcomes, {metrics.problems} problems; 95% "
         f"{CLUSTERED_SHORT} intervals over problems, each problem counted as its attempts // k draws of k "
         "attempts).",
-        f"Configured attempt_strategy={strategy}: main_problem_resolve_rate "
-        f"{_rate_text(optional_number(chosen.get('main_problem_resolve_rate')))}, subproblem "
-        f"{_rate_text(optional_number(chosen.get('subproblem')))}. The tables above score attempt {scored}.",
+        f"Configured attempt_strategy={metrics.strategy}: main_problem_resolve_rate "
+        f"{_rate_text(chosen.main_problem_resolve_rate)}, subproblem "
+        f"{_rate_text(chosen.subproblem)}. The tables above score attempt {scored}.",
         "",
     ]
     return lines
@@ -629,14 +608,14 @@ def render_markdown(summary: Summary, run_dir: Path) -> str:
     """summary.md of `summary`, the run in `run_dir` (named in the header), the run-conditions block last."""
     lines = _header_lines(summary, run_dir)
     lines += _headline_lines(summary.headline_metrics)
-    lines += _inspect_view_lines(obj(summary.inspect_ai_view))
+    lines += _inspect_view_lines(summary.inspect_ai_view)
     lines += _group_lines("By field", "field", group_metrics(summary.groups.by_field))
     lines += _subfield_lines(summary.groups.by_subfield)
     splits = group_metrics(summary.groups.by_split)
     if len(splits) > 1:
         lines += _group_lines("By split", "split", splits)
     lines += _attempt_lines(summary.attempts, scored_attempt_number(summary))
-    lines += _status_lines({status: integer(count) for status, count in summary.status_counts.items()})
+    lines += _status_lines(summary.status_counts)
     lines += _failed_lines(summary)
     lines += _failed_step_lines(summary)
     lines += _weak_test_lines(summary.weak_official_tests)

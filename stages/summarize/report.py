@@ -40,7 +40,6 @@ from stages.config.settings import Settings
 from stages.execution.untrusted import valid_text
 from stages.generate.identity import where_snippets_ran
 from stages.pages.writer import REPORT_PAGE, STEP_TEMPLATE, environment, problem_anchor, render, step_anchor
-from stages.records.endpoint import EndpointUse
 from stages.records.results import (
     CELL_STATUSES,
     OCCASIONAL_STATUSES,
@@ -52,11 +51,10 @@ from stages.records.results import (
     ToolRun,
 )
 from stages.records.status_glossary import GLOSSARY
-from stages.records.summary import Summary
+from stages.records.summary import ProjectVersion, Summary
 from stages.records.verdict import StepVerdict
 from stages.statuses import TOOL_STATUSES
 from stages.storage.artifacts import atomic_write_text
-from stages.storage.json_values import freeze_object
 from stages.storage.paths import DataPaths
 from stages.summarize.fingerprint_mark import html_mark
 from stages.summarize.report_values import ComparedView, TargetsOf, compared_view
@@ -159,42 +157,33 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
-def project_text(project: Mapping[str, Any] | None) -> str:
+def project_text(project: ProjectVersion | None) -> str:
     """`scicode-pipeline 0.1.0, commit 0fdba41c... (tracked files modified)`."""
-    if not project:
+    if project is None:
         return "unknown"
-    commit = project.get("commit")
     return (
-        f"{project.get('name')} {project.get('version') or '(version unknown)'}, "
-        + (f"commit {commit}" if commit else "no git commit (not a checkout)")
-        + (" (tracked files modified)" if project.get("dirty") else "")
+        f"{project.name} {project.version or '(version unknown)'}, "
+        + (f"commit {project.commit}" if project.commit else "no git commit (not a checkout)")
+        + (" (tracked files modified)" if project.dirty else "")
     )
 
 
-def configuration_view(config: Mapping[str, Any] | None, summary: Mapping[str, Any]) -> ConfigurationView:
+def configuration_view(config: Mapping[str, Any] | None, summary: Summary) -> ConfigurationView:
     recorded = config or {}
     return ConfigurationView(
         settings=tuple((name, _shown(value)) for name, value in sorted((recorded.get("settings") or {}).items())),
         versions=tuple((name, _shown(value)) for name, value in sorted((recorded.get("versions") or {}).items())),
         confinement=str(recorded.get("confinement") or "unknown (config.json has none)"),
         snippets=where_snippets_ran(recorded.get("settings") or {}),
-        project=project_text(summary.get("project")),
+        project=project_text(summary.project),
         recorded=config is not None,
-        endpoints=endpoint_phrases(summary.get("setup")),
+        endpoints=tuple(use.shown() for use in summary.setup.endpoints),
     )
-
-
-def endpoint_phrases(setup: object) -> tuple[str, ...]:
-    """Each endpoint that answered, as one phrase, from summary.json's `setup` (none where it records none)."""
-    endpoints = setup.get("endpoints") if isinstance(setup, Mapping) else None
-    items = endpoints if isinstance(endpoints, list | tuple) else ()
-    return tuple(EndpointUse.from_record(freeze_object(item)).shown() for item in items if isinstance(item, Mapping))
 
 
 @dataclass
 class RunView:
     title: str
-    summary: Mapping[str, Any]
     configuration: ConfigurationView | None = None
     problems: list[ProblemView] = field(default_factory=list)
     steps: list[StepView] = field(default_factory=list)
@@ -381,14 +370,13 @@ def _attempt_status(result: ProblemResult, step_id: str, attempt: int) -> str:
     return verdict.status if verdict else "no_verdict"
 
 
-def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Mapping[str, Any]) -> RunView:
+def build_run_view(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Summary) -> RunView:
     """The report's records: a grid row per problem (attempt 1) and a step view per step and attempt."""
     problems = _problems_of(settings.benchmark, run)
     targets_of = targets_reader(settings, problems)
-    costs = {str(record["problem_id"]): record.get("cost") for record in summary.get("problems", [])}
+    costs = {problem.problem_id: problem.cost for problem in summary.problems}
     view = RunView(
-        title=f"{summary['model']} / {summary['run']}",
-        summary=summary,
+        title=f"{summary.identity.model} / {summary.identity.run}",
         configuration=configuration_view(run.config, summary),
     )
     for result, row in zip(run.problems, rows):
@@ -450,20 +438,20 @@ def step_blobs(steps: Sequence[StepView]) -> list[StepBlob]:
     return [StepBlob(step_id, compressed(template.render(steps=views))) for step_id, views in grouped.items()]
 
 
-def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Mapping[str, Any]) -> Path:
-    """Render `<run>/report.html` (atomically) from the run's records and its summary record."""
+def write_report(settings: Settings, run: RunResults, rows: Sequence[Any], summary: Summary) -> Path:
+    """Render `<run>/report.html` (atomically) from the run's records and its summary."""
     view = build_run_view(settings, run, rows, summary)
     view.blobs = step_blobs(view.steps)
     html = render(
         REPORT_PAGE,
         view=view,
-        summary=summary,
-        judged=Summary.from_record(freeze_object(summary)),
+        summary=summary.to_record(),  # the page's template reads the record's JSON form
+        judged=summary,
         statuses=CELL_STATUSES,
         occasional_statuses=OCCASIONAL_STATUSES,
         glossary=GLOSSARY,
         tool_statuses=TOOL_STATUSES,
-        fingerprint_mark=Markup(html_mark(str(summary["fingerprint"]))),
+        fingerprint_mark=Markup(html_mark(summary.fingerprint)),
     )
     path = settings.run_paths.report_html
     atomic_write_text(path, html)

@@ -304,7 +304,7 @@ def run_summarize(
     atomic_write_text(
         paths.summary_md, render_markdown(summary, paths.run_dir) + markdown_mark(summary.fingerprint) + "\n"
     )
-    write_report(settings, run, rows, record)
+    write_report(settings, run, rows, summary)
     write_artifact(paths.summary_json, "summary", record)
     return _outcome(paths, plots, summary)
 

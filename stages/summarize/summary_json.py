@@ -11,11 +11,11 @@ from stages.config.settings import RECORDED_SETTINGS, Settings
 from stages.generate.identity import where_snippets_ran
 from stages.numbers.metrics import (
     behaved_as_naive,
-    cost_record,
     field_metrics,
     grouped_metrics,
     inspect_view,
     metrics_of,
+    run_cost,
     status_counts,
     subfield_metrics,
     tool_totals,
@@ -23,20 +23,22 @@ from stages.numbers.metrics import (
     total_usage,
 )
 from stages.numbers.pricing import Prices, cost_of, prices_of, total_cost
-from stages.numbers.provenance import project_record
+from stages.numbers.provenance import project_version
 from stages.numbers.rows import SCORED_ATTEMPT, ProblemRow, weak_passes
-from stages.numbers.uncertainty.intervals import methods_record
+from stages.numbers.uncertainty.intervals import interval_methods
 from stages.records.endpoint import endpoint_uses
 from stages.records.results import ToolStats, cached_selection
 from stages.records.run_conditions import unscored_steps
 from stages.records.stamp import Stamp
 from stages.records.summary import (
+    AttemptMetrics,
     Caveat,
     EnvironmentCount,
     EnvironmentsSummary,
     FailedProblem,
     Groups,
     RecordedInvocation,
+    RecordedUsage,
     RunIdentity,
     RunSetup,
     StepOutcome,
@@ -44,9 +46,10 @@ from stages.records.summary import (
     SummaryProblem,
     SummaryStep,
     SummaryTargets,
-    freeze_headline,
+    ToolUse,
+    WeakPass,
 )
-from stages.storage.json_values import Frozen, FrozenObject, JSONObject, freeze, freeze_object, obj, text
+from stages.storage.json_values import FrozenObject, freeze_object, obj, optional_text, text
 from stages.summarize.targets_info import TargetsInfo
 
 
@@ -64,10 +67,7 @@ def _problem_record(row: ProblemRow, prices: Prices | None) -> SummaryProblem:
     failure = row.first_failure
     return SummaryProblem(
         problem_id=row.problem_id,
-        steps=tuple(
-            SummaryStep(step.step_id, step.status, one_line(step.reason), freeze_object(step.tools.to_record()))
-            for step in row.steps
-        ),
+        steps=tuple(SummaryStep(step.step_id, step.status, one_line(step.reason), step.tools) for step in row.steps),
         split=row.split,
         category=row.category,
         field=row.field,
@@ -78,11 +78,11 @@ def _problem_record(row: ProblemRow, prices: Prices | None) -> SummaryProblem:
         steps_scored=row.steps_scored,
         steps_skipped=row.steps_skipped,
         first_failure=None if failure is None else _step_outcome(failure.step_id, failure.status, failure.reason),
-        tools=freeze_object(row.tools.to_record()),
-        usage=freeze_object(row.usage.to_record()) if row.usage else None,
+        tools=row.tools,
+        usage=RecordedUsage.of(row.usage) if row.usage else None,
         latency_s=row.latency_s,
-        cost=freeze(total_cost(cost_of(usage, prices) for usage in row.attempt_usages)),
-        attempt_costs=tuple(freeze(cost_of(usage, prices)) for usage in row.attempt_usages),
+        cost=total_cost(cost_of(usage, prices) for usage in row.attempt_usages),
+        attempt_costs=tuple(cost_of(usage, prices) for usage in row.attempt_usages),
         error=one_line(row.error) if row.error else None,
     )
 
@@ -96,8 +96,8 @@ def _identity(settings: Settings) -> RunIdentity:
         sample_ids=tuple(settings.sample_ids),
         mode=settings.mode,
         with_background=settings.with_background,
-        carry=freeze(settings.carry),
-        attempts_per_problem=freeze(settings.attempts),
+        carry=settings.carry,
+        attempts_per_problem=settings.attempts,
         dataset=settings.dataset,
         problems_md5=_problems_md5(settings),
     )
@@ -111,23 +111,16 @@ def _problems_md5(settings: Settings) -> str | None:
 
 def _groups(rows: Sequence[ProblemRow]) -> Groups:
     return Groups(
-        by_category=freeze_object({name: m.as_dict() for name, m in grouped_metrics(rows, "category").items()}),
-        by_field=freeze_object({name: m.as_dict() for name, m in field_metrics(rows).items()}),
-        by_subfield=freeze_object(
-            {name: {"field": field, **m.as_dict()} for name, (field, m) in subfield_metrics(rows).items()}
-        ),
-        by_split=freeze_object({name: m.as_dict() for name, m in grouped_metrics(rows, "split").items()}),
+        by_category={name: m.recorded() for name, m in grouped_metrics(rows, "category").items()},
+        by_field={name: m.recorded() for name, m in field_metrics(rows).items()},
+        by_subfield={name: m.recorded(field=field) for name, (field, m) in subfield_metrics(rows).items()},
+        by_split={name: m.recorded() for name, m in grouped_metrics(rows, "split").items()},
     )
 
 
-def _tool_use(rows: Sequence[ProblemRow], mode: str) -> Frozen:
-    return freeze(
-        {
-            "attempt_scored": tool_totals(rows).to_record(),
-            "all_attempts": sum((row.tools for row in rows), ToolStats()).to_record(),
-            "behaved_as_naive": behaved_as_naive(rows, mode),
-        }
-    )
+def _tool_use(rows: Sequence[ProblemRow], mode: str) -> ToolUse:
+    every_attempt = sum((row.tools for row in rows), ToolStats())
+    return ToolUse(tool_totals(rows), every_attempt, behaved_as_naive(rows, mode))
 
 
 def _recorded_settings(config_settings: FrozenObject) -> FrozenObject:
@@ -205,7 +198,7 @@ def summary_record(
     started: str | None,
     summarized_at: str,
     plot_names: Sequence[str],
-    attempts: JSONObject | None = None,
+    attempts: AttemptMetrics | None = None,
     caveats: tuple[Caveat, ...] = (),
     invocations: tuple[RecordedInvocation, ...] = (),
 ) -> Summary:
@@ -213,35 +206,35 @@ def summary_record(
     prices = prices_of(settings)
     recorded = freeze_object(config)
     tool_calls = tool_call_counts(rows)
+    stamp = Stamp.of(fingerprint_parts)
     return Summary(
-        stamp=Stamp.of(fingerprint_parts),
+        fingerprint=stamp.fingerprint,
+        fingerprint_parts=stamp.parts,
         status="complete" if complete else "partial",
         identity=_identity(settings),
         run_started=started,
         summarized_at=summarized_at,
         targets=SummaryTargets(targets.kind, targets.note),
         attempt_scored=SCORED_ATTEMPT,
-        headline=freeze_headline(metrics_of(rows).as_dict(min_problems=0)),
-        uncertainty=freeze(methods_record()),
-        inspect_ai_view=freeze(inspect_view(rows).as_dict()),
+        headline_record=metrics_of(rows).recorded(min_problems=0),
+        uncertainty=interval_methods(),
+        inspect_ai_view=inspect_view(rows).recorded(),
         groups=_groups(rows),
-        status_counts=freeze_object(status_counts(rows)),
+        status_counts=status_counts(rows),
         problems=tuple(_problem_record(row, prices) for row in rows),
         failed_problems=tuple(
             FailedProblem(row.problem_id, one_line(row.error or row.state)) for row in rows if row.failed
         ),
-        usage=freeze(total_usage(rows)),
-        latency_s=freeze(total_latency(rows)),
-        cost=freeze(cost_record(rows, prices)),
-        project=freeze(project_record()),
-        concurrency=freeze(settings.concurrency),
+        usage=total_usage(rows),
+        latency_s=total_latency(rows),
+        cost=run_cost(rows, prices),
+        project=project_version(),
+        concurrency=settings.concurrency,
         tool_use=_tool_use(rows, settings.mode),
-        weak_official_tests=tuple(
-            freeze_object({"step_id": step_id, "reason": weak.reason}) for step_id, weak in weak_passes(rows)
-        ),
+        weak_official_tests=tuple(WeakPass(step_id, weak.reason) for step_id, weak in weak_passes(rows)),
         plots=tuple(plot_names),
-        attempts=None if attempts is None else freeze_object(attempts),
-        confinement=recorded.get("confinement"),
+        attempts=attempts,
+        confinement=optional_text(recorded.get("confinement")),
         tool_calls=MappingProxyType({**tool_calls, "total": sum(tool_calls.values())}),
         steps_without_targets=tuple(steps_without_targets(rows)),
         recorded_caveats=caveats,

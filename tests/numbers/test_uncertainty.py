@@ -23,6 +23,7 @@ from stages.numbers.uncertainty.intervals import (
     effective_size,
     group_intervals,
     headline_intervals,
+    interval_methods,
     methods_record,
     wilson_interval,
     wilson_score,
@@ -247,20 +248,33 @@ def test_groups_below_five_problems_get_no_interval() -> None:
 
 
 def test_headline_record_names_methods_and_counts() -> None:
-    record = headline_intervals(tallies((2, 3), (0, 2), (1, 1))).to_record()
-    assert record["main_problem_resolve_rate"]["method"] == "wilson"
-    assert record["main_problem_resolve_rate"]["problems"] == 3
-    steps = record["subproblem"]
-    assert steps["method"] == "clustered_wilson" and steps["steps"] == 6
-    assert steps["se"] == pytest.approx(0.204124, abs=1e-6)
-    assert (steps["effective_n"], steps["design_effect"], steps["design_effect_estimated"]) == (
+    record = headline_intervals(tallies((2, 3), (0, 2), (1, 1))).recorded()
+    assert record.main_problem_resolve_rate.method == "wilson"
+    assert record.main_problem_resolve_rate.problems == 3
+    steps = record.subproblem
+    assert steps.method == "clustered_wilson" and steps.steps == 6
+    assert steps.se == pytest.approx(0.204124, abs=1e-6)
+    assert (steps.effective_n, steps.design_effect, steps.design_effect_estimated) == (
         pytest.approx(6.0),
         pytest.approx(1.0),
         True,
     )
-    assert headline_intervals([]).to_record()["subproblem"]["effective_n"] is None
-    methods = methods_record()
-    assert "clustered Wilson" in methods["subproblem"] and methods["pass_at_k"]["method"] == "clustered_wilson"
+    assert list(record.subproblem.to_record()) == [
+        "estimate",
+        "se",
+        "low",
+        "high",
+        "method",
+        "problems",
+        "steps",
+        "effective_n",
+        "design_effect",
+        "design_effect_estimated",
+    ]
+    assert headline_intervals([]).recorded().subproblem.effective_n is None
+    methods = interval_methods()
+    assert "clustered Wilson" in methods.steps and methods.pass_at_k.method == "clustered_wilson"
+    assert methods_record() == methods.to_record()
 
 
 @given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12)), min_size=1, max_size=40))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
@@ -155,6 +156,53 @@ def test_a_word_outside_the_vocabulary_reads_as_the_declared_unknown_and_is_writ
     nested = Nested.from_record(freeze_object({"colour": colour}))
     assert nested.colour == "unknown" and nested.to_record()["colour"] == "unknown"
     assert Nested.from_record(freeze_object({"colour": "red"})).to_record()["colour"] == "red"
+
+
+@dataclass(frozen=True)
+class Ranged(Declared):
+    low: int
+    high: int
+    width: int = field(init=False)  # derived: written after the ends, never read
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "width", self.high - self.low)
+
+
+def test_a_derived_field_is_written_in_its_place_and_never_read() -> None:
+    ranged = Ranged.from_record(freeze_object({"low": 2, "high": 5, "width": 99, "note": "n"}))
+    assert ranged == Ranged(2, 5, "n") and ranged.width == 3
+    written = ranged.to_record()
+    assert list(written.items()) == [("low", 2), ("high", 5), ("width", 3), ("note", "n")]
+
+
+Shade = Literal["light", "dark"]
+
+
+@dataclass(frozen=True)
+class Painted(Declared):
+    shade: Shade
+
+
+def test_a_named_literal_reads_and_writes_as_text() -> None:
+    assert Painted.from_record(freeze_object({"shade": "dark"})).to_record() == {"shade": "dark"}
+
+
+@dataclass(frozen=True)
+class Catalogue(Declared):
+    counts: Mapping[str, int]
+    parts: Mapping[str, Part]
+
+
+def test_a_mapping_reads_each_value_in_order_and_leaves_out_what_is_not_a_record() -> None:
+    record = {"counts": {"b": 2, "a": "x"}, "parts": {"q": {"name": "q"}, "bad": 3, "p": {"name": "p", "size": 1}}}
+    catalogue = Catalogue.from_record(freeze_object(record))
+    assert dict(catalogue.counts) == {"b": 2, "a": 0} and list(catalogue.parts) == ["q", "p"]
+    assert catalogue.parts["q"] == Part("q") and catalogue.to_record()["parts"] == {
+        "q": {"name": "q", "size": 7},
+        "p": {"name": "p", "size": 1},
+    }
+    assert Catalogue.from_record(freeze_object({"counts": [1], "parts": None})) == Catalogue({}, {})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -93,15 +93,15 @@ def test_a_package_installed_inside_another_repository_names_no_commit(tmp_path:
     site_packages = tmp_path / ".venv" / "lib" / "python3" / "site-packages"
     site_packages.mkdir(parents=True)
     monkeypatch.setattr(provenance, "IMPORT_ROOT", site_packages)
-    provenance.project_record.cache_clear()
+    provenance.project_version.cache_clear()
     try:
         assert provenance.project_record()["commit"] is None
         assert provenance.project_record()["dirty"] is None
         monkeypatch.setattr(provenance, "IMPORT_ROOT", tmp_path)  # imported from the top of its checkout
-        provenance.project_record.cache_clear()
+        provenance.project_version.cache_clear()
         assert provenance.project_record()["commit"] == commit
     finally:
-        provenance.project_record.cache_clear()
+        provenance.project_version.cache_clear()
 
 
 def test_report_headline_has_intervals_and_cost(priced_run) -> None:

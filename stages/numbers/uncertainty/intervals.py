@@ -37,7 +37,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+
+from stages.records.declared import Declared
+from stages.records.summary import IntervalMethods, Intervals, PassAtKMethod, ResolveInterval, StepInterval
+from stages.storage.json_values import JSONObject
 
 LEVEL = 0.95
 Z_95 = 1.959963984540054  # the 97.5% normal quantile, statistics.NormalDist().inv_cdf(0.975) (the tests check it)
@@ -48,14 +51,11 @@ SHORT_NAMES = {RESOLVE_METHOD: "Wilson", CLUSTERED_METHOD: "clustered Wilson"}  
 
 
 @dataclass(frozen=True)
-class Interval:
+class Interval(Declared):
     """A closed interval [low, high] of a rate (95% unless stated)."""
 
     low: float
     high: float
-
-    def to_record(self) -> dict[str, float]:
-        return {"low": self.low, "high": self.high}
 
     @classmethod
     def clipped(cls, low: float, high: float, lowest: float = 0.0, highest: float = 1.0) -> Interval:
@@ -79,18 +79,9 @@ class EffectiveSize:
     effective: float  # n_eff
     estimated: bool  # False where the design effect could not be estimated (n_eff is then the number of problems)
 
-    KEYS: ClassVar[tuple[str, ...]] = ("effective_n", "design_effect", "design_effect_estimated")
-
     @property
     def design_effect(self) -> float:
         return self.trials / self.effective
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "effective_n": self.effective,
-            "design_effect": self.design_effect,
-            "design_effect_estimated": self.estimated,
-        }
 
 
 @dataclass(frozen=True)
@@ -105,14 +96,15 @@ class ResolveRate:
     def rate(self) -> float | None:
         return self.resolved / self.problems if self.problems else None
 
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "estimate": self.rate,
-            "low": self.interval.low if self.interval else None,
-            "high": self.interval.high if self.interval else None,
-            "method": RESOLVE_METHOD,
-            "problems": self.problems,
-        }
+    def recorded(self) -> ResolveInterval:
+        """As summary.json records it (`stages.records.summary.ResolveInterval`)."""
+        return ResolveInterval(
+            self.rate,
+            self.interval.low if self.interval else None,
+            self.interval.high if self.interval else None,
+            RESOLVE_METHOD,
+            self.problems,
+        )
 
 
 @dataclass(frozen=True)
@@ -131,18 +123,20 @@ class StepRate:
     def rate(self) -> float | None:
         return self.passed / self.steps if self.steps else None
 
-    def to_record(self) -> dict[str, Any]:
-        size = self.size.to_record() if self.size else dict.fromkeys(EffectiveSize.KEYS)
-        return {
-            "estimate": self.rate,
-            "se": self.se,
-            "low": self.interval.low if self.interval else None,
-            "high": self.interval.high if self.interval else None,
-            "method": CLUSTERED_METHOD,
-            "problems": self.problems,
-            "steps": self.steps,
-            **size,
-        }
+    def recorded(self) -> StepInterval:
+        """As summary.json records it (`stages.records.summary.StepInterval`); no effective size without a step."""
+        return StepInterval(
+            estimate=self.rate,
+            se=self.se,
+            low=self.interval.low if self.interval else None,
+            high=self.interval.high if self.interval else None,
+            method=CLUSTERED_METHOD,
+            problems=self.problems,
+            steps=self.steps,
+            effective_n=self.size.effective if self.size else None,
+            design_effect=self.size.design_effect if self.size else None,
+            design_effect_estimated=self.size.estimated if self.size else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -152,8 +146,8 @@ class HeadlineIntervals:
     resolve: ResolveRate
     steps: StepRate
 
-    def to_record(self) -> dict[str, Any]:
-        return {"main_problem_resolve_rate": self.resolve.to_record(), "subproblem": self.steps.to_record()}
+    def recorded(self) -> Intervals:
+        return Intervals(self.resolve.recorded(), self.steps.recorded())
 
 
 # ---------------------------------------------------------------------------
@@ -277,16 +271,24 @@ PASS_AT_K_DESCRIPTION = (
 )
 
 
-def pass_at_k_method_record() -> dict[str, Any]:
-    return {"method": CLUSTERED_METHOD, "level": LEVEL, "description": PASS_AT_K_DESCRIPTION}
+PASS_AT_K_METHOD = PassAtKMethod(CLUSTERED_METHOD, LEVEL, PASS_AT_K_DESCRIPTION)
 
 
-def methods_record() -> dict[str, Any]:
+def pass_at_k_method_record() -> JSONObject:
+    return PASS_AT_K_METHOD.to_record()
+
+
+def interval_methods() -> IntervalMethods:
     """What summary.json's intervals mean (`uncertainty`)."""
-    return {
-        "level": LEVEL,
-        "main_problem_resolve_rate": RESOLVE_DESCRIPTION,
-        "subproblem": STEP_DESCRIPTION,
-        "pass_at_k": pass_at_k_method_record(),
-        "min_group_problems": MIN_GROUP_PROBLEMS,
-    }
+    return IntervalMethods(
+        level=LEVEL,
+        resolve=RESOLVE_DESCRIPTION,
+        steps=STEP_DESCRIPTION,
+        pass_at_k=PASS_AT_K_METHOD,
+        min_group_problems=MIN_GROUP_PROBLEMS,
+    )
+
+
+def methods_record() -> JSONObject:
+    """`interval_methods` as JSON (the summary's fingerprint covers it)."""
+    return interval_methods().to_record()

@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from stages.numbers.uncertainty.intervals import Interval, clustered_se, clustered_wilson
 
@@ -80,15 +79,6 @@ class McNemar:
     def discordant(self) -> int:
         return self.only_a + self.only_b
 
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "both": self.both,
-            "neither": self.neither,
-            "only_a": self.only_a,
-            "only_b": self.only_b,
-            "p_value": self.p_value,
-        }
-
 
 @dataclass(frozen=True)
 class StepDifference:
@@ -102,19 +92,6 @@ class StepDifference:
     steps: int
     problems: int
     correlation: float | None = None
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "difference": self.difference,
-            "se": self.se,
-            "low": self.interval.low if self.interval else None,
-            "high": self.interval.high if self.interval else None,
-            "p_value": self.p_value,
-            "steps": self.steps,
-            "problems": self.problems,
-            "method": STEP_DIFFERENCE_METHOD,
-            "correlation": self.correlation,
-        }
 
 
 def mcnemar_exact_p(only_a: int, only_b: int) -> float:

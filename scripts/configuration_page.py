@@ -9,13 +9,13 @@ kept out of config.json, and its doc line. `--check` writes nothing and exits 1 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator
 from dataclasses import MISSING, Field, fields
 from pathlib import Path
 from typing import Any
 
+from scripts.generated_page import page_main
 from stages.config.declaration import Declared
 from stages.config.settings import DECLARED, GROUPS, MAX_SECONDS, PARAM_BLOCKS, Settings
 from stages.config.values import PLAIN_VALUE, NumberCoercer
@@ -124,23 +124,13 @@ def configuration_page() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write docs/configuration.md from the settings' declarations.")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page is stale")
-    parser.add_argument("--page", type=Path, default=PAGE, help=f"the page (default: {PAGE})")
-    args = parser.parse_args(argv)
-    target: Path = args.page
-    page = configuration_page()
-    if args.check:
-        current = target.read_text(encoding="utf-8") if target.is_file() else ""
-        if current != page:
-            print(f"{target} is stale: run python -m scripts.configuration_page", file=sys.stderr)
-            return 1
-        print(f"{target} is current")
-        return 0
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(page, encoding="utf-8")
-    print(f"wrote {target}")
-    return 0
+    return page_main(
+        argv,
+        description="Write docs/configuration.md from the settings' declarations.",
+        default=PAGE,
+        build=configuration_page,
+        module="scripts.configuration_page",
+    )
 
 
 if __name__ == "__main__":

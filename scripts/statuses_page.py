@@ -7,10 +7,10 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from scripts.generated_page import page_main
 from stages.records.status_glossary import glossary_markdown
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "statuses.md"
@@ -35,23 +35,13 @@ def statuses_page() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write docs/statuses.md from the status glossary.")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page is stale")
-    parser.add_argument("--page", type=Path, default=PAGE, help=f"the page (default: {PAGE})")
-    args = parser.parse_args(argv)
-    target: Path = args.page
-    page = statuses_page()
-    if args.check:
-        current = target.read_text(encoding="utf-8") if target.is_file() else ""
-        if current != page:
-            print(f"{target} is stale: run python -m scripts.statuses_page", file=sys.stderr)
-            return 1
-        print(f"{target} is current")
-        return 0
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(page, encoding="utf-8")
-    print(f"wrote {target}")
-    return 0
+    return page_main(
+        argv,
+        description="Write docs/statuses.md from the status glossary.",
+        default=PAGE,
+        build=statuses_page,
+        module="scripts.statuses_page",
+    )
 
 
 if __name__ == "__main__":

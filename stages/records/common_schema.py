@@ -15,7 +15,7 @@ SHA256: JSONObject = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 
 FINGERPRINT_PARTS: JSONObject = {
     "type": "object",
-    "description": "what the fingerprint covers, by named part (stages/fingerprints.py); absent in artifacts written "
+    "description": "what the fingerprint covers, by named part (stages/config/fingerprints.py); absent in artifacts written "
     "before parts were stored",
     "required": list(PART_NAMES),
     "additionalProperties": False,
@@ -40,7 +40,7 @@ def common_schema() -> JSONObject:
         "$defs": {
             "schema_version": {
                 "const": SCHEMA_VERSION,
-                "description": "the artifact format (stages.artifacts.SCHEMA_VERSION)",
+                "description": "the artifact format (stages.storage.artifacts.SCHEMA_VERSION)",
             },
             "sha256": SHA256,
             "endpoint": schema_of(EndpointUse),

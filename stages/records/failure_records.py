@@ -64,7 +64,7 @@ class FailureRecord(Declared):
 @dataclass(frozen=True, kw_only=True)
 class NotScoredRecord(FailureRecord):
     record_schema = {
-        "title": "not_scored: why one problem could not be scored in the last run (stages/not_scored.py); removed "
+        "title": "not_scored: why one problem could not be scored in the last run (stages/records/failure_records.py); removed "
         "when it is scored",
         "additionalProperties": False,
         "properties": {"status": {"const": "not_scored"}},
@@ -75,7 +75,7 @@ class NotScoredRecord(FailureRecord):
 class NotGeneratedRecord(FailureRecord):
     record_schema = {
         "title": "not_generated: why the generation task of one problem failed in the last run "
-        "(stages/not_generated.py); removed when it succeeds",
+        "(stages/records/failure_records.py); removed when it succeeds",
         "additionalProperties": False,
         "properties": {"status": {"const": "not_generated"}},
     }

@@ -55,7 +55,9 @@ class SelectionEntry(Declared):
     problem_id: str
     category: str = dataclass_field(
         metadata=key(
-            schema={"description": "Field / Subfield (stages/categories.json, unless the problem file states one)"}
+            schema={
+                "description": "Field / Subfield (stages/benchmark/categories.json, unless the problem file states one)"
+            }
         )
     )
     # Written as a pair: both set, or both left out (never null).

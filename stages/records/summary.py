@@ -857,7 +857,7 @@ RATE_INTERVAL_SCHEMA: JSONObject = {
 }
 ATTEMPTS_SCHEMA: JSONObject = {
     "type": ["object", "null"],
-    "description": "with attempts > 1: per-attempt rates, pass@k, both strategies (stages.passk), or an error",
+    "description": "with attempts > 1: per-attempt rates, pass@k, both strategies (stages.numbers.passk), or an error",
     "required": ["strategy"],
     "properties": {
         "strategy": {"enum": ["avg", "pass"]},
@@ -893,7 +893,7 @@ class Summary(Declared):
             "intervals", "uncertainty", "cost",
         ],
         "properties": {
-            "intervals": {"description": "95% intervals of the two headline rates (stages/uncertainty)"},
+            "intervals": {"description": "95% intervals of the two headline rates (stages/numbers/uncertainty)"},
         },
     }  # fmt: skip
 
@@ -959,7 +959,7 @@ class Summary(Declared):
         metadata=key(
             schema={
                 "description": "passed steps whose official tests a trivial answer passes too "
-                "(stages/weak_tests.json); still passes"
+                "(stages/benchmark/weak_tests.json); still passes"
             }
         )
     )

@@ -14,22 +14,27 @@ keeps it a string, which is what is read here):
 | a `Declared` record | its `from_record` of the object | its `to_record` |
 | `FrozenObject`, `Frozen` (free-form JSON: a trajectory, a tool's outcome) | the frozen value | `thaw` of it |
 
-What the annotation cannot say is the field's metadata, given with `key(...)` (`field(metadata=key(...))`): its
-JSON key when it differs from the attribute's name, the object one level down that holds the key (`within`: the
-consecutive fields `within="tests"` write `"tests": {...}` where the first of them stands), when the key is left
-out of the written record (`omit`), what a missing or ill-typed key reads as where that is not the field's default
-(`absent`: the value of records written before the key existed), a value the record does not hold but its
-container gives (`outside`: read as the field's default, never written), a record whose keys are spread into this one's (`flatten`), and a reader or
-writer of its own for the rare value no annotation describes (a lone reader's value is written as is, a lone
-writer's read by the annotation; `one_of` reads a vocabulary, such as a status, with what an unknown word reads
-as), and what the field's JSON schema says beyond its type (`schema`: a description, a pattern, a bound, a
-narrower enum, a `$ref`; `required`: whether the schema requires the key, when that is not "always written", e.g. a
-key records written before it existed lack). A record's own schema words (title, description,
-`additionalProperties`) are its `record_schema`; `stages.records.schema_of` derives the schema files from all of
-it. A value the record derives from its other fields and writes among them (`is_published` beside the fields it
-follows from) is a field declared `init=False` and set in `__post_init__`: written in its place, never read. The
-readers of `stages.storage.json_values` are the building blocks: a record read here
-reads exactly as the hand-written converters it replaced did.
+What the annotation cannot say is the field's metadata, `field(metadata=key(...))`:
+- `name`: its JSON key, when it differs from the attribute's name;
+- `within`: the object one level down that holds the key (consecutive fields `within="tests"` write
+  `"tests": {...}` where the first of them stands);
+- `omit`: when the key is left out of the written record;
+- `absent`: what a missing or ill-typed key reads as, when not the field's default (records written before the
+  key existed);
+- `outside`: a value the record does not hold but its container gives (read as the field's default, never
+  written);
+- `flatten`: a record whose keys are spread into this one's;
+- `read`, `write`: a reader or writer of its own, for the rare value no annotation describes (a lone reader's value
+  is written as is, a lone writer's read by the annotation); `one_of` reads a vocabulary, such as a status, with
+  what an unknown word reads as;
+- `schema`, `required`: what the field's JSON schema says beyond its type (a description, a pattern, a bound, a
+  narrower enum, a `$ref`), and whether it requires the key when that is not "always written".
+
+A record's own schema words (title, description, `additionalProperties`) are its `record_schema`;
+`stages.records.schema_of` derives the schema files from all of it. A value the record derives from its other
+fields and writes among them (`is_published` beside the fields it follows from) is a field declared `init=False`
+and set in `__post_init__`: written in its place, never read. The readers of `stages.storage.json_values` are the
+building blocks: a record read here reads exactly as the hand-written converters it replaced did.
 """
 
 from __future__ import annotations
@@ -309,16 +314,15 @@ def _kind_of(annotation: str, namespace: Mapping[str, Any], where: str) -> _Kind
 
 def _optional_kind(inner: str, namespace: Mapping[str, Any], where: str) -> _Kind:
     kind = _kind_of(inner, namespace, where)
-    record = _record_class(inner.strip(), namespace)
-    shape = _SHAPES.get("str" if _LITERAL.match(inner.strip()) else inner.strip())
-    if record is not None:
+    inner = inner.strip()
+    shape: Callable[[Frozen], bool]
+    if _record_class(inner, namespace) is not None:
         shape = _is_mapping
-    if shape is None:
-        shape = _is_present
-    test = shape
+    else:
+        shape = _SHAPES.get("str" if _LITERAL.match(inner) else inner, _is_present)
 
     def read(value: Frozen, default: Any) -> Any:
-        return kind.read(value, MISSING) if test(value) else _or(default, None)
+        return kind.read(value, MISSING) if shape(value) else _or(default, None)
 
     return _Kind(read, lambda value: None if value is None else kind.write(value))
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from stages.compare.record import ComparisonRecord
 from stages.records.common_schema import common_schema
 from stages.records.details import Details
 from stages.records.failure_records import NotGeneratedRecord, NotScoredRecord
@@ -38,14 +39,13 @@ GENERATED: dict[str, Callable[[], JSONObject]] = {
     "not_scored": lambda: artifact_schema(NotScoredRecord),
     "summary": lambda: artifact_schema(Summary),
     "details": lambda: artifact_schema(Details),
+    "compare": lambda: artifact_schema(ComparisonRecord),
 }
 # The schema files kept by hand, each with why.
 HAND_KEPT: dict[str, str] = {
     "config": "not a record: the resolved settings (`Settings.redacted()`, declared in stages/config) with a few keys "
     "required and the API key forbidden",
     "identity": "not a record: the generate stage's settings slice as written, and where it came from",
-    "compare": "its record (stages/compare/record.py) is declared, but the shapes its own writers write (status "
-    "counts, pass@k, step flips) are not stated beside them yet",
     "targets": "not a record yet: the derive stage writes the derived targets' record as a dict "
     "(stages/targets/derive.py)",
 }

@@ -15,12 +15,14 @@ from stages.benchmark.datasets import DEFAULT_DATASET
 from stages.compare.comparison import AttemptMetrics, ComparedRun, Comparison, StepFlip
 from stages.compare.paired import PairedSection
 from stages.numbers.uncertainty.paired import STEP_DIFFERENCE_DESCRIPTION, STEP_DIFFERENCE_METHOD
-from stages.records.declared import Declared, key, one_of
+from stages.records.declared import Declared, KeyDeclaration, key, one_of
 from stages.records.results import CELL_STATUSES, CellStatus
+from stages.records.summary import COUNT, STATUS_COUNTS_SCHEMA
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
     Frozen,
     FrozenObject,
+    JSONObject,
     JSONValue,
     integer,
     number,
@@ -34,6 +36,8 @@ EARLIER_STEP_METHOD = "wald_clustered"
 EARLIER_STEP_DESCRIPTION = "D +- 1.96 SE, the SE clustered by problem (written before the method was recorded)"
 
 COMPARE_KIND = "compare"  # schemas/compare.schema.json
+CLOSED: JSONObject = {"additionalProperties": False}  # an object of the declared keys only
+PROBABILITY: JSONObject = {"minimum": 0, "maximum": 1}
 
 
 def _optional_float(value: float | None) -> float | None:
@@ -48,25 +52,30 @@ def _optional_int(value: Frozen) -> int | None:
 class RunCounts(Declared):
     """The summary's counts of one run over the compared problems."""
 
-    problems: int = field(metadata=key("main_problem_total"))
-    resolved: int = field(metadata=key("main_problem_resolved"))
-    steps_passed: int = field(metadata=key("subproblem_correct"))
-    steps_scored: int = field(metadata=key("subproblem_total"))
-    errors: int = field(metadata=key("Error"))
-    no_details: int
+    record_schema = CLOSED
+
+    problems: int = field(metadata=key("main_problem_total", schema=COUNT))
+    resolved: int = field(metadata=key("main_problem_resolved", schema=COUNT))
+    steps_passed: int = field(metadata=key("subproblem_correct", schema=COUNT))
+    steps_scored: int = field(metadata=key("subproblem_total", schema=COUNT))
+    errors: int = field(metadata=key("Error", schema=COUNT))
+    no_details: int = field(metadata=key(schema=COUNT))
 
 
 @dataclass(frozen=True)
 class RunCost(Declared):
     """Tokens, calls and model latency over the attempts that report both usage and latency."""
 
+    record_schema = CLOSED
+
+    # as the runs' files report them, unchecked
     input_tokens: int
     output_tokens: int
     total_tokens: int
     calls: int
     latency_s: float
-    attempts_reporting: int
-    attempts_total: int
+    attempts_reporting: int = field(metadata=key(schema=COUNT))
+    attempts_total: int = field(metadata=key(schema=COUNT))
 
 
 def _pass_at_k(value: Frozen) -> tuple[tuple[int, float], ...]:
@@ -78,18 +87,32 @@ def _pass_at_k_record(pass_at_k: tuple[tuple[int, float], ...]) -> JSONValue:
     return {str(k): estimate for k, estimate in pass_at_k}
 
 
+PASS_AT_K_SCHEMA: JSONObject = {  # what `_pass_at_k_record` writes: k, a whole number from 1, to its estimate
+    "type": "object",
+    "patternProperties": {"^[1-9][0-9]*$": {"type": "number"}},
+    "additionalProperties": False,
+}
+
+
 @dataclass(frozen=True)
 class RunAttempts(Declared):
     """A run's attempt metrics (stages.numbers.passk) when a compared run holds several attempts, or why they are not
     available (`error`, every number then None)."""
 
+    record_schema = CLOSED
+
     attempts: int | None = field(metadata=key(read=_optional_int))
     mean_resolve_rate: float | None = field(metadata=key("mean_main_problem_resolve_rate"))
     mean_step_rate: float | None = field(metadata=key("mean_subproblem_rate"))
-    pass_at_k: tuple[tuple[int, float], ...] = field(metadata=key(read=_pass_at_k, write=_pass_at_k_record))
+    pass_at_k: tuple[tuple[int, float], ...] = field(
+        metadata=key(read=_pass_at_k, write=_pass_at_k_record, schema=PASS_AT_K_SCHEMA)
+    )
     resolved_any: int | None = field(metadata=key("resolved_by_any_attempt", read=_optional_int))
     steps_passed_any: int | None = field(metadata=key("steps_passed_by_any_attempt", read=_optional_int))
-    error: str | None = None
+    error: str | None = field(
+        default=None,
+        metadata=key(schema={"description": "why the attempt metrics are not available (the numbers are then null)"}),
+    )
 
     @classmethod
     def of(cls, metrics: AttemptMetrics) -> RunAttempts:
@@ -117,25 +140,54 @@ def _status_counts_record(statuses: tuple[tuple[CellStatus, int], ...]) -> JSONV
     return dict(statuses)
 
 
+STATUS_COUNTS = key(  # what `_status_counts_record` writes: the summary's status counts over the compared problems
+    "status_counts",
+    read=_status_counts,
+    write=_status_counts_record,
+    schema={
+        "description": "step statuses of attempt 1 over the compared problems, skipped steps included",
+        **STATUS_COUNTS_SCHEMA,
+    },
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ComparedRunRecord(Declared):
     """One side of the comparison: which run, and its counts, statuses, cost and attempt metrics."""
 
+    record_schema = CLOSED
+
     run_dir: str
     model: str
     run: str
-    dataset: str = field(default=DEFAULT_DATASET, metadata=key(omit="if_default"))
+    dataset: str = field(
+        default=DEFAULT_DATASET,
+        metadata=key(
+            omit="if_default",
+            schema={"description": "the run's dataset; absent in a comparison written before datasets: original"},
+        ),
+    )
     split: str
     mode: str
-    with_background: str
-    problems_selected: int
-    counts: RunCounts
-    # every cell status in CELL_STATUSES order
-    statuses: tuple[tuple[CellStatus, int], ...] = field(
-        metadata=key("status_counts", read=_status_counts, write=_status_counts_record)
+    with_background: str = field(
+        metadata=key(schema={"description": "true, false, or (unknown) when config.json does not say"})
     )
-    cost: RunCost
-    attempts: RunAttempts | None  # None when both runs hold one attempt per problem
+    problems_selected: int = field(metadata=key(schema=COUNT))
+    counts: RunCounts = field(
+        metadata=key(schema={"description": "the summary's counts over the compared problems, attempt 1"})
+    )
+    statuses: tuple[tuple[CellStatus, int], ...] = field(metadata=STATUS_COUNTS)  # in CELL_STATUSES order
+    cost: RunCost = field(
+        metadata=key(
+            schema={
+                "description": "tokens, calls and model latency summed over the attempts that report both usage "
+                "and latency (as the runs' files report them, unchecked)"
+            }
+        )
+    )
+    attempts: RunAttempts | None = field(
+        metadata=key(schema={"description": "null when both runs hold one attempt per problem"})
+    )
 
     @classmethod
     def of(cls, side: ComparedRun, attempts: AttemptMetrics | None) -> ComparedRunRecord:
@@ -175,29 +227,60 @@ class ComparedRunRecord(Declared):
 class PairedRecord(Declared):
     """The paired tests on the problems both runs scored (stages.compare.paired)."""
 
+    record_schema = {**CLOSED, "properties": {"resolved": CLOSED, "steps": CLOSED}}
+
     problems: tuple[str, ...]
     only_scored_a: tuple[str, ...]
     only_scored_b: tuple[str, ...]
     neither_scored: tuple[str, ...]
-    resolved_both: int = field(metadata=key("both", within="resolved"))
-    resolved_neither: int = field(metadata=key("neither", within="resolved"))
-    resolved_only_a: int = field(metadata=key("only_a", within="resolved"))
-    resolved_only_b: int = field(metadata=key("only_b", within="resolved"))
-    mcnemar_p: float = field(metadata=key(within="resolved"))
-    steps: int = field(metadata=key("compared", within="steps"))
+    resolved_both: int = field(metadata=key("both", within="resolved", schema=COUNT))
+    resolved_neither: int = field(metadata=key("neither", within="resolved", schema=COUNT))
+    resolved_only_a: int = field(metadata=key("only_a", within="resolved", schema=COUNT))
+    resolved_only_b: int = field(metadata=key("only_b", within="resolved", schema=COUNT))
+    mcnemar_p: float = field(metadata=key(within="resolved", schema=PROBABILITY))
+    steps: int = field(metadata=key("compared", within="steps", schema=COUNT))
     step_difference: float | None = field(metadata=key("difference", within="steps"))
     step_se: float | None = field(metadata=key("se", within="steps"))
     step_low: float | None = field(metadata=key("low", within="steps"))
     step_high: float | None = field(metadata=key("high", within="steps"))
     step_p: float | None = field(metadata=key("p_value", within="steps"))
+    # the three keys below are always written, but absent in comparisons written before they were recorded
     step_method: str = field(
-        default=STEP_DIFFERENCE_METHOD, metadata=key("method", within="steps", absent=EARLIER_STEP_METHOD)
+        default=STEP_DIFFERENCE_METHOD,
+        metadata=key(
+            "method",
+            within="steps",
+            absent=EARLIER_STEP_METHOD,
+            required=False,
+            schema={
+                "description": "how low and high were computed: newcombe_clustered (absent in comparisons written "
+                "before it: D +- 1.96 SE)"
+            },
+        ),
     )
     step_description: str = field(
         default=STEP_DIFFERENCE_DESCRIPTION,
-        metadata=key("description", within="steps", absent=EARLIER_STEP_DESCRIPTION),
+        metadata=key(
+            "description",
+            within="steps",
+            absent=EARLIER_STEP_DESCRIPTION,
+            required=False,
+            schema={"description": "the method in full (docs/results-and-statistics.md, Error bars and paired tests)"},
+        ),
     )
-    step_correlation: float | None = field(default=None, metadata=key("correlation", within="steps"))
+    step_correlation: float | None = field(
+        default=None,
+        metadata=key(
+            "correlation",
+            within="steps",
+            required=False,
+            schema={
+                "minimum": -1,
+                "maximum": 1,
+                "description": "the paired correlation the interval used (corrected; 0 where undefined)",
+            },
+        ),
+    )
 
     @classmethod
     def of(cls, section: PairedSection) -> PairedRecord:
@@ -225,6 +308,8 @@ class PairedRecord(Declared):
 @dataclass(frozen=True)
 class SettingDifference(Declared):
     """A recorded setting, library version or confinement line that differs, as compare.md shows it."""
+
+    record_schema = CLOSED
 
     name: str
     a: str
@@ -255,23 +340,75 @@ def _flip_records(flips: tuple[StepFlip, ...]) -> JSONValue:
     ]
 
 
+FLIPS_SCHEMA: JSONObject = {  # what `_flip_records` writes
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["problem_id", "step_id", "status_a", "status_b"],
+        "additionalProperties": False,
+        "properties": {
+            "problem_id": {"type": "string"},
+            "step_id": {"type": "string"},
+            "status_a": {"enum": list(CELL_STATUSES)},
+            "status_b": {"enum": list(CELL_STATUSES)},
+        },
+    },
+}
+
+
+def _flips_key(description: str) -> dict[str, KeyDeclaration]:
+    return key(read=_flips, write=_flip_records, schema={"description": description, **FLIPS_SCHEMA})
+
+
 @dataclass(frozen=True)
 class ComparisonRecord(Declared):
     """compare.json: both runs, the compared problems, what differs, the paired tests and the flips."""
 
+    record_schema = {
+        "title": "compare: two runs side by side on the problems both selected (the numbers of compare.md, "
+        "machine-readable)",
+        **CLOSED,
+        "properties": {"runs": CLOSED},
+    }
+
     run_a: ComparedRunRecord = field(metadata=key("A", within="runs"))
     run_b: ComparedRunRecord = field(metadata=key("B", within="runs"))
-    compared_problems: tuple[str, ...]
-    narrowed_to: str | None  # the command line's sample_ids/category that narrowed the comparison
+    compared_problems: tuple[str, ...] = field(
+        metadata=key(
+            schema={
+                "description": "problems selected in both runs (narrowed by the command line's "
+                "sample_ids/category), in run A's order"
+            }
+        )
+    )
+    narrowed_to: str | None = field(
+        metadata=key(
+            schema={
+                "description": "the sample_ids/category the comparison was narrowed to; null for both whole selections"
+            }
+        )
+    )
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
-    statement_differs: tuple[str, ...]
-    differences: tuple[SettingDifference, ...] = field(metadata=key("setting_differences"))
-    paired: PairedRecord
-    problems_lost: tuple[str, ...]  # resolved in A, unresolved in B
-    problems_gained: tuple[str, ...]
-    steps_lost: tuple[StepFlip, ...] = field(metadata=key(read=_flips, write=_flip_records))  # pass in A, not in B
-    steps_gained: tuple[StepFlip, ...] = field(metadata=key(read=_flips, write=_flip_records))
+    statement_differs: tuple[str, ...] = field(
+        metadata=key(schema={"description": "compared problems whose statement fingerprint differs between the runs"})
+    )
+    differences: tuple[SettingDifference, ...] = field(
+        metadata=key(
+            "setting_differences",
+            schema={
+                "description": "every recorded setting, library version and confinement line that differs, "
+                "besides the model"
+            },
+        )
+    )
+    paired: PairedRecord = field(
+        metadata=key(schema={"description": "the paired tests on the problems both runs scored, attempt 1"})
+    )
+    problems_lost: tuple[str, ...] = field(metadata=key(schema={"description": "resolved in A, unresolved in B"}))
+    problems_gained: tuple[str, ...] = field(metadata=key(schema={"description": "unresolved in A, resolved in B"}))
+    steps_lost: tuple[StepFlip, ...] = field(metadata=_flips_key("pass in A, not pass in B"))
+    steps_gained: tuple[StepFlip, ...] = field(metadata=_flips_key("not pass in A, pass in B"))
 
     @classmethod
     def of(cls, comparison: Comparison) -> ComparisonRecord:

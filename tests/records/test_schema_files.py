@@ -120,6 +120,8 @@ def mutated(record: dict[str, Any], path: tuple[str | int, ...], value: object) 
 
 
 ENTRY = ("problems", 0)
+RUN_A = ("runs", "A")
+FLIP = {"problem_id": "1", "step_id": "1.1", "status_a": "pass", "status_b": "fail"}
 STEP = ("steps", 0)
 ATTEMPT = ("attempts", 0)
 EVALUATION = (*ATTEMPT, "meta", "evaluation")
@@ -387,6 +389,78 @@ REFUSED: dict[str, list[tuple[str, tuple[str | int, ...], object]]] = {
             (*STEP, "trajectory", "tool_calls_not_run"),
             [{"call_id": "c", "name": "n"}],
         ),
+    ],
+    "compare": [
+        ("the format's version", ("schema_version",), 2),
+        ("an extra key", ("extra",), 1),
+        ("no runs", ("runs",), DELETE),
+        ("runs without B", ("runs", "B"), DELETE),
+        ("runs with a third run", ("runs", "C"), {}),
+        ("a run with an extra key", (*RUN_A, "extra"), 1),
+        ("a run without its model", (*RUN_A, "model"), DELETE),
+        ("a run's dataset of a number", (*RUN_A, "dataset"), 1),
+        ("a run's with_background of null", (*RUN_A, "with_background"), None),
+        ("a negative count of selected problems", (*RUN_A, "problems_selected"), -1),
+        ("counts without Error", (*RUN_A, "counts", "Error"), DELETE),
+        ("counts with an extra key", (*RUN_A, "counts", "extra"), 1),
+        ("a negative count of resolved problems", (*RUN_A, "counts", "main_problem_resolved"), -1),
+        ("status counts with an unknown status", (*RUN_A, "status_counts", "ok"), 1),
+        ("status counts without no_verdict", (*RUN_A, "status_counts", "no_verdict"), DELETE),
+        ("a negative status count", (*RUN_A, "status_counts", "not_generated"), -1),
+        ("cost without its calls", (*RUN_A, "cost", "calls"), DELETE),
+        ("cost of fractional tokens", (*RUN_A, "cost", "input_tokens"), 1.5),
+        ("cost with an extra key", (*RUN_A, "cost", "extra"), 1),
+        ("a negative count of attempts reporting", (*RUN_A, "cost", "attempts_reporting"), -1),
+        ("no attempts key", (*RUN_A, "attempts"), DELETE),
+        ("attempts of a word", (*RUN_A, "attempts"), "x"),
+        (
+            "attempts without their error key",
+            (*RUN_A, "attempts"),
+            {
+                "attempts": 2,
+                "mean_main_problem_resolve_rate": 0.5,
+                "mean_subproblem_rate": 0.5,
+                "pass_at_k": {"1": 0.5},
+                "resolved_by_any_attempt": 1,
+                "steps_passed_by_any_attempt": 1,
+            },
+        ),
+        (
+            "a pass@k of k zero",
+            (*RUN_A, "attempts"),
+            {
+                "attempts": 2,
+                "mean_main_problem_resolve_rate": 0.5,
+                "mean_subproblem_rate": 0.5,
+                "pass_at_k": {"0": 0.5},
+                "resolved_by_any_attempt": 1,
+                "steps_passed_by_any_attempt": 1,
+                "error": None,
+            },
+        ),
+        ("narrowed_to of a list", ("narrowed_to",), []),
+        ("compared problems of a number", ("compared_problems",), [1]),
+        ("no statement_differs", ("statement_differs",), DELETE),
+        ("a setting difference without b", ("setting_differences",), [{"name": "n", "a": "1"}]),
+        (
+            "a setting difference with an extra key",
+            ("setting_differences",),
+            [{"name": "n", "a": "1", "b": "2", "c": 3}],
+        ),
+        ("paired with an extra key", ("paired", "extra"), 1),
+        ("paired without neither_scored", ("paired", "neither_scored"), DELETE),
+        ("resolved with an extra key", ("paired", "resolved", "extra"), 1),
+        ("a negative count resolved by both", ("paired", "resolved", "both"), -1),
+        ("a McNemar p above one", ("paired", "resolved", "mcnemar_p"), 1.5),
+        ("steps with an extra key", ("paired", "steps", "extra"), 1),
+        ("steps without p_value", ("paired", "steps", "p_value"), DELETE),
+        ("a step difference of a word", ("paired", "steps", "difference"), "x"),
+        ("a step method of null", ("paired", "steps", "method"), None),
+        ("a correlation below minus one", ("paired", "steps", "correlation"), -1.5),
+        ("problems lost of no array", ("problems_lost",), "1"),
+        ("a flip without its step", ("steps_lost",), [{"problem_id": "1", "status_a": "pass", "status_b": "fail"}]),
+        ("a flip of an unknown status", ("steps_gained",), [{**FLIP, "status_b": "ok"}]),
+        ("a flip with an extra key", ("steps_gained",), [{**FLIP, "extra": 1}]),
     ],
 }
 

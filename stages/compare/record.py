@@ -164,7 +164,10 @@ class ComparedRunRecord(Declared):
         default=DEFAULT_DATASET,
         metadata=key(
             omit="if_default",
-            schema={"description": "the run's dataset; absent in a comparison written before datasets: original"},
+            schema={
+                "description": "the run's dataset; absent for the default, original (as in comparisons written "
+                "before datasets)"
+            },
         ),
     )
     split: str

@@ -61,11 +61,12 @@ def _schema_registry() -> Registry[Any]:
 
 @cache
 def _validator(kind: str) -> jsonschema.protocols.Validator:
+    """The validator of `kind`'s schema file. The files are generated from the record declarations and each is checked
+    against its metaschema by the test suite (tests/storage/test_artifacts.py), not on every run: that check costs more than every
+    validation a no-op rerun makes."""
     registry = _schema_registry()
     schema = registry.contents(f"{kind}.schema.json")
-    validator_cls = jsonschema.validators.validator_for(schema)
-    validator_cls.check_schema(schema)
-    return validator_cls(schema, registry=registry)
+    return jsonschema.validators.validator_for(schema)(schema, registry=registry)
 
 
 def validate(kind: str, record: JSONObject) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import example, given
 
@@ -14,6 +16,7 @@ from stages.execution.untrusted import valid_text
 from stages.storage import artifacts
 from stages.storage.artifacts import atomic_write_text, fingerprint, read_artifact, write_artifact
 from stages.storage.json_values import JSONObject
+from stages.storage.paths import SCHEMAS_DIR
 from tests.support.hostile import hostile_text
 from tests.support.run_artifacts import json_at, json_object
 
@@ -74,3 +77,10 @@ def test_any_untrusted_text_can_be_written_hashed_and_read_back(text: str) -> No
 def test_lone_surrogates_keep_distinct_fingerprints() -> None:
     assert fingerprint("\ud800") != fingerprint("\ud801") != fingerprint("\ufffd")
     assert fingerprint("plain") == hashlib.sha256(b'"plain"').hexdigest()  # valid text hashes as before
+
+
+@pytest.mark.parametrize("schema_file", sorted(SCHEMAS_DIR.glob("*.schema.json")), ids=lambda path: path.name)
+def test_every_schema_file_is_valid_against_its_metaschema(schema_file: Path) -> None:
+    """The run trusts its schema files (it validates records against them, never the files themselves)."""
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    jsonschema.validators.validator_for(schema).check_schema(schema)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PROJECT = Path(__file__).resolve().parents[1]
 
 
@@ -45,3 +47,16 @@ def test_the_environments_benchmark_names_its_three_configurations() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     last = result.stdout.strip().splitlines()[-1]
     assert last == "[['environments'], ['environments'], ['all_environments', 'environments']]"
+
+
+@pytest.mark.slow
+def test_the_noop_rerun_benchmark_compares_this_checkout_with_a_baseline_revision() -> None:
+    result = subprocess.run(
+        [sys.executable, str(PROJECT / "bench" / "noop_rerun_bench.py"), "--baseline", "HEAD", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ratio this / baseline (median):" in result.stdout and "baseline HEAD: no-op rerun median" in result.stdout

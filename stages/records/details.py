@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from stages.records.declared import Declared, key
 from stages.records.schema_of import schema_of
@@ -241,7 +241,7 @@ class Details(Declared):
 
     # None only for details built in memory, never written
     stamp: Stamp | None = field(default=None, metadata=key(flatten=True, write=_stamp_or_none, schema=schema_of(Stamp)))
-    status: str = field(metadata=key(schema={"enum": ["complete", "generation_error", "missing_generation"]}))
+    status: str = field(metadata=key(schema={"enum": list(get_args(DetailsStatus))}))
     task_id: str = "?"  # "?" in a record that lacks it
     category: str
     attempts: tuple[ScoredAttempt, ...] = field(metadata=key(schema={"minItems": 1}))

@@ -14,7 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import get_args
 
+from stages.benchmark.protocol import CARRY_MODES
+from stages.config.settings import API_PROTOCOLS, MODES
 from stages.execution.untrusted import UntrustedJSONError, parse_json, valid_text
 from stages.records.declared import Declared, key
 from stages.records.endpoint import EndpointRecord
@@ -22,7 +25,7 @@ from stages.records.run_conditions import add_counts, tool_outcome_counts
 from stages.records.schema_of import ref
 from stages.records.stamp import Stamp
 from stages.records.usage import USAGE_SCHEMA, Usage
-from stages.statuses import TOOL_STATUSES
+from stages.statuses import TOOL_STATUSES, GenerationStepStatus
 from stages.storage.artifacts import read_typed
 from stages.storage.json_values import (
     EMPTY,
@@ -186,7 +189,7 @@ class GeneratedStep(Declared):
             schema={
                 "description": "context_exceeded: the prompt did not fit the server's context; not_generated: a "
                 "later step of such a problem (both final, scored as fail)",
-                "enum": ["ok", "truncated", "no_code", "error", "prefilled", "context_exceeded", "not_generated"],
+                "enum": list(get_args(GenerationStepStatus)),
             }
         )
     )
@@ -282,10 +285,8 @@ class Generation(Declared):
     problem_id: str
     attempt: int = field(metadata=key(schema=NON_NEGATIVE))
     model: str
-    mode: str = field(metadata=key(schema={"enum": ["naive", "tool_use"]}))
-    api_protocol: str | None = field(
-        default=None, metadata=key(omit="if_none", schema={"enum": ["openai-chat", "openai-responses"]})
-    )
+    mode: str = field(metadata=key(schema={"enum": list(MODES)}))
+    api_protocol: str | None = field(default=None, metadata=key(omit="if_none", schema={"enum": list(API_PROTOCOLS)}))
     with_background: bool | None = field(default=None, metadata=key(omit="if_none"))
     carry: str | None = field(
         default=None,
@@ -293,7 +294,7 @@ class Generation(Declared):
             omit="if_none",
             schema={
                 "description": "what earlier steps carried into later prompts: whole code or the named definition",
-                "enum": ["full", "definition"],
+                "enum": list(CARRY_MODES),
             },
         ),
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from stages.benchmark.categories import UNCLASSIFIED, Category, category_of
 from stages.benchmark.datasets import DEFAULT_DATASET
+from stages.config.settings import SPLITS
 from stages.records.declared import Declared, key
 from stages.records.schema_of import ref
 from stages.records.stamp import Stamp
@@ -122,7 +123,7 @@ class Selection(Declared):
             schema={"description": "a manifest-bound dataset: the md5 its manifest states for the problem file"},
         ),
     )
-    split: str = dataclass_field(metadata=key(schema={"enum": ["validation", "test", "all"]}))
+    split: str = dataclass_field(metadata=key(schema={"enum": list(SPLITS)}))
     category: tuple[str, ...] = dataclass_field(metadata=key(schema={"minItems": 1}))
     sample_ids: tuple[str, ...]
     entries: tuple[SelectionEntry, ...] = dataclass_field(metadata=key("problems", schema={"minItems": 1}))

@@ -19,9 +19,12 @@ from pathlib import Path
 from typing import Literal, Self, get_args
 
 from stages.benchmark.datasets import DEFAULT_DATASET
+from stages.benchmark.protocol import CARRY_MODES
+from stages.config.settings import SPLITS
 from stages.records.declared import Declared, key
 from stages.records.endpoint import EndpointUse
 from stages.records.generation import ToolStats
+from stages.records.invocations import Stage
 from stages.records.schema_of import ref, schema_of
 from stages.records.stamp import Stamp
 from stages.records.usage import Usage
@@ -175,13 +178,13 @@ class RunIdentity(Declared):
             schema={"description": "a manifest-bound dataset: the md5 its manifest states for the problem file"},
         ),
     )
-    split: str = field(metadata=key(schema={"enum": ["validation", "test", "all"]}))
+    split: str = field(metadata=key(schema={"enum": list(SPLITS)}))
     category: tuple[str, ...]
     sample_ids: tuple[str, ...]
     mode: str
     with_background: bool
     # None in a summary written before it was recorded (never written null)
-    carry: str | None = field(default=None, metadata=key(schema={"enum": ["full", "definition"]}))
+    carry: str | None = field(default=None, metadata=key(schema={"enum": list(CARRY_MODES)}))
     attempts_per_problem: int | None = field(  # likewise
         default=None, metadata=key(schema={"type": "integer", "minimum": 1})
     )
@@ -345,7 +348,7 @@ class RecordedInvocation(Declared):
     started: str
     ended: str
     seconds: float = field(metadata=key(schema=COUNT))
-    stages: tuple[str, ...] = field(metadata=key(schema={"items": {"enum": ["generate", "score"]}}))
+    stages: tuple[str, ...] = field(metadata=key(schema={"items": {"enum": list(get_args(Stage))}}))
     problems: int = field(metadata=key(schema=COUNT))
 
     @property
